@@ -33,3 +33,9 @@ class UnsupportedError(VramsimError, NotImplementedError):
 
 class TraceError(VramsimError):
     """The model failed while running on the meta device."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message: the part a one-line error can carry."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,1 @@
+"""Device catalog, allocator model and what-if estimators over a traced program."""

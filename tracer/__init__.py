@@ -1,0 +1,1 @@
+"""Dispatch-level tracer: records every storage a program allocates on the meta device."""

@@ -1,0 +1,196 @@
+"""Emulate a target's kernel choices and autocast on meta tensors, which have neither.
+
+Meta tensors take PyTorch's device-agnostic paths: ``scaled_dot_product_attention`` falls to
+the math kernel (materialising the attention matrix) and ``torch.autocast`` ignores them. A
+``TorchFunctionMode`` above autograd re-routes those calls the way the target's dispatcher
+would, so autograd records the same casts and saves the same tensors as on the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_map
+
+__all__ = ["AttentionCall", "KernelEmulation", "KernelRules"]
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionCall:
+    """The arguments of one ``scaled_dot_product_attention`` call that backend selection reads."""
+
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    attn_mask: torch.Tensor | None
+    dropout_p: float
+    is_causal: bool
+    scale: float | None
+    enable_gqa: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelRules:
+    """How one target's dispatcher behaves where meta execution differs from it."""
+
+    autocast_device: str
+    """The device type whose autocast op lists apply (``cpu`` or ``cuda``)."""
+    default_autocast_dtype: torch.dtype
+    """autocast's dtype when none is given (bfloat16 on CPU, float16 on CUDA)."""
+    lower_precision_ops: frozenset[str]
+    """Ops autocast runs in the lower precision dtype."""
+    fp32_ops: frozenset[str]
+    """Ops autocast runs in float32."""
+    promote_ops: frozenset[str]
+    """Ops autocast runs in the widest floating dtype among their inputs."""
+    attention: Callable[[AttentionCall], torch.Tensor | None]
+    """Runs SDPA with the target's kernel, or returns None to keep the math path."""
+
+
+_FUNCTION_ALIASES = {
+    "__matmul__": "matmul",
+    "__rmatmul__": "matmul",
+    "cross_entropy": "cross_entropy_loss",
+}
+"""Python-level names whose aten op (the name autocast lists use) is spelled differently."""
+
+
+class KernelEmulation(TorchFunctionMode):
+    """Routes SDPA to the target's kernel and applies the target's autocast policy.
+
+    Autocast acts at the outermost call, as the real one does: while an op runs, nested calls
+    are not cast again. Known limitations: ops inside a C++ composite that is not itself on an
+    autocast list (e.g. ``einsum`` -> ``bmm``) are not cast.
+    """
+
+    def __init__(self, rules: KernelRules) -> None:
+        super().__init__()
+        self.rules = rules
+        self._autocast: list[tuple[bool, torch.dtype]] = []
+        self._cast_cache: dict[int, torch.Tensor] = {}
+        self._patched: list[Any] = []
+        self._original_maybe_autocast: Any = None
+
+    @contextlib.contextmanager
+    def autocast(self, dtype: torch.dtype | None = None, enabled: bool = True) -> Iterator[None]:
+        """``torch.autocast`` for the target; the outermost exit clears the weight-cast cache."""
+        current = self._autocast[-1][1] if self._autocast else self.rules.default_autocast_dtype
+        self._autocast.append((enabled, dtype or current))
+        try:
+            yield
+        finally:
+            self._autocast.pop()
+            if not self._autocast:
+                self._cast_cache.clear()
+
+    def __enter__(self) -> KernelEmulation:
+        self._patch_maybe_autocast()
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            self._restore_maybe_autocast()
+
+    def _patch_maybe_autocast(self) -> None:
+        """transformers' ``maybe_autocast`` skips meta tensors; route it to the emulated autocast.
+
+        Models import it by name (``from ...utils.generic import maybe_autocast``), so every
+        loaded module holding that function gets the replacement.
+        """
+        from transformers.utils import generic
+
+        original = generic.maybe_autocast
+        self._patched = [m for m in list(sys.modules.values()) if getattr(m, "maybe_autocast", None) is original]
+        self._original_maybe_autocast = original
+        for module in self._patched:
+            module.maybe_autocast = self._maybe_autocast
+
+    def _restore_maybe_autocast(self) -> None:
+        for module in self._patched:
+            module.maybe_autocast = self._original_maybe_autocast
+        self._patched = []
+
+    def _maybe_autocast(
+        self, device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, cache_enabled: bool | None = None
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Same contract as transformers' ``maybe_autocast``, against the emulated state."""
+        active = bool(self._autocast) and self._autocast[-1][0]
+        if active or enabled:
+            return self.autocast(dtype, enabled)
+        return contextlib.nullcontext()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        name = _FUNCTION_ALIASES.get(getattr(func, "__name__", ""), getattr(func, "__name__", ""))
+        enabled, dtype = self._autocast[-1] if self._autocast else (False, torch.float32)
+        if enabled:
+            args, kwargs = self._autocast_args(name, dtype, args, kwargs)
+        if func is F.scaled_dot_product_attention:
+            out = self.rules.attention(_attention_call(*args, **kwargs))
+            if out is not None:
+                return out
+        return func(*args, **kwargs)
+
+    def _autocast_args(self, name: str, dtype: torch.dtype, args: Any, kwargs: Any) -> tuple[Any, Any]:
+        if name in self.rules.lower_precision_ops:
+            return tree_map(lambda a: self._cast(a, dtype), (args, kwargs))
+        if name in self.rules.fp32_ops:
+            return tree_map(lambda a: self._cast(a, torch.float32), (args, kwargs))
+        if name in self.rules.promote_ops:
+            widest = _widest(args, kwargs)
+            if widest is not None:
+                return tree_map(lambda a: self._cast(a, widest), (args, kwargs))
+        return args, kwargs
+
+    def _cast(self, arg: Any, dtype: torch.dtype) -> Any:
+        """autocast_mode.cpp ``cached_cast``: fp32 leaf weights cast to lower precision are cached."""
+        if not _eligible(arg) or arg.dtype == dtype:
+            return arg
+        cacheable = dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf
+        if not cacheable:
+            return arg.to(dtype)
+        cached = self._cast_cache.get(id(arg))
+        if cached is None:
+            cached = self._cast_cache[id(arg)] = arg.to(dtype)
+        return cached
+
+
+def _eligible(arg: Any) -> bool:
+    """autocast_mode.h ``is_eligible``: floating tensors other than float64."""
+    return isinstance(arg, torch.Tensor) and arg.is_floating_point() and arg.dtype != torch.float64
+
+
+def _widest(args: Any, kwargs: Any) -> torch.dtype | None:
+    dtypes = [a.dtype for a in (*args, *kwargs.values()) if _eligible(a)]
+    return max(dtypes, key=lambda d: torch.finfo(d).bits) if dtypes else None
+
+
+def _attention_call(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> AttentionCall:
+    return AttentionCall(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+def boolean_mask_to_additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """attention.cpp ``convert_boolean_attn_mask``: a bool mask becomes 0 / -inf in the query dtype."""
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return torch.where(mask.logical_not(), torch.scalar_tensor(-math.inf, dtype=dtype, device=mask.device),
+                       torch.scalar_tensor(0.0, dtype=dtype, device=mask.device))  # fmt: skip

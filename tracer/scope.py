@@ -1,0 +1,61 @@
+"""Which module and phase the program is in, for attributing each allocation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.distributed._tools.mod_tracker import ModTracker
+
+from .categories import Phase
+
+__all__ = ["ModuleScope"]
+
+
+class ModuleScope:
+    """Answers two questions for the tracer: the innermost active module, and the phase.
+
+    Module context comes from torch's ``ModTracker`` (forward hooks, and multi-grad hooks in
+    backward); the step phase is set by the workload, since only it knows whether it is in
+    ``backward()`` or ``optimizer.step()``. A forward that runs inside backward is recompute
+    from activation checkpointing.
+    """
+
+    def __init__(self, root: torch.nn.Module | None = None) -> None:
+        self._tracker = ModTracker()
+        self._root_name = type(root).__name__ if root is not None else ""
+        self._forward_depth = 0
+        self.phase: Phase = Phase.SETUP
+        self.step: int = -1
+
+    def __enter__(self) -> ModuleScope:
+        self._tracker.register_user_hooks(self._pre_forward, self._post_forward)
+        self._tracker.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._tracker.__exit__(*exc)
+        self._tracker.clear_user_hooks()
+
+    def _pre_forward(self, module: torch.nn.Module, inputs: Any) -> None:
+        self._forward_depth += 1
+
+    def _post_forward(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+        self._forward_depth -= 1
+
+    @property
+    def module(self) -> str:
+        """Dotted path of the innermost active module, without the root class name."""
+        parents = self._tracker.parents - {"Global"}
+        if not parents:
+            return ""
+        deepest = max(parents, key=lambda name: name.count("."))
+        head, _, rest = deepest.partition(".")
+        return rest if head == self._root_name else deepest
+
+    @property
+    def current_phase(self) -> Phase:
+        """The workload's phase, refined: forward inside backward is recompute."""
+        if self.phase is Phase.BACKWARD and self._forward_depth > 0:
+            return Phase.RECOMPUTE
+        return self.phase

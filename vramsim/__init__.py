@@ -1,0 +1,1 @@
+"""vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU."""

@@ -1,0 +1,125 @@
+"""The public entry points: ``simulate`` and ``count_parameters``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from vramsim.tracer.graph import build_graph
+from vramsim.tracer.liveness import liveness
+
+from . import summary
+from .build import build_workload
+from .config import SimulationConfig
+from .models import ModelSource, build_model, load_config
+from .report import Assumption, Report
+from .targets import Target, resolve_target
+from .tracing import trace_workload
+
+__all__ = ["count_parameters", "simulate"]
+
+
+def simulate(
+    model: ModelSource,
+    *,
+    task: str = "train",
+    batch_size: int = 1,
+    seq_len: int = 512,
+    device: str = "h100",
+    dtype: torch.dtype | str | None = None,
+    mixed_precision: torch.dtype | str | None = None,
+    optimizer: Any = "adamw",
+    gradient_checkpointing: bool = False,
+    lora: Any = None,
+    max_new_tokens: int | None = None,
+    inputs: Any = None,
+    loss: Any = None,
+    **more: Any,
+) -> Report:
+    """Trace one workload on the meta device and report its steady-state peak on ``device``.
+
+    >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
+    >>> report.peak_bytes > 0
+    True
+    """
+    config = SimulationConfig(
+        task=task, batch_size=batch_size, seq_len=seq_len, device=device, dtype=dtype,
+        mixed_precision=mixed_precision, optimizer=optimizer, gradient_checkpointing=gradient_checkpointing,
+        lora=lora, max_new_tokens=max_new_tokens, inputs=inputs, loss=loss, **more,
+    )  # fmt: skip
+    target = resolve_target(config.device)
+    started = time.perf_counter()
+    with target.emulation() as emulation:
+        work = build_workload(model, config, device="meta", autocast=emulation.autocast, foreach=target.foreach)
+        specs = summary.layer_specs(work.model)
+        trace = trace_workload(work, devices=target.counted_devices)
+    graph = build_graph(trace)
+    live = liveness(graph)
+    steady = summary.steady_peak(trace, graph, live)
+    return Report(
+        model=_model_name(model),
+        target=target.name,
+        task=config.task,
+        peak_bytes=steady.peak_bytes,
+        peak_at=steady.site,
+        breakdown=steady.breakdown,
+        parameters=summary.count_parameters(work.model),
+        layers=summary.layer_rows(specs, trace, live),
+        assumptions=[Assumption(name=a.name, detail=a.detail) for a in target.notes] + _run_notes(config, work),
+        options=_options(config),
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def count_parameters(model: ModelSource, *, model_class: str | None = None, trust_remote_code: bool = False) -> int:
+    """Parameters of ``model`` built on the meta device, tied weights counted once.
+
+    >>> count_parameters("meta-llama/Llama-3.1-8B")
+    8030261248
+    """
+    source = load_config(model, trust_remote_code=trust_remote_code) if isinstance(model, str) else model
+    module = build_model(source, device="meta", dtype=None, model_class=model_class, trust_remote_code=trust_remote_code)
+    return summary.count_parameters(module)
+
+
+def _model_name(model: ModelSource) -> str:
+    if isinstance(model, str):
+        return model
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return getattr(model, "name_or_path", None) or getattr(model, "__name__", None) or type(model).__name__
+
+
+def _options(config: SimulationConfig) -> dict[str, Any]:
+    return {
+        "batch_size": config.batch_size,
+        "seq_len": config.seq_len,
+        "dtype": str(config.dtype).removeprefix("torch.") if config.dtype else None,
+        "mixed_precision": str(config.mixed_precision).removeprefix("torch.") if config.mixed_precision else None,
+        "optimizer": config.optimizer if isinstance(config.optimizer, str) or config.optimizer is None else "custom",
+        "gradient_checkpointing": config.gradient_checkpointing,
+        "lora": config.lora is not None,
+        "max_new_tokens": config.max_new_tokens,
+    }
+
+
+def _run_notes(config: SimulationConfig, work: Any) -> list[Assumption]:
+    notes = [
+        Assumption(
+            name="steady_state",
+            detail=f"{config.steps} steps are run; the peak reported is the last one's",
+        )
+    ]
+    if config.task == "train":
+        notes.append(
+            Assumption(
+                name="outputs_dropped_before_backward",
+                detail="the model's outputs (logits) are released once the loss is computed, as the HF Trainer does",
+            )
+        )
+    weights = next((p.dtype for p in work.model.parameters()), None)
+    if weights is not None and config.dtype is None:
+        notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
+    return notes

@@ -1,0 +1,103 @@
+"""Model resolution: an id, folder, config, module or builder -> an ``nn.Module`` on a device."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from transformers import AutoConfig, PretrainedConfig
+
+from vramsim import model_zoo
+
+from .errors import first_line, ConfigError, ModelNotFoundError, TraceError
+
+__all__ = ["ModelSource", "build_model", "load_config"]
+
+ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
+
+
+def load_config(source: str | Path, *, trust_remote_code: bool = False) -> PretrainedConfig:
+    """Resolve an id or path to a config: the zoo first, then a local path, then the Hub."""
+    text = str(source)
+    zoo_folder = model_zoo.find(text)
+    path = Path(zoo_folder) if zoo_folder is not None else Path(text).expanduser()
+    if path.exists():
+        return _config_from_path(path, trust_remote_code=trust_remote_code)
+    try:
+        return AutoConfig.from_pretrained(text, trust_remote_code=trust_remote_code)
+    except OSError as exc:
+        raise ModelNotFoundError(
+            f"{text!r} is neither a bundled model (see `vramsim models`) nor reachable on the Hugging Face Hub "
+            f"({first_line(exc)}); pass a local folder or a config.json path instead"
+        ) from exc
+    except ValueError as exc:
+        raise ModelNotFoundError(f"cannot load the config of {text!r}: {first_line(exc)}") from exc
+
+
+def build_model(
+    source: ModelSource,
+    *,
+    device: str,
+    dtype: torch.dtype | None,
+    model_class: str | None = None,
+    trust_remote_code: bool = False,
+    task: str = "train",
+) -> torch.nn.Module:
+    """Build the model with its weights on ``device`` (``meta`` for simulation, ``cpu`` to measure)."""
+    if isinstance(source, torch.nn.Module):
+        return source.to(dtype) if dtype is not None else source
+    if callable(source) and not isinstance(source, PretrainedConfig):
+        with torch.device(device):
+            module = source()
+        if not isinstance(module, torch.nn.Module):
+            raise ConfigError(f"the model builder returned {type(module).__name__}, not a torch.nn.Module")
+        return module.to(dtype) if dtype is not None else module
+    config = source if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust_remote_code)
+    model_cls = _model_class(config, model_class, task)
+    try:
+        with torch.device(device):
+            build = getattr(model_cls, "from_config", None) or model_cls._from_config  # Auto class or concrete
+            model = build(config, dtype=dtype or torch.float32)
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
+        raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
+    return model
+
+
+def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfig:
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelNotFoundError(f"{file} is not a readable config.json: {first_line(exc)}") from exc
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise ModelNotFoundError(f"{file} has no 'model_type'; is it a Hugging Face config.json?")
+    try:
+        return AutoConfig.from_pretrained(str(file.parent if path.is_dir() else file), trust_remote_code=trust_remote_code)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise ModelNotFoundError(f"{file} cannot be loaded as a config: {first_line(exc)}") from exc
+
+
+_TASK_AUTO_CLASS = {"train": "AutoModelForCausalLM", "forward": "AutoModelForCausalLM", "generate": "AutoModelForCausalLM"}
+
+
+def _model_class(config: PretrainedConfig, model_class: str | None, task: str) -> Any:
+    """The class the user named, else the config's own architecture, else the task's Auto class."""
+    names = [model_class] if model_class else list(getattr(config, "architectures", None) or [])
+    for name in names:
+        cls = getattr(transformers, name, None)
+        if cls is not None and (hasattr(cls, "from_config") or hasattr(cls, "_from_config")):
+            return cls
+        if model_class:
+            raise ConfigError(
+                f"unknown model class {model_class!r}; name a transformers class such as "
+                "AutoModelForCausalLM, AutoModelForSequenceClassification or LlamaForCausalLM"
+            )
+    auto = getattr(transformers, _TASK_AUTO_CLASS[task])
+    if type(config) in auto._model_mapping:
+        return auto
+    return transformers.AutoModel
+

@@ -1,0 +1,70 @@
+"""The result of a simulation: plain data, no tensors, nothing printed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Assumption", "LayerRow", "PeakSite", "Report"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PeakSite:
+    """Where the steady-state peak happens."""
+
+    step: int
+    phase: str
+    op: str
+    """The aten op whose allocation reached the peak."""
+    module: str
+    """Innermost module active then ("" outside the model)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerRow:
+    """One module of the per-layer table (each module down to the decoder layer)."""
+
+    module: str
+    parameters: int
+    parameter_bytes: int
+    activation_bytes: int
+    """Bytes its forward saved for backward in the steady-state step."""
+    peak_bytes: int
+    """Highest live bytes (whole device) while this module ran in the steady-state step; 0 if it never ran."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assumption:
+    """A figure or policy the prediction rests on that the trace cannot know."""
+
+    name: str
+    detail: str
+    bytes: int = 0
+    """Bytes it adds, where it adds any."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """A simulated run's memory, per device (one rank)."""
+
+    model: str
+    target: str
+    task: str
+    peak_bytes: int
+    """Steady-state peak of allocated bytes over the last step (``max_memory_allocated``)."""
+    peak_at: PeakSite
+    breakdown: dict[str, int]
+    """Live bytes by category at the peak."""
+    parameters: int
+    """Parameter count (tied weights once)."""
+    layers: list[LayerRow]
+    assumptions: list[Assumption] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    trace_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; ``--json`` prints exactly this."""
+        return asdict(self)
+
+    def __repr__(self) -> str:
+        return f"<Report peak={self.peak_bytes / 2**30:.2f} GiB target={self.target}>"

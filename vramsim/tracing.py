@@ -1,0 +1,53 @@
+"""Run a workload on the meta device under the tracer and return its records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vramsim.tracer.categories import Category, Phase
+from vramsim.tracer.mode import MemoryTracer
+from vramsim.tracer.records import Trace
+from vramsim.tracer.scope import ModuleScope
+
+from .errors import first_line, TraceError, VramsimError
+from .workload import Workload, run_workload
+
+__all__ = ["trace_workload"]
+
+
+class _TracerObserver:
+    """Forwards the workload's step, phase and role facts to the tracer."""
+
+    def __init__(self, tracer: MemoryTracer) -> None:
+        self._tracer = tracer
+
+    def begin_step(self, step: int) -> None:
+        self._tracer.begin_step(step)
+
+    def end_step(self) -> None:
+        self._tracer.end_step()
+
+    def set_phase(self, phase: Phase) -> None:
+        self._tracer.scope.phase = phase
+
+    def mark(self, tensors: Any, category: Category) -> None:
+        self._tracer.mark_all(tensors, category)
+
+
+def trace_workload(work: Workload, *, devices: set[str]) -> Trace:
+    """Trace ``work`` counting storages on ``devices`` (``meta`` stands for the target)."""
+    scope = ModuleScope(work.model)
+    tracer = MemoryTracer(scope, devices=devices)
+    tracer.register_module(work.model)
+    try:
+        with scope, tracer:
+            run_workload(work, _TracerObserver(tracer))
+    except VramsimError:
+        raise
+    except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        where = scope.module or type(work.model).__name__
+        raise TraceError(f"{type(work.model).__name__} failed on the meta device at {where}: {first_line(exc)}") from exc
+    return tracer.trace
+

@@ -1,0 +1,143 @@
+"""The program whose memory is predicted: one training or inference step, run twice.
+
+The same code runs on the meta device under the tracer and on the CPU for real when
+validating, so a prediction and its measurement are of one and the same program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from vramsim.tracer.categories import Category, Phase
+
+from .errors import ConfigError, UnsupportedError
+
+__all__ = ["StepObserver", "Workload", "run_workload", "tensors_in"]
+
+
+class StepObserver(Protocol):
+    """What the workload tells whoever watches it: step bounds, phases and tensor roles."""
+
+    def begin_step(self, step: int) -> None: ...
+    def end_step(self) -> None: ...
+    def set_phase(self, phase: Phase) -> None: ...
+    def mark(self, tensors: Any, category: Category) -> None: ...
+
+
+@dataclass(kw_only=True)
+class Workload:
+    """A model with everything needed to run its steps; built on meta or on the CPU alike."""
+
+    model: torch.nn.Module
+    task: str
+    batch: dict[str, Any]
+    loss: Callable[[Any], torch.Tensor] | None
+    optimizer: torch.optim.Optimizer | None
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]]
+    """Enters mixed precision for the forward pass (a null context without it)."""
+    max_new_tokens: int
+    steps: int
+
+
+def run_workload(work: Workload, observer: StepObserver) -> None:
+    """Run ``work.steps`` steps; the last one is the steady state."""
+    observer.mark(work.batch.values(), Category.INPUT)
+    step_fn = {"train": _train_step, "forward": _forward_step, "generate": _generate_step}[work.task]
+    for step in range(work.steps):
+        observer.begin_step(step)
+        step_fn(work, observer)
+        observer.end_step()
+
+
+def _train_step(work: Workload, observer: StepObserver) -> None:
+    """Forward, backward, optimizer step, ``zero_grad(set_to_none=True)``.
+
+    The model's outputs are dropped once the loss is computed, as the Hugging Face Trainer
+    does, so logits do not stay live through backward unless autograd saved them.
+    """
+    observer.set_phase(Phase.FORWARD)
+    with work.autocast():
+        loss = _compute_loss(work, observer)
+    observer.set_phase(Phase.BACKWARD)
+    loss.backward()
+    params = [p for p in work.model.parameters() if p.grad is not None]
+    observer.mark((p.grad for p in params), Category.GRADIENT)
+    del loss
+    if work.optimizer is not None:
+        observer.set_phase(Phase.OPTIMIZER)
+        work.optimizer.step()
+        observer.mark(tensors_in(work.optimizer.state), Category.OPTIMIZER_STATE)
+        work.optimizer.zero_grad(set_to_none=True)
+    else:
+        for param in params:
+            param.grad = None
+
+
+def _compute_loss(work: Workload, observer: StepObserver) -> torch.Tensor:
+    outputs = work.model(**work.batch)
+    observer.mark(tensors_in(outputs), Category.OUTPUT)
+    if work.loss is not None:
+        loss = work.loss(outputs)
+    elif getattr(outputs, "loss", None) is not None:
+        loss = outputs.loss
+    else:
+        raise UnsupportedError(
+            f"{type(work.model).__name__} returned no loss to train on; pass loss=lambda outputs: ... "
+            "or a model class with a head (e.g. --model-class AutoModelForCausalLM)"
+        )
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise ConfigError("the loss must be a scalar tensor")
+    return loss
+
+
+def _forward_step(work: Workload, observer: StepObserver) -> None:
+    observer.set_phase(Phase.FORWARD)
+    with torch.no_grad(), work.autocast():
+        outputs = work.model(**work.batch)
+        observer.mark(tensors_in(outputs), Category.OUTPUT)
+        del outputs
+
+
+def _generate_step(work: Workload, observer: StepObserver) -> None:
+    """Greedy decoding with the model's own cache: a prefill, then one token per step.
+
+    ``model.generate`` is not used because its stopping checks read tensor values, which the
+    meta device does not have; the memory of the loop is the same.
+    """
+    from transformers import DynamicCache
+
+    observer.set_phase(Phase.FORWARD)
+    model = work.model
+    keep_last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    with torch.no_grad(), work.autocast():
+        cache = DynamicCache(config=model.config)
+        outputs = model(**work.batch, past_key_values=cache, use_cache=True, **keep_last)
+        for _ in range(work.max_new_tokens - 1):
+            observer.mark(tensors_in(outputs.past_key_values), Category.KV_CACHE)
+            next_ids = outputs.logits[:, -1:].argmax(dim=-1)
+            del outputs
+            outputs = model(input_ids=next_ids, past_key_values=cache, use_cache=True, **keep_last)
+        observer.mark(tensors_in(outputs.past_key_values), Category.KV_CACHE)
+        del outputs, cache
+
+
+def tensors_in(obj: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
+    """Every tensor reachable from ``obj`` through containers and plain object attributes."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif _depth > 6 or obj is None or isinstance(obj, (str, bytes, int, float, bool, torch.nn.Module)):
+        return
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from tensors_in(value, _depth + 1)
+    elif isinstance(obj, (list, tuple, set)):
+        for value in obj:
+            yield from tensors_in(value, _depth + 1)
+    elif hasattr(obj, "__dict__"):
+        yield from tensors_in(vars(obj), _depth + 1)
