@@ -132,7 +132,7 @@ _PROFILES: tuple[DeviceProfile, ...] = (
         supports_bf16=True,
         supports_fp8=True,
     ),
-)
+)  # fmt: skip
 
 DEVICES: dict[str, DeviceProfile] = {profile.name: profile for profile in _PROFILES}
 """Every profile by catalog key, in catalog order."""
@@ -171,6 +171,4 @@ def get_device(name: str) -> DeviceProfile:
     close = difflib.get_close_matches(_fold(name), _LOOKUP, n=1)
     hint = f" (did you mean {_LOOKUP[close[0]]!r}?)" if close else ""
     aliases = ", ".join(f"{alias}={key}" for alias, key in ALIASES.items())
-    raise ConfigError(
-        f"unknown device {name!r}{hint}; choose one of: {', '.join(DEVICES)} (aliases: {aliases})"
-    )
+    raise ConfigError(f"unknown device {name!r}{hint}; choose one of: {', '.join(DEVICES)} (aliases: {aliases})")

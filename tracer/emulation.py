@@ -53,6 +53,8 @@ class KernelRules:
     """Ops autocast runs in the widest floating dtype among their inputs."""
     attention: Callable[[AttentionCall], torch.Tensor | None]
     """Runs SDPA with the target's kernel, or returns None to keep the math path."""
+    workspaces: Callable[[Any, tuple[Any, ...], dict[str, Any]], list[int]] | None = None
+    """Scratch bytes a kernel allocates inside an op (see ``MemoryTracer``)."""
 
 
 _FUNCTION_ALIASES = {
@@ -77,6 +79,7 @@ class KernelEmulation(TorchFunctionMode):
         self._autocast: list[tuple[bool, torch.dtype]] = []
         self._cast_cache: dict[int, torch.Tensor] = {}
         self._patched: list[Any] = []
+        self._depth = 0
         self._original_maybe_autocast: Any = None
 
     @contextlib.contextmanager
@@ -92,14 +95,30 @@ class KernelEmulation(TorchFunctionMode):
                 self._cast_cache.clear()
 
     def __enter__(self) -> KernelEmulation:
-        self._patch_maybe_autocast()
+        if self._depth == 0:
+            self._patch_maybe_autocast()
+        self._depth += 1
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         try:
             super().__exit__(*exc)
         finally:
-            self._restore_maybe_autocast()
+            self._depth -= 1
+            if self._depth == 0:
+                self._restore_maybe_autocast()
+
+    def checkpoint_contexts(self) -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:
+        """``context_fn`` for ``torch.utils.checkpoint``: recompute runs inside autograd's engine,
+        which drops torch-function modes, so re-enter this one there with the forward's autocast
+        state, as checkpoint itself restores the real autocast state."""
+        state = self._autocast[-1] if self._autocast else None
+        return contextlib.nullcontext(), self._recompute(state)
+
+    @contextlib.contextmanager
+    def _recompute(self, state: tuple[bool, torch.dtype] | None) -> Iterator[None]:
+        with self, (self.autocast(state[1], state[0]) if state else contextlib.nullcontext()):
+            yield
 
     def _patch_maybe_autocast(self) -> None:
         """transformers' ``maybe_autocast`` skips meta tensors; route it to the emulated autocast.

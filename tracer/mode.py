@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,7 +16,10 @@ from .categories import Category, Phase
 from .records import BEFORE_TRACE, OpRecord, StorageRecord, Trace
 from .scope import ModuleScope
 
-__all__ = ["MemoryTracer"]
+__all__ = ["MemoryTracer", "WorkspaceRule"]
+
+WorkspaceRule = Callable[[Any, tuple[Any, ...], dict[str, Any]], list[int]]
+"""``(op, args, kwargs) -> [bytes, ...]``: buffers a target's kernel allocates and frees inside the op."""
 
 _PRIORITY = {
     category: rank
@@ -60,8 +64,9 @@ class MemoryTracer(TorchDispatchMode):
         - Tensor subclasses that own no storage of their own are skipped.
     """
 
-    def __init__(self, scope: ModuleScope, *, devices: Iterable[str]) -> None:
+    def __init__(self, scope: ModuleScope, *, devices: Iterable[str], workspaces: WorkspaceRule | None = None) -> None:
         super().__init__()
+        self._workspaces = workspaces
         self.scope = scope
         self.trace = Trace()
         self._devices = frozenset(devices)
@@ -83,12 +88,17 @@ class MemoryTracer(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
+        if func is _SCALAR_READ and args[0].device.type == "meta":
+            return self._assumed_scalar(args[0])
         flat_in, _ = tree_flatten((args, kwargs))
-        inputs = tuple(self._sid_of(t) for t in flat_in if self._counts(t))
+        inputs = tuple(self._sid_or_existing(t) for t in flat_in if self._counts(t))
         out = func(*args, **kwargs)
         flat_out, _ = tree_flatten(out)
         created = tuple(self._track(t, str(func.overloadpacket)) for t in flat_out if self._counts(t))
         new = tuple(sid for sid, is_new in created if is_new)
+        if self._workspaces is not None:
+            for nbytes in self._workspaces(func, args, kwargs):
+                self._transient(nbytes, f"{func.overloadpacket}:workspace")
         self.trace.ops.append(
             OpRecord(
                 index=len(self.trace.ops),
@@ -96,7 +106,7 @@ class MemoryTracer(TorchDispatchMode):
                 module=self.scope.module,
                 phase=self.scope.current_phase,
                 step=self.scope.step,
-                inputs=tuple(sid for sid in inputs if sid is not None),
+                inputs=inputs,
                 outputs=new,
                 clock_after=len(self.trace.events),
             )
@@ -116,10 +126,7 @@ class MemoryTracer(TorchDispatchMode):
         """Record that ``tensor``'s storage plays ``category``; the longest-lived role wins."""
         if not self._counts(tensor):
             return
-        sid = self._sid_of(tensor)
-        if sid is None:
-            sid, _ = self._track(tensor, "<pre-existing>", clock=BEFORE_TRACE)
-        record = self.trace.storages[sid]
+        record = self.trace.storages[self._sid_or_existing(tensor)]
         if _PRIORITY[category] > _PRIORITY[record.category]:
             record.category = category
 
@@ -146,6 +153,13 @@ class MemoryTracer(TorchDispatchMode):
             and obj.layout is torch.strided
             and not _is_wrapper_subclass(obj)
         )
+
+    def _sid_or_existing(self, tensor: torch.Tensor) -> int:
+        """An input's storage; one never seen before existed before tracing began."""
+        sid = self._sid_of(tensor)
+        if sid is None:
+            sid, _ = self._track(tensor, "<pre-existing>", clock=BEFORE_TRACE)
+        return sid
 
     def _sid_of(self, tensor: torch.Tensor) -> int | None:
         return self._sids.get(id(tensor.untyped_storage()))
@@ -179,6 +193,40 @@ class MemoryTracer(TorchDispatchMode):
         self._refs[key] = weakref.ref(storage, lambda _, key=key, sid=sid: self._free(key, sid))
         return sid, True
 
+    def _assumed_scalar(self, tensor: torch.Tensor) -> bool | int:
+        """A meta tensor has no values; two kinds of reads have an honest answer.
+
+        A boolean read (``if mask.all():``) is answered True: models ask it of masks and position
+        ids ("no padding?", "not packed?"), where True is the ordinary batch. A scalar read in
+        the optimizer is its step counter, which is the step number. Other reads raise.
+        """
+        if self.scope.phase is Phase.OPTIMIZER and tensor.numel() == 1 and tensor.dtype is not torch.bool:
+            return self.scope.step + 1
+        if tensor.dtype is not torch.bool:
+            raise NotImplementedError(
+                f"the program reads the value of a {str(tensor.dtype).removeprefix('torch.')} tensor "
+                f"(.item() / int() / a data-dependent shape) in {self.scope.module or 'the top level'}, "
+                "which a meta tensor does not have"
+            )
+        note = "boolean reads of tensor values (e.g. mask.all()) are assumed True: no padding, no packing"
+        if note not in self.trace.notes:
+            self.trace.notes.append(note)
+        return True
+
+    def _transient(self, nbytes: int, op: str) -> None:
+        """A buffer a kernel allocates and frees inside one op, after its outputs."""
+        sid = len(self.trace.storages)
+        self.trace.events.append((sid, True))
+        self.trace.storages.append(
+            StorageRecord(
+                sid=sid, nbytes=nbytes, shape=(nbytes,), dtype="uint8", device="meta", op=op,
+                module=self.scope.module, phase=self.scope.current_phase, step=self.scope.step,
+                alloc_clock=len(self.trace.events),
+            )
+        )  # fmt: skip
+        self.trace.events.append((sid, False))
+        self.trace.storages[sid].free_clock = len(self.trace.events)
+
     def _free(self, key: int, sid: int) -> None:
         self.trace.events.append((sid, False))
         self.trace.storages[sid].free_clock = len(self.trace.events)
@@ -189,6 +237,9 @@ class MemoryTracer(TorchDispatchMode):
         if self.scope.phase in (Phase.FORWARD, Phase.BACKWARD):
             self.mark(tensor, Category.ACTIVATION)
         return tensor
+
+
+_SCALAR_READ = torch.ops.aten._local_scalar_dense.default
 
 
 def _unpack(tensor: torch.Tensor) -> torch.Tensor:

@@ -52,9 +52,9 @@ def simulate(
     target = resolve_target(config.device)
     started = time.perf_counter()
     with target.emulation() as emulation:
-        work = build_workload(model, config, device="meta", autocast=emulation.autocast, foreach=target.foreach)
+        work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach)
         specs = summary.layer_specs(work.model)
-        trace = trace_workload(work, devices=target.counted_devices)
+        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
     graph = build_graph(trace)
     live = liveness(graph)
     steady = summary.steady_peak(trace, graph, live)
@@ -67,7 +67,7 @@ def simulate(
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(work.model),
         layers=summary.layer_rows(specs, trace, live),
-        assumptions=[Assumption(name=a.name, detail=a.detail) for a in target.notes] + _run_notes(config, work),
+        assumptions=[*target.notes, *_run_notes(config, work), *(Assumption(name='data_dependent', detail=n) for n in trace.notes)],
         options=_options(config),
         trace_seconds=round(time.perf_counter() - started, 3),
     )

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import PretrainedConfig
+
+from vramsim.tracer.emulation import KernelEmulation
 
 from .config import SimulationConfig
 from .errors import ConfigError, TraceError
@@ -35,13 +38,18 @@ def build_workload(
     config: SimulationConfig,
     *,
     device: str,
-    autocast: Callable[[torch.dtype], contextlib.AbstractContextManager[Any]] | None = None,
+    emulation: KernelEmulation | None = None,
     foreach: bool = False,
 ) -> Workload:
-    """Build model, batch and optimizer on ``device``; ``autocast`` enters mixed precision there."""
+    """Build model, batch and optimizer on ``device``.
+
+    On meta, ``emulation`` supplies the target's autocast and re-enters itself for checkpoint
+    recompute; on a real device, torch's own autocast is used.
+    """
     if isinstance(source, (str, Path)):
         source = load_config(source, trust_remote_code=config.trust_remote_code)
     if isinstance(source, PretrainedConfig):
+        source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
     else:
         dtype = config.dtype
@@ -56,7 +64,7 @@ def build_workload(
     train = config.task == "train"
     model.train(train)
     if config.gradient_checkpointing:
-        _enable_checkpointing(model)
+        _enable_checkpointing(model, emulation)
     if config.lora is not None:
         model = _apply_lora(model, config.lora)
     with torch.device(device):
@@ -69,19 +77,33 @@ def build_workload(
         batch=batch,
         loss=config.loss,
         optimizer=optimizer,
-        autocast=(lambda: autocast(mixed)) if mixed is not None and autocast is not None else contextlib.nullcontext,
+        autocast=_autocast(mixed, device, emulation),
         max_new_tokens=config.max_new_tokens or 0,
         steps=config.steps,
     )
 
 
-def _enable_checkpointing(model: torch.nn.Module) -> None:
-    enable = getattr(model, "gradient_checkpointing_enable", None)
-    if enable is None or not getattr(model, "supports_gradient_checkpointing", False):
-        raise ConfigError(
-            f"{type(model).__name__} does not support gradient_checkpointing_enable(); drop --gradient-checkpointing"
-        )
-    enable()
+def _autocast(
+    dtype: torch.dtype | None, device: str, emulation: KernelEmulation | None
+) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    if dtype is None:
+        return contextlib.nullcontext
+    if emulation is not None:
+        return lambda: emulation.autocast(dtype)
+    return lambda: torch.autocast(device, dtype=dtype)
+
+
+def _enable_checkpointing(model: torch.nn.Module, emulation: KernelEmulation | None) -> None:
+    """The model's own checkpointing, non-reentrant (transformers' default)."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(f"{type(model).__name__} does not support gradient checkpointing; drop --gradient-checkpointing")
+    kwargs: dict[str, Any] = {"use_reentrant": False}
+    if emulation is not None:
+        kwargs["context_fn"] = emulation.checkpoint_contexts
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from vramsim.tracer.categories import Category, Phase
-from vramsim.tracer.mode import MemoryTracer
+from vramsim.tracer.mode import MemoryTracer, WorkspaceRule
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
 
@@ -36,10 +36,10 @@ class _TracerObserver:
         self._tracer.mark_all(tensors, category)
 
 
-def trace_workload(work: Workload, *, devices: set[str]) -> Trace:
+def trace_workload(work: Workload, *, devices: frozenset[str], workspaces: WorkspaceRule | None = None) -> Trace:
     """Trace ``work`` counting storages on ``devices`` (``meta`` stands for the target)."""
     scope = ModuleScope(work.model)
-    tracer = MemoryTracer(scope, devices=devices)
+    tracer = MemoryTracer(scope, devices=devices, workspaces=workspaces)
     tracer.register_module(work.model)
     try:
         with scope, tracer:

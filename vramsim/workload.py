@@ -114,17 +114,19 @@ def _generate_step(work: Workload, observer: StepObserver) -> None:
 
     observer.set_phase(Phase.FORWARD)
     model = work.model
-    keep_last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    accepted = inspect.signature(model.forward).parameters
+    extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     with torch.no_grad(), work.autocast():
         cache = DynamicCache(config=model.config)
-        outputs = model(**work.batch, past_key_values=cache, use_cache=True, **keep_last)
+        extra["cache" if "cache" in accepted else "past_key_values"] = cache
+        outputs = model(**work.batch, use_cache=True, **extra)
         for _ in range(work.max_new_tokens - 1):
-            observer.mark(tensors_in(outputs.past_key_values), Category.KV_CACHE)
+            observer.mark(tensors_in(cache), Category.KV_CACHE)
             next_ids = outputs.logits[:, -1:].argmax(dim=-1)
             del outputs
-            outputs = model(input_ids=next_ids, past_key_values=cache, use_cache=True, **keep_last)
-        observer.mark(tensors_in(outputs.past_key_values), Category.KV_CACHE)
-        del outputs, cache
+            outputs = model(input_ids=next_ids, use_cache=True, **extra)
+        observer.mark(tensors_in(cache), Category.KV_CACHE)
+        del outputs, cache, extra
 
 
 def tensors_in(obj: Any, _depth: int = 0) -> Iterator[torch.Tensor]:

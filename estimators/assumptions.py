@@ -1,0 +1,270 @@
+"""Every memory overhead vramsim assumes rather than traces, each with its source.
+
+Tensors the program makes are traced; these are not: the CUDA/HIP context, the BLAS workspaces
+PyTorch hands to cuBLAS/hipBLAS, and NCCL's communication buffers. Each constant names where its
+figure comes from. Figures read from source code are facts of the versions cited; context sizes
+are measurements other people published, and they vary with driver, CUDA version and how many
+kernels the program loads (lazy module loading has been the default since CUDA 11.7).
+
+``assumptions_for`` lists the entries that apply to one device; ``totals`` adds them up the way the
+three memory counters nest: allocated <= reserved <= device (what ``nvidia-smi`` shows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from vramsim.errors import ConfigError
+
+from .devices import Architecture, DeviceProfile
+
+__all__ = [
+    "CUBLAS_WORKSPACE_BYTES_DEFAULT",
+    "CUBLAS_WORKSPACE_BYTES_SM90_PLUS",
+    "CUDA_CONTEXT_BYTES",
+    "HIPBLASLT_WORKSPACE_BYTES",
+    "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
+    "HIPBLAS_WORKSPACE_BYTES_GFX94_95",
+    "HIP_CONTEXT_BYTES",
+    "NCCL_ASSUMED_CHANNELS",
+    "NCCL_LL128_BUFFER_BYTES",
+    "NCCL_LL_BUFFER_BYTES",
+    "NCCL_RING_PEERS",
+    "NCCL_SIMPLE_BUFFER_BYTES",
+    "Assumption",
+    "CountedIn",
+    "OverheadTotals",
+    "assumptions_for",
+    "totals",
+]
+
+_MiB = 1 << 20
+
+CountedIn = Literal["allocated", "reserved", "device"]
+
+CUBLAS_WORKSPACE_BYTES_DEFAULT = 4096 * 1024 * 2 + 16 * 1024 * 8
+"""8,519,680 B: PyTorch's cuBLAS workspace before Hopper, ``CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8``.
+
+Source: aten/src/ATen/cuda/CublasHandlePool.cpp, ``parseChosenWorkspaceSize`` (default when the
+env var is unset). ``getNewWorkspace`` takes it from the CUDA caching allocator, so it shows in
+``memory_allocated``; being > 1 MiB and < 10 MiB it lands in the large pool, in a 20 MiB segment
+of its own unless a free block of an earlier segment fits it.
+"""
+
+CUBLAS_WORKSPACE_BYTES_SM90_PLUS = 32 * _MiB
+"""33,554,432 B: PyTorch's cuBLAS workspace on compute capability 9.x, 10.x and 12.x.
+
+Source: CublasHandlePool.cpp ``parseChosenWorkspaceSize`` ("32MiB for Hopper"), extended to
+Blackwell (majors 10 and 12) by pytorch/pytorch#175344 (2026-02); the revert #182669 was closed
+unmerged. cuBLAS recommends 32 MiB from Hopper on (cuBLAS docs, ``cublasSetWorkspace``).
+On CUDA builds the cuBLASLt workspace is *unified* with this one by default
+(``TORCH_CUBLASLT_UNIFIED_WORKSPACE``, see ``getCUDABlasLtWorkspace`` and the docstring of
+``torch.backends.cuda.blas_workspace_size``): Lt reuses the same allocation, so it adds nothing.
+"""
+
+HIPBLAS_WORKSPACE_BYTES_DEFAULT = 32 * _MiB
+"""hipBLAS workspace on ROCm GPUs other than gfx94x/gfx95x.
+
+Source: CublasHandlePool.cpp ``parseChosenWorkspaceSize`` under ``USE_ROCM`` ("32MiB default");
+taken from the caching allocator like the CUDA one (pytorch/pytorch#138791).
+"""
+
+HIPBLAS_WORKSPACE_BYTES_GFX94_95 = 128 * _MiB
+"""hipBLAS workspace on gfx94x/gfx95x (MI300 series, MI350): "128MiB for gfx94x/gfx95x".
+
+Source: CublasHandlePool.cpp ``parseChosenWorkspaceSize`` under ``USE_ROCM``.
+"""
+
+HIPBLASLT_WORKSPACE_BYTES = 76 * _MiB
+"""hipBLASLt workspace: ``76*1024`` KiB, "Use 76 MB for hipBLASLt" (pytorch/pytorch#139300).
+
+Source: CublasHandlePool.cpp ``parseCUDABlasLtWorkspaceSize``. On ROCm the Lt workspace is a
+separate pool per (handle, stream) (``getCUDABlasLtWorkspace``), taken from the caching allocator.
+AMD's ROCm/pytorch release branches raise it to 80 MiB (ROCm/pytorch#3657, upstream #197201);
+upstream wheels of 2.13 are assumed to keep 76 MiB.
+"""
+
+CUDA_CONTEXT_BYTES: dict[Architecture, int] = {
+    "volta": 300 * _MiB,
+    "turing": 300 * _MiB,
+    "ampere": 400 * _MiB,
+    "ada": 426 * _MiB,
+    "hopper": 512 * _MiB,
+    "blackwell": 612 * _MiB,
+}
+"""Device memory the CUDA context takes outside PyTorch's allocator (an assumption per architecture).
+
+Public measurements with lazy module loading (CUDA >= 11.7):
+- volta/turing: "~300MB" (ptrblck, pytorch/pytorch#107667).
+- ampere: "around 400MB" (ptrblck, pytorch/pytorch#109888); a bare context on an RTX 3090 was
+  256 MiB (invoke-ai/InvokeAI#9413), so this leans high.
+- ada: 426 MiB on an RTX 6000 Ada, torch 2.10+cu130, after ``mem_get_info`` (unslothai/unsloth-zoo#1053).
+- blackwell: 612 MiB on a B200 after ``mem_get_info`` (unslothai/unsloth#8669).
+- hopper: no published figure found; assumed between Ada and Blackwell.
+Kernels loaded later (cuDNN, cuBLAS, NCCL, Triton) grow it by tens to hundreds of MiB.
+"""
+
+HIP_CONTEXT_BYTES = 410 * _MiB
+"""Device memory the HIP runtime takes outside PyTorch's allocator on ROCm (an assumption).
+
+The only public figure found: ~0.4 GiB per process on an RX 7900 XTX, gfx1100
+(Quartermaster-Labs/Quartermaster#24). Not measured on MI300X.
+"""
+
+NCCL_SIMPLE_BUFFER_BYTES = 1 << 22
+"""4 MiB: NCCL's Simple-protocol buffer per channel and peer (``DEFAULT_BUFFSIZE``, ``NCCL_BUFFSIZE``).
+
+Source: NVIDIA/nccl src/init.cc ``computeBuffSizes``. RCCL is a fork with the same defaults.
+"""
+
+NCCL_LL_BUFFER_BYTES = 8 * 512 * 8 * 16
+"""524,288 B: NCCL's LL-protocol buffer per channel and peer (``DEFAULT_LL_BUFFSIZE``).
+
+Source: NVIDIA/nccl src/init.cc: lines per thread (8) x max threads (512) x steps (8) x 16 B.
+"""
+
+NCCL_LL128_BUFFER_BYTES = 120 * 640 * 8 * 8
+"""4,915,200 B: NCCL's LL128-protocol buffer per channel and peer (``DEFAULT_LL128_BUFFSIZE``).
+
+Source: NVIDIA/nccl src/init.cc: elems per thread (120) x max threads (640) x steps (8) x 8 B.
+"""
+
+NCCL_ASSUMED_CHANNELS = 16
+"""Channels NCCL opens per communicator (an assumption: NCCL picks 2-32 from the topology; 16 is
+common on 8-GPU NVLink servers). Real runs print it with ``NCCL_DEBUG=INFO``."""
+
+NCCL_RING_PEERS = 2
+"""Connections per channel in a ring: receive from the previous rank and send to the next.
+Tree, NVLS, CollNet and point-to-point connections (all-to-all, pipeline send/recv) add more."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assumption:
+    """One overhead the trace cannot see, with the figure used and where it comes from."""
+
+    name: str
+    """Short human name, as the report lists it."""
+    bytes: int
+    source: str
+    """Where the figure comes from, and what it depends on."""
+    counted_in: CountedIn
+    """The innermost counter it shows in: ``allocated`` (caching allocator; then also in reserved and
+    device), ``reserved`` (cached by the allocator; also device) or ``device`` (``nvidia-smi`` only)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverheadTotals:
+    """Assumed bytes added to each memory counter; each includes the ones inside it."""
+
+    allocated: int
+    reserved: int
+    device: int
+
+
+def _cublas(device: DeviceProfile, handles: int) -> Assumption:
+    """The cuBLAS workspace(s) PyTorch allocates on an NVIDIA device."""
+    capability = device.compute_capability or (0, 0)
+    sm90_plus = capability[0] in (9, 10, 12)
+    each = CUBLAS_WORKSPACE_BYTES_SM90_PLUS if sm90_plus else CUBLAS_WORKSPACE_BYTES_DEFAULT
+    rule = "32 MiB on sm 9.x/10.x/12.x" if sm90_plus else ":4096:2:16:8 = 8,519,680 B before Hopper"
+    return Assumption(
+        name=f"cuBLAS workspace x{handles}",
+        bytes=each * handles,
+        source=f"CublasHandlePool.cpp parseChosenWorkspaceSize: {rule}; one per (handle, stream), "
+        f"{_handles_note(handles)}; cuBLASLt shares it (unified workspace)",
+        counted_in="allocated",
+    )
+
+
+def _hipblas(device: DeviceProfile, handles: int) -> list[Assumption]:
+    """The hipBLAS and hipBLASLt workspaces PyTorch allocates on a ROCm device."""
+    gfx94_95 = (device.gfx_arch or "").startswith(("gfx94", "gfx95"))
+    each = HIPBLAS_WORKSPACE_BYTES_GFX94_95 if gfx94_95 else HIPBLAS_WORKSPACE_BYTES_DEFAULT
+    return [
+        Assumption(
+            name=f"hipBLAS workspace x{handles}",
+            bytes=each * handles,
+            source=f"CublasHandlePool.cpp parseChosenWorkspaceSize (ROCm): "
+            f"{'128 MiB on gfx94x/gfx95x' if gfx94_95 else '32 MiB'}; {_handles_note(handles)}",
+            counted_in="allocated",
+        ),
+        Assumption(
+            name=f"hipBLASLt workspace x{handles}",
+            bytes=HIPBLASLT_WORKSPACE_BYTES * handles,
+            source="CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize (ROCm): 76 MiB, not unified with "
+            f"hipBLAS; assumes the run uses hipBLASLt; {_handles_note(handles)}",
+            counted_in="allocated",
+        ),
+    ]
+
+
+def _handles_note(handles: int) -> str:
+    """Why the workspace count is what it is."""
+    if handles == 1:
+        return "one thread launches the matmuls"
+    return "training: forward on the main thread, backward on autograd's device thread, each with its own handle"
+
+
+def _nccl(device: DeviceProfile, world_size: int) -> Assumption:
+    """NCCL/RCCL ring buffers of the default process group."""
+    per_connection = NCCL_SIMPLE_BUFFER_BYTES + NCCL_LL_BUFFER_BYTES + NCCL_LL128_BUFFER_BYTES
+    library = "RCCL" if device.vendor == "amd" else "NCCL"
+    return Assumption(
+        name=f"{library} channel buffers (world size {world_size})",
+        bytes=NCCL_ASSUMED_CHANNELS * NCCL_RING_PEERS * per_connection,
+        source=f"NVIDIA/nccl src/init.cc default buffer sizes (Simple 4 MiB + LL 512 KiB + LL128 4.69 MiB) "
+        f"x {NCCL_RING_PEERS} ring peers x {NCCL_ASSUMED_CHANNELS} channels (assumed); one communicator; "
+        "allocated by NCCL with cudaMalloc/cuMem, outside PyTorch's allocator",
+        counted_in="device",
+    )
+
+
+def assumptions_for(device: DeviceProfile, *, world_size: int = 1, training: bool = False) -> list[Assumption]:
+    """The overheads a run on ``device`` pays beyond its traced tensors; none on the cpu.
+
+    ``training`` counts two BLAS workspaces: PyTorch keys them by (handle, stream) and hands each
+    thread its own handle, and autograd runs backward on its own thread per device.
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ConfigError(f"world_size must be an integer >= 1, got {world_size!r}")
+    if device.vendor == "cpu":
+        return []
+    handles = 2 if training else 1
+    if device.vendor == "amd":
+        found = [
+            Assumption(
+                name="HIP context",
+                bytes=HIP_CONTEXT_BYTES,
+                source="assumption: ~0.4 GiB measured on gfx1100 (Quartermaster-Labs/Quartermaster#24); "
+                "not measured on this GPU",
+                counted_in="device",
+            ),
+            *_hipblas(device, handles),
+        ]
+    elif device.architecture not in CUDA_CONTEXT_BYTES:
+        raise ConfigError(
+            f"no CUDA context size for architecture {device.architecture!r}; known: {', '.join(CUDA_CONTEXT_BYTES)}"
+        )
+    else:
+        found = [
+            Assumption(
+                name="CUDA context",
+                bytes=CUDA_CONTEXT_BYTES[device.architecture],
+                source=f"assumption for {device.architecture} from public measurements with lazy module "
+                "loading (see assumptions.CUDA_CONTEXT_BYTES); grows with the kernels a run loads",
+                counted_in="device",
+            ),
+            _cublas(device, handles),
+        ]
+    if world_size > 1:
+        found.append(_nccl(device, world_size))
+    return found
+
+
+def totals(assumptions: list[Assumption]) -> OverheadTotals:
+    """Sum ``assumptions`` into the three nested counters (allocated <= reserved <= device)."""
+    allocated = sum(a.bytes for a in assumptions if a.counted_in == "allocated")
+    reserved = allocated + sum(a.bytes for a in assumptions if a.counted_in == "reserved")
+    device = reserved + sum(a.bytes for a in assumptions if a.counted_in == "device")
+    return OverheadTotals(allocated=allocated, reserved=reserved, device=device)

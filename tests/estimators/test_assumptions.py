@@ -1,0 +1,99 @@
+"""Assumed overheads: the right figures per device, and the way they nest into the counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from vramsim.errors import ConfigError
+from vramsim.estimators.assumptions import (
+    CUBLAS_WORKSPACE_BYTES_DEFAULT,
+    CUBLAS_WORKSPACE_BYTES_SM90_PLUS,
+    CUDA_CONTEXT_BYTES,
+    HIPBLAS_WORKSPACE_BYTES_GFX94_95,
+    HIPBLASLT_WORKSPACE_BYTES,
+    NCCL_LL128_BUFFER_BYTES,
+    NCCL_LL_BUFFER_BYTES,
+    Assumption,
+    assumptions_for,
+    totals,
+)
+from vramsim.estimators.devices import DEVICES, get_device
+
+MiB = 1 << 20
+
+
+def _by_counter(items: list[Assumption]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for item in items:
+        found[item.counted_in] = found.get(item.counted_in, 0) + item.bytes
+    return found
+
+
+def test_source_figures_are_the_ones_in_pytorch_and_nccl() -> None:
+    assert CUBLAS_WORKSPACE_BYTES_DEFAULT == 8_519_680
+    assert CUBLAS_WORKSPACE_BYTES_SM90_PLUS == 32 * MiB
+    assert HIPBLAS_WORKSPACE_BYTES_GFX94_95 == 128 * MiB
+    assert HIPBLASLT_WORKSPACE_BYTES == 76 * MiB
+    assert NCCL_LL_BUFFER_BYTES == 512 * 1024
+    assert NCCL_LL128_BUFFER_BYTES == 4_915_200
+
+
+def test_cpu_pays_no_overhead() -> None:
+    assert assumptions_for(get_device("cpu"), world_size=8, training=True) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "workspace"),
+    [("a100-80gb", 8_519_680), ("t4", 8_519_680), ("l4", 8_519_680), ("h100-sxm", 32 * MiB),
+     ("h200", 32 * MiB), ("b200", 32 * MiB), ("rtx-5090", 32 * MiB)],
+)  # fmt: skip
+def test_cublas_workspace_follows_compute_capability(name: str, workspace: int) -> None:
+    device = get_device(name)
+    found = assumptions_for(device)
+    assert _by_counter(found) == {"device": CUDA_CONTEXT_BYTES[device.architecture], "allocated": workspace}
+    assert all(item.source for item in found)
+
+
+def test_training_counts_a_workspace_for_autograds_thread() -> None:
+    inference = totals(assumptions_for(get_device("h100")))
+    training = totals(assumptions_for(get_device("h100"), training=True))
+    assert training.allocated == 2 * inference.allocated == 64 * MiB
+
+
+def test_mi300x_has_hip_context_and_both_blas_workspaces() -> None:
+    found = assumptions_for(get_device("mi300x"))
+    assert [item.name for item in found] == ["HIP context", "hipBLAS workspace x1", "hipBLASLt workspace x1"]
+    assert _by_counter(found)["allocated"] == 128 * MiB + 76 * MiB
+
+
+def test_world_size_adds_nccl_buffers_outside_the_allocator() -> None:
+    alone = assumptions_for(get_device("h100"))
+    ranked = assumptions_for(get_device("h100"), world_size=8)
+    assert len(ranked) == len(alone) + 1
+    nccl = ranked[-1]
+    assert nccl.counted_in == "device"
+    assert nccl.bytes == 16 * 2 * (4 * MiB + 512 * 1024 + 4_915_200)
+    assert nccl.name.startswith("NCCL")
+    assert assumptions_for(get_device("mi300x"), world_size=2)[-1].name.startswith("RCCL")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_world_size_must_be_a_positive_int(bad: object) -> None:
+    with pytest.raises(ConfigError, match="world_size"):
+        assumptions_for(get_device("h100"), world_size=bad)  # type: ignore[arg-type]
+
+
+def test_totals_nest_allocated_inside_reserved_inside_device() -> None:
+    items = [
+        Assumption(name="a", bytes=1, source="s", counted_in="allocated"),
+        Assumption(name="r", bytes=10, source="s", counted_in="reserved"),
+        Assumption(name="d", bytes=100, source="s", counted_in="device"),
+    ]
+    found = totals(items)
+    assert (found.allocated, found.reserved, found.device) == (1, 11, 111)
+
+
+def test_every_gpu_has_a_context_entry() -> None:
+    for device in DEVICES.values():
+        if device.vendor != "cpu":
+            assert totals(assumptions_for(device)).device > totals(assumptions_for(device)).allocated > 0

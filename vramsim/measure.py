@@ -1,0 +1,88 @@
+"""Ground truth: run a workload for real on the CPU and read its peak from the profiler."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
+
+from vramsim.tracer.categories import Category, Phase
+
+from .build import build_workload
+from .config import SimulationConfig
+from .models import ModelSource
+from .workload import run_workload
+
+__all__ = ["Measurement", "measure_cpu"]
+
+_STEP_MARK = "vramsim::step"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    """What c10's CPU allocator reported during a real run."""
+
+    peak_bytes: int
+    """Highest total allocated bytes during the last step (everything the run allocated counts)."""
+    allocations: int
+    """Allocation events seen in the last step."""
+
+
+class _MarkingObserver:
+    """Brackets each step in a profiler range so its allocations can be told apart."""
+
+    def __init__(self) -> None:
+        self._range: contextlib.AbstractContextManager[Any] | None = None
+
+    def begin_step(self, step: int) -> None:
+        self._range = record_function(f"{_STEP_MARK}{step}")
+        self._range.__enter__()
+
+    def end_step(self) -> None:
+        assert self._range is not None
+        self._range.__exit__(None, None, None)
+
+    def set_phase(self, phase: Phase) -> None:
+        pass
+
+    def mark(self, tensors: Any, category: Category) -> None:
+        for _ in tensors:  # drain generators so the run does the same work as when traced
+            pass
+
+
+def measure_cpu(model: ModelSource, config: SimulationConfig, *, seed: int = 0) -> Measurement:
+    """Build the workload on the CPU inside the profiler and run it, so every byte is seen."""
+    torch.manual_seed(seed)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        work = build_workload(model, config, device="cpu")
+        run_workload(work, _MarkingObserver())
+        del work
+    return _last_step_peak(prof, config.steps - 1)
+
+
+def _last_step_peak(prof: profile, step: int) -> Measurement:
+    events = _flatten(prof.profiler.kineto_results.experimental_event_tree())
+    marks = [e for e in events if e.name == f"{_STEP_MARK}{step}"]
+    start, end = marks[0].start_time_ns, marks[0].end_time_ns
+    totals = [
+        e.typed[1].total_allocated
+        for e in events
+        if e.tag == torch._C._profiler._EventType.Allocation
+        and e.typed[1].alloc_size > 0
+        and start <= e.start_time_ns <= end
+    ]
+    return Measurement(peak_bytes=max(totals, default=0), allocations=len(totals))
+
+
+def _flatten(roots: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    stack = list(roots)
+    while stack:
+        event = stack.pop()
+        out.append(event)
+        stack.extend(event.children)
+    return out
