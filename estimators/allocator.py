@@ -73,6 +73,7 @@ class AllocEvent:
     """Bytes requested (``storage.nbytes()``); ignored on free events."""
 
     def __post_init__(self) -> None:
+        """Reject events no program can produce, before they corrupt a replay."""
         if self.kind not in ("alloc", "free"):
             raise ConfigError(f"AllocEvent kind must be 'alloc' or 'free', got {self.kind!r}")
         if self.nbytes < 0:
@@ -93,6 +94,7 @@ class AllocatorConfig:
     """ROCm release the PyTorch build targets; only read when ``platform == "rocm"``."""
 
     def __post_init__(self) -> None:
+        """Reject settings no allocator has."""
         if self.platform not in ("cuda", "rocm"):
             raise ConfigError(f"platform must be 'cuda' or 'rocm', got {self.platform!r}")
         if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
@@ -102,7 +104,7 @@ class AllocatorConfig:
     def uses_expandable_segments(self) -> bool:
         """Whether PyTorch would honour ``expandable_segments`` on this platform."""
         if self.platform == "rocm":
-            return self.expandable_segments and tuple(self.rocm_version) >= _ROCM_EXPANDABLE_MIN
+            return self.expandable_segments and self.rocm_version >= _ROCM_EXPANDABLE_MIN
         return self.expandable_segments
 
 
@@ -259,6 +261,11 @@ class CachingAllocator:
             self._peak_allocated_event = self._event
         return True
 
+    def reset_peak_stats(self) -> None:
+        """``torch.cuda.reset_peak_memory_stats()``: peaks restart from the current counters."""
+        self._peak_allocated, self._peak_reserved = self._allocated, self._reserved
+        self._segments_at_peak = self._segments
+
     def free(self, key: int) -> None:
         """Return storage ``key``'s block to the cache (``DeviceCachingAllocator::free``)."""
         self._event += 1
@@ -306,10 +313,12 @@ class CachingAllocator:
         del pool.free[key]
 
     def _insert_unmapped(self, block: _Block) -> None:
+        """Record an unmapped range, kept in address order for ``find_expandable_block``."""
         insort(block.pool.unmapped_ptrs, block.ptr)
         block.pool.unmapped[block.ptr] = block
 
     def _remove_unmapped(self, block: _Block) -> None:
+        """Forget an unmapped range (before it is mapped or merged)."""
         pool = block.pool
         del pool.unmapped_ptrs[bisect_left(pool.unmapped_ptrs, block.ptr)]
         del pool.unmapped[block.ptr]

@@ -4,7 +4,10 @@ Names are aten op names without overloads; the emulation maps Python names onto 
 
 from __future__ import annotations
 
-__all__ = ["CPU_FP32", "CPU_LOWER_PRECISION", "CPU_PROMOTE"]
+__all__ = [
+    "CPU_FP32", "CPU_LOWER_PRECISION", "CPU_PROMOTE", "CUDA_FP32", "CUDA_FP32_SET_DTYPE", "CUDA_LOWER_PRECISION",
+    "CUDA_PROMOTE",
+]
 
 CPU_LOWER_PRECISION = frozenset(
     """conv1d conv2d conv3d bmm mm linalg_vecdot baddbmm addmm _addmm_activation addbmm linear
@@ -31,3 +34,29 @@ CPU_FP32 = frozenset(
 )
 
 CPU_PROMOTE = frozenset({"stack", "cat", "index_copy"})
+
+# CUDA (and ROCm, which shares the Autocast key): autocast_mode.h AT_FORALL_LOWER_PRECISION_FP,
+# AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE and AT_FORALL_PROMOTE.
+CUDA_LOWER_PRECISION = frozenset(
+    """_convolution conv1d conv2d conv3d conv_tbc conv_transpose1d conv_transpose2d conv_transpose3d
+    convolution prelu addmm addmv addr matmul einsum mm mv linalg_vecdot linear addbmm baddbmm bmm
+    chain_matmul linalg_multi_dot _thnn_fused_lstm_cell _thnn_fused_gru_cell lstm_cell gru_cell
+    rnn_tanh_cell rnn_relu_cell _scaled_dot_product_flash_attention scaled_dot_product_attention
+    cudnn_convolution cudnn_convolution_transpose""".split()
+)
+
+CUDA_FP32 = frozenset(
+    """acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow softplus
+    layer_norm native_layer_norm group_norm frobenius_norm nuclear_norm cosine_similarity
+    poisson_nll_loss cosine_embedding_loss nll_loss nll_loss2d hinge_embedding_loss kl_div l1_loss
+    smooth_l1_loss huber_loss mse_loss margin_ranking_loss multilabel_margin_loss soft_margin_loss
+    triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits dist pdist cdist renorm
+    logsumexp upsample_nearest1d _upsample_nearest_exact1d upsample_nearest2d _upsample_nearest_exact2d
+    upsample_nearest3d _upsample_nearest_exact3d upsample_linear1d upsample_bilinear2d
+    _upsample_bilinear2d_aa upsample_trilinear3d upsample_bicubic2d _upsample_bicubic2d_aa""".split()
+)
+
+CUDA_FP32_SET_DTYPE = frozenset("prod softmax log_softmax cumprod cumsum linalg_vector_norm linalg_matrix_norm sum".split())
+"""Ops that run in float32 by receiving ``dtype=torch.float32`` rather than a cast input."""
+
+CUDA_PROMOTE = frozenset("addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put tensordot scatter_add".split())

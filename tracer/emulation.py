@@ -51,6 +51,8 @@ class KernelRules:
     """Ops autocast runs in float32."""
     promote_ops: frozenset[str]
     """Ops autocast runs in the widest floating dtype among their inputs."""
+    fp32_dtype_ops: frozenset[str] = frozenset()
+    """Ops autocast runs in float32 by passing ``dtype=torch.float32`` (no cast of the input)."""
     attention: Callable[[AttentionCall], torch.Tensor | None]
     """Runs SDPA with the target's kernel, or returns None to keep the math path."""
     workspaces: Callable[[Any, tuple[Any, ...], dict[str, Any]], list[int]] | None = None
@@ -165,6 +167,11 @@ class KernelEmulation(TorchFunctionMode):
             return tree_map(lambda a: self._cast(a, dtype), (args, kwargs))
         if name in self.rules.fp32_ops:
             return tree_map(lambda a: self._cast(a, torch.float32), (args, kwargs))
+        if name in self.rules.fp32_dtype_ops and kwargs.get("dtype") is None:
+            inputs = [a for a in (*args, *kwargs.values()) if _eligible(a)]
+            if inputs and inputs[0].dtype != torch.float32:
+                return args, {**kwargs, "dtype": torch.float32}
+            return args, kwargs
         if name in self.rules.promote_ops:
             widest = _widest(args, kwargs)
             if widest is not None:

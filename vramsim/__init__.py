@@ -3,6 +3,7 @@
 from .api import count_parameters, simulate
 from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
 from .report import Assumption, LayerRow, PeakSite, Report
+from .validation import Validation, validate
 
 __all__ = [
     "Assumption",
@@ -13,7 +14,9 @@ __all__ = [
     "Report",
     "TraceError",
     "UnsupportedError",
+    "Validation",
     "VramsimError",
     "count_parameters",
     "simulate",
+    "validate",
 ]

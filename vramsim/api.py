@@ -13,8 +13,10 @@ from vramsim.tracer.liveness import liveness
 from . import summary
 from .build import build_workload
 from .config import SimulationConfig
+from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
-from .report import Assumption, Report
+from .device_memory import device_memory
+from .report import Assumption, Report, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_workload
 
@@ -50,6 +52,8 @@ def simulate(
         lora=lora, max_new_tokens=max_new_tokens, inputs=inputs, loss=loss, **more,
     )  # fmt: skip
     target = resolve_target(config.device)
+    if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
+        raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
     started = time.perf_counter()
     with target.emulation() as emulation:
         work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach)
@@ -58,16 +62,29 @@ def simulate(
     graph = build_graph(trace)
     live = liveness(graph)
     steady = summary.steady_peak(trace, graph, live)
+    allocated, reserved, on_device, overheads = steady.peak_bytes, steady.peak_bytes, steady.peak_bytes, []
+    if target.profile.vendor != "cpu":
+        memory = device_memory(trace, target, training=config.task == "train")
+        allocated, reserved, on_device = memory.allocated_bytes, memory.reserved_bytes, memory.device_bytes
+        overheads = [Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads]
+    capacity = target.profile.memory_bytes
+    fits = None if capacity is None else on_device <= capacity * (1 - config.headroom)
     return Report(
         model=_model_name(model),
         target=target.name,
         task=config.task,
-        peak_bytes=steady.peak_bytes,
+        peak_bytes=allocated,
+        reserved_bytes=reserved,
+        device_bytes=on_device,
+        capacity_bytes=capacity,
+        fits=fits,
+        headroom=config.headroom,
+        advice=advice_for(steady.breakdown, task=config.task) if fits is False else [],
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(work.model),
         layers=summary.layer_rows(specs, trace, live),
-        assumptions=[*target.notes, *_run_notes(config, work), *(Assumption(name='data_dependent', detail=n) for n in trace.notes)],
+        assumptions=[*overheads, *target.notes, *_run_notes(config, work), *(Assumption(name='data_dependent', detail=n) for n in trace.notes)],
         options=_options(config),
         trace_seconds=round(time.perf_counter() - started, 3),
     )

@@ -45,6 +45,8 @@ class SimulationConfig:
     loss: Callable[[Any], torch.Tensor] | None = None
     model_class: str | None = None
     trust_remote_code: bool = False
+    headroom: float = 0.10
+    """Share of device memory kept free when judging whether the job fits."""
     steps: int = field(default=2, repr=False)
     """Steps run; the last one is the steady state that is reported."""
 
@@ -67,6 +69,8 @@ class SimulationConfig:
         if self.max_new_tokens is None:
             self.max_new_tokens = 16 if self.task == "generate" else 0
         _check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")
+        if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
+            raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
 

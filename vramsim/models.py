@@ -77,7 +77,7 @@ def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfi
         raise ModelNotFoundError(f"{file} has no 'model_type'; is it a Hugging Face config.json?")
     try:
         return AutoConfig.from_pretrained(str(file.parent if path.is_dir() else file), trust_remote_code=trust_remote_code)
-    except (ValueError, KeyError, TypeError, OSError) as exc:
+    except Exception as exc:  # transformers raises many kinds (validation, unknown model_type, ...)
         raise ModelNotFoundError(f"{file} cannot be loaded as a config: {first_line(exc)}") from exc
 
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import torch
 
+from vramsim.estimators.devices import DeviceProfile, get_device
 from vramsim.tracer import autocast_lists
-from vramsim.tracer.attention import cpu_attention, cpu_attention_workspaces
+from vramsim.tracer.attention import GpuAttention, cpu_attention, cpu_attention_workspaces
 from vramsim.tracer.emulation import KernelEmulation, KernelRules
 
-from .errors import ConfigError
 from .report import Assumption
 
 __all__ = ["Target", "resolve_target"]
@@ -21,6 +21,7 @@ class Target:
     """The device a prediction is for."""
 
     name: str
+    profile: DeviceProfile
     rules: KernelRules
     counted_devices: frozenset[str]
     """Tensor devices that land in the target's memory (meta stands for the target itself)."""
@@ -44,10 +45,23 @@ _CPU_RULES = KernelRules(
 
 
 def resolve_target(name: str) -> Target:
-    """The target named ``name``: ``cpu`` or a GPU of the catalog."""
-    key = name.lower()
-    if key == "cpu":
+    """The target named ``name``: ``cpu`` or a GPU of the catalog (``vramsim gpus``)."""
+    profile = get_device(name)
+    if profile.vendor == "cpu":
         # Host tensors the program makes (e.g. Adam's step counters) live on the CPU too.
         # torch.optim picks for-loop kernels on the CPU (_default_to_fused_or_foreach).
-        return Target(name="cpu", rules=_CPU_RULES, counted_devices=frozenset({"meta", "cpu"}), foreach=False)
-    raise ConfigError(f"unknown device {name!r}; choose one of: cpu")
+        return Target(name=profile.name, profile=profile, rules=_CPU_RULES,
+                      counted_devices=frozenset({"meta", "cpu"}), foreach=False)  # fmt: skip
+    # On a GPU, host tensors (Adam's step counters) stay on the CPU and are not counted;
+    # torch.optim defaults to foreach kernels for CUDA tensors (_default_to_fused_or_foreach).
+    capability = profile.compute_capability or (9, 0)  # ROCm: AOTriton flash/efficient kernels
+    rules = KernelRules(
+        autocast_device="cuda",
+        default_autocast_dtype=torch.float16,
+        lower_precision_ops=autocast_lists.CUDA_LOWER_PRECISION,
+        fp32_ops=autocast_lists.CUDA_FP32,
+        promote_ops=autocast_lists.CUDA_PROMOTE,
+        fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
+        attention=GpuAttention(capability),
+    )
+    return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True)

@@ -47,7 +47,7 @@ def trace_workload(work: Workload, *, devices: frozenset[str], workspaces: Works
     except VramsimError:
         raise
     except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError, AttributeError) as exc:
-        where = scope.module or type(work.model).__name__
+        where = (tracer.trace.ops[-1].module if tracer.trace.ops else "") or type(work.model).__name__
         raise TraceError(f"{type(work.model).__name__} failed on the meta device at {where}: {first_line(exc)}") from exc
     return tracer.trace
 

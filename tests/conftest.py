@@ -1,0 +1,27 @@
+"""Tiny models shared by the tests: small enough to run for real on the CPU in milliseconds."""
+
+from __future__ import annotations
+
+import pytest
+import transformers
+
+
+@pytest.fixture
+def tiny_llama() -> transformers.LlamaConfig:
+    return transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=500, max_position_embeddings=256,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def tiny_gpt2() -> transformers.GPT2Config:
+    return transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=300, n_positions=128)
+
+
+@pytest.fixture
+def tiny_bert() -> transformers.BertConfig:
+    return transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=300,
+        max_position_embeddings=128, architectures=["BertForMaskedLM"],
+    )  # fmt: skip

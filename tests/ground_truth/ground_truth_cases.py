@@ -1,0 +1,270 @@
+"""Tiny real models and the workloads the CPU ground-truth suite runs on them.
+
+Every case is small enough to run for real on two cores in well under a second, and each
+one exercises something the tracer must get right: a model family's attention and cache,
+an optimizer's state, mixed precision, recompute, LoRA adapters, or a diffusers model fed
+through ``inputs=``/``loss=``. The benchmark ``benchmarks/accuracy.py`` runs the same list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["CASES", "Case"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload: a model source and the ``simulate`` options to run it with."""
+
+    id: str
+    model: Callable[[], Any]
+    """Zero-arg function returning what ``simulate`` takes as ``model`` (a config or a builder)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    peft: bool = False
+    """The model is wrapped by peft (LoRA) inside the workload."""
+
+    def source(self) -> Any:
+        return self.model()
+
+
+# -- transformers configs ---------------------------------------------------------------------
+
+_COMMON = {"vocab_size": 128, "max_position_embeddings": 128}
+
+
+def llama() -> Any:
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, architectures=["LlamaForCausalLM"],
+    )  # fmt: skip
+
+
+def mistral() -> Any:
+    from transformers import MistralConfig
+
+    # sliding_window < seq_len, so the mask is banded rather than causal.
+    return MistralConfig(
+        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=16, architectures=["MistralForCausalLM"],
+    )  # fmt: skip
+
+
+def mixtral() -> Any:
+    from transformers import MixtralConfig
+
+    # batched_mm experts: the routing never reads tensor values (the eager loop calls nonzero()).
+    return MixtralConfig(
+        **_COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, sliding_window=None,
+        experts_implementation="batched_mm", architectures=["MixtralForCausalLM"],
+    )  # fmt: skip
+
+
+def qwen2_moe() -> Any:
+    from transformers import Qwen2MoeConfig
+
+    return Qwen2MoeConfig(
+        **_COMMON, hidden_size=64, intermediate_size=128, moe_intermediate_size=48,
+        shared_expert_intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        num_experts=4, num_experts_per_tok=2, experts_implementation="batched_mm",
+        architectures=["Qwen2MoeForCausalLM"],
+    )  # fmt: skip
+
+
+def qwen2() -> Any:
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, tie_word_embeddings=True, architectures=["Qwen2ForCausalLM"],
+    )  # fmt: skip
+
+
+def gpt2() -> Any:
+    from transformers import GPT2Config
+
+    return GPT2Config(
+        vocab_size=128, n_positions=128, n_embd=64, n_layer=2, n_head=4, architectures=["GPT2LMHeadModel"]
+    )
+
+
+def gemma2() -> Any:
+    from transformers import Gemma2Config
+
+    return Gemma2Config(
+        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=16, architectures=["Gemma2ForCausalLM"],
+    )  # fmt: skip
+
+
+def phi3() -> Any:
+    from transformers import Phi3Config
+
+    return Phi3Config(
+        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, pad_token_id=0, architectures=["Phi3ForCausalLM"],
+    )  # fmt: skip
+
+
+def bert(architecture: str) -> Callable[[], Any]:
+    def build() -> Any:
+        from transformers import BertConfig
+
+        return BertConfig(
+            vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=128, num_labels=3, architectures=[architecture],
+        )  # fmt: skip
+
+    return build
+
+
+def t5() -> Any:
+    from transformers import T5Config
+
+    return T5Config(
+        vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
+        decoder_start_token_id=0, architectures=["T5ForConditionalGeneration"],
+    )  # fmt: skip
+
+
+def vit() -> Any:
+    from transformers import ViTConfig
+
+    return ViTConfig(
+        image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, num_labels=5, architectures=["ViTForImageClassification"],
+    )  # fmt: skip
+
+
+# -- diffusers builders -----------------------------------------------------------------------
+
+
+def unet() -> Callable[[], torch.nn.Module]:
+    def build() -> torch.nn.Module:
+        from diffusers import UNet2DModel
+
+        return UNet2DModel(
+            sample_size=16, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(32, 64),
+            down_block_types=("DownBlock2D", "AttnDownBlock2D"), up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+            norm_num_groups=8, attention_head_dim=16,
+        )  # fmt: skip
+
+    return build
+
+
+def unet_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
+    """``seq_len`` is the image side; the timestep is one per sample."""
+    return {"sample": torch.randn(batch_size, 3, seq_len, seq_len), "timestep": torch.ones(batch_size, dtype=torch.long)}
+
+
+def unet_loss(outputs: Any) -> torch.Tensor:
+    return outputs.sample.float().pow(2).mean()
+
+
+class VaeDecoder(torch.nn.Module):
+    """Latents in, image out: the decode half of a latent-diffusion pipeline."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from diffusers import AutoencoderKL
+
+        self.vae = AutoencoderKL(
+            in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(32, 64), layers_per_block=1,
+            down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+            up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"), norm_num_groups=8, sample_size=32,
+        )  # fmt: skip
+
+    def forward(self, latents: torch.Tensor) -> torch.Tensor:
+        return self.vae.decode(latents).sample
+
+
+def vae_decoder() -> Callable[[], torch.nn.Module]:
+    return VaeDecoder
+
+
+def vae_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
+    """``seq_len`` is the latent side."""
+    return {"latents": torch.randn(batch_size, 4, seq_len, seq_len)}
+
+
+def t5_forward_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
+    ids = torch.randint(0, 128, (batch_size, seq_len))
+    return {"input_ids": ids, "decoder_input_ids": ids[:, : seq_len // 2].clone()}
+
+
+def rmsprop(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """A custom optimizer factory: RMSprop with momentum (two state tensors per parameter)."""
+    return torch.optim.RMSprop(params, lr=1e-3, momentum=0.9, foreach=False)
+
+
+def adam_amsgrad(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """A custom optimizer factory: Adam with AMSGrad's third state tensor."""
+    return torch.optim.Adam(params, lr=1e-3, amsgrad=True, foreach=False)
+
+
+# -- the cases --------------------------------------------------------------------------------
+
+_B2S32 = {"batch_size": 2, "seq_len": 32}
+_TRAIN = {"task": "train", **_B2S32}
+_FORWARD = {"task": "forward", **_B2S32}
+_GENERATE = {"task": "generate", **_B2S32, "max_new_tokens": 4}
+_LORA_LLAMA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+
+CASES: list[Case] = [
+    # Llama: GQA decoder, the reference family, across every option.
+    Case("llama-train-adamw", llama, _TRAIN),
+    Case("llama-train-adamw-batch4", llama, {**_TRAIN, "batch_size": 4}),
+    Case("llama-train-sgd-momentum", llama, {**_TRAIN, "optimizer": "sgd"}),
+    Case("llama-train-adafactor", llama, {**_TRAIN, "optimizer": "adafactor"}),
+    Case("llama-train-custom-rmsprop", llama, {**_TRAIN, "optimizer": rmsprop}),
+    Case("llama-train-grad-checkpointing", llama, {**_TRAIN, "gradient_checkpointing": True}),
+    Case("llama-train-bf16-autocast", llama, {**_TRAIN, "mixed_precision": "bf16"}),
+    Case("llama-train-bf16-weights", llama, {**_TRAIN, "dtype": "bf16"}),
+    Case("llama-train-lora", llama, {**_TRAIN, "lora": _LORA_LLAMA}, peft=True),
+    Case("llama-forward-fp32", llama, _FORWARD),
+    Case("llama-forward-bf16-weights", llama, {**_FORWARD, "dtype": "bf16"}),
+    Case("llama-forward-bf16-autocast", llama, {**_FORWARD, "mixed_precision": "bf16"}),
+    Case("llama-generate-fp32", llama, _GENERATE),
+    Case("llama-generate-bf16-weights", llama, {**_GENERATE, "dtype": "bf16"}),
+    # Mistral: sliding-window attention shorter than the sequence.
+    Case("mistral-sliding-train", mistral, _TRAIN),
+    Case("mistral-sliding-forward-bf16", mistral, {**_FORWARD, "dtype": "bf16"}),
+    Case("mistral-sliding-generate", mistral, _GENERATE),
+    # Mixture of experts.
+    Case("mixtral-moe-train", mixtral, _TRAIN),
+    Case("mixtral-moe-generate", mixtral, _GENERATE),
+    Case("qwen2-moe-train-adafactor", qwen2_moe, {**_TRAIN, "optimizer": "adafactor"}),
+    # Qwen2: tied embeddings.
+    Case("qwen2-train-custom-amsgrad", qwen2, {**_TRAIN, "optimizer": adam_amsgrad}),
+    Case("qwen2-generate-bf16-weights", qwen2, {**_GENERATE, "dtype": "bf16"}),
+    Case("qwen2-train-lora-bf16-autocast", qwen2, {**_TRAIN, "mixed_precision": "bf16", "lora": _LORA_LLAMA}, peft=True),
+    # GPT-2: learned positions, Conv1D projections, eager attention.
+    Case("gpt2-train", gpt2, _TRAIN),
+    Case("gpt2-train-lora", gpt2, {**_TRAIN, "lora": {"r": 4, "target_modules": ["c_attn"], "fan_in_fan_out": True}}, peft=True),
+    Case("gpt2-generate", gpt2, _GENERATE),
+    # Gemma-2 and Phi-3.
+    Case("gemma2-train", gemma2, _TRAIN),
+    Case("gemma2-forward-bf16-weights", gemma2, {**_FORWARD, "dtype": "bf16"}),
+    Case("phi3-train-grad-checkpointing", phi3, {**_TRAIN, "gradient_checkpointing": True}),
+    Case("phi3-generate", phi3, _GENERATE),
+    # Encoder-only.
+    Case("bert-mlm-train", bert("BertForMaskedLM"), _TRAIN),
+    Case("bert-seqcls-train-sgd", bert("BertForSequenceClassification"), {**_TRAIN, "optimizer": "sgd"}),
+    Case("bert-seqcls-forward", bert("BertForSequenceClassification"), _FORWARD),
+    # Encoder-decoder.
+    Case("t5-train", t5, _TRAIN),
+    Case("t5-forward", t5, {**_FORWARD, "inputs": t5_forward_inputs}),
+    # Vision transformer (seq_len is unused: the image size comes from the config).
+    Case("vit-train", vit, {"task": "train", "batch_size": 4, "seq_len": 1}),
+    Case("vit-forward-bf16-autocast", vit, {"task": "forward", "batch_size": 4, "seq_len": 1, "mixed_precision": "bf16"}),
+    # diffusers: a UNet trained on a denoising-style loss, and a VAE decoding latents.
+    Case("unet2d-train", unet, {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss}),
+    Case("vae-decode-forward", vae_decoder, {"task": "forward", "batch_size": 1, "seq_len": 8, "inputs": vae_inputs}),
+]

@@ -1,0 +1,86 @@
+"""The CLI in-process: exit codes, JSON keys and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vramsim.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "trace", "meta-llama/Llama-3.2-1B", "--task", "forward", "--seq-len", "32", "--device", "cpu", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert {"peak_bytes", "parameters", "breakdown", "peak_at", "layers", "target", "assumptions"} <= set(data)
+    assert data["parameters"] == 1_235_814_400
+    assert data["peak_bytes"] >= 2 * data["parameters"]  # bf16 weights are all live
+
+
+def test_trace_terminal_view(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "trace", "gpt2", "--seq-len", "16", "--device", "cpu")
+    assert code == 0
+    assert "Peak allocated" in out and "transformer.h.11" in out
+
+
+def test_models_lists_the_zoo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and "meta-llama/Llama-3.1-8B" in out.split()
+
+
+def _broken_config(tmp_path: Path) -> str:
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    return str(path)
+
+
+def _no_model_type(tmp_path: Path) -> str:
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 8}')
+    return str(path)
+
+
+def _fails_on_meta(tmp_path: Path) -> str:
+    path = tmp_path / "config.json"
+    # Loads fine, but 4 query heads cannot be grouped over 3 key/value heads once the model runs.
+    path.write_text('{"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, '
+                    '"intermediate_size": 8, "vocab_size": 10, "num_key_value_heads": 3}')  # fmt: skip
+    return str(path)
+
+
+BAD_INPUTS = {
+    "unknown id": (lambda _: "no-such-org/no-such-model", [], "neither a bundled model"),
+    "malformed config": (_broken_config, [], "not a readable config.json"),
+    "config without model_type": (_no_model_type, [], "no 'model_type'"),
+    "negative batch": (lambda _: "gpt2", ["--batch-size", "-1"], "batch_size must be between"),
+    "unknown optimizer": (lambda _: "gpt2", ["--optimizer", "lion"], "unknown optimizer 'lion'"),
+    "unknown task": (lambda _: "gpt2", ["--task", "serve"], "unknown task 'serve'"),
+    "unknown dtype": (lambda _: "gpt2", ["--dtype", "int3"], "unsupported dtype 'int3'"),
+    "unknown device": (lambda _: "gpt2", ["--device", "tpu9"], "unknown device 'tpu9'"),
+    "model fails on meta": (_fails_on_meta, ["--seq-len", "4"], "failed on the meta device at model.layers.0.self_attn"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model, extra, expected = BAD_INPUTS[case]
+    code, out, err = run(capsys, "trace", model(tmp_path), "--device", "cpu", *extra)
+    assert code != 0 and out == ""
+    assert err.startswith("vramsim: error: ") and err.count("\n") == 1, err
+    assert expected in err
+
+
+def test_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["trace", "gpt2", "--batch-size", "two"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vramsim: error: ") and err.count("\n") == 1

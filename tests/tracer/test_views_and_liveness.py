@@ -1,0 +1,96 @@
+"""Views and in-place ops allocate nothing; liveness over the graph equals the recorded timeline."""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+import pytest
+import torch
+
+from vramsim.build import build_workload
+from vramsim.config import SimulationConfig
+from vramsim.targets import resolve_target
+from vramsim.tracer.categories import Phase
+from vramsim.tracer.graph import build_graph
+from vramsim.tracer.liveness import liveness
+from vramsim.tracer.mode import MemoryTracer
+from vramsim.tracer.records import Trace
+from vramsim.tracer.scope import ModuleScope
+from vramsim.tracing import trace_workload
+
+
+def trace_fn(fn) -> Trace:  # type: ignore[no-untyped-def]
+    scope = ModuleScope()
+    tracer = MemoryTracer(scope, devices={"meta"})
+    with scope, tracer:
+        scope.phase = Phase.FORWARD
+        fn()
+    return tracer.trace
+
+
+def test_views_allocate_nothing() -> None:
+    """view, transpose, slicing, expand, detach and as_strided share their base's storage."""
+    x = torch.empty(8, 16, device="meta")
+
+    def program() -> None:
+        x.view(16, 8).t()[2:4].unsqueeze(0).expand(3, -1, -1)
+        x.detach().as_strided((4,), (2,))
+        x.reshape(128)
+
+    trace = trace_fn(program)
+    assert [s.op for s in trace.storages] == ["<pre-existing>"]
+    assert all(not op.outputs for op in trace.ops)
+
+
+def test_inplace_ops_allocate_nothing() -> None:
+    x = torch.empty(8, 16, device="meta")
+
+    def program() -> None:
+        x.add_(1).mul_(2).relu_()
+        x[0].zero_()
+
+    trace = trace_fn(program)
+    assert len(trace.storages) == 1 and not trace.events
+
+
+def test_out_of_place_allocates_and_frees() -> None:
+    """A temporary is allocated with its exact bytes and freed when the program drops it."""
+    x = torch.empty(8, 16, device="meta")
+
+    def program() -> None:
+        y = x * 2  # (8, 16) float32
+        del y
+
+    trace = trace_fn(program)
+    made = trace.storages[1]
+    assert (made.op, made.nbytes, made.shape, made.dtype) == ("aten.mul", 8 * 16 * 4, (8, 16), "float32")
+    assert trace.events == [(1, True), (1, False)]
+
+
+def timeline(trace: Trace) -> list[int]:
+    """Live bytes after each event, replayed from the event list alone."""
+    baseline = sum(s.nbytes for s in trace.storages if s.alloc_clock == 0)
+    steps = [trace.storages[sid].nbytes * (1 if is_alloc else -1) for sid, is_alloc in trace.events]
+    return [baseline, *accumulate(steps, initial=baseline)][1:]
+
+
+CASES = {
+    "llama-train": ("tiny_llama", dict(task="train")),
+    "llama-train-ckpt-bf16": ("tiny_llama", dict(task="train", gradient_checkpointing=True, mixed_precision="bf16")),
+    "gpt2-generate": ("tiny_gpt2", dict(task="generate", max_new_tokens=4)),
+    "bert-forward": ("tiny_bert", dict(task="forward")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_liveness_equals_timeline(case: str, request: pytest.FixtureRequest) -> None:
+    fixture, options = CASES[case]
+    config = SimulationConfig(batch_size=2, seq_len=16, device="cpu", **options)
+    target = resolve_target("cpu")
+    with target.emulation() as emulation:
+        work = build_workload(request.getfixturevalue(fixture), config, device="meta", emulation=emulation)
+        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
+    live = liveness(build_graph(trace))
+    assert live.live_by_clock == timeline(trace)
+    assert live.peak()[0] == max(timeline(trace))
+    assert all(live.live_at_op(op.index) == live.live_by_clock[op.clock_after] for op in trace.ops)
