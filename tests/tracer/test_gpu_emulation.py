@@ -1,0 +1,69 @@
+"""GPU targets: SDPA backend choice per arch, what flash saves, autocast casts, allocator rounding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vramsim
+from vramsim.tracer.attention import GpuAttention
+from vramsim.tracer.emulation import AttentionCall
+
+B, H, KV, L, D = 2, 4, 2, 64, 16
+
+
+def call(dtype: torch.dtype = torch.bfloat16, mask: bool = False, gqa: bool = False, head_dim: int = D) -> AttentionCall:
+    q = torch.empty(B, H, L, head_dim, device="meta", dtype=dtype)
+    k = torch.empty(B, KV if gqa else H, L, head_dim, device="meta", dtype=dtype)
+    attn_mask = torch.empty(B, 1, L, L, device="meta", dtype=torch.bool) if mask else None
+    return AttentionCall(q, k, k, attn_mask, 0.0, not mask, None, gqa)
+
+
+@pytest.mark.parametrize(
+    ("capability", "kwargs", "expected"),
+    [
+        ((9, 0), {}, "flash"),  # H100, bf16, causal, no mask
+        ((8, 0), {"gqa": True}, "flash"),  # flash handles grouped heads
+        ((9, 0), {"dtype": torch.float32}, "efficient"),  # flash has no fp32 kernel
+        ((9, 0), {"mask": True}, "efficient"),  # flash takes no explicit mask
+        ((9, 0), {"head_dim": 512}, "efficient"),  # flash stops at head dim 256
+        ((7, 5), {"dtype": torch.float16}, "efficient"),  # T4: no flash before sm80
+        ((7, 0), {"dtype": torch.bfloat16}, "math"),  # V100: no bf16 kernels
+        ((9, 0), {"mask": True, "gqa": True}, "math"),  # efficient has no GQA
+    ],
+)
+def test_sdpa_backend_by_arch(capability: tuple[int, int], kwargs: dict, expected: str) -> None:
+    assert GpuAttention(capability).backend(call(**kwargs)) == expected
+
+
+def test_flash_saves_logsumexp_not_the_attention_matrix(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """On H100 with bf16 autocast no (seq, seq) buffer exists; each layer saves a float32 logsumexp."""
+    seq = 128
+    report = vramsim.simulate(tiny_llama, seq_len=seq, batch_size=2, device="h100", mixed_precision="bf16")
+    math_report = vramsim.simulate(tiny_llama, seq_len=seq, batch_size=2, device="v100", mixed_precision="fp16")
+    layer = next(r for r in report.layers if r.module == "model.layers.0")
+    math_layer = next(r for r in math_report.layers if r.module == "model.layers.0")
+    # V100 with fp16 and GQA: efficient attention has no GQA, so the math path saves softmax probabilities.
+    assert math_layer.activation_bytes - layer.activation_bytes >= 2 * 4 * seq * seq * 2
+
+
+def test_allocator_rounding_and_reserve(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
+    """Allocated counts 512-byte blocks; reserved holds whole segments; the device adds the context."""
+    gpu = vramsim.simulate(tiny_gpt2, seq_len=16, device="a100", optimizer="sgd")
+    assert gpu.peak_bytes % 512 == 0
+    assert gpu.reserved_bytes >= gpu.peak_bytes
+    assert gpu.reserved_bytes % (2 << 20) == 0
+    assert gpu.device_bytes > gpu.reserved_bytes
+    assert any(a.name == "CUDA context" for a in gpu.assumptions)
+    assert gpu.fits is True
+
+
+def test_foreach_optimizer_on_gpu(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
+    """torch.optim defaults to foreach on CUDA: AdamW's peak has a whole-model sqrt temporary."""
+    gpu = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100")
+    assert gpu.peak_at.phase == "optimizer" and gpu.peak_at.op.startswith("aten._foreach")
+
+
+def test_bf16_autocast_refused_on_v100(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(vramsim.ConfigError, match="no bf16 support"):
+        vramsim.simulate(tiny_gpt2, device="v100", mixed_precision="bf16")
