@@ -46,6 +46,9 @@ def simulate(
     >>> report.peak_bytes > 0
     True
     """
+    unknown = sorted(set(more) - SimulationConfig.option_names())
+    if unknown:
+        raise ConfigError(f"unknown option {unknown[0]!r}; choose from: {', '.join(sorted(SimulationConfig.option_names()))}")
     config = SimulationConfig(
         task=task, batch_size=batch_size, seq_len=seq_len, device=device, dtype=dtype,
         mixed_precision=mixed_precision, optimizer=optimizer, gradient_checkpointing=gradient_checkpointing,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import torch
@@ -49,6 +49,10 @@ class SimulationConfig:
     """Share of device memory kept free when judging whether the job fits."""
     steps: int = field(default=2, repr=False)
     """Steps run; the last one is the steady state that is reported."""
+
+    @classmethod
+    def option_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
