@@ -27,7 +27,7 @@ def test_prediction_matches_cpu_run(case: str, request: pytest.FixtureRequest) -
 
 
 def test_validate_refuses_gpu_here(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(vramsim.UnsupportedError, match="only the cpu device"):
+    with pytest.raises(vramsim.UnsupportedError, match="needs a CUDA GPU"):
         vramsim.validate(tiny_gpt2, device="h100")
 
 

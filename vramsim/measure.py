@@ -17,7 +17,7 @@ from .config import SimulationConfig
 from .models import ModelSource
 from .workload import run_workload
 
-__all__ = ["Measurement", "measure_cpu"]
+__all__ = ["Measurement", "measure_cpu", "measure_cuda"]
 
 _STEP_MARK = "vramsim::step"
 
@@ -29,7 +29,9 @@ class Measurement:
     peak_bytes: int
     """Highest total allocated bytes during the last step (everything the run allocated counts)."""
     allocations: int
-    """Allocation events seen in the last step."""
+    """Allocation events seen in the last step (0 where the allocator does not report them)."""
+    reserved_bytes: int | None = None
+    """``max_memory_reserved`` over the last step; CUDA only."""
 
 
 class _MarkingObserver:
@@ -86,3 +88,41 @@ def _flatten(roots: list[Any]) -> list[Any]:
         out.append(event)
         stack.extend(event.children)
     return out
+
+
+class _PeakResetObserver:
+    """Resets the CUDA allocator's peak counters when the last step begins."""
+
+    def __init__(self, last_step: int) -> None:
+        self._last = last_step
+
+    def begin_step(self, step: int) -> None:
+        if step == self._last:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+    def end_step(self) -> None:
+        torch.cuda.synchronize()
+
+    def set_phase(self, phase: Phase) -> None:
+        pass
+
+    def mark(self, tensors: Any, category: Category) -> None:
+        for _ in tensors:
+            pass
+
+
+def measure_cuda(model: ModelSource, config: SimulationConfig, *, seed: int = 0) -> Measurement:
+    """Run the workload on ``cuda:0`` and read ``max_memory_allocated/reserved`` over the last step."""
+    torch.manual_seed(seed)
+    torch.cuda.empty_cache()
+    work = build_workload(model, config, device="cuda", foreach=True)
+    run_workload(work, _PeakResetObserver(config.steps - 1))
+    measured = Measurement(
+        peak_bytes=torch.cuda.max_memory_allocated(),
+        allocations=0,
+        reserved_bytes=torch.cuda.max_memory_reserved(),
+    )
+    del work
+    torch.cuda.empty_cache()
+    return measured

@@ -10,6 +10,7 @@ from vramsim.estimators.devices import DeviceProfile, get_device
 from vramsim.tracer import autocast_lists
 from vramsim.tracer.attention import GpuAttention, cpu_attention, cpu_attention_workspaces
 from vramsim.tracer.emulation import KernelEmulation, KernelRules
+from vramsim.tracer.gpu_kernels import gpu_workspaces
 
 from .report import Assumption
 
@@ -63,5 +64,6 @@ def resolve_target(name: str) -> Target:
         promote_ops=autocast_lists.CUDA_PROMOTE,
         fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
         attention=GpuAttention(capability),
+        workspaces=gpu_workspaces,
     )
     return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True)

@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
+
+from vramsim.estimators.devices import DEVICES
+
 from .api import simulate
 from .config import SimulationConfig
 from .errors import UnsupportedError
-from .measure import measure_cpu
+from .measure import measure_cpu, measure_cuda
 from .models import ModelSource
 
 __all__ = ["Validation", "validate"]
@@ -22,6 +26,8 @@ class Validation:
     device: str
     predicted_bytes: int
     measured_bytes: int
+    predicted_reserved_bytes: int | None = None
+    measured_reserved_bytes: int | None = None
 
     @property
     def error(self) -> float:
@@ -33,7 +39,10 @@ class Validation:
 
 
 def validate(model: ModelSource, *, device: str = "cpu", **options: Any) -> Validation:
-    """Simulate ``model`` for ``device`` and run it there for real; CPU only on this build.
+    """Simulate ``model`` for ``device`` and run it there for real.
+
+    ``device="cpu"`` measures with the profiler; ``"cuda"`` (or a catalog GPU name) runs on
+    ``cuda:0`` and compares ``max_memory_allocated`` and ``max_memory_reserved``.
 
     >>> import transformers
     >>> cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64)
@@ -41,9 +50,43 @@ def validate(model: ModelSource, *, device: str = "cpu", **options: Any) -> Vali
     True
     """
     if device.lower() != "cpu":
-        raise UnsupportedError(
-            f"validate runs the workload for real, and only the cpu device is measured here (got {device!r})"
-        )
+        return _validate_cuda(model, device, options)
     report = simulate(model, device="cpu", **options)
     measured = measure_cpu(model, SimulationConfig(device="cpu", **options))
     return Validation(model=report.model, device="cpu", predicted_bytes=report.peak_bytes, measured_bytes=measured.peak_bytes)
+
+
+def _validate_cuda(model: ModelSource, device: str, options: dict[str, Any]) -> Validation:
+    if not torch.cuda.is_available():
+        raise UnsupportedError(
+            f"validate --device {device} runs the workload for real and needs a CUDA GPU; none is visible here "
+            "(use --device cpu)"
+        )
+    target = cuda_target_name() if device.lower() == "cuda" else device
+    report = simulate(model, device=target, **options)
+    measured = measure_cuda(model, SimulationConfig(device=target, **options))
+    return Validation(
+        model=report.model,
+        device=target,
+        predicted_bytes=report.peak_bytes,
+        measured_bytes=measured.peak_bytes,
+        predicted_reserved_bytes=report.reserved_bytes,
+        measured_reserved_bytes=measured.reserved_bytes,
+    )
+
+
+def cuda_target_name() -> str:
+    """The catalog entry of ``cuda:0``: its chip named in the driver's device name, closest in memory."""
+    reported = torch.cuda.get_device_name(0)
+    words = set(reported.lower().replace("-", " ").split())
+    memory = torch.cuda.get_device_properties(0).total_memory
+    candidates = [p for p in DEVICES.values() if p.vendor != "cpu" and _chip(p.name) in words]
+    if not candidates:
+        raise UnsupportedError(f"{reported} is not in the catalog (vramsim gpus); pass --device NAME")
+    return min(candidates, key=lambda p: abs((p.memory_bytes or 0) - memory)).name
+
+
+def _chip(name: str) -> str:
+    """``h100-sxm`` -> ``h100``; ``rtx-4090`` -> ``4090``."""
+    head, _, rest = name.partition("-")
+    return rest if head == "rtx" else head
