@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 import vramsim
 from vramsim.validation import cuda_target_name
 
@@ -38,6 +40,9 @@ CASES: list[tuple[str, str, dict]] = [
 
 
 def main() -> int:
+    if not torch.cuda.is_available():
+        print("gpu_validation: no CUDA GPU is visible; run it on a GPU machine", file=sys.stderr)
+        return 1
     target = cuda_target_name()
     rows = []
     for name, model, options in CASES:

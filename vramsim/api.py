@@ -67,7 +67,9 @@ def simulate(
     steady = summary.steady_peak(trace, graph, live)
     allocated, reserved, on_device, overheads = steady.peak_bytes, steady.peak_bytes, steady.peak_bytes, []
     if target.profile.vendor != "cpu":
-        memory = device_memory(trace, target, training=config.task == "train")
+        memory = device_memory(
+            trace, target, training=config.task == "train", expandable_segments=config.expandable_segments
+        )
         allocated, reserved, on_device = memory.allocated_bytes, memory.reserved_bytes, memory.device_bytes
         overheads = [Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads]
     capacity = target.profile.memory_bytes

@@ -56,6 +56,7 @@ def _build_parser() -> argparse.ArgumentParser:
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     trace.add_argument("--headroom", type=float, default=0.10, help="share of device memory kept free (default 0.10)")
+    trace.add_argument("--expandable-segments", action="store_true", help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
     return parser
 
 
@@ -91,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gpus":
             render_devices(console)
         elif args.command == "trace":
-            report = simulate(args.model, headroom=args.headroom, **_options(args))
+            report = simulate(
+                args.model, headroom=args.headroom, expandable_segments=args.expandable_segments, **_options(args)
+            )
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))
             else:

@@ -45,6 +45,8 @@ class SimulationConfig:
     loss: Callable[[Any], torch.Tensor] | None = None
     model_class: str | None = None
     trust_remote_code: bool = False
+    expandable_segments: bool = False
+    """``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` for the allocator replay."""
     headroom: float = 0.10
     """Share of device memory kept free when judging whether the job fits."""
     steps: int = field(default=2, repr=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramsim.estimators.allocator import CachingAllocator, AllocatorConfig
+from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
 from vramsim.estimators.assumptions import Assumption as Overhead
 from vramsim.estimators.assumptions import assumptions_for, totals
 from vramsim.tracer.records import Trace
@@ -30,11 +30,12 @@ class DeviceMemory:
     overheads: list[Overhead]
 
 
-def device_memory(trace: Trace, target: Target, *, training: bool) -> DeviceMemory:
+def device_memory(trace: Trace, target: Target, *, training: bool, expandable_segments: bool = False) -> DeviceMemory:
     """Replay the trace through the caching allocator, resetting peaks where the last step begins."""
     overheads = assumptions_for(target.profile, training=training)
     added = totals(overheads)
-    allocator = CachingAllocator(AllocatorConfig(platform="rocm" if target.profile.vendor == "amd" else "cuda"))
+    platform = "rocm" if target.profile.vendor == "amd" else "cuda"
+    allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))
     baseline = [s for s in trace.storages if s.alloc_clock == 0]
     for record in baseline:
         allocator.malloc(record.sid, record.nbytes)
