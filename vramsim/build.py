@@ -16,7 +16,7 @@ from vramsim.tracer.emulation import KernelEmulation
 from .config import SimulationConfig
 from .errors import ConfigError, TraceError
 from .inputs import default_inputs
-from .models import ModelSource, build_model, load_config
+from .models import ModelSource, build_model, load_builder, load_config
 from .workload import Workload
 
 __all__ = ["build_workload", "weight_dtype"]
@@ -47,7 +47,7 @@ def build_workload(
     recompute; on a real device, torch's own autocast is used.
     """
     if isinstance(source, (str, Path)):
-        source = load_config(source, trust_remote_code=config.trust_remote_code)
+        source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,28 @@ from .errors import first_line, ConfigError, ModelNotFoundError, TraceError
 __all__ = ["ModelSource", "build_model", "load_config"]
 
 ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
+
+
+def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:
+    """``path/to/model.py:build_fn`` -> that function, imported from the user's own file; else None."""
+    path_text, sep, name = source.rpartition(":")
+    if not sep or not path_text.endswith(".py"):
+        return None
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise ModelNotFoundError(f"{path} does not exist; pass path/to/model.py:build_fn")
+    spec = importlib.util.spec_from_file_location(f"vramsim_user_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ModelNotFoundError(f"{path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's own code: any failure is theirs to see, in one line
+        raise ModelNotFoundError(f"importing {path} failed: {type(exc).__name__}: {first_line(exc)}") from exc
+    builder = getattr(module, name, None)
+    if not callable(builder):
+        raise ModelNotFoundError(f"{path} has no callable {name!r}; define def {name}() -> torch.nn.Module")
+    return builder
 
 
 def load_config(source: str | Path, *, trust_remote_code: bool = False) -> PretrainedConfig:
@@ -60,8 +83,10 @@ def build_model(
     model_cls = _model_class(config, model_class, task)
     try:
         with torch.device(device):
-            build = getattr(model_cls, "from_config", None) or model_cls._from_config  # Auto class or concrete
-            model = build(config, dtype=dtype or torch.float32)
+            if hasattr(model_cls, "from_config"):  # an Auto class, which may load the Hub repo's own code
+                model = model_cls.from_config(config, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code)
+            else:
+                model = model_cls._from_config(config, dtype=dtype or torch.float32)
     except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
         raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
     return model

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -36,6 +37,13 @@ class _TracerObserver:
         self._tracer.mark_all(tensors, category)
 
 
+_MISSING_META_KERNEL = re.compile(
+    r"Could not run '([\w:.]+)' with arguments from the 'Meta' backend"
+    r"|^([\w:.]+): attempted to run this operator with Meta tensors"
+)
+"""The two ways PyTorch says an op has no meta kernel (built-in ops, and custom ops)."""
+
+
 def trace_workload(work: Workload, *, devices: frozenset[str], workspaces: WorkspaceRule | None = None) -> Trace:
     """Trace ``work`` counting storages on ``devices`` (``meta`` stands for the target)."""
     scope = ModuleScope(work.model)
@@ -48,6 +56,13 @@ def trace_workload(work: Workload, *, devices: frozenset[str], workspaces: Works
         raise
     except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError, AttributeError) as exc:
         where = (tracer.trace.ops[-1].module if tracer.trace.ops else "") or type(work.model).__name__
+        missing = _MISSING_META_KERNEL.search(str(exc))
+        if missing:
+            op = missing.group(1) or missing.group(2)
+            raise TraceError(
+                f"{type(work.model).__name__} calls {op} at {where}, which has no meta kernel; "
+                f"register one with torch.library.register_fake('{op}') or replace that call"
+            ) from exc
         raise TraceError(f"{type(work.model).__name__} failed on the meta device at {where}: {first_line(exc)}") from exc
     return tracer.trace
 
