@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -86,7 +87,7 @@ def layer_rows(specs: list[LayerSpec], trace: Trace, live: Liveness) -> list[Lay
     """Saved activation bytes and own peak of each row over the last step."""
     names = [spec.module for spec in specs]
     row_of = _row_finder(tuple(names))
-    last_step = trace.storages and max(s.step for s in trace.storages)
+    last_step = len(trace.step_clocks) - 1
     saved: dict[str, int] = defaultdict(int)
     for record in trace.storages:
         if record.step == last_step and record.category is Category.ACTIVATION and record.phase is Phase.FORWARD:
@@ -111,7 +112,7 @@ def layer_rows(specs: list[LayerSpec], trace: Trace, live: Liveness) -> list[Lay
     ]
 
 
-def _row_finder(names: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def _row_finder(names: tuple[str, ...]) -> Callable[[str], str | None]:
     """Map a module path to the table row that contains it (or None), memoised."""
     rows = set(names)
 
