@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from vramsim.estimators.devices import DeviceProfile, get_device
 from vramsim.tracer import autocast_lists
 from vramsim.tracer.attention import GpuAttention, cpu_attention, cpu_attention_workspaces
+from vramsim.tracer.cpu_kernels import conv2d_workspaces, matmul_workspaces
 from vramsim.tracer.emulation import KernelEmulation, KernelRules
 from vramsim.tracer.gpu_kernels import gpu_workspaces
+from vramsim.tracer.mode import WorkspaceRule
 
 from .report import Assumption
 
@@ -34,6 +37,16 @@ class Target:
         return KernelEmulation(self.rules)
 
 
+def combine_workspaces(*rules: WorkspaceRule) -> WorkspaceRule:
+    """One workspace rule from several: each kernel family's rule answers for its own ops
+    (and returns nothing for the rest), so their buffers are simply concatenated."""
+
+    def workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
+        return [nbytes for rule in rules for nbytes in rule(func, args, kwargs)]
+
+    return workspaces
+
+
 _CPU_RULES = KernelRules(
     autocast_device="cpu",
     default_autocast_dtype=torch.bfloat16,
@@ -41,7 +54,7 @@ _CPU_RULES = KernelRules(
     fp32_ops=autocast_lists.CPU_FP32,
     promote_ops=autocast_lists.CPU_PROMOTE,
     attention=cpu_attention,
-    workspaces=cpu_attention_workspaces,
+    workspaces=combine_workspaces(cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces),
 )
 
 

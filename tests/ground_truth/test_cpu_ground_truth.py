@@ -1,0 +1,118 @@
+"""The tracer's prediction against the real CPU run of the very same workload.
+
+Each case builds a tiny real model, predicts its steady-state peak with ``vramsim.simulate``
+(meta device, CPU kernels emulated) and measures it with ``vramsim.measure.measure_cpu``
+(the same workload code run for real under ``torch.profiler``; the peak of c10's total
+allocated bytes in the last step). They must agree within 0.5% unless a case says otherwise,
+with the reason next to it in ``ground_truth_cases.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from ground_truth_cases import CASES, Case
+
+from vramsim import simulate
+from vramsim.config import SimulationConfig
+from vramsim.measure import measure_cpu
+
+
+def test_the_suite_covers_what_it_claims() -> None:
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids)) >= 32
+    families = {case.id.split("-")[0] for case in CASES}
+    assert len(families) >= 10
+    tasks = {case.options["task"] for case in CASES}
+    assert tasks == {"train", "forward", "generate"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_prediction_matches_the_real_cpu_run(case: Case) -> None:
+    predicted = simulate(case.source(), device="cpu", **case.options).peak_bytes
+    measured = measure_cpu(case.source(), SimulationConfig(device="cpu", **case.options)).peak_bytes
+    error = predicted / measured - 1
+    assert abs(error) <= case.tolerance, (
+        f"{case.id}: predicted {predicted:,} B, measured {measured:,} B ({error:+.3%}, tolerance {case.tolerance:.1%})"
+    )
+
+
+# -- the kernel rules alone, against the real kernels ------------------------------------------
+
+
+def _transient_bytes(fn) -> int:  # type: ignore[no-untyped-def]
+    """Peak bytes c10 held inside ``fn`` beyond what it still holds at the end (its outputs)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        if event.tag == torch._C._profiler._EventType.Allocation:
+            events.append((event.start_time_ns, event.typed[1].alloc_size))
+        stack.extend(event.children)
+    running = peak = 0
+    for _, size in sorted(events):
+        running += size
+        peak = max(peak, running)
+    del result
+    return peak - running
+
+
+_MM_SHAPES = [
+    # (M, N, K, A transposed, B transposed, bias): linear forward/backward layouts and edge cases
+    (64, 128, 64, False, True, False), (64, 64, 128, False, False, False), (128, 64, 64, True, False, False),
+    (1, 1024, 2048, False, False, False), (1024, 64, 1, True, False, False), (1, 16, 2048, True, True, False),
+    (300, 1000, 768, False, True, True), (2048, 256, 4096, False, True, False), (33, 7, 1100, True, True, True),
+    (16, 16, 16, False, False, False), (2, 64, 128, False, True, True), (512, 32, 2048, True, False, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", _MM_SHAPES, ids=["x".join(map(str, s[:3])) + "-" + "".join("TF"[not f] for f in s[3:]) for s in _MM_SHAPES])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bf16_matmul_scratchpad_is_the_kernels(shape: tuple[int, int, int, bool, bool, bool], threads: int) -> None:
+    import torch
+    from vramsim.tracer.cpu_kernels import matmul_workspaces, onednn_brgemm_isa
+
+    if onednn_brgemm_isa() is None:
+        pytest.skip("the oneDNN scratchpad is modelled for avx512_core_bf16 CPUs only")
+    m, n, k, a_t, b_t, bias = shape
+    a = torch.randn(k, m, dtype=torch.bfloat16).t() if a_t else torch.randn(m, k, dtype=torch.bfloat16)
+    b = torch.randn(n, k, dtype=torch.bfloat16).t() if b_t else torch.randn(k, n, dtype=torch.bfloat16)
+    c = torch.randn(n, dtype=torch.bfloat16)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        if bias:
+            real = _transient_bytes(lambda: torch.addmm(c, a, b))
+            predicted = matmul_workspaces(torch.ops.aten.addmm.default, (c, a, b), {})
+        else:
+            real = _transient_bytes(lambda: torch.mm(a, b))
+            predicted = matmul_workspaces(torch.ops.aten.mm.default, (a, b), {})
+    finally:
+        torch.set_num_threads(before)
+    assert sum(predicted) == real
+
+
+_CONVS = [(1, 64, 64, 16, 3, 1, 1), (1, 32, 16, 8, 3, 2, 1), (1, 4, 32, 8, 1, 1, 0), (1, 8, 16, 24, 3, 1, 0), (1, 16, 8, 12, 3, 1, 2)]
+"""Single-sample convolutions small enough for Convolution.cpp to pick the Slow2d backend."""
+
+
+@pytest.mark.parametrize("conv", _CONVS, ids=["n{}c{}o{}h{}k{}s{}p{}".format(*c) for c in _CONVS])
+def test_slow_conv2d_columns_are_the_kernels(conv: tuple[int, ...]) -> None:
+    import torch
+    from vramsim.tracer.cpu_kernels import conv2d_workspaces
+
+    n, c, o, h, k, s, p = conv
+    x = torch.randn(n, c, h, h, requires_grad=True)
+    w = torch.randn(o, c, k, k, requires_grad=True)
+    args = (x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1)
+    predicted = conv2d_workspaces(torch.ops.aten.convolution.default, args, {})
+    y = torch.nn.functional.conv2d(x, w, None, stride=s, padding=p)
+    assert sum(predicted) == _transient_bytes(lambda: torch.nn.functional.conv2d(x, w, None, stride=s, padding=p))
+    grad = torch.randn_like(y)
+    backward = (grad, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, True, False])
+    expected = sum(conv2d_workspaces(torch.ops.aten.convolution_backward.default, backward, {}))
+    assert expected == _transient_bytes(lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True))

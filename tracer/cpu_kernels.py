@@ -1,0 +1,376 @@
+"""Scratch memory that PyTorch's CPU kernels allocate inside an op, read from their source.
+
+Meta execution runs none of these kernels, so the buffers below are invisible to dispatch-level
+tracing; each rule returns the bytes the real kernel asks c10's CPU allocator for while the op
+runs (its outputs excluded). Every number comes from the cited C++ (PyTorch 2.13 and the oneDNN
+v3.12 it bundles, git 80afa71049); nothing is fitted to measurements.
+
+Rules:
+    ``matmul_workspaces``   aten.mm / aten.addmm: operand copies made by ``addmm_impl_cpu_``
+                            and the oneDNN brgemm matmul scratchpad of the bf16 path.
+    ``conv2d_workspaces``   aten.convolution / convolution_backward on the "slow" (im2col)
+                            CPU backend: the unfolded-input buffer.
+
+Known limitations:
+    - The oneDNN scratchpad is modelled for the ``avx512_core_bf16`` brgemm implementation
+      (AVX-512 with native bf16, no AMX), the one oneDNN picks on such CPUs. On CPUs with AMX or
+      without AVX512-BF16, oneDNN picks other implementations whose blocking differs; no
+      scratchpad is added there (see ``onednn_brgemm_isa``).
+    - bf16/fp16 ``bmm`` through ``mkldnn_matmul`` is not modelled yet.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+__all__ = [
+    "brgemm_matmul_scratchpad",
+    "conv2d_workspaces",
+    "matmul_workspaces",
+    "onednn_brgemm_isa",
+]
+
+
+# -- oneDNN brgemm matmul ----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def onednn_brgemm_isa() -> str | None:
+    """The oneDNN ISA whose brgemm matmul serves bf16 GEMMs on this CPU, if it is modelled.
+
+    oneDNN dispatches to the best ISA the CPU has (src/cpu/x64/cpu_isa_traits.hpp): AMX
+    machines take ``avx512_core_amx`` (another blocking heuristic, not modelled), CPUs with
+    AVX512-BF16 and VNNI take ``avx512_core_bf16``.
+    """
+    if not torch.backends.mkldnn.is_available():
+        return None
+    caps = torch._C._cpu._get_cpu_capability()
+    if caps.get("amx_tile") or caps.get("amx_bf16") or caps.get("avx10_2") or caps.get("avx512_fp16"):
+        return None
+    core = all(caps.get(k) for k in ("avx512_f", "avx512_bw", "avx512_vl", "avx512_dq"))
+    if core and caps.get("avx512_vnni") and caps.get("avx512_bf16"):
+        return "avx512_core_bf16"
+    return None
+
+
+def _f32(value: float) -> float:
+    """Round to IEEE single precision: the heuristic's scores are C++ ``float``."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _div_up(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _rnd_up(a: int, b: int) -> int:
+    return _div_up(a, b) * b
+
+
+def _is_pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+def _spatial_disbalance(work: int, thread_block: int) -> float:
+    """brgemm_matmul_utils.cpp ``matmul_avx512_blocking_params_t::calculate_spatial_disbalance``."""
+    mod = work % thread_block
+    scalar = thread_block - mod if work < thread_block else min(thread_block - mod, mod)
+    return _f32(_f32(scalar) / thread_block)
+
+
+def _imbalance(M: int, N: int, K: int, batch: int, nthr: int, m_blk: int, n_chunks: int, n_blk: int,
+               k_blk: int, nthr_k: int) -> float:  # fmt: skip
+    """brgemm_matmul_utils.cpp ``matmul_avx512_blocking_params_t::get_imbalance`` (m_chunks = 1)."""
+    cur_nthr = nthr // nthr_k
+    parallel_work = _div_up(M, m_blk) * _div_up(N, n_blk * n_chunks) * batch
+    parallel_work_disb = _spatial_disbalance(parallel_work, cur_nthr)
+    m_work = (m_blk * _div_up(M, m_blk)) % M
+    m_blk_disbalance = _f32(_f32(m_work) / M)
+    num_n_blk = _div_up(N, n_blk)
+    par_n_chunks = _div_up(num_n_blk, n_chunks)
+    n_chunk_disbalance = _f32(_f32(_f32(_f32(par_n_chunks) * n_chunks) - num_n_blk) / num_n_blk)
+    disbalance_nthr_k = _spatial_disbalance(K, nthr_k * k_blk)
+    thread_allocation_disb = (
+        _f32(_f32(_f32(nthr) - cur_nthr * nthr_k) / nthr) if cur_nthr * nthr_k != nthr else 0.0
+    )
+    total = 0.0
+    for term in (parallel_work_disb, m_blk_disbalance, n_chunk_disbalance, thread_allocation_disb, disbalance_nthr_k):
+        total = _f32(total + term)
+    return _f32(total / 5)
+
+
+def brgemm_matmul_scratchpad(
+    M: int, N: int, K: int, *, src_transposed: bool, wei_transposed: bool, nthr: int, batch: int = 1
+) -> int:
+    """Bytes of the scratchpad of oneDNN's ``brg_matmul:avx512_core_bf16`` for a bf16 matmul
+    ``dst[M, N] = src[M, K] @ wei[K, N]`` with a bf16 destination and user scratchpad mode.
+
+    src/cpu/x64/matmul/brgemm_matmul_utils.cpp, in call order:
+      - ``init_brgemm_matmul_conf``: ``use_buffer_a`` iff A is transposed (and not M == 1);
+        ``use_buffer_b`` from ``brgemm_matmul_conf_utils_t::use_buffer_b``: true for bf16 with a
+        plain or transposed B; ``wei_n_blk`` = 64 (``get_default_n_block``).
+      - ``compute_blocking_heuristic``: N_blk = min(64, N); ``prefer_copy_a`` for M >= 1024 with
+        a big power-of-two K; then ``compute_blocking_heuristic_avx512`` searches M_blk,
+        N_chunk_size and nthr_k for the lowest ``get_imbalance``.
+      - ``matmul_avx512_blocking_params_t::update_configuration``: ``use_buffer_c`` holds for bf16
+        destinations (accumulation is f32; ``K_chunk_elems`` is still zero there).
+      - ``init_aux_values``: per-thread buffer sizes.
+      - ``init_scratchpad`` books batch elements, buffers A, B and C; every booking pads by
+        128 bytes (src/common/memory_tracking.hpp ``registry_t::book``, ``get_alignment``).
+    """
+    a_dt, b_dt, acc_dt = 2, 2, 4
+    treat_a_as_plain = M == 1
+    transposed_a = src_transposed and not treat_a_as_plain
+    use_buffer_a = transposed_a
+    wei_n_blk = 64
+    n_blk = min(wei_n_blk, N)
+    prefer_copy_a = (not transposed_a) and _is_pow2(K) and K >= 8192 // a_dt and M >= 1024
+    use_buffer_a = use_buffer_a or prefer_copy_a
+
+    # compute_blocking_heuristic_avx512 (bf16: need_large_m_blk, k-partitioning and large m
+    # blocking are f32-only; n_blk is fixed because B's layout is given, not "any").
+    max_m_blk = min(256, M)
+    min_m_blk = min(32, M)
+    n_chunks_total = _div_up(N, n_blk)
+    n_chunks_start = min(16 if use_buffer_a else 1, n_chunks_total)
+    use_extended_k_blk = K > 1024 and not src_transposed
+    k_blk = min(K, 1024 if use_extended_k_blk else 512)
+    start_nthr_k = 1
+    if nthr > batch * n_chunks_total:  # low_parallel_work
+        min_m_blk = min(M, 16)
+        if batch == 1 and src_transposed and _is_pow2(K) and K >= 2048:  # bwd_w_par_k_blk
+            start_nthr_k = min(nthr, 4)
+    best = (1.0, min_m_blk, 1, 1)
+    for nthr_k in range(start_nthr_k, 0, -1):
+        found = False
+        for n_chunk_size in range(n_chunks_start, 0, -1):
+            for m_blk in range(max_m_blk, min_m_blk - 1, -1):
+                score = _imbalance(M, N, K, batch, nthr, m_blk, n_chunk_size, n_blk, k_blk, nthr_k)
+                work = batch * _div_up(M, m_blk) * _div_up(N, n_blk * n_chunk_size)
+                nthr_bmn = nthr // nthr_k
+                if work < nthr_bmn * 3 and work % nthr_bmn != 0 and start_nthr_k == 1:
+                    continue
+                if score < best[0]:
+                    best, found = (score, m_blk, n_chunk_size, nthr_k), True
+        if not found:
+            score = _imbalance(M, N, K, batch, nthr, min_m_blk, 1, n_blk, k_blk, nthr_k)
+            if score < best[0]:
+                best = (score, min_m_blk, 1, nthr_k)
+    _, m_blk, n_chunk_size, nthr_k = best
+
+    # update_configuration + init_aux_values
+    k_blk_conf = k_blk  # required_k_granularity is 1 off AMX
+    ldc = n_blk  # use_buffer_c (always for bf16 dst) and nthr_k <= 1 -> N_blk; else LDD
+    if nthr_k > 1:
+        ldc = N
+    buffer_c_chunk = acc_dt * ldc * (M if nthr_k > 1 else m_blk)
+    buffer_c = buffer_c_chunk if (nthr_k > 1 or k_blk_conf >= K) else buffer_c_chunk * n_chunk_size
+    buffer_a = 0
+    if use_buffer_a:
+        lda = _rnd_up(k_blk_conf, 64 // a_dt)  # get_actual_lda
+        if lda >= 512 and _is_pow2(lda):
+            lda += 64 // a_dt
+        buffer_a = a_dt * m_blk * lda
+    wei_k_blk = 16 * 2  # get_wei_k_blk: 16 x bf16 VNNI granularity
+    ldb = wei_n_blk  # get_actual_LDB with use_buffer_b
+    buffer_b = b_dt * _rnd_up(n_blk, ldb) * _rnd_up(k_blk_conf, wei_k_blk)
+    batch_elements = 16 * 1  # brgemm_batch_element_per_thr_sz = 16 * brgemm_batch_size
+    del wei_transposed  # plain and transposed B both take the copy-B buffer for bf16
+
+    # init_scratchpad; sizeof(brgemm_batch_element_t) = 40 (brgemm_types.hpp)
+    bookings = [nthr * batch_elements * 40, nthr * buffer_a, nthr * buffer_b, nthr * buffer_c]
+    return sum(size + 128 for size in bookings if size > 0)
+
+
+# -- addmm_impl_cpu_ -> cpublas::gemm -> mkldnn_bf16_gemm ---------------------------------------
+
+_MM = torch.ops.aten.mm.default
+_ADDMM = torch.ops.aten.addmm.default
+
+
+def matmul_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
+    """aten/src/ATen/native/LinearAlgebra.cpp ``addmm_impl_cpu_`` (``mm_out_cpu``, ``addmm_out_cpu``).
+
+    It views the row-major result as a column-major GEMM (``transpose_c``), clones an operand
+    whose strides fit neither layout, and calls ``cpublas::gemm``. For bf16, that is
+    aten/src/ATen/native/CPUBlas.cpp ``gemm`` -> ``internal::normalize_last_dims`` ->
+    aten/src/ATen/native/mkldnn/Matmul.cpp ``mkldnn_bf16_gemm`` -> ``mkldnn_gemm``, which skips
+    oneDNN when ``m * n * k <= 16 * 16 * 16`` and otherwise runs ``ideep::matmul_forward`` on
+    ``C^T = B^T A^T``: oneDNN's src is the GEMM's b (n x k), its weights the GEMM's a (k x m).
+    The scratchpad ideep allocates for it goes through c10's CPU allocator
+    (aten/src/ATen/native/mkldnn/IDeepRegistration.cpp).
+    """
+    if func is _MM:
+        m1, m2 = args[0], args[1]
+        alpha = 1.0
+    elif func is _ADDMM:
+        m1, m2 = args[1], args[2]
+        alpha = kwargs.get("alpha", args[4] if len(args) > 4 else 1)
+    else:
+        return []
+    if not isinstance(m1, torch.Tensor) or m1.dim() != 2 or m2.dim() != 2:
+        return []
+    rows, cols = m1.shape[0], m2.shape[1]
+    if rows * cols == 0 or m1.shape[1] == 0:
+        return []
+    # The result is a fresh row-major (rows, cols) tensor: its strides (cols, 1) take the
+    # first branch (column-major as is) only when cols == 1, else the second (transpose_c).
+    transpose_c = cols != 1
+    a_src, b_src = (m2, m1) if transpose_c else (m1, m2)
+    m = cols if transpose_c else rows
+    n = rows if transpose_c else cols
+    k = m1.shape[1]
+    workspace = 0
+    transpose_a, a_strides, a_clone = _gemm_operand(a_src, transpose_c, m, k)
+    transpose_b, b_strides, b_clone = _gemm_operand(b_src, transpose_c, k, n)
+    workspace += a_clone + b_clone
+    lda = a_strides[1 if transpose_a == transpose_c else 0]
+    ldb = b_strides[1 if transpose_b == transpose_c else 0]
+    scratch = 0
+    if m1.dtype == torch.bfloat16 and alpha != 0 and onednn_brgemm_isa() and torch.backends.mkldnn.enabled:
+        # normalize_last_dims: degenerate leading dimensions are rewritten
+        if transpose_a:
+            lda = k if m == 1 else lda
+        elif k == 1:
+            lda = m
+        if transpose_b:
+            ldb = n if k == 1 else ldb
+        elif n == 1:
+            ldb = k
+        if m * n * k > 16 * 16 * 16:
+            # ideep src = b as {n, k} with strides {ldb, 1} (swapped if transposed);
+            # ideep weights = a as {k, m} with strides {lda, 1} (swapped if transposed).
+            scratch = brgemm_matmul_scratchpad(
+                n, m, k,
+                src_transposed=_is_transposed_2d((n, k), (1, ldb) if transpose_b else (ldb, 1)),
+                wei_transposed=_is_transposed_2d((k, m), (1, lda) if transpose_a else (lda, 1)),
+                nthr=torch.get_num_threads(),
+            )  # fmt: skip
+    total = workspace + scratch
+    return [total] if total else []
+
+
+def _gemm_operand(t: torch.Tensor, transpose_c: bool, rows_first: int, inner: int) -> tuple[bool, tuple[int, int], int]:
+    """How ``addmm_impl_cpu_`` casts one operand: (transposed, strides used, bytes cloned).
+
+    ``rows_first``/``inner`` are the (m, k) pair for the a operand and (k, n) for b: the checks
+    are ``strides[tc ? 1 : 0] == 1 && strides[tc ? 0 : 1] >= max(1, rows_first)`` (as is), then
+    ``strides[tc ? 0 : 1] == 1 && strides[tc ? 1 : 0] >= max(1, inner)`` (transposed), else a
+    contiguous clone with ``transpose = !transpose_c``.
+    """
+    s = t.stride()
+    i0, i1 = (1, 0) if transpose_c else (0, 1)
+    if s[i0] == 1 and s[i1] >= max(1, rows_first):
+        return False, (s[0], s[1]), 0
+    if s[i1] == 1 and s[i0] >= max(1, inner):
+        return True, (s[0], s[1]), 0
+    contiguous = (t.shape[1], 1)
+    return (not transpose_c), contiguous, t.numel() * t.element_size()
+
+
+def _is_transposed_2d(dims: tuple[int, int], strides: tuple[int, int]) -> bool:
+    """Whether oneDNN tags a 2-D operand 'ba' (transposed) rather than 'ab' (plain).
+
+    brgemm_matmul_utils.cpp ``set_or_check_tags``: ``memory_desc_matches_one_of_tag(plain,
+    transposed)`` compares with each tag's dense strides, skipping unit dimensions
+    (src/common/memory_desc_wrapper.hpp ``similar_to``). When exactly one tag matches, it is
+    taken; when both or neither do, ``gemm_based::check_gemm_input_format`` decides through
+    cpu/matmul/matmul_utils.hpp ``transA``: 'N' iff ``strides[1] == 1 and dims[0] > 1``.
+    """
+
+    def matches(dense: tuple[int, int]) -> bool:
+        return all(d == 1 or s == e for d, s, e in zip(dims, strides, dense))
+
+    plain, transposed = matches((dims[1], 1)), matches((1, dims[0]))
+    if plain != transposed:
+        return transposed
+    return not (strides[1] == 1 and dims[0] > 1)
+
+
+# -- slow (im2col) convolution -----------------------------------------------------------------
+
+_CONV = torch.ops.aten.convolution.default
+_CONV_BACKWARD = torch.ops.aten.convolution_backward.default
+
+
+def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
+    """The unfolded-input (im2col) buffer of the CPU ``Slow2d`` convolution backend.
+
+    aten/src/ATen/native/Convolution.cpp ``_select_conv_backend`` picks ``Slow2d`` on the CPU
+    for a non-transposed, non-dilated 2-D (or 1-D, viewed as 2-D) convolution with one group
+    when ``ConvParams::use_mkldnn`` and ``use_nnpack`` decline it. Then
+    aten/src/ATen/native/ConvolutionMM2d.cpp ``slow_conv2d_forward_out_cpu`` allocates
+    ``finput`` of ``[N, C * kh * kw, Ho * Wo]`` (unless the kernel is 1x1 with stride 1 and no
+    padding, where it is a view of the input) and frees it on return; backward's
+    ``compute_columns2d`` rebuilds the same columns for the weight gradient.
+    Other backends (oneDNN, NNPACK) are not modelled here.
+    """
+    if func is _CONV:
+        x, weight = args[0], args[1]
+        stride, padding, dilation, transposed, groups = args[3], args[4], args[5], args[6], args[8]
+        wants_columns = True
+    elif func is _CONV_BACKWARD:
+        x, weight = args[1], args[2]
+        stride, padding, dilation, transposed, groups = args[4], args[5], args[6], args[7], args[9]
+        wants_columns = bool(args[10][1])  # output_mask: weight gradient requested
+    else:
+        return []
+    if not isinstance(x, torch.Tensor) or transposed or groups != 1 or x.dim() not in (3, 4):
+        return []
+    if x.dim() == 3:  # _convolution: view1d_as_2d
+        shape, kernel = (x.shape[0], x.shape[1], 1, x.shape[2]), (1, weight.shape[2])
+        stride, padding, dilation = (1, stride[0]), (0, padding[0]), (1, dilation[0])
+    else:
+        shape, kernel = tuple(x.shape), (weight.shape[2], weight.shape[3])
+        stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    if any(d != 1 for d in dilation) or not _slow2d_selected(x.dtype, shape, kernel, stride):
+        return []
+    if not wants_columns or (kernel == (1, 1) and stride == (1, 1) and padding == (0, 0)):
+        return []
+    n, c, h, w = shape
+    out_h = (h + 2 * padding[0] - kernel[0]) // stride[0] + 1
+    out_w = (w + 2 * padding[1] - kernel[1]) // stride[1] + 1
+    return [n * c * kernel[0] * kernel[1] * out_h * out_w * x.element_size()]
+
+
+def _pair(value: Any) -> tuple[int, int]:
+    values = list(value)
+    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+
+
+def _slow2d_selected(dtype: torch.dtype, shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int]) -> bool:
+    """Convolution.cpp ``ConvParams::use_mkldnn`` / ``use_nnpack`` both false (non-dilated,
+    non-transposed, one group, CPU)."""
+    n, c, h, w = shape
+    if torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled:
+        if dtype == torch.bfloat16 and _mkldnn_bf16_device_check():
+            return False
+        if dtype == torch.float16 and _mkldnn_fp16_device_check():
+            return False
+        strided = stride != (1, 1)
+        if dtype == torch.float32 and (
+            (strided or n >= 16 or kernel != (1, 1) or torch.get_num_threads() > 1)
+            and ((kernel[0] > 3 and kernel[1] > 3) or n > 1 or n * c * h * w > 20480)
+        ):
+            return False
+    nnpack = (
+        dtype == torch.float32 and torch._C._get_nnpack_enabled() and torch._nnpack_available()
+        and kernel[0] < 17 and kernel[1] < 17 and n >= 16
+    )  # fmt: skip
+    return not nnpack
+
+
+def _mkldnn_bf16_device_check() -> bool:
+    """aten/src/ATen/native/mkldnn/Utils.h ``mkldnn_bf16_device_check`` (x86): AVX512 BW/VL/DQ
+    or AVX-NE-CONVERT."""
+    caps = torch._C._cpu._get_cpu_capability()
+    return bool(all(caps.get(k) for k in ("avx512_bw", "avx512_vl", "avx512_dq")) or caps.get("avx_ne_convert"))
+
+
+def _mkldnn_fp16_device_check() -> bool:
+    """mkldnn/Utils.h ``mkldnn_fp16_device_check`` (x86): AVX512-FP16 or AVX-NE-CONVERT."""
+    caps = torch._C._cpu._get_cpu_capability()
+    return bool(caps.get("avx512_fp16") or caps.get("avx_ne_convert"))
