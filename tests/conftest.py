@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-import transformers
+import os
+
+# Tests never need the Hugging Face Hub; offline mode makes an unknown id fail at once
+# instead of after connection retries.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest  # noqa: E402
+import transformers  # noqa: E402
 
 
 @pytest.fixture
