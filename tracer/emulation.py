@@ -152,6 +152,8 @@ class KernelEmulation(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
+        if func is torch.Tensor.__format__ and args[0].is_meta and args[0].dim() == 0:
+            return format(args[0].item(), *args[1:])  # f"{t}" of a scalar: its value, per the tracer's policy
         name = _FUNCTION_ALIASES.get(getattr(func, "__name__", ""), getattr(func, "__name__", ""))
         enabled, dtype = self._autocast[-1] if self._autocast else (False, torch.float32)
         if enabled:

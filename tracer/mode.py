@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .categories import Category, Phase
+from .data_dependent import DataDependentPolicy
 from .records import BEFORE_TRACE, OpRecord, StorageRecord, Trace
 from .scope import ModuleScope
 
@@ -64,11 +65,20 @@ class MemoryTracer(TorchDispatchMode):
         - Tensor subclasses that own no storage of their own are skipped.
     """
 
-    def __init__(self, scope: ModuleScope, *, devices: Iterable[str], workspaces: WorkspaceRule | None = None) -> None:
+    def __init__(
+        self,
+        scope: ModuleScope,
+        *,
+        devices: Iterable[str],
+        workspaces: WorkspaceRule | None = None,
+        moe_routing: str = "balanced",
+    ) -> None:
         super().__init__()
         self._workspaces = workspaces
         self.scope = scope
         self.trace = Trace()
+        self.data_dependent = DataDependentPolicy(scope, self.trace.notes, moe_routing=moe_routing)
+        """Values and data-dependent sizes a meta tensor lacks (``tracer/data_dependent.py``)."""
         self._devices = frozenset(devices)
         self._sids: dict[int, int] = {}
         """``id(UntypedStorage)`` of each live storage -> its sid."""
@@ -77,22 +87,35 @@ class MemoryTracer(TorchDispatchMode):
 
     def __enter__(self) -> MemoryTracer:
         self._saved_hooks.__enter__()
+        self._patch_rng_state()
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         try:
             super().__exit__(*exc)
         finally:
+            self._restore_rng_state()
             self._saved_hooks.__exit__(*exc)
             self._refs.clear()  # frees after the trace ended are not part of it
+
+    def _patch_rng_state(self) -> None:
+        """``torch.get_rng_state()`` builds its tensor in C++, out of the dispatcher's sight;
+        activation checkpointing keeps one per block until recompute. Return a dispatched clone
+        so the tracer sees it (the uncloned original is dropped at once)."""
+        self._original_get_rng_state = torch.get_rng_state
+        original = self._original_get_rng_state
+        torch.get_rng_state = lambda: original().clone()
+
+    def _restore_rng_state(self) -> None:
+        torch.get_rng_state = self._original_get_rng_state
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         if func is _SCALAR_READ and args[0].device.type == "meta":
-            return self._assumed_scalar(args[0])
+            return self.data_dependent.scalar(args[0])
         flat_in, _ = tree_flatten((args, kwargs))
         inputs = tuple(self._sid_or_existing(t) for t in flat_in if self._counts(t))
-        out = func(*args, **kwargs)
+        out = self.data_dependent.run(func, args, kwargs)
         flat_out, _ = tree_flatten(out)
         created = tuple(self._track(t, str(func.overloadpacket)) for t in flat_out if self._counts(t))
         new = tuple(sid for sid, is_new in created if is_new)
@@ -192,26 +215,6 @@ class MemoryTracer(TorchDispatchMode):
         self._sids[key] = sid
         self._refs[key] = weakref.ref(storage, lambda _, key=key, sid=sid: self._free(key, sid))
         return sid, True
-
-    def _assumed_scalar(self, tensor: torch.Tensor) -> bool | int:
-        """A meta tensor has no values; two kinds of reads have an honest answer.
-
-        A boolean read (``if mask.all():``) is answered True: models ask it of masks and position
-        ids ("no padding?", "not packed?"), where True is the ordinary batch. A scalar read in
-        the optimizer is its step counter, which is the step number. Other reads raise.
-        """
-        if self.scope.phase is Phase.OPTIMIZER and tensor.numel() == 1 and tensor.dtype is not torch.bool:
-            return self.scope.step + 1
-        if tensor.dtype is not torch.bool:
-            raise NotImplementedError(
-                f"the program reads the value of a {str(tensor.dtype).removeprefix('torch.')} tensor "
-                f"(.item() / int() / a data-dependent shape) in {self.scope.module or 'the top level'}, "
-                "which a meta tensor does not have"
-            )
-        note = "boolean reads of tensor values (e.g. mask.all()) are assumed True: no padding, no packing"
-        if note not in self.trace.notes:
-            self.trace.notes.append(note)
-        return True
 
     def _transient(self, nbytes: int, op: str) -> None:
         """A buffer a kernel allocates and frees inside one op, after its outputs."""

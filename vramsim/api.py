@@ -61,7 +61,7 @@ def simulate(
     with target.emulation() as emulation:
         work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach)
         specs = summary.layer_specs(work.model)
-        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
+        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing)
     graph = build_graph(trace)
     live = liveness(graph)
     steady = summary.steady_peak(trace, graph, live)
@@ -124,6 +124,7 @@ def _options(config: SimulationConfig) -> dict[str, Any]:
         "gradient_checkpointing": config.gradient_checkpointing,
         "lora": config.lora is not None,
         "max_new_tokens": config.max_new_tokens,
+        "moe_routing": config.moe_routing,
     }
 
 

@@ -41,6 +41,7 @@ def _workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lora-targets", default="all-linear", help="comma-separated module names for LoRA")
     parser.add_argument("--model-class", default=None, help="transformers class, e.g. AutoModelForSequenceClassification")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow code from the model's Hub repository")
+    parser.add_argument("--moe-routing", default="balanced", help="MoE expert load: balanced, worst-case or capacity:F (default: balanced)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -78,6 +79,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "lora": lora,
         "model_class": args.model_class,
         "trust_remote_code": args.trust_remote_code,
+        "moe_routing": args.moe_routing,
     }
 
 

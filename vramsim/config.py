@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import torch
 
+from vramsim.tracer.data_dependent import parse_routing
+
 from .errors import ConfigError
 
 __all__ = ["SimulationConfig"]
@@ -49,6 +51,8 @@ class SimulationConfig:
     """``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` for the allocator replay."""
     headroom: float = 0.10
     """Share of device memory kept free when judging whether the job fits."""
+    moe_routing: str = "balanced"
+    """Load MoE routers give experts: ``balanced``, ``worst-case`` or ``capacity:F`` (``tracer/data_dependent.py``)."""
     steps: int = field(default=2, repr=False)
     """Steps run; the last one is the steady state that is reported."""
 
@@ -77,6 +81,10 @@ class SimulationConfig:
         _check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
+        try:
+            self.moe_routing = parse_routing(self.moe_routing).spec
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
 

@@ -14,7 +14,8 @@ from transformers import AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
 
-from .errors import first_line, ConfigError, ModelNotFoundError, TraceError
+from .errors import ConfigError, ModelNotFoundError, TraceError, first_line
+from .guards import check_config
 
 __all__ = ["ModelSource", "build_model", "load_config"]
 
@@ -80,6 +81,7 @@ def build_model(
             raise ConfigError(f"the model builder returned {type(module).__name__}, not a torch.nn.Module")
         return module.to(dtype) if dtype is not None else module
     config = source if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust_remote_code)
+    check_config(config)
     model_cls = _model_class(config, model_class, task)
     try:
         with torch.device(device):
@@ -87,8 +89,10 @@ def build_model(
                 model = model_cls.from_config(config, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code)
             else:
                 model = model_cls._from_config(config, dtype=dtype or torch.float32)
-    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError, ArithmeticError) as exc:
         raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
+    if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
+        model.to("meta")  # some models create a tensor on the CPU explicitly; on meta it must hold no memory
     return model
 
 

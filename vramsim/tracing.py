@@ -44,10 +44,15 @@ _MISSING_META_KERNEL = re.compile(
 """The two ways PyTorch says an op has no meta kernel (built-in ops, and custom ops)."""
 
 
-def trace_workload(work: Workload, *, devices: frozenset[str], workspaces: WorkspaceRule | None = None) -> Trace:
-    """Trace ``work`` counting storages on ``devices`` (``meta`` stands for the target)."""
+def trace_workload(
+    work: Workload, *, devices: frozenset[str], workspaces: WorkspaceRule | None = None, moe_routing: str = "balanced"
+) -> Trace:
+    """Trace ``work`` counting storages on ``devices`` (``meta`` stands for the target).
+
+    ``moe_routing`` is the load MoE routers are assumed to give experts (``tracer/data_dependent.py``).
+    """
     scope = ModuleScope(work.model)
-    tracer = MemoryTracer(scope, devices=devices, workspaces=workspaces)
+    tracer = MemoryTracer(scope, devices=devices, workspaces=workspaces, moe_routing=moe_routing)
     tracer.register_module(work.model)
     try:
         with scope, tracer:

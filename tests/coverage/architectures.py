@@ -1,0 +1,222 @@
+"""The architectures the coverage test traces, and how each is made small enough for CI.
+
+Every architecture of the mappings below is built from its default config
+(``AutoConfig.for_model(model_type)``), with two changes that do not change which ops run:
+
+- repeated layers are capped at ``MAX_LAYERS``, keeping one layer of each kind a hybrid model
+  mixes (``layer_types`` and other per-layer lists are cut to the same layers, periodic
+  patterns keep their first period);
+- a head class whose config is a sub-config of the default one (e.g. ``Llama4ForCausalLM`` on
+  ``Llama4TextConfig``) is built from that sub-config, as ``from_pretrained`` does.
+
+Where a default config leaves unset (None) a size the model needs, the value its code would
+derive is filled in (``head_dim = hidden_size // num_attention_heads``, ``num_key_value_heads =
+num_attention_heads``, ``layer_types`` all full attention, RoPE theta 10000 per layer type),
+and unset MoE sizes become 8 experts, top-2; a causal-LM head of an
+encoder architecture gets ``is_decoder=True``, as its docs require. ``SEQ_LENS`` lists the
+models that train only at one length.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import warnings
+from typing import Any
+
+import transformers
+from transformers import AutoConfig, PretrainedConfig
+from transformers.models.auto import modeling_auto
+
+import vramsim
+
+MAPPINGS: dict[str, dict[str, str]] = {
+    "causal-lm": dict(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+    "masked-lm": dict(modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+    "seq2seq-lm": dict(modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES),
+    "image-classification": dict(modeling_auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES),
+    "speech-seq2seq": dict(modeling_auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES),
+    "ctc": dict(modeling_auto.MODEL_FOR_CTC_MAPPING_NAMES),
+}
+"""transformers' Auto mappings: model_type -> head class name."""
+
+TARGETS = ("h100", "cpu")
+MAX_LAYERS = 2
+SEQ_LEN = 16
+BATCH_SIZE = 2
+"""Two samples: batch norm refuses to train on one."""
+AUDIO_SEQ_LEN = 128
+"""Audio frames: convolutional front ends subsample 4-8x and need a few frames left."""
+AUDIO_MAPPINGS = ("speech-seq2seq", "ctc")
+
+_LAYER_COUNTS = (
+    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+    "num_encoder_layers", "num_decoder_layers", "depth", "num_blocks", "num_layers_per_stack",
+)  # fmt: skip
+SEQ_LENS = {"reformer": 4096}
+"""Reformer's axial position embeddings train only at their full length (64 x 64)."""
+_MIN_LAYERS = {"zamba": 11}
+"""Model types whose layers share weights across a period: two periods are kept."""
+_PERIODS = (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset"))
+
+
+def cases() -> list[tuple[str, str, str]]:
+    """``(mapping, model_type, class_name)`` for every architecture of every mapping (the first
+    class where a mapping lists several)."""
+    return [
+        (mapping, model_type, name if isinstance(name, str) else name[0])
+        for mapping, table in MAPPINGS.items()
+        for model_type, name in sorted(table.items())
+    ]
+
+
+def small_config(model_type: str, class_name: str) -> PretrainedConfig:
+    """The default config of ``model_type`` for ``class_name``, with its layers capped."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(model_type)
+    config = _config_for(config, class_name)
+    _cap(config, set(), _MIN_LAYERS.get(model_type, MAX_LAYERS))
+    _repair(config, set())
+    if class_name.endswith(("ForCausalLM", "LMHeadModel", "WithLMHead")) and getattr(config, "is_decoder", None) is False:
+        config.is_decoder = True
+    return config
+
+
+def trace(model_type: str, class_name: str, device: str, mapping: str = "") -> vramsim.Report:
+    """One training step (twice) of the architecture on ``device``.
+
+    A head whose ``forward`` takes no ``labels`` (so computes no loss) is trained on the mean of
+    its first output, through ``simulate``'s ``loss=``.
+    """
+    config = small_config(model_type, class_name)
+    cls = getattr(transformers, class_name)
+    loss = None if "labels" in inspect.signature(cls.forward).parameters else _mean_of_first_output
+    seq_len = SEQ_LENS.get(model_type, AUDIO_SEQ_LEN if mapping in AUDIO_MAPPINGS else SEQ_LEN)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return vramsim.simulate(config, model_class=class_name, task="train", batch_size=BATCH_SIZE, seq_len=seq_len, device=device, loss=loss)
+
+
+def _mean_of_first_output(outputs: Any) -> Any:
+    first = outputs[0] if isinstance(outputs, (tuple, list)) else next(iter(outputs.values()))
+    return first.float().mean()
+
+
+def _repair(config: PretrainedConfig, seen: set[int]) -> None:
+    """Fill sizes a default config leaves None with what the model's code would derive."""
+    if id(config) in seen:
+        return
+    seen.add(id(config))
+    for value in list(vars(config).values()):
+        if isinstance(value, PretrainedConfig):
+            _repair(value, seen)
+    attrs = vars(config)
+    heads, hidden = attrs.get("num_attention_heads"), attrs.get("hidden_size")
+    if "head_dim" in attrs and attrs["head_dim"] is None and isinstance(heads, int) and isinstance(hidden, int):
+        config.head_dim = hidden // heads
+    if "num_key_value_heads" in attrs and attrs["num_key_value_heads"] is None and isinstance(heads, int):
+        config.num_key_value_heads = heads
+    for key in ("n_routed_experts", "num_experts", "num_local_experts"):
+        if key in attrs and attrs[key] is None:
+            setattr(config, key, 8)
+    if "num_experts_per_tok" in attrs and attrs["num_experts_per_tok"] is None:
+        config.num_experts_per_tok = 2
+    rope = attrs.get("rope_parameters")
+    if "layer_types" in attrs and attrs["layer_types"] is None and isinstance(attrs.get("num_hidden_layers"), int):
+        config.layer_types = ["full_attention"] * attrs["num_hidden_layers"]
+    if rope == {} and isinstance(attrs.get("layer_types"), list):
+        config.rope_parameters = {kind: {"rope_type": "default", "rope_theta": 10000.0} for kind in set(attrs["layer_types"])}
+    if "n_shared_experts" in attrs and attrs["n_shared_experts"] is None:
+        config.n_shared_experts = 1
+    if "vocab_size" in attrs and attrs["vocab_size"] is None:  # a template without a tokenizer (ESM)
+        config.vocab_size = 64
+        if attrs.get("pad_token_id", 0) is None:
+            config.pad_token_id = 1
+
+
+def _config_for(config: PretrainedConfig, class_name: str) -> PretrainedConfig:
+    cls = getattr(transformers, class_name, None)
+    wanted = getattr(cls, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config
+    for value in vars(config).values():
+        if isinstance(value, wanted):
+            return copy.deepcopy(value)
+    return config
+
+
+def _cap(config: PretrainedConfig, seen: set[int], least: int) -> None:
+    if id(config) in seen:
+        return
+    seen.add(id(config))
+    for value in list(vars(config).values()):
+        if isinstance(value, PretrainedConfig):
+            _cap(value, seen, least)
+    attrs = vars(config)
+    for key in _LAYER_COUNTS:
+        count = attrs.get(key)
+        if not isinstance(count, int) or isinstance(count, bool) or count <= least:
+            continue
+        keep = _layers_to_keep(config, count, least)
+        shared = attrs.get("num_kv_shared_layers")
+        for name, value in list(attrs.items()):
+            if _layer_indices(name, value, count):
+                setattr(config, name, type(value)(keep.index(i) for i in value if i in keep))
+            elif _per_layer(name, value, count):
+                picked = [value[i] for i in keep]
+                setattr(config, name, "".join(picked) if isinstance(value, str) else type(value)(picked))
+        if isinstance(shared, int) and shared > 0:
+            config.num_kv_shared_layers = sum(i >= count - shared for i in keep)
+        setattr(config, key, len(keep))
+
+
+def _layer_indices(name: str, value: Any, count: int) -> bool:
+    """A list of layer indices (``moe_layers = [1, 3, 5]``), as opposed to a value per layer."""
+    return (
+        any(word in name for word in ("layer", "idx", "indices"))
+        and isinstance(value, (list, tuple))
+        and len(value) > 0
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < count for v in value)
+        and all(a < b for a, b in zip(value, value[1:]))
+        and (len(value) < count or list(value) == list(range(count)))
+    )
+
+
+def _per_layer(name: str, value: Any, count: int) -> bool:
+    if isinstance(value, str):
+        return "pattern" in name and len(value) == count
+    return isinstance(value, (list, tuple)) and len(value) == count
+
+
+def _layers_to_keep(config: PretrainedConfig, count: int, least: int) -> list[int]:
+    """The first layer of each kind (per-layer lists, periodic patterns, KV-sharing region), at least ``least``."""
+    attrs = vars(config)
+    per_layer = [v for k, v in attrs.items() if _per_layer(k, v, count) and not _layer_indices(k, v, count)]
+    per_layer += [[i in set(v) for i in range(count)] for k, v in attrs.items() if _layer_indices(k, v, count)]
+    shared = attrs.get("num_kv_shared_layers")
+    if isinstance(shared, int) and 0 < shared < count:
+        per_layer.append(["own"] * (count - shared) + ["shared"] * shared)
+    needed = least
+    for name, value in attrs.items():  # a repeating pattern shorter than the stack (RecurrentGemma)
+        if name.endswith(("block_types", "_pattern")) and isinstance(value, (list, tuple)) and 0 < len(value) < count:
+            needed = max(needed, len(value))
+    for period, offset in _PERIODS:
+        if isinstance(attrs.get(period), int) and isinstance(attrs.get(offset), int):
+            needed = max(needed, attrs[offset] + 1)
+    indices = attrs.get("attn_layer_indices")
+    if isinstance(indices, (list, tuple)) and indices:
+        needed = max(needed, min(indices) + 1)
+    needed = min(needed, count)
+    seen: set[Any] = set()
+    keep: list[int] = []
+    for i in range(count):
+        kind = tuple(_hashable(v[i]) for v in per_layer)
+        if kind not in seen or i < needed:
+            seen.add(kind)
+            keep.append(i)
+    return keep
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value

@@ -1,0 +1,594 @@
+"""Values a meta tensor does not have: the stated assumptions a traced program runs on.
+
+A meta tensor has a shape and no values, so three things a real program does cannot happen on
+it: reading a value (``.item()``, ``.tolist()``, ``if t:``, ``.cpu()``), ops whose output size
+depends on values (``nonzero``, ``torch.where(cond)``, boolean indexing, ``masked_select``,
+``unique``, ``bincount``...), and kernels whose meta check is stricter than the device's
+(``torch._grouped_mm`` accepts only bf16 on meta). ``DataDependentPolicy`` answers all three at
+the aten level, so it works for any model without per-model patches, with these assumptions:
+
+1. **Known values are followed exactly.** Tensors whose values vramsim knows carry a CPU
+   *shadow* of their values: synthesised inputs (``seed``), small factory results (``zeros``,
+   ``arange``, ``full``... up to ``FACTORY_LIMIT`` elements) and the MoE routing below. An op
+   whose meta inputs all have shadows is also run on the shadows (outputs up to
+   ``SHADOW_LIMIT`` elements), so ``expert_mask.sum(...).nonzero()``, ``counts.tolist()`` or
+   ``lengths.max().item()`` get the value the assumed inputs imply, and data-dependent output
+   sizes come out of the real op.
+2. **MoE routing** (``moe_routing``): the indices of ``topk`` / ``argmax`` / ``max(dim)`` on a
+   meta tensor, which is how routers pick experts, get values that realise the chosen load:
+   ``balanced`` (default: each of E experts receives tokens*top_k/E rows), ``worst-case``
+   (every token picks the same top_k experts, which receive all tokens each) or
+   ``capacity:F`` (experts fill up in order to F times the balanced load: the most skew a
+   capacity factor F allows; ``capacity:1`` is ``balanced``). Each token still picks top_k
+   distinct experts.
+3. **Unknown booleans are True**: ``if mask.all():`` and any boolean read of an unknown tensor
+   answer True (no padding, no packing), and data-dependent sizes over unknown values assume
+   every element is selected: ``nonzero``/``torch.where(cond)``/boolean indexing/``masked_select``
+   keep all elements, ``unique`` finds all elements distinct, ``bincount`` has
+   ``max(minlength, n)`` bins for n values. These are the largest sizes, so memory is not
+   under-predicted.
+4. **Optimizer step counters** read on the device are the step number.
+5. ``torch._grouped_mm`` of dtypes the meta check refuses gets the output the kernel's own
+   shape rule gives (CUDA and CPU builds run non-bf16 inputs through their fallback kernel);
+   CTC loss (no meta kernel) gets its ``log_alpha`` from the known input and target lengths,
+   else from the padded sizes.
+6. **Anything else is refused**: an integer or float read of a value computed from weights or
+   activations has no honest answer, and raises ``NotImplementedError`` naming the module.
+
+Every assumption that shaped a value the program read or sized is appended once to the notes
+list the report prints.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from .categories import Phase
+
+__all__ = [
+    "DataDependentPolicy",
+    "ROUTING_CHOICES",
+    "Routing",
+    "parse_routing",
+    "seed",
+]
+
+aten = torch.ops.aten
+
+ROUTING_CHOICES = ("balanced", "worst-case", "capacity:F")
+"""The ``moe_routing`` values (``F`` is a capacity factor >= 1, e.g. ``capacity:1.25``)."""
+
+SHADOW_LIMIT = 1 << 20
+"""Largest output (elements) an op is run for on value shadows; larger results stay unknown."""
+FACTORY_LIMIT = 1 << 16
+"""Largest factory result (``zeros``, ``arange``...) given a shadow."""
+
+NOTE_BOOL = "boolean reads of tensor values (e.g. mask.all()) are assumed True: no padding, no packing"
+NOTE_SELECT_ALL = (
+    "data-dependent sizes over values vramsim cannot know assume every element is selected "
+    "(nonzero, torch.where(cond), boolean indexing, masked_select keep all; unique finds all distinct; "
+    "bincount has max(minlength, n) bins)"
+)
+NOTE_GROUPED_MM = "torch._grouped_mm on meta: output shaped by the kernel's rule for any dtype (the meta check accepts bf16 only)"
+NOTE_INPUTS = "the synthesised inputs' values are used where the program reads them: token ids drawn at random (seed 0) outside special tokens, masks all ones"
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """How many rows each MoE expert receives; see the module docstring."""
+
+    kind: str
+    """``balanced``, ``worst-case`` or ``capacity``."""
+    factor: float = 1.0
+
+    def loads(self, tokens: int, top_k: int, experts: int) -> list[int]:
+        """Rows per expert for ``tokens`` tokens each picking ``top_k`` of ``experts``."""
+        total = tokens * top_k
+        if self.kind == "balanced" or (self.kind == "capacity" and self.factor == 1.0):
+            base, extra = divmod(total, experts)
+            return [base + (e < extra) for e in range(experts)]
+        cap = tokens if self.kind == "worst-case" else min(tokens, math.ceil(self.factor * total / experts))
+        loads = []
+        for _ in range(experts):
+            take = min(cap, total)
+            loads.append(take)
+            total -= take
+        return loads
+
+    def assignment(self, tokens: int, top_k: int, experts: int) -> torch.Tensor:
+        """``(tokens, top_k)`` expert ids realising ``loads``, with distinct experts per token.
+
+        Expert ids repeated by their load are laid column-wise (slot p -> token p % tokens,
+        choice p // tokens); a run of at most ``tokens`` slots never hits one token twice.
+        """
+        loads = self.loads(tokens, top_k, experts)
+        order = torch.tensor([e for e, n in enumerate(loads) for _ in range(n)], dtype=torch.long, device="cpu")
+        return order.reshape(top_k, tokens).t().contiguous()
+
+    @property
+    def spec(self) -> str:
+        """The option's canonical spelling (``capacity:1.25``)."""
+        return f"capacity:{self.factor:g}" if self.kind == "capacity" else self.kind
+
+    def describe(self) -> str:
+        if self.kind == "worst-case":
+            return "MoE routing assumed worst-case: every token picks the same top_k experts, which each receive all tokens"
+        if self.kind == "capacity" and self.factor != 1.0:
+            return (
+                f"MoE routing assumed at capacity factor {self.factor:g}: experts fill up in order to "
+                f"{self.factor:g} x tokens*top_k/num_experts rows each"
+            )
+        return "MoE routing assumed balanced: each expert receives tokens*top_k/num_experts rows (top-k / argmax picks spread evenly)"
+
+
+def parse_routing(value: Any) -> Routing:
+    """``"balanced" | "worst-case" | "capacity:F"`` -> ``Routing``; ``ValueError`` otherwise."""
+    if isinstance(value, Routing):
+        return value
+    text = str(value).strip().lower() if isinstance(value, str) else None
+    if text in ("balanced", "worst-case"):
+        return Routing(text)
+    match = re.fullmatch(r"capacity:([0-9]*\.?[0-9]+)", text or "")
+    if match and float(match.group(1)) >= 1 and math.isfinite(float(match.group(1))):
+        return Routing("capacity", float(match.group(1)))
+    raise ValueError(f"unknown moe_routing {value!r}; choose one of: {', '.join(ROUTING_CHOICES)} (F >= 1, e.g. capacity:1.25)")
+
+
+# -- value shadows ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Shadow:
+    flat: torch.Tensor
+    """The storage's values as one flat CPU tensor of its dtype."""
+    origins: frozenset[str]
+    """Notes of the assumptions these values rest on."""
+    ref: Any = None
+
+
+class _Shadows:
+    """CPU values of meta storages, dropped when the storage dies."""
+
+    def __init__(self) -> None:
+        self._by_storage: dict[int, _Shadow] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_storage)
+
+    def get(self, tensor: torch.Tensor) -> tuple[torch.Tensor, frozenset[str]] | None:
+        entry = self._by_storage.get(id(tensor.untyped_storage()))
+        if entry is None or entry.flat.dtype != tensor.dtype:
+            return None
+        try:
+            view = entry.flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+        except RuntimeError:
+            return None
+        return view, entry.origins
+
+    def has(self, tensor: torch.Tensor) -> bool:
+        return id(tensor.untyped_storage()) in self._by_storage
+
+    def set(self, tensor: torch.Tensor, values: torch.Tensor, origins: frozenset[str]) -> None:
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        if key in self._by_storage or tensor.dtype.itemsize == 0:
+            return
+        flat = torch.zeros(storage.nbytes() // tensor.dtype.itemsize, dtype=tensor.dtype, device="cpu")
+        try:
+            flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).copy_(values)
+        except RuntimeError:
+            return
+        entry = _Shadow(flat, origins)
+        entry.ref = weakref.ref(storage, lambda _, key=key, by=self._by_storage: by.pop(key, None))
+        self._by_storage[key] = entry
+
+    def drop(self, tensor: torch.Tensor) -> None:
+        self._by_storage.pop(id(tensor.untyped_storage()), None)
+
+
+_SEEDS = _Shadows()
+"""Values of inputs made before tracing began (``seed``), shared by every policy."""
+
+
+def seed(values: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``values`` on ``device``; on meta, remember them so the traced program can read them."""
+    out = values.to(device)
+    if out.device.type == "meta" and values.numel() <= SHADOW_LIMIT:
+        _SEEDS.set(out, values.detach().cpu(), frozenset({NOTE_INPUTS}))
+    return out
+
+
+# -- the policy ------------------------------------------------------------------------------
+
+_FACTORIES = {
+    aten.zeros.default, aten.ones.default, aten.full.default, aten.scalar_tensor.default,
+    aten.arange.default, aten.arange.start, aten.arange.start_step, aten.eye.default, aten.eye.m,
+    aten.zeros_like.default, aten.ones_like.default, aten.full_like.default,
+}  # fmt: skip
+_LIKE = {aten.zeros_like.default, aten.ones_like.default, aten.full_like.default}
+_CTC = {aten._ctc_loss.default, aten._ctc_loss.Tensor, aten._ctc_loss_backward.default, aten._ctc_loss_backward.Tensor}
+_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
+_ROUTING_INDICES = {aten.topk.default: 1, aten.max.dim: 1, aten.argmax.default: 0}
+"""Ops whose indices pick experts in routers -> position of the indices in their outputs."""
+
+
+class DataDependentPolicy:
+    """Runs ops and answers value reads on meta tensors under the stated assumptions.
+
+    ``run`` replaces ``func(*args, **kwargs)`` in a dispatch mode; ``scalar`` answers
+    ``aten._local_scalar_dense``. ``notes`` receives each assumption once, when it shapes a
+    value the program reads or a size it allocates.
+    """
+
+    def __init__(self, scope: Any, notes: list[str], *, moe_routing: Any = "balanced") -> None:
+        self._scope = scope
+        self._notes = notes
+        self.routing = parse_routing(moe_routing)
+        self._shadows = _Shadows()
+        self._writes: dict[Any, tuple[int, ...]] = {}
+
+    # -- entry points ------------------------------------------------------------------------
+
+    def scalar(self, tensor: torch.Tensor) -> bool | int | float:
+        """The value ``.item()`` / ``int()`` / ``bool()`` reads from a meta tensor."""
+        known = self._values(tensor)
+        if known is not None:
+            values, origins = known
+            self._note(*origins)
+            return values.reshape(()).item()
+        if self._scope.phase is Phase.OPTIMIZER and tensor.numel() == 1 and tensor.dtype is not torch.bool:
+            return self._scope.step + 1
+        if tensor.dtype is torch.bool:
+            self._note(NOTE_BOOL)
+            return True
+        raise NotImplementedError(_unknown_read(tensor, self._scope))
+
+    def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``func(*args, **kwargs)``, with meta-device gaps filled by the stated assumptions."""
+        if func is aten._grouped_mm.default:
+            return self._grouped_mm(func, args, kwargs)
+        if func is aten._to_copy.default:
+            return self._to_copy(func, args, kwargs)
+        if func in _FACTORIES:
+            return self._factory(func, args, kwargs)
+        if func in _CTC and args[0].device.type == "meta":
+            return self._ctc(func, args, kwargs)
+        if func in _INDEX_OPS and _has_mask_index(args):
+            args = (args[0], self._mask_indices(args[1]), *args[2:])
+        flat: list[Any] = []
+        metas: list[torch.Tensor] = []
+        if self._shadows or _SEEDS:
+            flat, spec = tree_flatten((args, kwargs))
+            metas = [a for a in flat if isinstance(a, torch.Tensor) and a.device.type == "meta"]
+            known = [self._known(t) for t in metas]
+            if any(known):
+                if all(known):
+                    return self._run_on_values(func, flat, spec, metas)
+                self._forget_written(func, args, kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except (NotImplementedError, RuntimeError):
+            fallback = _FALLBACKS.get(func.overloadpacket)
+            if fallback is None:
+                raise
+            if not flat:
+                flat, spec = tree_flatten((args, kwargs))
+                metas = [a for a in flat if isinstance(a, torch.Tensor) and a.device.type == "meta"]
+            if not metas:
+                raise
+            selected = self._assume_selected(func, flat, spec, metas)
+            if selected is not None:
+                return selected
+            self._note(NOTE_SELECT_ALL)
+            return fallback(*args, **kwargs)
+        if func in _ROUTING_INDICES and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            self._route(func, args, kwargs, out)
+        return out
+
+    # -- shadows -----------------------------------------------------------------------------
+
+    def _known(self, tensor: torch.Tensor) -> bool:
+        return self._shadows.has(tensor) or _SEEDS.has(tensor)
+
+    def _values(self, tensor: torch.Tensor) -> tuple[torch.Tensor, frozenset[str]] | None:
+        return self._shadows.get(tensor) or _SEEDS.get(tensor)
+
+    def _run_on_values(self, func: Any, flat: list[Any], spec: Any, metas: list[torch.Tensor]) -> Any:
+        origins: frozenset[str] = frozenset()
+        cpu_flat = []
+        for item in flat:
+            if isinstance(item, torch.Tensor) and item.device.type == "meta":
+                known = self._values(item)
+                if known is None:  # a dtype reinterpretation: values unknown after all
+                    args, kwargs = tree_unflatten(flat, spec)
+                    self._forget_written(func, args, kwargs)
+                    return func(*args, **kwargs)
+                cpu_flat.append(known[0])
+                origins |= known[1]
+            elif isinstance(item, torch.device) and item.type == "meta":
+                cpu_flat.append(torch.device("cpu"))
+            else:
+                cpu_flat.append(item)
+        args, kwargs = tree_unflatten(flat, spec)
+        cpu_args, cpu_kwargs = tree_unflatten(cpu_flat, spec)
+        try:
+            out = func(*args, **kwargs)
+        except (NotImplementedError, RuntimeError):
+            out = None  # a data-dependent size: the values decide it
+        if out is not None and _numel(out) > SHADOW_LIMIT:
+            self._forget_written(func, args, kwargs)
+            return out
+        try:
+            with torch._C.DisableTorchFunction(), torch.no_grad():
+                cpu_out = _on_cpu(func, cpu_args, cpu_kwargs)
+        except (NotImplementedError, RuntimeError):
+            if out is None:
+                raise
+            self._forget_written(func, args, kwargs)
+            return out
+        if out is None:
+            self._note(*origins)
+            out = tree_map(_meta_like, cpu_out)
+        self._attach(out, cpu_out, origins)
+        return out
+
+    def _attach(self, out: Any, values: Any, origins: frozenset[str]) -> None:
+        outs, _ = tree_flatten(out)
+        vals, _ = tree_flatten(values)
+        for meta, cpu in zip(outs, vals):
+            if isinstance(meta, torch.Tensor) and meta.device.type == "meta" and isinstance(cpu, torch.Tensor):
+                if not self._known(meta):  # views and in-place results share their input's shadow
+                    self._shadows.set(meta, cpu, origins)
+
+    def _forget_written(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """An op that writes a shadowed storage without being run on values makes it unknown."""
+        positions = self._writes.get(func)
+        if positions is None:
+            positions = self._writes[func] = tuple(
+                i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write
+            )
+        schema = func._schema.arguments
+        for i in positions:
+            target = args[i] if i < len(args) else kwargs.get(schema[i].name)
+            for t in tree_flatten(target)[0]:
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    self._shadows.drop(t)
+                    _SEEDS.drop(t)
+
+    # -- special ops -------------------------------------------------------------------------
+
+    def _factory(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and out.device.type == "meta" and out.numel() <= FACTORY_LIMIT:
+            if func in _LIKE:
+                fill = {aten.zeros_like.default: 0, aten.ones_like.default: 1}.get(func, args[1] if len(args) > 1 else None)
+                if fill is not None:
+                    self._shadows.set(out, torch.full(out.shape, fill, dtype=out.dtype, device="cpu"), frozenset())
+            else:
+                cpu_kwargs = {**kwargs, "device": torch.device("cpu")}
+                with torch._C.DisableTorchFunction():
+                    self._shadows.set(out, func(*args, **cpu_kwargs), frozenset())
+        return out
+
+    def _to_copy(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        source = args[0]
+        target = kwargs.get("device")
+        if source.device.type != "meta":
+            out = func(*args, **kwargs)
+            if out.device.type == "meta" and source.numel() <= SHADOW_LIMIT and not isinstance(source, torch.nn.Parameter):
+                self._shadows.set(out, source.detach().to(out.dtype), frozenset())
+            return out
+        if target is None or torch.device(target).type == "meta":
+            flat, spec = tree_flatten((args, kwargs))
+            if self._known(source):
+                return self._run_on_values(func, flat, spec, [source])
+            return func(*args, **kwargs)
+        # meta -> host: the program reads the values (.cpu(), .tolist(), .numpy()).
+        known = self._values(source)
+        if known is not None:
+            values, origins = known
+            self._note(*origins)
+        elif source.dtype is torch.bool:
+            values = torch.ones(source.shape, dtype=torch.bool, device="cpu")
+            self._note(NOTE_BOOL)
+        elif self._scope.phase is Phase.BACKWARD:
+            # Autograd moving a gradient back to a host tensor: values are carried, not read.
+            values = torch.empty(source.shape, dtype=source.dtype, device="cpu")
+        else:
+            raise NotImplementedError(_unknown_read(source, self._scope))
+        rest = {k: v for k, v in kwargs.items() if k not in ("device", "non_blocking")}
+        with torch._C.DisableTorchFunction(), torch.no_grad():
+            return func(values, **rest, device=target)
+
+    def _grouped_mm(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError:
+            mat_a, mat_b = args[0], args[1]
+            if mat_a.device.type != "meta":
+                raise
+            offs = args[2] if len(args) > 2 else kwargs.get("offs")
+            out_dtype = (args[4] if len(args) > 4 else kwargs.get("out_dtype")) or mat_a.dtype
+            self._note(NOTE_GROUPED_MM)
+            return torch.empty(_grouped_mm_shape(mat_a, mat_b, offs), dtype=out_dtype, device="meta")
+
+    def _ctc(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """CTC loss: its ``log_alpha`` is ``batch x max(input_lengths) x (2 max(target_lengths) + 1)``,
+        a size the length tensors decide (their values when known, else the padded sizes)."""
+        if func in (aten._ctc_loss_backward.Tensor, aten._ctc_loss_backward.default):
+            log_probs = args[1]
+            return torch.empty_like(log_probs)
+        log_probs, targets, input_lengths, target_lengths = args[:4]
+        time_steps, batch = log_probs.shape[0], log_probs.shape[1] if log_probs.dim() == 3 else 1
+        longest_target = targets.shape[-1] if targets.dim() == 2 else targets.numel()
+        longest_input = time_steps
+        for lengths, which in ((target_lengths, "target"), (input_lengths, "input")):
+            known = self._values(lengths) if isinstance(lengths, torch.Tensor) and lengths.device.type == "meta" else None
+            values = known[0] if known is not None else (lengths if not isinstance(lengths, torch.Tensor) or lengths.device.type != "meta" else None)
+            if values is not None and len(values):
+                longest = int(max(values.tolist() if isinstance(values, torch.Tensor) else values))
+                if which == "target":
+                    longest_target = longest
+                else:
+                    longest_input = min(longest, time_steps)
+        loss = torch.empty((batch,) if log_probs.dim() == 3 else (), dtype=log_probs.dtype, device="meta")
+        log_alpha = torch.empty((batch, longest_input, 2 * longest_target + 1), dtype=log_probs.dtype, device="meta")
+        return loss, log_alpha
+
+    def _mask_indices(self, indices: Any) -> list[Any]:
+        """Boolean masks in an index list become the long indices of their True elements."""
+        out: list[Any] = []
+        for index in indices:
+            if isinstance(index, torch.Tensor) and index.device.type == "meta" and index.dtype in (torch.bool, torch.uint8):
+                out.extend(self.run(aten.nonzero.default, (index,), {}).unbind(1))
+            else:
+                out.append(index)
+        return out
+
+    def _assume_selected(self, func: Any, flat: list[Any], spec: Any, metas: list[torch.Tensor]) -> Any:
+        """Unknown boolean inputs are all True: run the op on that value when it is small."""
+        if not all(t.dtype is torch.bool or self._known(t) for t in metas) or any(t.numel() > SHADOW_LIMIT for t in metas):
+            return None
+        for t in metas:
+            if not self._known(t):
+                self._shadows.set(t, torch.ones(t.shape, dtype=torch.bool, device="cpu"), frozenset({NOTE_SELECT_ALL}))
+        return self._run_on_values(func, flat, spec, metas)
+
+    def _route(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        """Give the indices a router picks the values ``moe_routing`` states."""
+        source = args[0]
+        if func is aten.topk.default:
+            k = args[1]
+            dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+        elif func is aten.max.dim:
+            k, dim = 1, args[1]
+        else:
+            k, dim = 1, args[1] if len(args) > 1 else kwargs.get("dim")
+            if dim is None:
+                return
+        indices = out[_ROUTING_INDICES[func]] if isinstance(out, (tuple, list)) else out
+        if source.dim() == 0 or indices.numel() > SHADOW_LIMIT or self._known(indices):
+            return
+        dim = dim % source.dim()
+        experts = source.shape[dim]
+        if experts == 0 or k > experts:
+            return
+        moved = list(source.movedim(dim, -1).shape[:-1])
+        tokens = math.prod(moved)
+        picks = self.routing.assignment(tokens, k, experts).reshape(*moved, k).movedim(-1, dim)
+        if indices.dim() < source.dim():  # keepdim=False: the reduced dim is gone
+            picks = picks.squeeze(dim)
+        if tuple(picks.shape) == tuple(indices.shape):
+            self._shadows.set(indices, picks.to(indices.dtype), frozenset({self.routing.describe()}))
+
+    def _note(self, *notes: str) -> None:
+        for note in sorted(notes):
+            if note not in self._notes:
+                self._notes.append(note)
+
+
+# -- fallbacks for data-dependent ops over values nobody knows (assumption 3) ---------------
+
+
+def _nonzero(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty((x.numel(), x.dim()), dtype=torch.long, device=x.device)
+
+
+def _masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.empty(torch.broadcast_shapes(x.shape, mask.shape).numel(), dtype=x.dtype, device=x.device)
+
+
+def _unique2(x: torch.Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
+    n = x.numel()
+    return (
+        torch.empty(n, dtype=x.dtype, device=x.device),
+        torch.empty(x.shape if return_inverse else (0,), dtype=torch.long, device=x.device),
+        torch.empty(n if return_counts else 0, dtype=torch.long, device=x.device),
+    )
+
+
+def _unique_consecutive(x: torch.Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None) -> Any:
+    if dim is not None:
+        return _unique_dim(x, dim, True, return_inverse, return_counts)
+    return _unique2(x, True, return_inverse, return_counts)
+
+
+def _unique_dim(x: torch.Tensor, dim: int, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
+    n = x.shape[dim]
+    return (
+        torch.empty_like(x),
+        torch.empty(n if return_inverse else 0, dtype=torch.long, device=x.device),
+        torch.empty(n if return_counts else 0, dtype=torch.long, device=x.device),
+    )
+
+
+def _bincount(x: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> torch.Tensor:
+    dtype = torch.long if weights is None else (weights.dtype if weights.dtype.is_floating_point else torch.double)
+    return torch.empty(max(minlength, x.numel()), dtype=dtype, device=x.device)
+
+
+def _argwhere(x: torch.Tensor) -> torch.Tensor:
+    return _nonzero(x)
+
+
+_FALLBACKS: dict[Any, Callable[..., Any]] = {
+    aten.nonzero: _nonzero,
+    aten.argwhere: _argwhere,
+    aten.masked_select: _masked_select,
+    aten._unique2: _unique2,
+    aten.unique_consecutive: _unique_consecutive,
+    aten.unique_dim: _unique_dim,
+    aten.bincount: _bincount,
+}
+
+
+def _on_cpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run ``func`` on value shadows; a few CPU kernels lack the integer dtypes CUDA has."""
+    if func is aten.histc.default and not args[0].is_floating_point():
+        return func(args[0].double(), *args[1:], **kwargs).to(args[0].dtype)
+    return func(*args, **kwargs)
+
+
+def _grouped_mm_shape(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | None) -> tuple[int, ...]:
+    """``_create_grouped_mm_output_tensor`` in torch/_meta_registrations.py."""
+    groups = offs.shape[0] if offs is not None else None
+    if mat_a.dim() == 2 and mat_b.dim() == 2:
+        return (groups or 1, mat_a.shape[0], mat_b.shape[1])
+    if mat_a.dim() == 2:
+        return (mat_a.shape[0], mat_b.shape[-1])
+    if mat_b.dim() == 2:
+        return (mat_a.shape[1], mat_b.shape[1])
+    return (mat_a.shape[0], mat_a.shape[1], mat_b.shape[-1])
+
+
+def _has_mask_index(args: tuple[Any, ...]) -> bool:
+    return len(args) > 1 and isinstance(args[1], (list, tuple)) and any(
+        isinstance(i, torch.Tensor) and i.device.type == "meta" and i.dtype in (torch.bool, torch.uint8) for i in args[1]
+    )
+
+
+def _meta_like(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return value
+
+
+def _numel(out: Any) -> int:
+    return sum(t.numel() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+
+
+def _unknown_read(tensor: torch.Tensor, scope: Any) -> str:
+    return (
+        f"the program reads the value of a {str(tensor.dtype).removeprefix('torch.')} tensor "
+        f"(.item() / .tolist() / int() / a data-dependent shape) in {scope.module or 'the top level'}, "
+        "computed from values a meta tensor does not have (vramsim assumes values only for inputs, "
+        "masks, MoE routing and optimizer steps); pass inputs= that avoid it"
+    )
