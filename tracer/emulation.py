@@ -41,8 +41,6 @@ class AttentionCall:
 class KernelRules:
     """How one target's dispatcher behaves where meta execution differs from it."""
 
-    autocast_device: str
-    """The device type whose autocast op lists apply (``cpu`` or ``cuda``)."""
     default_autocast_dtype: torch.dtype
     """autocast's dtype when none is given (bfloat16 on CPU, float16 on CUDA)."""
     lower_precision_ops: frozenset[str]

@@ -46,10 +46,7 @@ def simulate(
     >>> report.peak_bytes > 0
     True
     """
-    unknown = sorted(set(more) - SimulationConfig.option_names())
-    if unknown:
-        raise ConfigError(f"unknown option {unknown[0]!r}; choose from: {', '.join(sorted(SimulationConfig.option_names()))}")
-    config = SimulationConfig(
+    config = SimulationConfig.from_options(
         task=task, batch_size=batch_size, seq_len=seq_len, device=device, dtype=dtype,
         mixed_precision=mixed_precision, optimizer=optimizer, gradient_checkpointing=gradient_checkpointing,
         lora=lora, max_new_tokens=max_new_tokens, inputs=inputs, loss=loss, **more,
@@ -61,35 +58,37 @@ def simulate(
     with target.emulation() as emulation:
         work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach)
         specs = summary.layer_specs(work.model)
-        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing)
+        trace = trace_workload(
+            work, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing
+        )
     graph = build_graph(trace)
     live = liveness(graph)
     steady = summary.steady_peak(trace, graph, live)
-    allocated, reserved, on_device, overheads = steady.peak_bytes, steady.peak_bytes, steady.peak_bytes, []
-    if target.profile.vendor != "cpu":
-        memory = device_memory(
-            trace, target, training=config.task == "train", expandable_segments=config.expandable_segments
-        )
-        allocated, reserved, on_device = memory.allocated_bytes, memory.reserved_bytes, memory.device_bytes
-        overheads = [Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads]
+    memory = device_memory(trace, target, steady.peak_bytes, training=config.task == "train",
+                           expandable_segments=config.expandable_segments)  # fmt: skip
     capacity = target.profile.memory_bytes
-    fits = None if capacity is None else on_device <= capacity * (1 - config.headroom)
+    fits = None if capacity is None else memory.device_bytes <= capacity * (1 - config.headroom)
     return Report(
         model=_model_name(model),
         target=target.name,
         task=config.task,
-        peak_bytes=allocated,
-        reserved_bytes=reserved,
-        device_bytes=on_device,
+        peak_bytes=memory.allocated_bytes,
+        reserved_bytes=memory.reserved_bytes,
+        device_bytes=memory.device_bytes,
         capacity_bytes=capacity,
         fits=fits,
         headroom=config.headroom,
-        advice=advice_for(steady.breakdown, task=config.task) if fits is False else [],
+        advice=advice_for(steady.breakdown) if fits is False else [],
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(work.model),
         layers=summary.layer_rows(specs, trace, live),
-        assumptions=[*overheads, *target.notes, *_run_notes(config, work), *(Assumption(name='data_dependent', detail=n) for n in trace.notes)],
+        assumptions=[
+            *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
+            *target.notes,
+            *_run_notes(config, work),
+            *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
+        ],
         options=_options(config),
         trace_seconds=round(time.perf_counter() - started, 3),
     )

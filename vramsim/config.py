@@ -57,8 +57,13 @@ class SimulationConfig:
     """Steps run; the last one is the steady state that is reported."""
 
     @classmethod
-    def option_names(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
+    def from_options(cls, **options: Any) -> SimulationConfig:
+        """Like the constructor, but an unknown option is a ConfigError naming the choices."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise ConfigError(f"unknown option {unknown[0]!r}; choose from: {', '.join(sorted(names))}")
+        return cls(**options)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

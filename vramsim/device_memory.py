@@ -30,8 +30,15 @@ class DeviceMemory:
     overheads: list[Overhead]
 
 
-def device_memory(trace: Trace, target: Target, *, training: bool, expandable_segments: bool = False) -> DeviceMemory:
-    """Replay the trace through the caching allocator, resetting peaks where the last step begins."""
+def device_memory(
+    trace: Trace, target: Target, peak_bytes: int, *, training: bool, expandable_segments: bool = False
+) -> DeviceMemory:
+    """Replay the trace through the caching allocator, resetting peaks where the last step begins.
+
+    The CPU has no caching allocator and no context to add: all three counters are the peak.
+    """
+    if target.profile.vendor == "cpu":
+        return DeviceMemory(allocated_bytes=peak_bytes, reserved_bytes=peak_bytes, device_bytes=peak_bytes, overheads=[])
     overheads = assumptions_for(target.profile, training=training)
     added = totals(overheads)
     platform = "rocm" if target.profile.vendor == "amd" else "cuda"

@@ -81,7 +81,7 @@ class Report:
         return f"<Report peak={self.peak_bytes / 2**30:.2f} GiB target={self.target}>"
 
 
-def advice_for(breakdown: dict[str, int], *, task: str) -> list[str]:
+def advice_for(breakdown: dict[str, int]) -> list[str]:
     """The changes that shrink the largest categories at the peak, largest first."""
     hints = {
         "activations": "enable gradient checkpointing, or lower batch size / sequence length",

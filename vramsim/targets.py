@@ -10,7 +10,7 @@ import torch
 from vramsim.estimators.devices import DeviceProfile, get_device
 from vramsim.tracer import autocast_lists
 from vramsim.tracer.attention import GpuAttention, cpu_attention, cpu_attention_workspaces
-from vramsim.tracer.cpu_kernels import conv2d_workspaces, matmul_workspaces
+from vramsim.tracer.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
 from vramsim.tracer.emulation import KernelEmulation, KernelRules
 from vramsim.tracer.gpu_kernels import gpu_workspaces
 from vramsim.tracer.mode import WorkspaceRule
@@ -48,7 +48,6 @@ def combine_workspaces(*rules: WorkspaceRule) -> WorkspaceRule:
 
 
 _CPU_RULES = KernelRules(
-    autocast_device="cpu",
     default_autocast_dtype=torch.bfloat16,
     lower_precision_ops=autocast_lists.CPU_LOWER_PRECISION,
     fp32_ops=autocast_lists.CPU_FP32,
@@ -64,13 +63,12 @@ def resolve_target(name: str) -> Target:
     if profile.vendor == "cpu":
         # Host tensors the program makes (e.g. Adam's step counters) live on the CPU too.
         # torch.optim picks for-loop kernels on the CPU (_default_to_fused_or_foreach).
-        return Target(name=profile.name, profile=profile, rules=_CPU_RULES,
-                      counted_devices=frozenset({"meta", "cpu"}), foreach=False)  # fmt: skip
+        return Target(name=profile.name, profile=profile, rules=_CPU_RULES, counted_devices=frozenset({"meta", "cpu"}),
+                      foreach=False, notes=_cpu_notes())  # fmt: skip
     # On a GPU, host tensors (Adam's step counters) stay on the CPU and are not counted;
     # torch.optim defaults to foreach kernels for CUDA tensors (_default_to_fused_or_foreach).
     capability = profile.compute_capability or (9, 0)  # ROCm: AOTriton flash/efficient kernels
     rules = KernelRules(
-        autocast_device="cuda",
         default_autocast_dtype=torch.float16,
         lower_precision_ops=autocast_lists.CUDA_LOWER_PRECISION,
         fp32_ops=autocast_lists.CUDA_FP32,
@@ -79,4 +77,25 @@ def resolve_target(name: str) -> Target:
         attention=GpuAttention(capability),
         workspaces=gpu_workspaces,
     )
-    return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True)
+    note = Assumption(
+        name="gpu_emulation",
+        detail=f"{profile.label} is emulated on the meta device (kernel choices, autocast, allocator) "
+        "from PyTorch's source; not yet checked against a run on this GPU",
+    )
+    return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True,
+                  notes=(note,))  # fmt: skip
+
+
+def _cpu_notes() -> tuple[Assumption, ...]:
+    """Kernel scratch on the CPU depends on this machine: its thread count and its ISA."""
+    threads = Assumption(
+        name="cpu_threads",
+        detail=f"CPU kernel scratch buffers are sized for {torch.get_num_threads()} threads (torch.get_num_threads())",
+    )
+    if onednn_brgemm_isa() is not None:
+        return (threads,)
+    isa = Assumption(
+        name="cpu_isa",
+        detail="bf16 matmul scratch is modelled for AVX512-BF16 CPUs without AMX only; on this CPU it is not counted",
+    )
+    return threads, isa

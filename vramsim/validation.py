@@ -52,7 +52,7 @@ def validate(model: ModelSource, *, device: str = "cpu", **options: Any) -> Vali
     if device.lower() != "cpu":
         return _validate_cuda(model, device, options)
     report = simulate(model, device="cpu", **options)
-    measured = measure_cpu(model, SimulationConfig(device="cpu", **options))
+    measured = measure_cpu(model, SimulationConfig.from_options(device="cpu", **options))
     return Validation(model=report.model, device="cpu", predicted_bytes=report.peak_bytes, measured_bytes=measured.peak_bytes)
 
 
@@ -64,7 +64,7 @@ def _validate_cuda(model: ModelSource, device: str, options: dict[str, Any]) -> 
         )
     target = cuda_target_name() if device.lower() == "cuda" else device
     report = simulate(model, device=target, **options)
-    measured = measure_cuda(model, SimulationConfig(device=target, **options))
+    measured = measure_cuda(model, SimulationConfig.from_options(device=target, **options))
     return Validation(
         model=report.model,
         device=target,
