@@ -193,6 +193,17 @@ class _Expandable:
             pages[first:last] = bytes(last - first)
 
 
+def _cut(block: _Block, size: int, *, mapped: bool) -> _Block:
+    """Shrink ``block`` to ``size`` bytes; the rest becomes its next neighbour in the segment."""
+    rest = _Block(block.ptr + size, block.size - size, block.pool, block.segment, mapped=mapped)
+    rest.prev, rest.next = block, block.next
+    if block.next is not None:
+        block.next.prev = rest
+    block.next = rest
+    block.size = size
+    return rest
+
+
 def _round_size(nbytes: int) -> int:
     """``round_size``: up to a multiple of 512 B, at least 512 B."""
     return max(_MIN_BLOCK_SIZE, -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE)
@@ -376,13 +387,7 @@ class CachingAllocator:
             split = remaining > _SMALL_SIZE
         if not split:
             return
-        rest = _Block(block.ptr + size, remaining, block.pool, block.segment)
-        rest.prev, rest.next = block, block.next
-        if block.next is not None:
-            block.next.prev = rest
-        block.next = rest
-        block.size = size
-        self._insert_free(rest)
+        self._insert_free(_cut(block, size, mapped=True))
 
     # -- growing and shrinking ------------------------------------------------------------------
 
@@ -468,13 +473,7 @@ class CachingAllocator:
         self._remove_unmapped(block)
         block.mapped = True
         if mapped < block.size:
-            rest = _Block(block.ptr + mapped, block.size - mapped, block.pool, segment, mapped=False)
-            rest.prev, rest.next = block, block.next
-            if block.next is not None:
-                block.next.prev = rest
-            block.next = rest
-            block.size = mapped
-            self._insert_unmapped(rest)
+            self._insert_unmapped(_cut(block, mapped, mapped=False))
         segment.mark(block.ptr, mapped, mapped=True)
         self._merge(block, block.prev)
         self._merge(block, block.next)

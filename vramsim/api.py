@@ -141,6 +141,14 @@ def _run_notes(config: SimulationConfig, work: Any) -> list[Assumption]:
                 detail="the model's outputs (logits) are released once the loss is computed, as the HF Trainer does",
             )
         )
+        if config.inputs is None:
+            notes.append(
+                Assumption(
+                    name="no_cache_in_training",
+                    detail="synthesised training batches pass use_cache=False where the model takes it: "
+                    "a training step reads no KV cache",
+                )
+            )
     weights = next((p.dtype for p in work.model.parameters()), None)
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
