@@ -31,7 +31,8 @@ the aten level, so it works for any model without per-model patches, with these 
 5. ``torch._grouped_mm`` of dtypes the meta check refuses gets the output the kernel's own
    shape rule gives (CUDA and CPU builds run non-bf16 inputs through their fallback kernel);
    CTC loss (no meta kernel) gets its ``log_alpha`` from the known input and target lengths,
-   else from the padded sizes.
+   else from the padded sizes. A 0-dim CPU tensor beside meta tensors, which devices take as a
+   scalar but some meta kernels refuse (``masked_fill``'s value), is moved to meta and the op retried.
 6. **Anything else is refused**: an integer or float read of a value computed from weights or
    activations has no honest answer, and raises ``NotImplementedError`` naming the module.
 
@@ -127,6 +128,18 @@ class Routing:
                 f"{self.factor:g} x tokens*top_k/num_experts rows each"
             )
         return "MoE routing assumed balanced: each expert receives tokens*top_k/num_experts rows (top-k / argmax picks spread evenly)"
+
+
+def _cpu_scalars_on_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+    """Devices accept a 0-dim CPU tensor beside their own as a scalar (TensorIterator); some meta
+    kernels refuse it (``masked_fill``'s value). The same op with those scalars on meta, or None
+    when the call has no such mix."""
+    flat, _ = tree_flatten((args, kwargs))
+    tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+    if not any(t.device.type == "meta" for t in tensors) or not any(t.device.type == "cpu" and t.dim() == 0 for t in tensors):
+        return None
+    return tree_map(lambda a: a.to("meta") if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0 else a,
+                    (args, kwargs))  # fmt: skip
 
 
 def parse_routing(value: Any) -> Routing:
@@ -276,6 +289,9 @@ class DataDependentPolicy:
         try:
             out = func(*args, **kwargs)
         except (NotImplementedError, RuntimeError):
+            moved = _cpu_scalars_on_meta(args, kwargs)
+            if moved is not None:
+                return func(*moved[0], **moved[1])
             fallback = _FALLBACKS.get(func.overloadpacket)
             if fallback is None:
                 raise
