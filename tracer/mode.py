@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -179,13 +178,7 @@ class MemoryTracer(TorchDispatchMode):
 
     def _sid_or_existing(self, tensor: torch.Tensor) -> int:
         """An input's storage; one never seen before existed before tracing began."""
-        sid = self._sid_of(tensor)
-        if sid is None:
-            sid, _ = self._track(tensor, "<pre-existing>", clock=BEFORE_TRACE)
-        return sid
-
-    def _sid_of(self, tensor: torch.Tensor) -> int | None:
-        return self._sids.get(id(tensor.untyped_storage()))
+        return self._track(tensor, "<pre-existing>", clock=BEFORE_TRACE)[0]
 
     def _track(self, tensor: torch.Tensor, op: str, clock: int | None = None) -> tuple[int, bool]:
         """Return the storage's sid and whether this call allocated it."""

@@ -17,7 +17,7 @@ from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
 from .device_memory import device_memory
 from .report import Assumption, Report, advice_for
-from .targets import Target, resolve_target
+from .targets import resolve_target
 from .tracing import trace_workload
 
 __all__ = ["count_parameters", "simulate"]

@@ -34,7 +34,19 @@ class Measurement:
     """``max_memory_reserved`` over the last step; CUDA only."""
 
 
-class _MarkingObserver:
+class _RealRun:
+    """A real run has no phases or roles to record; generators it is handed are still drained,
+    so the run does the same work as when traced."""
+
+    def set_phase(self, phase: Phase) -> None:
+        pass
+
+    def mark(self, tensors: Any, category: Category) -> None:
+        for _ in tensors:
+            pass
+
+
+class _MarkingObserver(_RealRun):
     """Brackets each step in a profiler range so its allocations can be told apart."""
 
     def __init__(self) -> None:
@@ -47,13 +59,6 @@ class _MarkingObserver:
     def end_step(self) -> None:
         assert self._range is not None
         self._range.__exit__(None, None, None)
-
-    def set_phase(self, phase: Phase) -> None:
-        pass
-
-    def mark(self, tensors: Any, category: Category) -> None:
-        for _ in tensors:  # drain generators so the run does the same work as when traced
-            pass
 
 
 def measure_cpu(model: ModelSource, config: SimulationConfig, *, seed: int = 0) -> Measurement:
@@ -96,7 +101,7 @@ def _flatten(roots: list[Any]) -> list[Any]:
     return out
 
 
-class _PeakResetObserver:
+class _PeakResetObserver(_RealRun):
     """Resets the CUDA allocator's peak counters when the last step begins."""
 
     def __init__(self, last_step: int) -> None:
@@ -109,13 +114,6 @@ class _PeakResetObserver:
 
     def end_step(self) -> None:
         torch.cuda.synchronize()
-
-    def set_phase(self, phase: Phase) -> None:
-        pass
-
-    def mark(self, tensors: Any, category: Category) -> None:
-        for _ in tensors:
-            pass
 
 
 def measure_cuda(model: ModelSource, config: SimulationConfig, *, seed: int = 0) -> Measurement:

@@ -5,14 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import torch
-
 from vramsim.tracer.categories import Category, Phase
 from vramsim.tracer.mode import MemoryTracer, WorkspaceRule
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
 
-from .errors import first_line, TraceError, VramsimError
+from .errors import TraceError, VramsimError, first_line
 from .workload import Workload, run_workload
 
 __all__ = ["trace_workload"]
