@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,9 @@ class KernelEmulation(TorchFunctionMode):
         super().__init__()
         self.rules = rules
         self._autocast: list[tuple[bool, torch.dtype]] = []
-        self._cast_cache: dict[int, torch.Tensor] = {}
+        self._cast_cache: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
+        """``id(source)`` -> (weakref to the source, its cast); the weakref guards against a
+        reused id, as autocast's weak_intrusive_ptr key does."""
         self._patched: list[Any] = []
         self._depth = 0
         self._original_maybe_autocast: Any = None
@@ -182,13 +185,18 @@ class KernelEmulation(TorchFunctionMode):
         """autocast_mode.cpp ``cached_cast``: fp32 leaf weights cast to lower precision are cached."""
         if not _eligible(arg) or arg.dtype == dtype:
             return arg
-        cacheable = dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf
+        cacheable = (
+            dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf
+            and not arg._is_view()
+        )  # fmt: skip
         if not cacheable:
             return arg.to(dtype)
-        cached = self._cast_cache.get(id(arg))
-        if cached is None:
-            cached = self._cast_cache[id(arg)] = arg.to(dtype)
-        return cached
+        entry = self._cast_cache.get(id(arg))
+        if entry is not None and entry[0]() is arg:
+            return entry[1]
+        cast = arg.to(dtype)
+        self._cast_cache[id(arg)] = (weakref.ref(arg), cast)
+        return cast
 
 
 def _eligible(arg: Any) -> bool:
