@@ -6,7 +6,7 @@ figure comes from. Figures read from source code are facts of the versions cited
 are measurements other people published, and they vary with driver, CUDA version and how many
 kernels the program loads (lazy module loading has been the default since CUDA 11.7).
 
-``assumptions_for`` lists the entries that apply to one device; ``totals`` adds them up the way the
+``overheads_for`` lists the entries that apply to one device; ``totals`` adds them up the way the
 three memory counters nest: allocated <= reserved <= device (what ``nvidia-smi`` shows).
 """
 
@@ -32,10 +32,10 @@ __all__ = [
     "NCCL_LL_BUFFER_BYTES",
     "NCCL_RING_PEERS",
     "NCCL_SIMPLE_BUFFER_BYTES",
-    "Assumption",
     "CountedIn",
+    "Overhead",
     "OverheadTotals",
-    "assumptions_for",
+    "overheads_for",
     "totals",
 ]
 
@@ -140,7 +140,7 @@ Tree, NVLS, CollNet and point-to-point connections (all-to-all, pipeline send/re
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Assumption:
+class Overhead:
     """One overhead the trace cannot see, with the figure used and where it comes from."""
 
     name: str
@@ -162,13 +162,13 @@ class OverheadTotals:
     device: int
 
 
-def _cublas(device: DeviceProfile, handles: int) -> Assumption:
+def _cublas(device: DeviceProfile, handles: int) -> Overhead:
     """The cuBLAS workspace(s) PyTorch allocates on an NVIDIA device."""
     capability = device.compute_capability or (0, 0)
     sm90_plus = capability[0] in (9, 10, 12)
     each = CUBLAS_WORKSPACE_BYTES_SM90_PLUS if sm90_plus else CUBLAS_WORKSPACE_BYTES_DEFAULT
     rule = "32 MiB on sm 9.x/10.x/12.x" if sm90_plus else ":4096:2:16:8 = 8,519,680 B before Hopper"
-    return Assumption(
+    return Overhead(
         name=f"cuBLAS workspace x{handles}",
         bytes=each * handles,
         source=f"CublasHandlePool.cpp parseChosenWorkspaceSize: {rule}; one per (handle, stream), "
@@ -177,19 +177,19 @@ def _cublas(device: DeviceProfile, handles: int) -> Assumption:
     )
 
 
-def _hipblas(device: DeviceProfile, handles: int) -> list[Assumption]:
+def _hipblas(device: DeviceProfile, handles: int) -> list[Overhead]:
     """The hipBLAS and hipBLASLt workspaces PyTorch allocates on a ROCm device."""
     gfx94_95 = (device.gfx_arch or "").startswith(("gfx94", "gfx95"))
     each = HIPBLAS_WORKSPACE_BYTES_GFX94_95 if gfx94_95 else HIPBLAS_WORKSPACE_BYTES_DEFAULT
     return [
-        Assumption(
+        Overhead(
             name=f"hipBLAS workspace x{handles}",
             bytes=each * handles,
             source=f"CublasHandlePool.cpp parseChosenWorkspaceSize (ROCm): "
             f"{'128 MiB on gfx94x/gfx95x' if gfx94_95 else '32 MiB'}; {_handles_note(handles)}",
             counted_in="allocated",
         ),
-        Assumption(
+        Overhead(
             name=f"hipBLASLt workspace x{handles}",
             bytes=HIPBLASLT_WORKSPACE_BYTES * handles,
             source="CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize (ROCm): 76 MiB, not unified with "
@@ -206,11 +206,11 @@ def _handles_note(handles: int) -> str:
     return "training: forward on the main thread, backward on autograd's device thread, each with its own handle"
 
 
-def _nccl(device: DeviceProfile, world_size: int) -> Assumption:
+def _nccl(device: DeviceProfile, world_size: int) -> Overhead:
     """NCCL/RCCL ring buffers of the default process group."""
     per_connection = NCCL_SIMPLE_BUFFER_BYTES + NCCL_LL_BUFFER_BYTES + NCCL_LL128_BUFFER_BYTES
     library = "RCCL" if device.vendor == "amd" else "NCCL"
-    return Assumption(
+    return Overhead(
         name=f"{library} channel buffers (world size {world_size})",
         bytes=NCCL_ASSUMED_CHANNELS * NCCL_RING_PEERS * per_connection,
         source=f"NVIDIA/nccl src/init.cc default buffer sizes (Simple 4 MiB + LL 512 KiB + LL128 4.69 MiB) "
@@ -220,7 +220,7 @@ def _nccl(device: DeviceProfile, world_size: int) -> Assumption:
     )
 
 
-def assumptions_for(device: DeviceProfile, *, world_size: int = 1, training: bool = False) -> list[Assumption]:
+def overheads_for(device: DeviceProfile, *, world_size: int = 1, training: bool = False) -> list[Overhead]:
     """The overheads a run on ``device`` pays beyond its traced tensors; none on the cpu.
 
     ``training`` counts two BLAS workspaces: PyTorch keys them by (handle, stream) and hands each
@@ -233,7 +233,7 @@ def assumptions_for(device: DeviceProfile, *, world_size: int = 1, training: boo
     handles = 2 if training else 1
     if device.vendor == "amd":
         found = [
-            Assumption(
+            Overhead(
                 name="HIP context",
                 bytes=HIP_CONTEXT_BYTES,
                 source="assumption: ~0.4 GiB measured on gfx1100 (Quartermaster-Labs/Quartermaster#24); "
@@ -248,7 +248,7 @@ def assumptions_for(device: DeviceProfile, *, world_size: int = 1, training: boo
         )
     else:
         found = [
-            Assumption(
+            Overhead(
                 name="CUDA context",
                 bytes=CUDA_CONTEXT_BYTES[device.architecture],
                 source=f"assumption for {device.architecture} from public measurements with lazy module "
@@ -262,7 +262,7 @@ def assumptions_for(device: DeviceProfile, *, world_size: int = 1, training: boo
     return found
 
 
-def totals(assumptions: list[Assumption]) -> OverheadTotals:
+def totals(assumptions: list[Overhead]) -> OverheadTotals:
     """Sum ``assumptions`` into the three nested counters (allocated <= reserved <= device)."""
     allocated = sum(a.bytes for a in assumptions if a.counted_in == "allocated")
     reserved = allocated + sum(a.bytes for a in assumptions if a.counted_in == "reserved")

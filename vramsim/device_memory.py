@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
-from vramsim.estimators.assumptions import Assumption as Overhead
-from vramsim.estimators.assumptions import assumptions_for, totals
+from vramsim.estimators.assumptions import Overhead, overheads_for, totals
 from vramsim.tracer.records import Trace
 
 from .targets import Target
@@ -39,7 +38,7 @@ def device_memory(
     """
     if target.profile.vendor == "cpu":
         return DeviceMemory(allocated_bytes=peak_bytes, reserved_bytes=peak_bytes, device_bytes=peak_bytes, overheads=[])
-    overheads = assumptions_for(target.profile, training=training)
+    overheads = overheads_for(target.profile, training=training)
     added = totals(overheads)
     platform = "rocm" if target.profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))

@@ -13,8 +13,8 @@ from vramsim.estimators.assumptions import (
     HIPBLASLT_WORKSPACE_BYTES,
     NCCL_LL128_BUFFER_BYTES,
     NCCL_LL_BUFFER_BYTES,
-    Assumption,
-    assumptions_for,
+    Overhead,
+    overheads_for,
     totals,
 )
 from vramsim.estimators.devices import DEVICES, get_device
@@ -22,7 +22,7 @@ from vramsim.estimators.devices import DEVICES, get_device
 MiB = 1 << 20
 
 
-def _by_counter(items: list[Assumption]) -> dict[str, int]:
+def _by_counter(items: list[Overhead]) -> dict[str, int]:
     found: dict[str, int] = {}
     for item in items:
         found[item.counted_in] = found.get(item.counted_in, 0) + item.bytes
@@ -39,7 +39,7 @@ def test_source_figures_are_the_ones_in_pytorch_and_nccl() -> None:
 
 
 def test_cpu_pays_no_overhead() -> None:
-    assert assumptions_for(get_device("cpu"), world_size=8, training=True) == []
+    assert overheads_for(get_device("cpu"), world_size=8, training=True) == []
 
 
 @pytest.mark.parametrize(
@@ -49,45 +49,45 @@ def test_cpu_pays_no_overhead() -> None:
 )  # fmt: skip
 def test_cublas_workspace_follows_compute_capability(name: str, workspace: int) -> None:
     device = get_device(name)
-    found = assumptions_for(device)
+    found = overheads_for(device)
     assert _by_counter(found) == {"device": CUDA_CONTEXT_BYTES[device.architecture], "allocated": workspace}
     assert all(item.source for item in found)
 
 
 def test_training_counts_a_workspace_for_autograds_thread() -> None:
-    inference = totals(assumptions_for(get_device("h100")))
-    training = totals(assumptions_for(get_device("h100"), training=True))
+    inference = totals(overheads_for(get_device("h100")))
+    training = totals(overheads_for(get_device("h100"), training=True))
     assert training.allocated == 2 * inference.allocated == 64 * MiB
 
 
 def test_mi300x_has_hip_context_and_both_blas_workspaces() -> None:
-    found = assumptions_for(get_device("mi300x"))
+    found = overheads_for(get_device("mi300x"))
     assert [item.name for item in found] == ["HIP context", "hipBLAS workspace x1", "hipBLASLt workspace x1"]
     assert _by_counter(found)["allocated"] == 128 * MiB + 76 * MiB
 
 
 def test_world_size_adds_nccl_buffers_outside_the_allocator() -> None:
-    alone = assumptions_for(get_device("h100"))
-    ranked = assumptions_for(get_device("h100"), world_size=8)
+    alone = overheads_for(get_device("h100"))
+    ranked = overheads_for(get_device("h100"), world_size=8)
     assert len(ranked) == len(alone) + 1
     nccl = ranked[-1]
     assert nccl.counted_in == "device"
     assert nccl.bytes == 16 * 2 * (4 * MiB + 512 * 1024 + 4_915_200)
     assert nccl.name.startswith("NCCL")
-    assert assumptions_for(get_device("mi300x"), world_size=2)[-1].name.startswith("RCCL")
+    assert overheads_for(get_device("mi300x"), world_size=2)[-1].name.startswith("RCCL")
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_world_size_must_be_a_positive_int(bad: object) -> None:
     with pytest.raises(ConfigError, match="world_size"):
-        assumptions_for(get_device("h100"), world_size=bad)  # type: ignore[arg-type]
+        overheads_for(get_device("h100"), world_size=bad)  # type: ignore[arg-type]
 
 
 def test_totals_nest_allocated_inside_reserved_inside_device() -> None:
     items = [
-        Assumption(name="a", bytes=1, source="s", counted_in="allocated"),
-        Assumption(name="r", bytes=10, source="s", counted_in="reserved"),
-        Assumption(name="d", bytes=100, source="s", counted_in="device"),
+        Overhead(name="a", bytes=1, source="s", counted_in="allocated"),
+        Overhead(name="r", bytes=10, source="s", counted_in="reserved"),
+        Overhead(name="d", bytes=100, source="s", counted_in="device"),
     ]
     found = totals(items)
     assert (found.allocated, found.reserved, found.device) == (1, 11, 111)
@@ -96,4 +96,4 @@ def test_totals_nest_allocated_inside_reserved_inside_device() -> None:
 def test_every_gpu_has_a_context_entry() -> None:
     for device in DEVICES.values():
         if device.vendor != "cpu":
-            assert totals(assumptions_for(device)).device > totals(assumptions_for(device)).allocated > 0
+            assert totals(overheads_for(device)).device > totals(overheads_for(device)).allocated > 0
