@@ -230,9 +230,14 @@ class MemoryTracer(TorchDispatchMode):
         del self._refs[key]
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Mark what autograd saves, and hand it back detached: the hook receives a saved output
+        with its ``grad_fn``, and keeping that tensor would close a cycle (grad_fn -> saved
+        variable -> tensor -> grad_fn) that nothing frees where backward never runs, such as a
+        branch the loss does not use (pytorch/pytorch#153049; autograd stores ``tensor_data()``
+        for saved outputs in saved_variable.cpp to avoid the same cycle)."""
         if self.scope.phase in (Phase.FORWARD, Phase.BACKWARD):
             self.mark(tensor, Category.ACTIVATION)
-        return tensor
+        return tensor.detach()
 
 
 _SCALAR_READ = torch.ops.aten._local_scalar_dense.default

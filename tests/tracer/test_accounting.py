@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 import vramsim
+from vramsim.config import SimulationConfig
+from vramsim.measure import measure_cpu
 
 BATCH, IN, HIDDEN, OUT = 4, 16, 32, 8
 FLOAT = 4
@@ -73,3 +75,25 @@ def test_forward_only_holds_no_activations() -> None:
     report = simulate_mlp(task="forward")
     assert all(row.activation_bytes == 0 for row in report.layers)
     assert "activations" not in report.breakdown
+
+
+class _DeadBranch(torch.nn.Module):
+    """A branch whose result the loss never uses (as LLaVA drops its vision tower's last layer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = torch.nn.Linear(IN, OUT)
+        self.dead = torch.nn.Sequential(torch.nn.Linear(IN, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, OUT))
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        self.dead(input)
+        return self.live(input)
+
+
+def test_a_dead_branch_frees_what_it_saved() -> None:
+    """Autograd frees a branch the loss does not reach once its result is dropped; the tracer's
+    saved-tensor hook must not keep it (a pack hook returning the tensor it gets leaks it)."""
+    options = {"inputs": lambda batch, _: {"input": torch.randn(batch, IN)}, "loss": lambda out: out.sum(), "batch_size": BATCH}
+    predicted = vramsim.simulate(_DeadBranch, device="cpu", **options).peak_bytes
+    measured = measure_cpu(_DeadBranch, SimulationConfig(device="cpu", **options)).peak_bytes
+    assert predicted == measured
