@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.distributed._tools import mod_tracker
 from torch.distributed._tools.mod_tracker import ModTracker
 
 from .categories import Phase
@@ -22,7 +24,7 @@ class ModuleScope:
     """
 
     def __init__(self, root: torch.nn.Module | None = None) -> None:
-        self._tracker = ModTracker()
+        self._tracker = _ModTracker()
         self._root_name = type(root).__name__ if root is not None else ""
         self._forward_depth = 0
         self.phase: Phase = Phase.SETUP
@@ -59,3 +61,26 @@ class ModuleScope:
         if self.phase is Phase.BACKWARD and self._forward_depth > 0:
             return Phase.RECOMPUTE
         return self.phase
+
+
+class _ModTracker(ModTracker):
+    """``ModTracker`` whose backward bookkeeping holds no gradients.
+
+    Its pre-forward hook marks a module's backward as done with an ``"all"``-mode
+    ``register_multi_grad_hook`` on the module's inputs, which buffers each input's gradient
+    until every one has arrived (torch/autograd/graph.py): the traced program then keeps
+    gradients alive longer than the same program run untraced. ``"any"`` mode holds none; the
+    module leaves the backward scope at its first input gradient instead of its last.
+    """
+
+    def _fw_pre_hook(self, mod: torch.nn.Module, input: Any) -> None:
+        original = mod_tracker.register_multi_grad_hook
+        mod_tracker.register_multi_grad_hook = _any_mode_grad_hook
+        try:
+            super()._fw_pre_hook(mod, input)
+        finally:
+            mod_tracker.register_multi_grad_hook = original
+
+
+def _any_mode_grad_hook(tensors: Any, fn: Callable[..., None], mode: str = "all") -> Any:
+    return torch.autograd.graph.register_multi_grad_hook(tensors, lambda _grad: fn(), mode="any")
