@@ -9,7 +9,8 @@ Rules:
     ``matmul_workspaces``   aten.mm / aten.addmm: operand copies made by ``addmm_impl_cpu_``
                             and the oneDNN brgemm matmul scratchpad of the bf16 path.
     ``conv2d_workspaces``   aten.convolution / convolution_backward on the "slow" (im2col)
-                            CPU backend: the unfolded-input buffer.
+                            CPU backend: the unfolded-input buffer (oneDNN convolutions:
+                            onednn_conv.py).
 
 Known limitations:
     - The oneDNN scratchpad is modelled for the ``avx512_core_bf16`` brgemm implementation
@@ -30,6 +31,7 @@ import torch
 __all__ = [
     "brgemm_matmul_scratchpad",
     "conv2d_workspaces",
+    "conv_backend",
     "matmul_workspaces",
     "onednn_brgemm_isa",
 ]
@@ -127,7 +129,7 @@ def brgemm_matmul_scratchpad(
     use_buffer_a = transposed_a
     wei_n_blk = 64
     n_blk = min(wei_n_blk, N)
-    prefer_copy_a = (not transposed_a) and _is_pow2(K) and K >= 8192 // a_dt and M >= 1024
+    prefer_copy_a = (not transposed_a) and _is_pow2(K) and 8192 // a_dt <= K and M >= 1024
     use_buffer_a = use_buffer_a or prefer_copy_a
 
     # compute_blocking_heuristic_avx512 (bf16: need_large_m_blk, k-partitioning and large m
@@ -282,7 +284,7 @@ def _is_transposed_2d(dims: tuple[int, int], strides: tuple[int, int]) -> bool:
     """
 
     def matches(dense: tuple[int, int]) -> bool:
-        return all(d == 1 or s == e for d, s, e in zip(dims, strides, dense))
+        return all(d == 1 or s == e for d, s, e in zip(dims, strides, dense, strict=True))
 
     plain, transposed = matches((dims[1], 1)), matches((1, dims[0]))
     if plain != transposed:
@@ -290,10 +292,30 @@ def _is_transposed_2d(dims: tuple[int, int], strides: tuple[int, int]) -> bool:
     return not (strides[1] == 1 and dims[0] > 1)
 
 
+# -- convolution backends ----------------------------------------------------------------------
+
+
+def conv_backend(
+    x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, dilation: Any, transposed: bool,
+    output_padding: Any, groups: int,
+) -> torch._C._ConvBackend:  # fmt: skip
+    """The backend aten/src/ATen/native/Convolution.cpp ``_select_conv_backend`` picks on the CPU.
+
+    PyTorch's own selector runs on CPU stand-ins with the inputs' shapes and dtypes; it reads no
+    strides (``ConvParams::use_mkldnn``, ``use_nnpack``: batch size, kernel size, numel, thread
+    count), so the stand-ins' strides are zero and they cost a few bytes.
+    """
+    stand_ins = [torch.empty_strided(tuple(t.shape), [0] * t.dim(), dtype=t.dtype) for t in (x, weight)]
+    return torch._C._select_conv_backend(
+        *stand_ins, None, list(stride), list(padding), list(dilation), transposed, list(output_padding), groups
+    )
+
+
 # -- slow (im2col) convolution -----------------------------------------------------------------
 
 _CONV = torch.ops.aten.convolution.default
 _CONV_BACKWARD = torch.ops.aten.convolution_backward.default
+_SLOW2D = torch._C._ConvBackend.Slow2d
 
 
 def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
@@ -301,33 +323,32 @@ def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
     aten/src/ATen/native/Convolution.cpp ``_select_conv_backend`` picks ``Slow2d`` on the CPU
     for a non-transposed, non-dilated 2-D (or 1-D, viewed as 2-D) convolution with one group
-    when ``ConvParams::use_mkldnn`` and ``use_nnpack`` decline it. Then
+    when ``ConvParams::use_mkldnn`` and ``use_nnpack`` decline it (``conv_backend``). Then
     aten/src/ATen/native/ConvolutionMM2d.cpp ``slow_conv2d_forward_out_cpu`` allocates
     ``finput`` of ``[N, C * kh * kw, Ho * Wo]`` (unless the kernel is 1x1 with stride 1 and no
     padding, where it is a view of the input) and frees it on return; backward's
     ``compute_columns2d`` rebuilds the same columns for the weight gradient.
-    Other backends (oneDNN, NNPACK) are not modelled here.
+    The oneDNN backend's buffers are ``onednn_conv.py``'s; NNPACK's are not modelled.
     """
     if func is _CONV:
-        x, weight = args[0], args[1]
-        stride, padding, dilation, transposed, groups = args[3], args[4], args[5], args[6], args[8]
+        x, weight, params = args[0], args[1], args[3:9]
         wants_columns = True
     elif func is _CONV_BACKWARD:
-        x, weight = args[1], args[2]
-        stride, padding, dilation, transposed, groups = args[4], args[5], args[6], args[7], args[9]
+        x, weight, params = args[1], args[2], args[4:10]
         wants_columns = bool(args[10][1])  # output_mask: weight gradient requested
     else:
         return []
-    if not isinstance(x, torch.Tensor) or transposed or groups != 1 or x.dim() not in (3, 4):
+    if not isinstance(x, torch.Tensor) or x.dim() not in (3, 4) or params[5] != 1:
+        return []  # groups > 1: _convolution_nogroup runs one group at a time (not modelled)
+    if conv_backend(x, weight, *params) != _SLOW2D:
         return []
+    stride, padding = params[0], params[1]
     if x.dim() == 3:  # _convolution: view1d_as_2d
         shape, kernel = (x.shape[0], x.shape[1], 1, x.shape[2]), (1, weight.shape[2])
-        stride, padding, dilation = (1, stride[0]), (0, padding[0]), (1, dilation[0])
+        stride, padding = (1, stride[0]), (0, padding[0])
     else:
         shape, kernel = tuple(x.shape), (weight.shape[2], weight.shape[3])
-        stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
-    if any(d != 1 for d in dilation) or not _slow2d_selected(x.dtype, shape, kernel, stride):
-        return []
+        stride, padding = _pair(stride), _pair(padding)
     if not wants_columns or (kernel == (1, 1) and stride == (1, 1) and padding == (0, 0)):
         return []
     n, c, h, w = shape
@@ -339,38 +360,3 @@ def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 def _pair(value: Any) -> tuple[int, int]:
     values = list(value)
     return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
-
-
-def _slow2d_selected(dtype: torch.dtype, shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int]) -> bool:
-    """Convolution.cpp ``ConvParams::use_mkldnn`` / ``use_nnpack`` both false (non-dilated,
-    non-transposed, one group, CPU)."""
-    n, c, h, w = shape
-    if torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled:
-        if dtype == torch.bfloat16 and _mkldnn_bf16_device_check():
-            return False
-        if dtype == torch.float16 and _mkldnn_fp16_device_check():
-            return False
-        strided = stride != (1, 1)
-        if dtype == torch.float32 and (
-            (strided or n >= 16 or kernel != (1, 1) or torch.get_num_threads() > 1)
-            and ((kernel[0] > 3 and kernel[1] > 3) or n > 1 or n * c * h * w > 20480)
-        ):
-            return False
-    nnpack = (
-        dtype == torch.float32 and torch._C._get_nnpack_enabled() and torch._nnpack_available()
-        and kernel[0] < 17 and kernel[1] < 17 and n >= 16
-    )  # fmt: skip
-    return not nnpack
-
-
-def _mkldnn_bf16_device_check() -> bool:
-    """aten/src/ATen/native/mkldnn/Utils.h ``mkldnn_bf16_device_check`` (x86): AVX512 BW/VL/DQ
-    or AVX-NE-CONVERT."""
-    caps = torch._C._cpu._get_cpu_capability()
-    return bool(all(caps.get(k) for k in ("avx512_bw", "avx512_vl", "avx512_dq")) or caps.get("avx_ne_convert"))
-
-
-def _mkldnn_fp16_device_check() -> bool:
-    """mkldnn/Utils.h ``mkldnn_fp16_device_check`` (x86): AVX512-FP16 or AVX-NE-CONVERT."""
-    caps = torch._C._cpu._get_cpu_capability()
-    return bool(caps.get("avx512_fp16") or caps.get("avx_ne_convert"))

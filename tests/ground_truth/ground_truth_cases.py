@@ -279,24 +279,16 @@ CASES: list[Case] = [
     Case("vit-forward-bf16-autocast", vit, {"task": "forward", "batch_size": 4, "seq_len": 1, "mixed_precision": "bf16"}),
     # diffusers: a UNet trained on a denoising-style loss, and a VAE decoding latents.
     # Batch 1 at 16x16: most convolutions take the Slow2d (im2col) backend, whose column
-    # buffers tracer/cpu_kernels.py models exactly, but the up path's concatenated 96-channel
-    # inputs exceed Convolution.cpp's 20480-element threshold and go to oneDNN. The trace is
-    # ~1.3% over: aligning the meta trace with the same program traced on real CPU tensors shows
-    # the first divergence after the mid-block attention, where the meta kernels (torch._refs)
-    # give the residual add/div output a channels-last layout that CPU's TensorIterator does
-    # not, so group_norm makes (and saves) a contiguous copy on meta only. Until meta's
-    # elementwise layout rule is emulated, the tolerance is 2%.
+    # buffers tracer/cpu_kernels.py models exactly; the up path's concatenated 96-channel inputs
+    # exceed Convolution.cpp's 20480-element threshold and go to oneDNN.
     Case(
-        "unet2d-train-batch1", unet,
-        {"task": "train", "batch_size": 1, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss}, tolerance=0.02,
+        "unet2d-train-batch1", unet, {"task": "train", "batch_size": 1, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss}
     ),
-    # Batch 2 sends fp32 convolutions to oneDNN (Convolution.cpp ConvParams::use_mkldnn: batch > 1),
-    # which reorders input, weights and output into blocked layouts inside the op (forward and
-    # backward). Those reorder buffers are not modelled yet, so this case is ~0.9% under; the
-    # tolerance is 1.5% until they are.
+    # Batch 2 sends fp32 convolutions to oneDNN (Convolution.cpp ConvParams::use_mkldnn: batch > 1):
+    # its reorder buffers are tracer/onednn_conv.py's.
     Case(
         "unet2d-train-batch2-onednn-conv", unet,
-        {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss}, tolerance=0.015,
+        {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss},
     ),
     Case("vae-decode-forward", vae_decoder, {"task": "forward", "batch_size": 1, "seq_len": 8, "inputs": vae_inputs}),
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from ground_truth_cases import CASES, Case
+from profiled import transient_bytes
 
 from vramsim import simulate
 from vramsim.config import SimulationConfig
@@ -39,28 +40,6 @@ def test_prediction_matches_the_real_cpu_run(case: Case) -> None:
 # -- the kernel rules alone, against the real kernels ------------------------------------------
 
 
-def _transient_bytes(fn) -> int:  # type: ignore[no-untyped-def]
-    """Peak bytes c10 held inside ``fn`` beyond what it still holds at the end (its outputs)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn()
-    events = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        event = stack.pop()
-        if event.tag == torch._C._profiler._EventType.Allocation:
-            events.append((event.start_time_ns, event.typed[1].alloc_size))
-        stack.extend(event.children)
-    running = peak = 0
-    for _, size in sorted(events):
-        running += size
-        peak = max(peak, running)
-    del result
-    return peak - running
-
-
 _MM_SHAPES = [
     # (M, N, K, A transposed, B transposed, bias): linear forward/backward layouts and edge cases
     (64, 128, 64, False, True, False), (64, 64, 128, False, False, False), (128, 64, 64, True, False, False),
@@ -70,10 +49,14 @@ _MM_SHAPES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("shape", _MM_SHAPES, ids=["x".join(map(str, s[:3])) + "-" + "".join("TF"[not f] for f in s[3:]) for s in _MM_SHAPES])
+_MM_IDS = ["x".join(map(str, s[:3])) + "-" + "".join("TF"[not f] for f in s[3:]) for s in _MM_SHAPES]
+
+
+@pytest.mark.parametrize("shape", _MM_SHAPES, ids=_MM_IDS)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_bf16_matmul_scratchpad_is_the_kernels(shape: tuple[int, int, int, bool, bool, bool], threads: int) -> None:
     import torch
+
     from vramsim.tracer.cpu_kernels import matmul_workspaces, onednn_brgemm_isa
 
     if onednn_brgemm_isa() is None:
@@ -86,23 +69,26 @@ def test_bf16_matmul_scratchpad_is_the_kernels(shape: tuple[int, int, int, bool,
     torch.set_num_threads(threads)
     try:
         if bias:
-            real = _transient_bytes(lambda: torch.addmm(c, a, b))
+            real = transient_bytes(lambda: torch.addmm(c, a, b))
             predicted = matmul_workspaces(torch.ops.aten.addmm.default, (c, a, b), {})
         else:
-            real = _transient_bytes(lambda: torch.mm(a, b))
+            real = transient_bytes(lambda: torch.mm(a, b))
             predicted = matmul_workspaces(torch.ops.aten.mm.default, (a, b), {})
     finally:
         torch.set_num_threads(before)
     assert sum(predicted) == real
 
 
-_CONVS = [(1, 64, 64, 16, 3, 1, 1), (1, 32, 16, 8, 3, 2, 1), (1, 4, 32, 8, 1, 1, 0), (1, 8, 16, 24, 3, 1, 0), (1, 16, 8, 12, 3, 1, 2)]
+_CONVS = [
+    (1, 64, 64, 16, 3, 1, 1), (1, 32, 16, 8, 3, 2, 1), (1, 4, 32, 8, 1, 1, 0), (1, 8, 16, 24, 3, 1, 0), (1, 16, 8, 12, 3, 1, 2),
+]  # fmt: skip
 """Single-sample convolutions small enough for Convolution.cpp to pick the Slow2d backend."""
 
 
 @pytest.mark.parametrize("conv", _CONVS, ids=["n{}c{}o{}h{}k{}s{}p{}".format(*c) for c in _CONVS])
 def test_slow_conv2d_columns_are_the_kernels(conv: tuple[int, ...]) -> None:
     import torch
+
     from vramsim.tracer.cpu_kernels import conv2d_workspaces
 
     n, c, o, h, k, s, p = conv
@@ -111,8 +97,8 @@ def test_slow_conv2d_columns_are_the_kernels(conv: tuple[int, ...]) -> None:
     args = (x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1)
     predicted = conv2d_workspaces(torch.ops.aten.convolution.default, args, {})
     y = torch.nn.functional.conv2d(x, w, None, stride=s, padding=p)
-    assert sum(predicted) == _transient_bytes(lambda: torch.nn.functional.conv2d(x, w, None, stride=s, padding=p))
+    assert sum(predicted) == transient_bytes(lambda: torch.nn.functional.conv2d(x, w, None, stride=s, padding=p))
     grad = torch.randn_like(y)
     backward = (grad, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, True, False])
     expected = sum(conv2d_workspaces(torch.ops.aten.convolution_backward.default, backward, {}))
-    assert expected == _transient_bytes(lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True))
+    assert expected == transient_bytes(lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True))
