@@ -10,7 +10,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from .emulation import AttentionCall, boolean_mask_to_additive
 
-__all__ = ["GpuAttention", "cpu_attention", "cpu_attention_workspaces"]
+__all__ = ["CUDNN_RUNTIME_VERSION", "GpuAttention", "cpu_attention", "cpu_attention_workspaces"]
 
 _FLASH = 1
 """``sdp::SDPBackend::flash_attention`` (aten/src/ATen/native/transformers/sdp_utils_cpp.h)."""
@@ -77,60 +77,203 @@ _FLASH_FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.defa
 _FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 
 
-@dataclass(frozen=True, slots=True)
+CUDNN_RUNTIME_VERSION = 92000
+"""cuDNN 9.20.0, the runtime of torch 2.13's default CUDA 13.0 wheels (RELEASE.md, Release
+Compatibility Matrix: "CUDA 13.0 (CUDNN 9.20.0.48)"). It decides whether cuDNN attention comes
+first (``check_prefer_cudnn_attention``: runtime > 9.15.0) and its head-dim limit."""
+
+_CUDNN_SDPA_HEAD_DIM = 128
+"""``check_cudnn_tensor_shapes``: head dims up to 128; 256 needs cuDNN > 9.22 (not 2.13's wheels)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuAttention:
-    """SDPA backend selection of a CUDA/ROCm device (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp,
-    ``select_sdp_backend``): flash, then memory-efficient, then math; cuDNN only when asked for."""
+    """SDPA backend selection of a CUDA/ROCm device, as aten/src/ATen/native/transformers/cuda/
+    sdp_utils.cpp ``select_sdp_backend`` does it (read at pytorch commit 001f694a, the stored
+    version closest to torch 2.13.0 = cf30153c).
+
+    ``priority_order``: cuDNN, flash, efficient, math where ``check_prefer_cudnn_attention``
+    holds (CUDA 13 builds: runtime cuDNN > 9.15.0 on compute capability 9.x or 10.x, i.e. H100,
+    H200, B200); elsewhere flash, efficient, math, cuDNN, and since math always runs, cuDNN is
+    never picked by default. ROCm has no cuDNN; its flash and efficient kernels are AOTriton's.
+    """
 
     compute_capability: tuple[int, int]
-    """sm version; ROCm devices that run AOTriton kernels pass (9, 0)."""
+    """sm version; ROCm devices pass (9, 0), which only the generic checks read."""
+    rocm: bool = False
 
     def backend(self, call: AttentionCall) -> str:
-        if self._flash_ok(call):
-            return "flash"
-        if self._efficient_ok(call):
-            return "efficient"
-        return "math"
+        order = ("cudnn", "flash", "efficient") if self.prefers_cudnn() else ("flash", "efficient")
+        checks = {"cudnn": self._cudnn_ok, "flash": self._flash_ok, "efficient": self._efficient_ok}
+        return next((name for name in order if _dense_ok(call) and checks[name](call)), "math")
+
+    def prefers_cudnn(self) -> bool:
+        """``check_prefer_cudnn_attention`` (CUDA >= 13 builds): cuDNN > 9.15.0 on sm9x / sm10x."""
+        return not self.rocm and CUDNN_RUNTIME_VERSION > 91500 and self.compute_capability[0] in (9, 10)
 
     def _flash_ok(self, call: AttentionCall) -> bool:
-        """``use_flash_attention``: sm80+, fp16/bf16, head dim <= 256, no explicit mask."""
+        """``can_use_flash_attention``: sm80..sm121 (AOTriton on ROCm), fp16/bf16, equal head dims up
+        to 256 (512 with AOTriton), no mask, causal only for square attention, GQA when asked."""
         q, k, v = call.query, call.key, call.value
+        head_dim = q.shape[-1]
         return (
-            self.compute_capability >= (8, 0)
+            (self.rocm or (8, 0) <= self.compute_capability <= (12, 1))
             and q.dtype in (torch.float16, torch.bfloat16)
-            and q.dim() == 4
-            and q.shape[-1] == k.shape[-1] == v.shape[-1]
-            and q.shape[-1] <= 256
+            and head_dim == k.shape[-1] == v.shape[-1] <= (512 if self.rocm else 256)
             and call.attn_mask is None
-            and not (call.is_causal and q.shape[-2] != k.shape[-2] and q.shape[-2] != 1)
+            and not (call.is_causal and q.shape[-2] != k.shape[-2])
+            and self._flash_head_dim_trains(call)
+            and _heads_ok(call, gqa=True, same_kv_heads=True)
         )
 
+    def _flash_head_dim_trains(self, call: AttentionCall) -> bool:
+        """``check_requires_grad_and_head_dim_gt192_constraints_on_sm86_89_or_120``: consumer
+        Ampere/Ada/Blackwell have no flash backward for head dims in (192, 224], nor above 224
+        with dropout."""
+        consumer = (8, 6) <= self.compute_capability <= (8, 9) or (12, 0) <= self.compute_capability <= (12, 1)
+        if self.rocm or not consumer or not _requires_grad(call):
+            return True
+        head_dim = call.query.shape[-1]
+        return head_dim <= 192 or (call.dropout_p == 0.0 and head_dim > 224)
+
     def _efficient_ok(self, call: AttentionCall) -> bool:
-        """``use_mem_efficient_attention``: sm50+, bf16 from sm80, aligned head dims, no GQA."""
-        q, k = call.query, call.key
-        alignment = 4 if q.dtype == torch.float32 else 8
+        """``can_use_mem_efficient_attention``: sm50..sm121, bf16 from sm80, head dims a multiple of
+        ``minimum_gemm_alignment``; equal heads (the installed meta kernels' backward has no GQA)."""
+        q, k, v = call.query, call.key, call.value
+        half = q.dtype in (torch.float16, torch.bfloat16)
+        dtypes = (torch.float16, torch.float32) if not self.rocm and self.compute_capability < (8, 0) else (
+            torch.float16, torch.bfloat16, torch.float32)  # fmt: skip
+        alignment = self._gemm_alignment(half)
         return (
-            self.compute_capability >= (5, 0)
-            and (q.dtype != torch.bfloat16 or self.compute_capability >= (8, 0))
-            and q.dtype in (torch.float16, torch.bfloat16, torch.float32)
-            and q.dim() == 4
-            and q.shape[-1] % alignment == 0
-            and not (call.enable_gqa and q.shape[1] != k.shape[1])
-        )
+            (self.rocm or (5, 0) <= self.compute_capability <= (12, 1))
+            and q.dtype in dtypes
+            and q.shape[-1] == k.shape[-1]
+            and q.shape[-1] % alignment == 0 and v.shape[-1] % alignment == 0
+            and q.shape[-1] > 0 and v.shape[-1] > 0
+            and (not self.rocm or max(q.shape[-1], v.shape[-1]) <= 512)
+            and _heads_ok(call, gqa=False, same_kv_heads=True)
+        )  # fmt: skip
+
+    def _gemm_alignment(self, half: bool) -> int:
+        """``minimum_gemm_alignment`` (CUDA; ROCm: 8 for half, else 4): 4 from sm80, and 128 bits
+        per tensor-core operand where tensor cores run (sm80+, or sm70+ for half)."""
+        if self.rocm:
+            return 8 if half else 4
+        tensor_cores = self.compute_capability >= (8, 0) or (self.compute_capability >= (7, 0) and half)
+        alignment = 4 if self.compute_capability >= (8, 0) else 1
+        return max(alignment, 128 // (16 if half else 32)) if tensor_cores else alignment
+
+    def _cudnn_ok(self, call: AttentionCall) -> bool:
+        """``can_use_cudnn_attention``: sm80..sm121, fp16/bf16, broadcastable mask, dropout in
+        steps of 1/16, GQA, batch and heads up to 65535, head dims multiples of 8 up to 128 (192/128
+        on sm90/sm10x), key length above 1 (``check_cudnn_tensor_shapes``)."""
+        q, k, v = call.query, call.key, call.value
+        d_qk, d_v = q.shape[-1], v.shape[-1]
+        sm90_or_10x = self.compute_capability == (9, 0) or self.compute_capability[0] == 10
+        limit_ok = max(d_qk, d_v) <= _CUDNN_SDPA_HEAD_DIM or (sm90_or_10x and (d_qk, d_v) == (192, 128))
+        return (
+            not self.rocm
+            and (8, 0) <= self.compute_capability <= (12, 1)
+            and q.dtype in (torch.float16, torch.bfloat16)
+            and _mask_shape_ok(call)
+            and float(call.dropout_p * 16).is_integer()
+            and _heads_ok(call, gqa=True, same_kv_heads=False)
+            and q.shape[0] <= 65535 and q.shape[1] <= 65535
+            and limit_ok and d_qk % 8 == 0 and d_v % 8 == 0
+            and k.shape[-2] != 1
+            and not (call.dropout_p > 0 and q.shape[-2] == 1)
+        )  # fmt: skip
 
     def __call__(self, call: AttentionCall) -> torch.Tensor | None:
         """attention.cpp ``scaled_dot_product_attention`` for the chosen backend, on meta tensors."""
         choice = self.backend(call)
+        if choice == "cudnn":
+            return _cudnn(call)
         if choice == "flash":
             return _flash(call)
         if choice == "efficient":
-            mask = boolean_mask_to_additive(call.attn_mask, call.query.dtype)
-            needs_lse = call.query.requires_grad or call.key.requires_grad or call.value.requires_grad
-            out = torch.ops.aten._scaled_dot_product_efficient_attention(
-                call.query, call.key, call.value, mask, needs_lse, call.dropout_p, call.is_causal, scale=call.scale
-            )
-            return out[0]
+            return _efficient(call)
         return None
+
+
+def _requires_grad(call: AttentionCall) -> bool:
+    """attention.cpp ``should_compute_logsumexp``: inputs need grad and grad mode is on."""
+    needs = call.query.requires_grad or call.key.requires_grad or call.value.requires_grad
+    return needs and torch.is_grad_enabled()
+
+
+def _dense_ok(call: AttentionCall) -> bool:
+    """The checks every fused backend makes (sdp_utils_cpp.h): 4-d inputs, nonzero sequence
+    lengths, last dims of stride 1 (mask included), one batch size."""
+    q, k, v = call.query, call.key, call.value
+    mask = call.attn_mask
+    return (
+        q.dim() == k.dim() == v.dim() == 4
+        and q.shape[-2] > 0 and k.shape[-2] > 0
+        and (q.stride(-1) == k.stride(-1) == v.stride(-1) == 1 or q.shape[-1] == 1)
+        and (mask is None or mask.stride(-1) == 1)
+        and q.shape[0] == k.shape[0] == v.shape[0]
+    )  # fmt: skip
+
+
+def _heads_ok(call: AttentionCall, *, gqa: bool, same_kv_heads: bool) -> bool:
+    """``check_batch_size_and_num_heads_dense``: equal heads, or with ``enable_gqa`` on a backend
+    that supports it, query heads a multiple of key (and value) heads."""
+    q_heads, k_heads, v_heads = call.query.shape[1], call.key.shape[1], call.value.shape[1]
+    if q_heads == k_heads == v_heads:
+        return True
+    if not (gqa and call.enable_gqa) or (same_kv_heads and k_heads != v_heads):
+        return False
+    return q_heads % k_heads == 0 and q_heads % v_heads == 0
+
+
+def _mask_shape_ok(call: AttentionCall) -> bool:
+    """sdp_utils_cpp.h ``check_attn_mask_shape``: a 2-d or broadcastable 4-d mask without grad."""
+    mask = call.attn_mask
+    if mask is None:
+        return True
+    batch, heads, q_len = call.query.shape[:3]
+    if mask.requires_grad or mask.shape[-2] not in (q_len, 1) or mask.shape[-1] not in (call.key.shape[-2], 1):
+        return False
+    return mask.dim() == 2 or (mask.dim() == 4 and mask.shape[0] in (1, batch) and mask.shape[1] in (1, heads))
+
+
+def _cudnn(call: AttentionCall) -> torch.Tensor:
+    """attention.cpp, cuDNN case: a bool mask becomes an additive one (``convert_boolean_attn_mask_cudnn``,
+    same size), then ``_scaled_dot_product_cudnn_attention``, which saves output, logsumexp
+    (batch, heads, seq_q, 1) in fp32 and the philox seed and offset."""
+    mask = boolean_mask_to_additive(call.attn_mask, call.query.dtype)
+    return torch.ops.aten._scaled_dot_product_cudnn_attention(
+        call.query, call.key, call.value, mask, _requires_grad(call), call.dropout_p, call.is_causal, False,
+        scale=call.scale,
+    )[0]  # fmt: skip
+
+
+def _efficient(call: AttentionCall) -> torch.Tensor:
+    mask = boolean_mask_to_additive(call.attn_mask, call.query.dtype)
+    if mask is not None:
+        mask = _preprocess_mask(mask, call)
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        call.query, call.key, call.value, mask, _requires_grad(call), call.dropout_p, call.is_causal, scale=call.scale
+    )[0]
+
+
+_MEM_EFF_ALIGNMENT = 8
+"""attention.cpp ``preprocess_mask``: ``constexpr int mem_eff_alignment = 8``."""
+
+
+def _preprocess_mask(mask: torch.Tensor, call: AttentionCall) -> torch.Tensor:
+    """attention.cpp ``preprocess_mask``: a mask whose strides are not multiples of 8 (or whose
+    last stride is not 1) is copied into a buffer whose last dim is padded by ``8 - S % 8``
+    (``pad_bias``; a full 8 when S is already a multiple) and sliced back; then expanded to
+    (batch, heads, seq_q, seq_k). The efficient kernel saves it, so the padded copy lives until
+    backward."""
+    aligned = all(stride % _MEM_EFF_ALIGNMENT == 0 for stride in mask.stride()[:-1]) and mask.stride(-1) == 1
+    if not aligned:
+        last = mask.shape[-1]
+        mask = torch.nn.functional.pad(mask, (0, _MEM_EFF_ALIGNMENT - last % _MEM_EFF_ALIGNMENT))[..., :last]
+    batch, heads, q_len = call.query.shape[:3]
+    return mask.expand(batch, heads, q_len, call.key.shape[-2])
 
 
 def _flash(call: AttentionCall) -> torch.Tensor:

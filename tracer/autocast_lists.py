@@ -45,9 +45,11 @@ CUDA_LOWER_PRECISION = frozenset(
     cudnn_convolution cudnn_convolution_transpose""".split()
 )
 
+# rms_norm joined AT_FORALL_FP32 after the stored autocast_mode.h: torch 2.13 registers an
+# AutocastCUDA kernel for it that casts input and weight to float32.
 CUDA_FP32 = frozenset(
     """acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow softplus
-    layer_norm native_layer_norm group_norm frobenius_norm nuclear_norm cosine_similarity
+    layer_norm native_layer_norm rms_norm group_norm frobenius_norm nuclear_norm cosine_similarity
     poisson_nll_loss cosine_embedding_loss nll_loss nll_loss2d hinge_embedding_loss kl_div l1_loss
     smooth_l1_loss huber_loss mse_loss margin_ranking_loss multilabel_margin_loss soft_margin_loss
     triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits dist pdist cdist renorm

@@ -28,6 +28,8 @@ the aten level, so it works for any model without per-model patches, with these 
    ``max(minlength, n)`` bins for n values. These are the largest sizes, so memory is not
    under-predicted.
 4. **Optimizer step counters** read on the device are the step number.
+   **No fp16 overflow**: ``GradScaler``'s inf check (``_amp_foreach_non_finite_check_and_unscale_``)
+   leaves ``found_inf`` at 0, so ``scaler.step`` runs the optimizer step every step.
 5. ``torch._grouped_mm`` of dtypes the meta check refuses gets the output the kernel's own
    shape rule gives (CUDA and CPU builds run non-bf16 inputs through their fallback kernel);
    CTC loss (no meta kernel) gets its ``log_alpha`` from the known input and target lengths,
@@ -55,8 +57,8 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from .categories import Phase
 
 __all__ = [
-    "DataDependentPolicy",
     "ROUTING_CHOICES",
+    "DataDependentPolicy",
     "Routing",
     "parse_routing",
     "seed",
@@ -79,7 +81,13 @@ NOTE_SELECT_ALL = (
     "bincount has max(minlength, n) bins)"
 )
 NOTE_GROUPED_MM = "torch._grouped_mm on meta: output shaped by the kernel's rule for any dtype (the meta check accepts bf16 only)"
-NOTE_INPUTS = "the synthesised inputs' values are used where the program reads them: token ids drawn at random (seed 0) outside special tokens, masks all ones"
+NOTE_NO_OVERFLOW = (
+    "GradScaler: no inf/NaN in the scaled fp16 gradients (found_inf = 0), so every scaler.step runs optimizer.step"
+)
+NOTE_INPUTS = (
+    "the synthesised inputs' values are used where the program reads them: token ids drawn at random (seed 0) "
+    "outside special tokens, masks all ones"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +135,10 @@ class Routing:
                 f"MoE routing assumed at capacity factor {self.factor:g}: experts fill up in order to "
                 f"{self.factor:g} x tokens*top_k/num_experts rows each"
             )
-        return "MoE routing assumed balanced: each expert receives tokens*top_k/num_experts rows (top-k / argmax picks spread evenly)"
+        return (
+            "MoE routing assumed balanced: each expert receives tokens*top_k/num_experts rows "
+            "(top-k / argmax picks spread evenly)"
+        )
 
 
 def _cpu_scalars_on_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -270,6 +281,8 @@ class DataDependentPolicy:
             return self._grouped_mm(func, args, kwargs)
         if func is aten._to_copy.default:
             return self._to_copy(func, args, kwargs)
+        if func is aten._amp_foreach_non_finite_check_and_unscale_.default:
+            return self._unscale(func, args, kwargs)
         if func in _FACTORIES:
             return self._factory(func, args, kwargs)
         if func in _CTC and args[0].device.type == "meta":
@@ -359,10 +372,10 @@ class DataDependentPolicy:
     def _attach(self, out: Any, values: Any, origins: frozenset[str]) -> None:
         outs, _ = tree_flatten(out)
         vals, _ = tree_flatten(values)
-        for meta, cpu in zip(outs, vals):
-            if isinstance(meta, torch.Tensor) and meta.device.type == "meta" and isinstance(cpu, torch.Tensor):
-                if not self._known(meta):  # views and in-place results share their input's shadow
-                    self._shadows.set(meta, cpu, origins)
+        for meta, cpu in zip(outs, vals, strict=False):
+            fresh = isinstance(meta, torch.Tensor) and meta.device.type == "meta" and not self._known(meta)
+            if fresh and isinstance(cpu, torch.Tensor):  # views and in-place results share their input's shadow
+                self._shadows.set(meta, cpu, origins)
 
     def _forget_written(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """An op that writes a shadowed storage without being run on values makes it unknown."""
@@ -424,6 +437,15 @@ class DataDependentPolicy:
         with torch._C.DisableTorchFunction(), torch.no_grad():
             return func(values, **rest, device=target)
 
+    def _unscale(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The scaler's inf check writes ``found_inf``; assume it found none (assumption 4)."""
+        out = func(*args, **kwargs)
+        found_inf = args[1]
+        if found_inf.device.type == "meta":
+            self._shadows.drop(found_inf)
+            self._shadows.set(found_inf, torch.zeros((), dtype=found_inf.dtype), frozenset({NOTE_NO_OVERFLOW}))
+        return out
+
     def _grouped_mm(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
             return func(*args, **kwargs)
@@ -448,7 +470,8 @@ class DataDependentPolicy:
         longest_input = time_steps
         for lengths, which in ((target_lengths, "target"), (input_lengths, "input")):
             known = self._values(lengths) if isinstance(lengths, torch.Tensor) and lengths.device.type == "meta" else None
-            values = known[0] if known is not None else (lengths if not isinstance(lengths, torch.Tensor) or lengths.device.type != "meta" else None)
+            on_host = not isinstance(lengths, torch.Tensor) or lengths.device.type != "meta"
+            values = known[0] if known is not None else (lengths if on_host else None)
             if values is not None and len(values):
                 longest = int(max(values.tolist() if isinstance(values, torch.Tensor) else values))
                 if which == "target":
@@ -531,7 +554,9 @@ def _unique2(x: torch.Tensor, sorted: bool = True, return_inverse: bool = False,
     )
 
 
-def _unique_consecutive(x: torch.Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None) -> Any:
+def _unique_consecutive(
+    x: torch.Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+) -> Any:
     if dim is not None:
         return _unique_dim(x, dim, True, return_inverse, return_counts)
     return _unique2(x, True, return_inverse, return_counts)

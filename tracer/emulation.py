@@ -12,13 +12,14 @@ import contextlib
 import math
 import sys
 import weakref
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 __all__ = ["AttentionCall", "KernelEmulation", "KernelRules"]
@@ -56,6 +57,11 @@ class KernelRules:
     """Runs SDPA with the target's kernel, or returns None to keep the math path."""
     workspaces: Callable[[Any, tuple[Any, ...], dict[str, Any]], list[int]] | None = None
     """Scratch bytes a kernel allocates inside an op (see ``MemoryTracer``)."""
+    output_layouts: Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any] | None = None
+    """``(op, args, kwargs, out) -> out`` restrided as the target's kernels allocate it, where
+    meta kernels pick other strides; applied under the tracer, so it sees the target's strides."""
+    functions: Mapping[Callable[..., Any], Callable[..., Any]] = field(default_factory=dict)
+    """Python functions run through the target's own composite where its C++ branches on the device."""
 
 
 _FUNCTION_ALIASES = {
@@ -84,6 +90,7 @@ class KernelEmulation(TorchFunctionMode):
         self._patched: list[Any] = []
         self._depth = 0
         self._original_maybe_autocast: Any = None
+        self._layouts = _OutputLayouts(rules.output_layouts) if rules.output_layouts else None
 
     @contextlib.contextmanager
     def autocast(self, dtype: torch.dtype | None = None, enabled: bool = True) -> Iterator[None]:
@@ -100,6 +107,8 @@ class KernelEmulation(TorchFunctionMode):
     def __enter__(self) -> KernelEmulation:
         if self._depth == 0:
             self._patch_maybe_autocast()
+            if self._layouts is not None:
+                self._layouts.__enter__()
         self._depth += 1
         return super().__enter__()
 
@@ -110,6 +119,8 @@ class KernelEmulation(TorchFunctionMode):
             self._depth -= 1
             if self._depth == 0:
                 self._restore_maybe_autocast()
+                if self._layouts is not None:
+                    self._layouts.__exit__(*exc)
 
     def checkpoint_contexts(self) -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:
         """``context_fn`` for ``torch.utils.checkpoint``: recompute runs inside autograd's engine,
@@ -155,6 +166,13 @@ class KernelEmulation(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.Tensor.__format__ and args[0].is_meta and args[0].dim() == 0:
             return format(args[0].item(), *args[1:])  # f"{t}" of a scalar: its value, per the tracer's policy
+        if func in (torch.tensor, torch.as_tensor) and _is_meta(kwargs.get("device")) and not kwargs.get("requires_grad"):
+            # torch/csrc/utils/tensor_new.cpp internal_new_from_data fills a host tensor and copies it
+            # to the device; for meta nothing is dispatched. A dispatched copy lets the tracer see the
+            # allocation and keep the values for a program that reads them back (.tolist()). Meta
+            # scalars in the data are read through the tracer's value policy, as the host reads them.
+            data = tree_map(lambda a: a.tolist() if isinstance(a, torch.Tensor) and a.is_meta else a, args[0])
+            return func(data, *args[1:], **{**kwargs, "device": "cpu"}).to("meta")
         name = _FUNCTION_ALIASES.get(getattr(func, "__name__", ""), getattr(func, "__name__", ""))
         enabled, dtype = self._autocast[-1] if self._autocast else (False, torch.float32)
         if enabled:
@@ -163,7 +181,18 @@ class KernelEmulation(TorchFunctionMode):
             out = self.rules.attention(_attention_call(*args, **kwargs))
             if out is not None:
                 return out
-        return func(*args, **kwargs)
+        replacement = self.rules.functions.get(func)
+        if replacement is None:
+            return func(*args, **kwargs)
+        if enabled and not self._listed(name):
+            # A composite on no autocast list: the ops inside it meet autocast, as at:: calls do.
+            with self:
+                return replacement(*args, **kwargs)
+        return replacement(*args, **kwargs)
+
+    def _listed(self, name: str) -> bool:
+        rules = self.rules
+        return any(name in ops for ops in (rules.lower_precision_ops, rules.fp32_ops, rules.fp32_dtype_ops, rules.promote_ops))
 
     def _autocast_args(self, name: str, dtype: torch.dtype, args: Any, kwargs: Any) -> tuple[Any, Any]:
         if name in self.rules.lower_precision_ops:
@@ -197,6 +226,23 @@ class KernelEmulation(TorchFunctionMode):
         cast = arg.to(dtype)
         self._cast_cache[id(arg)] = (weakref.ref(arg), cast)
         return cast
+
+
+class _OutputLayouts(TorchDispatchMode):
+    """Applies ``KernelRules.output_layouts`` to every op's result; entered before the tracer,
+    so it sits under it on the dispatch-mode stack."""
+
+    def __init__(self, rule: Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any]) -> None:
+        super().__init__()
+        self._rule = rule
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        return self._rule(func, args, kwargs, func(*args, **kwargs))
+
+
+def _is_meta(device: Any) -> bool:
+    return device is not None and torch.device(device).type == "meta"
 
 
 def _eligible(arg: Any) -> bool:

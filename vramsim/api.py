@@ -13,9 +13,9 @@ from vramsim.tracer.liveness import liveness
 from . import summary
 from .build import build_workload
 from .config import SimulationConfig
+from .device_memory import device_memory
 from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
-from .device_memory import device_memory
 from .report import Assumption, Report, advice_for
 from .targets import resolve_target
 from .tracing import trace_workload
@@ -149,6 +149,14 @@ def _run_notes(config: SimulationConfig, work: Any) -> list[Assumption]:
                     "a training step reads no KV cache",
                 )
             )
+    if work.scaler is not None:
+        notes.append(
+            Assumption(
+                name="grad_scaler",
+                detail="fp16 autocast trains with torch.amp.GradScaler (fp32 master weights, loss scaled by 2**16): "
+                "its scale, growth tracker, found_inf and inverse scale are traced",
+            )
+        )
     weights = next((p.dtype for p in work.model.parameters()), None)
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))

@@ -71,6 +71,7 @@ def build_workload(
         batch = (config.inputs or (lambda b, s: default_inputs(model, b, s, train=train)))(config.batch_size, config.seq_len)
     optimizer = _make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
+    scaler = _grad_scaler(model, device) if optimizer is not None and mixed == torch.float16 else None
     return Workload(
         model=model,
         task=config.task,
@@ -80,7 +81,21 @@ def build_workload(
         autocast=_autocast(mixed, device, emulation),
         max_new_tokens=config.max_new_tokens or 0,
         steps=config.steps,
+        scaler=scaler,
     )
+
+
+def _grad_scaler(model: torch.nn.Module, device: str) -> torch.amp.GradScaler:
+    """The AMP recipe for fp16 autocast: fp32 master weights and a ``GradScaler`` for the
+    device the step runs on (meta stands for the target; torch/amp/grad_scaler.py checks
+    CUDA availability for ``"cuda"`` only). bf16 autocast needs no scaler."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if any(p.dtype == torch.float16 for p in trainable):
+        raise ConfigError(
+            "fp16 autocast training scales the loss with a GradScaler, which cannot unscale fp16 gradients; "
+            "keep fp32 master weights (drop dtype=fp16) or use mixed_precision=bf16"
+        )
+    return torch.amp.GradScaler(torch.device(device).type)
 
 
 def _autocast(

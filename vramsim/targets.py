@@ -9,11 +9,13 @@ import torch
 
 from vramsim.estimators.devices import DeviceProfile, get_device
 from vramsim.tracer import autocast_lists
-from vramsim.tracer.attention import GpuAttention, cpu_attention, cpu_attention_workspaces
+from vramsim.tracer.attention import CUDNN_RUNTIME_VERSION, GpuAttention, cpu_attention, cpu_attention_workspaces
 from vramsim.tracer.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
+from vramsim.tracer.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
 from vramsim.tracer.emulation import KernelEmulation, KernelRules
-from vramsim.tracer.gpu_kernels import gpu_workspaces
+from vramsim.tracer.gpu_kernels import GPU_FUNCTIONS, gpu_workspaces
 from vramsim.tracer.mode import WorkspaceRule
+from vramsim.tracer.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
 
 from .report import Assumption
 
@@ -53,7 +55,9 @@ _CPU_RULES = KernelRules(
     fp32_ops=autocast_lists.CPU_FP32,
     promote_ops=autocast_lists.CPU_PROMOTE,
     attention=cpu_attention,
-    workspaces=combine_workspaces(cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces),
+    workspaces=combine_workspaces(cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces, onednn_conv_workspaces),
+    output_layouts=cpu_output_layouts,
+    functions=CPU_FUNCTIONS,
 )
 
 
@@ -74,8 +78,9 @@ def resolve_target(name: str) -> Target:
         fp32_ops=autocast_lists.CUDA_FP32,
         promote_ops=autocast_lists.CUDA_PROMOTE,
         fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
-        attention=GpuAttention(capability),
+        attention=GpuAttention(compute_capability=capability, rocm=profile.vendor == "amd"),
         workspaces=gpu_workspaces,
+        functions=GPU_FUNCTIONS,
     )
     note = Assumption(
         name="gpu_emulation",
@@ -83,7 +88,22 @@ def resolve_target(name: str) -> Target:
         "from PyTorch's source; not yet checked against a run on this GPU",
     )
     return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True,
-                  notes=(note,))  # fmt: skip
+                  notes=(note, *_sdpa_notes(rules.attention)))  # fmt: skip
+
+
+def _sdpa_notes(attention: Any) -> tuple[Assumption, ...]:
+    """Which SDPA kernel family leads on this GPU depends on the cuDNN the PyTorch build ships."""
+    if not isinstance(attention, GpuAttention) or not attention.prefers_cudnn():
+        return ()
+    major, minor = divmod(CUDNN_RUNTIME_VERSION, 10000)
+    return (
+        Assumption(
+            name="cudnn_attention",
+            detail=f"PyTorch 2.13's CUDA 13.0 wheels (cuDNN {major}.{minor // 100}) try cuDNN attention first on this GPU "
+            "(sdp_utils.cpp check_prefer_cudnn_attention); its backward scratch is cudnn-frontend's dQ accumulator and "
+            "softmax sum, the cuDNN engine's own workspace is not counted",
+        ),
+    )
 
 
 def _cpu_notes() -> tuple[Assumption, ...]:
@@ -92,10 +112,12 @@ def _cpu_notes() -> tuple[Assumption, ...]:
         name="cpu_threads",
         detail=f"CPU kernel scratch buffers are sized for {torch.get_num_threads()} threads (torch.get_num_threads())",
     )
-    if onednn_brgemm_isa() is not None:
+    unmodelled = []
+    if onednn_brgemm_isa() is None:
+        unmodelled.append("bf16 matmul scratch (modelled for AVX512-BF16 CPUs without AMX)")
+    if onednn_conv_isa() is None:
+        unmodelled.append("oneDNN fp32 convolution reorder buffers (modelled for AVX-512 CPUs without AMX)")
+    if not unmodelled:
         return (threads,)
-    isa = Assumption(
-        name="cpu_isa",
-        detail="bf16 matmul scratch is modelled for AVX512-BF16 CPUs without AMX only; on this CPU it is not counted",
-    )
+    isa = Assumption(name="cpu_isa", detail="; ".join(unmodelled) + ": not counted on this CPU")
     return threads, isa

@@ -43,6 +43,8 @@ class Workload:
     """Enters mixed precision for the forward pass (a null context without it)."""
     max_new_tokens: int
     steps: int
+    scaler: torch.amp.GradScaler | None = None
+    """fp16 autocast training's loss scaler (the AMP recipe); ``None`` otherwise."""
 
 
 def run_workload(work: Workload, observer: StepObserver) -> None:
@@ -59,24 +61,36 @@ def _train_step(work: Workload, observer: StepObserver) -> None:
     """Forward, backward, optimizer step, ``zero_grad(set_to_none=True)``.
 
     The model's outputs are dropped once the loss is computed, as the Hugging Face Trainer
-    does, so logits do not stay live through backward unless autograd saved them.
+    does, so logits do not stay live through backward unless autograd saved them. With a
+    scaler the step is torch.amp's recipe: ``scaler.scale(loss).backward()``,
+    ``scaler.step(optimizer)`` (unscale, inf check, step), ``scaler.update()``.
     """
     observer.set_phase(Phase.FORWARD)
     with work.autocast():
         loss = _compute_loss(work, observer)
     observer.set_phase(Phase.BACKWARD)
-    loss.backward()
+    (work.scaler.scale(loss) if work.scaler is not None else loss).backward()
     params = [p for p in work.model.parameters() if p.grad is not None]
     observer.mark((p.grad for p in params), Category.GRADIENT)
     del loss
     if work.optimizer is not None:
         observer.set_phase(Phase.OPTIMIZER)
-        work.optimizer.step()
+        _optimizer_step(work.optimizer, work.scaler)
         observer.mark(tensors_in(work.optimizer.state), Category.OPTIMIZER_STATE)
+        if work.scaler is not None:
+            observer.mark(tensors_in(work.scaler), Category.OPTIMIZER_STATE)
         work.optimizer.zero_grad(set_to_none=True)
     else:
         for param in params:
             param.grad = None
+
+
+def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+    if scaler is None:
+        optimizer.step()
+        return
+    scaler.step(optimizer)
+    scaler.update()
 
 
 def _compute_loss(work: Workload, observer: StepObserver) -> torch.Tensor:

@@ -22,24 +22,24 @@ def call(dtype: torch.dtype = torch.bfloat16, mask: bool = False, gqa: bool = Fa
 @pytest.mark.parametrize(
     ("capability", "kwargs", "expected"),
     [
-        ((9, 0), {}, "flash"),  # H100, bf16, causal, no mask
+        ((8, 0), {}, "flash"),  # A100, bf16, causal, no mask
         ((8, 0), {"gqa": True}, "flash"),  # flash handles grouped heads
-        ((9, 0), {"dtype": torch.float32}, "efficient"),  # flash has no fp32 kernel
-        ((9, 0), {"mask": True}, "efficient"),  # flash takes no explicit mask
-        ((9, 0), {"head_dim": 512}, "efficient"),  # flash stops at head dim 256
+        ((8, 0), {"dtype": torch.float32}, "efficient"),  # flash has no fp32 kernel
+        ((8, 0), {"mask": True}, "efficient"),  # flash takes no explicit mask
+        ((8, 0), {"head_dim": 512}, "efficient"),  # flash stops at head dim 256
         ((7, 5), {"dtype": torch.float16}, "efficient"),  # T4: no flash before sm80
         ((7, 0), {"dtype": torch.bfloat16}, "math"),  # V100: no bf16 kernels
-        ((9, 0), {"mask": True, "gqa": True}, "math"),  # efficient has no GQA
+        ((8, 0), {"mask": True, "gqa": True}, "math"),  # efficient has no GQA
     ],
 )
 def test_sdpa_backend_by_arch(capability: tuple[int, int], kwargs: dict, expected: str) -> None:
-    assert GpuAttention(capability).backend(call(**kwargs)) == expected
+    assert GpuAttention(compute_capability=capability).backend(call(**kwargs)) == expected
 
 
 def test_flash_saves_logsumexp_not_the_attention_matrix(tiny_llama) -> None:  # type: ignore[no-untyped-def]
-    """On H100 with bf16 autocast no (seq, seq) buffer exists; each layer saves a float32 logsumexp."""
+    """On A100 with bf16 autocast no (seq, seq) buffer exists; each layer saves a float32 logsumexp."""
     seq = 128
-    report = vramsim.simulate(tiny_llama, seq_len=seq, batch_size=2, device="h100", mixed_precision="bf16")
+    report = vramsim.simulate(tiny_llama, seq_len=seq, batch_size=2, device="a100", mixed_precision="bf16")
     math_report = vramsim.simulate(tiny_llama, seq_len=seq, batch_size=2, device="v100", mixed_precision="fp16")
     layer = next(r for r in report.layers if r.module == "model.layers.0")
     math_layer = next(r for r in math_report.layers if r.module == "model.layers.0")
@@ -76,8 +76,8 @@ def test_flash_backward_scratch_buffers(tiny_llama) -> None:  # type: ignore[no-
     from vramsim.targets import resolve_target
     from vramsim.tracing import trace_workload
 
-    target = resolve_target("h100")
-    config = SimulationConfig(batch_size=B, seq_len=L, device="h100", mixed_precision="bf16")
+    target = resolve_target("a100")
+    config = SimulationConfig(batch_size=B, seq_len=L, device="a100", mixed_precision="bf16")
     with target.emulation() as emulation:
         work = build_workload(tiny_llama, config, device="meta", emulation=emulation, foreach=True)
         trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
