@@ -5,17 +5,30 @@ defaults, keyed by ``model.main_input_name`` and the arguments ``forward`` accep
 
 - **text** (``input_ids``, also Perceiver's ``inputs``): ``batch x seq_len`` token ids;
 - **encoder-decoder** (``forward`` takes ``decoder_input_ids``): decoder ids of ``seq_len``
-  (capped at the decoder's ``max_target_positions``) beside the encoder input;
+  (capped at the decoder's ``max_target_positions``) beside the encoder input; a decoder of
+  audio codes in channels with a ``delay_pattern`` (Dia) gets ``batch x steps x num_channels``
+  codes as its processor lays out ``seq_len`` frames (bos, eos, the channels' delays), and
+  labels a row per channel;
 - **vision** (``pixel_values``): ``batch x num_channels x image_size x image_size`` from the
   config (or its ``vision_config``);
 - **audio** (``input_features`` / ``input_values``): what the model's feature extractor, built
   with its defaults, makes of ``seq_len`` frames of silence (``num_mel_bins``, the fixed 30 s
-  window of Whisper-like encoders, ``max_source_positions``...), or, without one, the shape
-  the config implies;
+  window of Whisper-like encoders, ``max_source_positions``...), or, where it cannot run (its
+  backend missing), the shape the config and the extractor's stated frame layout imply
+  (Granite Speech 5 stacks 2 mel frames, each with its deltas: ``seq_len / 2`` frames of
+  ``4 * num_mel_bins``);
+- **audio + text**: models that add audio to text position by position (Voxtral Realtime,
+  ``audio_length_per_tok`` in the config) get ``seq_len`` tokens and the features of
+  ``audio_length_per_tok`` frames per token; speech-to-text models whose frames carry a text
+  token and a codec's codes (Kyutai: ``num_codebooks`` and ``codebook_vocab_size``) get
+  ``batch x seq_len x (1 + num_codebooks)`` ids, labelled by the text;
 - **multimodal** (image + text): models that prepend the image to the text (GIT: ``forward``
   takes ``pixel_values``, the config has a ``vision_config`` and no image placeholder token)
-  get an image and the text; models that splice image features into placeholder tokens are
-  fed their text (the image part is optional there), and ``inputs=`` adds it.
+  get an image and the text; models that splice image features into placeholder tokens
+  (LLaVA, Gemma 3, ShieldGemma 2, PaliGemma, GOT-OCR2, Qwen2/2.5/3-VL, Idefics3, SmolVLM,
+  Mllama) get what their processor makes of one picture per sample, its placeholders inside
+  the ``seq_len`` tokens of text (``vramsim.image_text_inputs``); other placeholder families
+  are fed their text, and ``inputs=`` adds the image.
 
 NaFlex vision encoders (SigLIP 2) get pre-cut patches with their mask and grid, MusicGen
 decoders ``batch * num_codebooks`` code rows. When training, ``use_cache=False`` is passed where
@@ -38,6 +51,7 @@ import torch
 from vramsim.tracer.data_dependent import seed
 
 from .errors import UnsupportedError
+from .image_text_inputs import SplicedImage, spliced_image
 
 __all__ = ["default_inputs"]
 
@@ -99,21 +113,39 @@ class _Maker:
         codebooks = getattr(self.text_config, "num_codebooks", None)
         if type(self.model).__name__.startswith("Musicgen") and isinstance(codebooks, int):
             return self.audio_codes(main_input, codebooks)
-        ids = self.token_ids(self.seq)
+        if isinstance(codebooks, int) and getattr(self.text_config, "codebook_vocab_size", None):
+            return self.text_and_codes(main_input, codebooks)
+        image = spliced_image(self.model, self.config, self.params, self.batch, self.seq)
+        ids = self.token_ids(self.seq) if image is None else self.spliced_ids(image)
         batch: dict[str, Any] = {main_input: ids[0]}
         decoder = self.decoder_ids()
         if decoder is not None:
             batch["decoder_input_ids"] = decoder[0]
         if self._prepends_image():
             batch["pixel_values"] = self.pixels()
+        if image is not None:
+            extras = image.extras(ids[1]).items()
+            batch.update({k: seed(v, self.device) for k, v in extras})  # the pixels too: Idefics3 reads them
+        if "input_features" in self.params and isinstance(getattr(self.config, "audio_length_per_tok", None), int):
+            batch["input_features"] = self.aligned_audio()
         if "lang_ids" in self.params and getattr(self.config, "languages", None):
-            batch["lang_ids"] = seed(torch.zeros(self.batch, dtype=torch.long, device="cpu"), self.device)  # X-MOD: first language
-        if self.train and "labels" in self.params:
+            # X-MOD: the first language
+            batch["lang_ids"] = seed(torch.zeros(self.batch, dtype=torch.long, device="cpu"), self.device)
+        # an image classifier with a spliced image (ShieldGemma 2) passes its labels to its LM: it gets none
+        classifies = image is not None and type(self.model).__name__.endswith("ForImageClassification")
+        if self.train and "labels" in self.params and not classifies:
             batch["labels"] = self.labels(ids[1], decoder[1] if decoder is not None else None)
+            if image is not None:
+                batch["labels"] = image.labels(ids[1], self.device)
             if main_input == "inputs":  # Perceiver's decoder predicts max_position_embeddings positions
                 length = int(getattr(self.config, "max_position_embeddings", 0) or self.seq)
                 batch["labels"] = seed(self._ids(length), self.device)
         return self.no_cache(batch)
+
+    def spliced_ids(self, image: SplicedImage) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids with the image's block at the start (on the device, and on the CPU)."""
+        values = image.input_ids(self._ids(self.seq))
+        return seed(values, self.device), values
 
     def _prepends_image(self) -> bool:
         """Image + text models that prepend the image to the text (GIT) need no placeholder
@@ -124,7 +156,8 @@ class _Maker:
 
     def no_cache(self, batch: dict[str, Any]) -> dict[str, Any]:
         """A training step reads no KV cache, so none is built (``use_cache=False``)."""
-        if self.train and ("use_cache" in self.params or (self.takes_kwargs and getattr(self.config, "use_cache", False) is True)):
+        takes_cache = "use_cache" in self.params or (self.takes_kwargs and getattr(self.config, "use_cache", False) is True)
+        if self.train and takes_cache:
             batch["use_cache"] = False
         return batch
 
@@ -136,6 +169,23 @@ class _Maker:
             labels = values.reshape(self.batch, codebooks, self.seq).transpose(1, 2).contiguous()
             batch["labels"] = seed(labels, self.device)
         return self.no_cache(batch)
+
+    def text_and_codes(self, main_input: str, codebooks: int) -> dict[str, Any]:
+        """Kyutai speech-to-text: every frame holds a text token and the codec's ``num_codebooks`` codes
+        (``batch x seq_len x (1 + num_codebooks)``, as its ``generate`` builds them); labels are the text."""
+        text = self._ids(self.seq)
+        codes = self._ids(self.seq * codebooks, vocab=int(self.text_config.codebook_vocab_size))
+        frames = torch.cat([text.unsqueeze(-1), codes.reshape(self.batch, self.seq, codebooks)], dim=-1)
+        batch: dict[str, Any] = {main_input: seed(frames, self.device)}
+        if self.train and "labels" in self.params:
+            batch["labels"] = seed(text.clone(), self.device)
+        return self.no_cache(batch)
+
+    def aligned_audio(self) -> torch.Tensor:
+        """Voxtral Realtime adds its audio to its text position by position: the mel features of
+        ``audio_length_per_tok`` frames per token, as its processor pads the two to match."""
+        features, _ = self.audio_features("input_features", frames=self.seq * int(self.config.audio_length_per_tok))
+        return features
 
     def vision(self) -> dict[str, Any]:
         if "spatial_shapes" in self.params:
@@ -182,8 +232,11 @@ class _Maker:
     # -- pieces ------------------------------------------------------------------------------
 
     def token_ids(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(ids on the device, their values on the CPU)."""
-        values = self._ids(length)
+        """(ids on the device, their values on the CPU), in the encoder's vocabulary where the
+        encoder has its own config (Dia's byte encoder beside its audio-code decoder)."""
+        encoder = getattr(self.config, "encoder_config", None) or getattr(self.config, "encoder", None)
+        own = "decoder_input_ids" in self.params and isinstance(getattr(encoder, "vocab_size", None), int)
+        values = self._ids(length, config=encoder if own else None)
         return seed(values, self.device), values
 
     def decoder_ids(self) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -191,13 +244,27 @@ class _Maker:
             return None
         decoder = getattr(self.config, "decoder", None)
         source = decoder if decoder is not None and hasattr(decoder, "vocab_size") else self.text_config
+        delays = getattr(self.config, "delay_pattern", None)
+        if isinstance(delays, list) and delays and getattr(source, "num_channels", None) == len(delays):
+            return self.delayed_codes(source, delays)
         limit = getattr(source, "max_target_positions", None) or getattr(self.config, "max_target_positions", None)
         length = min(self.seq, int(limit)) if isinstance(limit, int) and limit > 0 else self.seq
         values = self._ids(length, config=source)
         return seed(values, self.device), values
 
+    def delayed_codes(self, source: Any, delays: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dia's decoder: ``batch x length x num_channels`` audio codes. Its processor, training, makes
+        bos + ``seq_len`` frames + eos, spreads the channels by the delay pattern and drops the last
+        step (the labels' shift): ``seq_len + 1 + max(delay_pattern)`` steps."""
+        length, channels = self.seq + 1 + max(delays), len(delays)
+        values = self._ids(length, config=source, rows=self.batch * channels)
+        values = values.reshape(self.batch, channels, length).transpose(1, 2).contiguous()
+        return seed(values, self.device), values
+
     def labels(self, ids: torch.Tensor, decoder: torch.Tensor | None) -> torch.Tensor:
         name = type(self.model).__name__
+        if decoder is not None and decoder.dim() == 3:  # channel codes (Dia): a row per channel, as its logits
+            return seed(decoder.transpose(1, 2).reshape(-1, decoder.shape[1]).contiguous(), self.device)
         if name.endswith(("ForSequenceClassification", "ForImageClassification", "ForAudioClassification")):
             return self.class_labels()
         if name.endswith("ForTokenClassification"):
@@ -213,9 +280,11 @@ class _Maker:
         channels = int(_first(config, self.config, names=("num_channels", "in_channels", "in_chans"), default=3))
         return torch.randn(self.batch, channels, *size)
 
-    def audio_features(self, main_input: str) -> tuple[torch.Tensor, dict[str, Any]]:
-        """The feature extractor's output for ``seq_len`` frames of silence (the main input and the
-        masks it returns by default that ``forward`` takes), else the shape the config implies."""
+    def audio_features(self, main_input: str, frames: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The feature extractor's output for ``frames`` (default ``seq_len``) frames of silence (the
+        main input and the masks it returns by default that ``forward`` takes), else the shape the
+        config and the extractor's stated frame layout imply."""
+        frames = frames or self.seq
         extractor = _feature_extractor(self.config)
         # raw-audio encoders subsample by their conv strides; spectrogram ones by the extractor's hop
         strided = isinstance(getattr(self.config, "conv_stride", None), (list, tuple))
@@ -224,31 +293,40 @@ class _Maker:
             rate = int(getattr(extractor, "sampling_rate", 16_000) or 16_000)
             try:
                 with torch.device("cpu"):
-                    made = extractor([_silence(self.seq * hop)] * self.batch, sampling_rate=rate, return_tensors="pt")
+                    made = extractor([_silence(frames * hop)] * self.batch, sampling_rate=rate, return_tensors="pt")
                 value = made.get(main_input)
                 if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() >= 2:
                     extra = {
                         key: seed(mask, self.device)
                         for key, mask in made.items()
-                        if key != main_input and key in self.params and isinstance(mask, torch.Tensor) and not mask.is_floating_point()
+                        if key != main_input and key in self.params
+                        and isinstance(mask, torch.Tensor) and not mask.is_floating_point()
                     }
                     return value.to(self.device), extra
-            except Exception:  # noqa: BLE001 - an extractor that needs more than defaults: use the config
+            except Exception:
                 pass
         if main_input in ("input_values", "inputs"):
-            return torch.randn(self.batch, self.seq * hop), {}
+            return torch.randn(self.batch, frames * hop), {}
         bins = _mel_bins(self.config)
         channels = int(getattr(self.config, "input_channels", 1) or 1)
         source = getattr(self.config, "max_source_positions", None)
         if "whisper" in getattr(self.config, "model_type", "") and source:
             return torch.randn(self.batch, int(bins), 2 * int(source)), {}
-        return torch.randn(self.batch, self.seq, int(bins) * channels), {}
+        stacking, expansion = _frame_layout(self.config)
+        if stacking * expansion > 1:  # the extractor stacks frames (its backend is missing): its layout, its mask
+            frames = -(-frames // stacking)
+            mask = torch.ones(self.batch, frames, dtype=torch.long, device="cpu")
+            extra = {"attention_mask": seed(mask, self.device)} if "attention_mask" in self.params else {}
+            return torch.randn(self.batch, frames, int(bins) * channels * stacking * expansion), extra
+        return torch.randn(self.batch, frames, int(bins) * channels), {}
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _ids(self, length: int, *, config: Any = None, low: int = 0, rows: int | None = None) -> torch.Tensor:
+    def _ids(
+        self, length: int, *, config: Any = None, low: int = 0, rows: int | None = None, vocab: int | None = None
+    ) -> torch.Tensor:
         config = config or self.text_config
-        vocab = max(int(getattr(config, "vocab_size", 0) or getattr(self.config, "vocab_size", 0) or 2), 2)
+        vocab = max(int(vocab or getattr(config, "vocab_size", 0) or getattr(self.config, "vocab_size", 0) or 2), 2)
         special = _special_tokens(self.config, config)
         values = torch.randint(low, vocab, (rows or self.batch, length), generator=self._generator, device="cpu")
         ordinary = [i for i in range(low, min(vocab, low + len(special) + 2)) if i not in special]
@@ -276,9 +354,8 @@ def _special_tokens(*configs: Any) -> set[int]:
 
 def _special_tokens_named(config: Any, prefixes: tuple[str, ...]) -> bool:
     sources = [config, getattr(config, "text_config", None)]
-    return any(
-        key.startswith(prefixes) for source in sources if source is not None for key, value in vars(source).items() if value is not None
-    )
+    names = (key for source in sources if source is not None for key, value in vars(source).items() if value is not None)
+    return any(key.startswith(prefixes) for key in names)
 
 
 def _first(config: Any, fallback: Any, *, names: tuple[str, ...], default: Any) -> Any:
@@ -293,7 +370,8 @@ def _first(config: Any, fallback: Any, *, names: tuple[str, ...], default: Any) 
 def _mel_bins(config: Any, default: Any = 80) -> Any:
     """Feature bins the audio encoder expects: in the config or its encoder / audio sub-config."""
     names = ("feature_projection_input_dim", "num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "input_dim")
-    for source in (config, getattr(config, "encoder_config", None), getattr(config, "audio_config", None), getattr(config, "encoder", None)):
+    nested = (getattr(config, name, None) for name in ("encoder_config", "audio_config", "encoder"))
+    for source in (config, *nested):
         if source is not None:
             for name in names:
                 value = getattr(source, name, None)
@@ -312,14 +390,36 @@ def _conv_hop(config: Any) -> int:
     return AUDIO_HOP
 
 
+def _extractor_class(config: Any) -> Any:
+    """The model type's feature extractor class, if it has one. Where its backend (torchaudio,
+    librosa) is missing, transformers exports a placeholder; the class itself is read from its module."""
+    import importlib
+
+    import transformers
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(config, "model_type", ""))
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if cls is not None and getattr(cls, "is_dummy", False):
+        cls = getattr(importlib.import_module(cls.__module__), name, None)
+    return cls
+
+
+def _frame_layout(config: Any) -> tuple[int, int]:
+    """``(frame_stacking, delta_expansion)`` that the feature extractor states: consecutive mel
+    frames stacked into one encoder frame, each with its deltas (Granite Speech 5: 2 and 2)."""
+    try:
+        cls = _extractor_class(config)
+    except Exception:  # an extractor module that does not import states no layout
+        return 1, 1
+    layout = (getattr(cls, "frame_stacking", 1), getattr(cls, "delta_expansion", 1))
+    return tuple(v if isinstance(v, int) and v > 0 else 1 for v in layout)  # type: ignore[return-value]
+
+
 def _feature_extractor(config: Any) -> Any:
     """The model type's feature extractor with its defaults (processor defaults), if it has one."""
     try:
-        from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
-        import transformers
-
-        name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(config, "model_type", ""))
-        cls = getattr(transformers, name, None) if name else None
+        cls = _extractor_class(config)
         if cls is None:
             return None
         kwargs: dict[str, Any] = {}
@@ -328,7 +428,7 @@ def _feature_extractor(config: Any) -> Any:
         if bins and "feature_size" in accepted:
             kwargs["feature_size"] = bins
         return cls(**kwargs)
-    except Exception:  # noqa: BLE001 - optional dependencies (torchaudio, librosa) may be missing
+    except Exception:
         return None
 
 

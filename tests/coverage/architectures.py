@@ -12,15 +12,18 @@ Every architecture of the mappings below is built from its default config
 Where a default config leaves unset (None) a size the model needs, the value its code would
 derive is filled in (``head_dim = hidden_size // num_attention_heads``, ``num_key_value_heads =
 num_attention_heads``, ``layer_types`` all full attention, RoPE theta 10000 per layer type),
-and unset MoE sizes become 8 experts, top-2; a causal-LM head of an
-encoder architecture gets ``is_decoder=True``, as its docs require. ``SEQ_LENS`` lists the
-models that train only at one length.
+and unset MoE sizes become 8 experts, top-2; a Gemma 3 projector whose patch side does not
+pool to ``mm_tokens_per_image`` (the default config's 14 patches to 16) gets one token per
+patch; a causal-LM head of an encoder architecture gets ``is_decoder=True``, as its docs
+require. ``SEQ_LENS`` lists the models that train only at one length; image + text models
+with placeholder tokens train at ``IMAGE_TEXT_SEQ_LEN``, room for their image.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 import warnings
 from typing import Any
 
@@ -29,6 +32,7 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.models.auto import modeling_auto
 
 import vramsim
+from vramsim.image_text_inputs import splices_image
 
 MAPPINGS: dict[str, dict[str, str]] = {
     "causal-lm": dict(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
@@ -55,6 +59,9 @@ _LAYER_COUNTS = (
 )  # fmt: skip
 SEQ_LENS = {"reformer": 4096}
 """Reformer's axial position embeddings train only at their full length (64 x 64)."""
+IMAGE_TEXT_SEQ_LEN = 320
+"""Image + text models fed a spliced image (``vramsim.image_text_inputs``): one image's block (256 placeholders and markers
+for GOT-OCR2, 196 + 4 for Gemma 3) and some text."""
 _MIN_LAYERS = {"zamba": 11}
 """Model types whose layers share weights across a period: two periods are kept."""
 _PERIODS = (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset"))
@@ -86,16 +93,24 @@ def small_config(model_type: str, class_name: str) -> PretrainedConfig:
 def trace(model_type: str, class_name: str, device: str, mapping: str = "") -> vramsim.Report:
     """One training step (twice) of the architecture on ``device``.
 
-    A head whose ``forward`` takes no ``labels`` (so computes no loss) is trained on the mean of
-    its first output, through ``simulate``'s ``loss=``.
+    A head that returns no loss (its ``forward`` takes no ``labels``, or, like ShieldGemma 2's,
+    drops it) is trained on the mean of its first output, through ``simulate``'s ``loss=``.
     """
     config = small_config(model_type, class_name)
     cls = getattr(transformers, class_name)
-    loss = None if "labels" in inspect.signature(cls.forward).parameters else _mean_of_first_output
     seq_len = SEQ_LENS.get(model_type, AUDIO_SEQ_LEN if mapping in AUDIO_MAPPINGS else SEQ_LEN)
+    if "pixel_values" in inspect.signature(cls.forward).parameters and splices_image(config):
+        seq_len = IMAGE_TEXT_SEQ_LEN
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return vramsim.simulate(config, model_class=class_name, task="train", batch_size=BATCH_SIZE, seq_len=seq_len, device=device, loss=loss)
+        return vramsim.simulate(
+            config, model_class=class_name, task="train", batch_size=BATCH_SIZE, seq_len=seq_len, device=device, loss=_loss
+        )
+
+
+def _loss(outputs: Any) -> Any:
+    loss = getattr(outputs, "loss", None)
+    return loss if loss is not None else _mean_of_first_output(outputs)
 
 
 def _mean_of_first_output(outputs: Any) -> Any:
@@ -127,6 +142,11 @@ def _repair(config: PretrainedConfig, seen: set[int]) -> None:
         config.layer_types = ["full_attention"] * attrs["num_hidden_layers"]
     if rope == {} and isinstance(attrs.get("layer_types"), list):
         config.rope_parameters = {kind: {"rope_type": "default", "rope_theta": 10000.0} for kind in set(attrs["layer_types"])}
+    tokens, vision = attrs.get("mm_tokens_per_image"), attrs.get("vision_config")
+    if isinstance(tokens, int) and vision is not None:  # Gemma 3 pools a side of patches to sqrt(tokens)
+        side = vision.image_size // vision.patch_size
+        if side % int(tokens**0.5):
+            config.mm_tokens_per_image = side * side
     if "n_shared_experts" in attrs and attrs["n_shared_experts"] is None:
         config.n_shared_experts = 1
     if "vocab_size" in attrs and attrs["vocab_size"] is None:  # a template without a tokenizer (ESM)
@@ -178,7 +198,7 @@ def _layer_indices(name: str, value: Any, count: int) -> bool:
         and isinstance(value, (list, tuple))
         and len(value) > 0
         and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < count for v in value)
-        and all(a < b for a, b in zip(value, value[1:]))
+        and all(a < b for a, b in itertools.pairwise(value))
         and (len(value) < count or list(value) == list(range(count)))
     )
 

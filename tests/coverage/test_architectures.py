@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import architectures
+import pytest
 
 TARGET = 0.95
 """Share of each mapping that must trace."""
@@ -57,7 +56,7 @@ def trace_case(case: tuple[str, str, str]) -> list[Outcome]:
         signal.alarm(CASE_SECONDS)
         try:
             architectures.trace(model_type, class_name, target, mapping)
-        except BaseException as exc:  # noqa: BLE001 - every failure is a result here
+        except BaseException as exc:
             error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         finally:
             signal.alarm(0)
@@ -97,9 +96,6 @@ def known_failures() -> dict[tuple[str, str], tuple[set[str], str]]:
 
 
 BELOW_TARGET = {
-    "image-classification": "timm and natten are not installed; ShieldGemma 2 needs image placeholder tokens",
-    "speech-seq2seq": "audio-code decoders (Dia, Kyutai) and audio beside text (Voxtral Realtime) are not synthesised",
-    "ctc": "Granite Speech 5 CTC's stacked frames are not synthesised (13/14)",
 }
 """Mappings under ``TARGET`` today, and why (details in KNOWN_FAILURES.md). Strict: once one
 reaches the target its entry must go."""

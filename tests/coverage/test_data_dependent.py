@@ -101,8 +101,10 @@ def test_moe_routing_option_is_checked() -> None:
 
 
 def test_simulate_reports_the_routing_it_assumed() -> None:
-    config = transformers.MixtralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                                        num_key_value_heads=2, vocab_size=100, num_local_experts=4, num_experts_per_tok=2)  # fmt: skip
+    config = transformers.MixtralConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=100, num_local_experts=4, num_experts_per_tok=2,
+    )  # fmt: skip
     config._experts_implementation = "eager"
     peaks = {}
     for routing in ("balanced", "worst-case"):
