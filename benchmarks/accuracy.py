@@ -27,12 +27,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ground_truth"))
 
 from ground_truth_cases import CASES, Case
-from vramsim.tracer.categories import Category, Phase
 
 from vramsim import simulate
 from vramsim.build import build_workload
 from vramsim.config import SimulationConfig
 from vramsim.measure import measure_cpu
+from vramsim.tracer.categories import Category, Phase
 from vramsim.workload import Workload, run_workload
 
 
@@ -118,7 +118,7 @@ def main() -> None:
         vramsim_errors.append(abs(error))
         try:
             tracked = memtracker_peak(case)
-        except Exception as exc:  # noqa: BLE001 - any failure is reported as "cannot run"
+        except Exception as exc:
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:90].replace("|", "/")
             tracker_cells = ["cannot run", reason]
         else:

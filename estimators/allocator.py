@@ -381,10 +381,7 @@ class CachingAllocator:
     def _split(self, block: _Block, size: int) -> None:
         """``alloc_found_block``: cut ``size`` off the front; the rest goes back to the pool."""
         remaining = block.size - size
-        if block.pool.small or self._expandable:
-            split = remaining >= _MIN_BLOCK_SIZE
-        else:
-            split = remaining > _SMALL_SIZE
+        split = remaining >= _MIN_BLOCK_SIZE if block.pool.small or self._expandable else remaining > _SMALL_SIZE
         if not split:
             return
         self._insert_free(_cut(block, size, mapped=True))

@@ -8,8 +8,8 @@ import os
 # instead of after connection retries.
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-import pytest  # noqa: E402
-import transformers  # noqa: E402
+import pytest
+import transformers
 
 
 @pytest.fixture

@@ -17,7 +17,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "trace", "meta-llama/Llama-3.2-1B", "--task", "forward", "--seq-len", "32", "--device", "cpu", "--json")
+    code, out, _ = run(
+        capsys, "trace", "meta-llama/Llama-3.2-1B", "--task", "forward", "--seq-len", "32", "--device", "cpu", "--json"
+    )
     assert code == 0
     data = json.loads(out)
     assert {"peak_bytes", "parameters", "breakdown", "peak_at", "layers", "target", "assumptions"} <= set(data)

@@ -41,7 +41,9 @@ def _workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lora-targets", default="all-linear", help="comma-separated module names for LoRA")
     parser.add_argument("--model-class", default=None, help="transformers class, e.g. AutoModelForSequenceClassification")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow code from the model's Hub repository")
-    parser.add_argument("--moe-routing", default="balanced", help="MoE expert load: balanced, worst-case or capacity:F (default: balanced)")
+    parser.add_argument(
+        "--moe-routing", default="balanced", help="MoE expert load: balanced, worst-case or capacity:F (default: balanced)"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -57,7 +59,9 @@ def _build_parser() -> argparse.ArgumentParser:
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     trace.add_argument("--headroom", type=float, default=0.10, help="share of device memory kept free (default 0.10)")
-    trace.add_argument("--expandable-segments", action="store_true", help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    trace.add_argument(
+        "--expandable-segments", action="store_true", help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    )
     return parser
 
 

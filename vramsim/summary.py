@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import networkx as nx
 import torch
@@ -16,7 +16,7 @@ from vramsim.tracer.records import Trace
 
 from .report import LayerRow, PeakSite
 
-__all__ = ["LayerSpec", "Steady", "count_parameters", "layer_specs", "layer_rows", "steady_peak"]
+__all__ = ["LayerSpec", "Steady", "count_parameters", "layer_rows", "layer_specs", "steady_peak"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +116,7 @@ def _row_finder(names: tuple[str, ...]) -> Callable[[str], str | None]:
     """Map a module path to the table row that contains it (or None), memoised."""
     rows = set(names)
 
-    @lru_cache(maxsize=None)
+    @cache
     def row_of(module: str) -> str | None:
         path = module
         while path:

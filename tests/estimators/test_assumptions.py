@@ -31,9 +31,9 @@ def _by_counter(items: list[Overhead]) -> dict[str, int]:
 
 def test_source_figures_are_the_ones_in_pytorch_and_nccl() -> None:
     assert CUBLAS_WORKSPACE_BYTES_DEFAULT == 8_519_680
-    assert CUBLAS_WORKSPACE_BYTES_SM90_PLUS == 32 * MiB
-    assert HIPBLAS_WORKSPACE_BYTES_GFX94_95 == 128 * MiB
-    assert HIPBLASLT_WORKSPACE_BYTES == 76 * MiB
+    assert 32 * MiB == CUBLAS_WORKSPACE_BYTES_SM90_PLUS
+    assert 128 * MiB == HIPBLAS_WORKSPACE_BYTES_GFX94_95
+    assert 76 * MiB == HIPBLASLT_WORKSPACE_BYTES
     assert NCCL_LL_BUFFER_BYTES == 512 * 1024
     assert NCCL_LL128_BUFFER_BYTES == 4_915_200
 
