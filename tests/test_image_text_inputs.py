@@ -437,12 +437,8 @@ def test_pixtral_rows_match_the_processor(merge: int) -> None:
     assert ours["image_sizes"].tolist() == real["image_sizes"].tolist() * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CPU sum of Aria's bool patch mask to int64 first casts all 2 x 490 x 490 values to int64 "
-    "(ReduceOps.cpp sum_out -> make_reduction_from_out_ty): a 3.8 MB transient the tracer has no rule for",
-)
 def test_a_tiny_aria_forward_matches_the_real_cpu_run() -> None:
+    """Aria sums its bool patch mask to int64, which first copies the mask to int64 (tracer/reductions.py)."""
     options = {"task": "forward", "batch_size": 2, "seq_len": 16, "model_class": "AriaForConditionalGeneration"}
     predicted = simulate(aria_config(), device="cpu", **options).peak_bytes
     measured = measure_cpu(aria_config(), SimulationConfig(device="cpu", **options)).peak_bytes

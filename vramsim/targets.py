@@ -16,6 +16,7 @@ from vramsim.tracer.emulation import KernelEmulation, KernelRules
 from vramsim.tracer.gpu_kernels import GPU_FUNCTIONS, gpu_workspaces
 from vramsim.tracer.mode import WorkspaceRule
 from vramsim.tracer.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
+from vramsim.tracer.reductions import reduction_copies
 
 from .report import Assumption
 
@@ -55,10 +56,14 @@ _CPU_RULES = KernelRules(
     fp32_ops=autocast_lists.CPU_FP32,
     promote_ops=autocast_lists.CPU_PROMOTE,
     attention=cpu_attention,
-    workspaces=combine_workspaces(cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces, onednn_conv_workspaces),
+    workspaces=combine_workspaces(
+        cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces, onednn_conv_workspaces, reduction_copies(cuda=False)
+    ),
     output_layouts=cpu_output_layouts,
     functions=CPU_FUNCTIONS,
 )
+
+_GPU_WORKSPACES = combine_workspaces(gpu_workspaces, reduction_copies(cuda=True))
 
 
 def resolve_target(name: str) -> Target:
@@ -79,7 +84,7 @@ def resolve_target(name: str) -> Target:
         promote_ops=autocast_lists.CUDA_PROMOTE,
         fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
         attention=GpuAttention(compute_capability=capability, rocm=profile.vendor == "amd"),
-        workspaces=gpu_workspaces,
+        workspaces=_GPU_WORKSPACES,
         functions=GPU_FUNCTIONS,
     )
     note = Assumption(
