@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,13 @@ def synthesised(config: Any, class_name: str, seq_len: int, *, train: bool = Tru
 def processed(processor: Any, prompt: str) -> dict[str, Any]:
     picture = np.zeros((IMAGE_SIDE, IMAGE_SIDE, 3), dtype=np.uint8)
     return dict(processor(text=[prompt], images=[[picture]], return_tensors="pt"))
+
+
+def assert_matches_the_real_cpu_run(config: Callable[[], Any], **options: Any) -> None:
+    """The predicted peak of the step is within 0.5% of the same step run for real on the CPU."""
+    predicted = simulate(config(), device="cpu", **options).peak_bytes
+    measured = measure_cpu(config(), SimulationConfig(device="cpu", **options)).peak_bytes
+    assert predicted / measured == pytest.approx(1.0, abs=0.005), f"predicted {predicted:,} B, measured {measured:,} B"
 
 
 def llava_config() -> Any:
@@ -153,18 +161,14 @@ def test_an_image_longer_than_seq_len_is_refused() -> None:
 def test_a_tiny_llava_with_its_image_matches_the_real_cpu_run(task: str) -> None:
     """The predicted peak of a step fed the synthesised image matches the real CPU run."""
     options = {"task": task, "batch_size": 2, "seq_len": 32}
-    predicted = simulate(llava_config(), device="cpu", **options).peak_bytes
-    measured = measure_cpu(llava_config(), SimulationConfig(device="cpu", **options)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+    assert_matches_the_real_cpu_run(llava_config, **options)
 
 
 def test_a_tiny_qwen2_vl_with_its_image_matches_the_real_cpu_run() -> None:
     """Qwen2-VL reads its grid back from tensors it builds with ``torch.tensor(..., device=...)``
     (rope indices, merge sizes): the trace keeps those values and matches the real run."""
     options = {"task": "train", "batch_size": 2, "seq_len": 300, "model_class": "Qwen2VLForConditionalGeneration"}
-    predicted = simulate(qwen2_vl_config(), device="cpu", **options).peak_bytes
-    measured = measure_cpu(qwen2_vl_config(), SimulationConfig(device="cpu", **options)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+    assert_matches_the_real_cpu_run(qwen2_vl_config, **options)
 
 
 # -- Idefics3 / SmolVLM: tiles of a pixel-shuffled tower ---------------------------------------
@@ -222,9 +226,7 @@ def test_smolvlm_tiles_match_the_processor_prompt() -> None:
 def test_a_tiny_idefics3_with_its_tiles_matches_the_real_cpu_run() -> None:
     """Idefics3 drops all-zero (padding) tiles, reading the pixel values: the trace knows them."""
     options = {"task": "train", "batch_size": 2, "seq_len": 120, "model_class": "Idefics3ForConditionalGeneration"}
-    predicted = simulate(idefics3_config(), device="cpu", **options).peak_bytes
-    measured = measure_cpu(idefics3_config(), SimulationConfig(device="cpu", **options)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+    assert_matches_the_real_cpu_run(idefics3_config, **options)
 
 
 # -- Mllama: one token, cross-attention to the tiles -------------------------------------------
@@ -266,9 +268,7 @@ def test_mllama_tiles_and_cross_attention_match_the_processor() -> None:
 
 def test_a_tiny_mllama_with_its_tiles_matches_the_real_cpu_run() -> None:
     options = {"task": "train", "batch_size": 2, "seq_len": 16, "model_class": "MllamaForConditionalGeneration"}
-    predicted = simulate(mllama_config(), device="cpu", **options).peak_bytes
-    measured = measure_cpu(mllama_config(), SimulationConfig(device="cpu", **options)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+    assert_matches_the_real_cpu_run(mllama_config, **options)
 
 
 # -- anyres: LLaVA-NeXT and LLaVA-OneVision ----------------------------------------------------
@@ -306,9 +306,7 @@ def test_llava_next_placeholders_match_the_processor() -> None:
 
 def test_a_tiny_llava_next_with_its_crops_matches_the_real_cpu_run() -> None:
     options = {"task": "train", "batch_size": 2, "seq_len": 120, "model_class": "LlavaNextForConditionalGeneration"}
-    predicted = simulate(llava_next_config(), device="cpu", **options).peak_bytes
-    measured = measure_cpu(llava_next_config(), SimulationConfig(device="cpu", **options)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+    assert_matches_the_real_cpu_run(llava_next_config, **options)
 
 
 def bare_processor(cls: type, **attributes: Any) -> Any:
@@ -440,6 +438,4 @@ def test_pixtral_rows_match_the_processor(merge: int) -> None:
 def test_a_tiny_aria_forward_matches_the_real_cpu_run() -> None:
     """Aria sums its bool patch mask to int64, which first copies the mask to int64 (tracer/reductions.py)."""
     options = {"task": "forward", "batch_size": 2, "seq_len": 16, "model_class": "AriaForConditionalGeneration"}
-    predicted = simulate(aria_config(), device="cpu", **options).peak_bytes
-    measured = measure_cpu(aria_config(), SimulationConfig(device="cpu", **options)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+    assert_matches_the_real_cpu_run(aria_config, **options)
