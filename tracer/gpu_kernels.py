@@ -3,6 +3,7 @@ and fused kernels that meta tensors only reach through their decomposition."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -10,10 +11,11 @@ import torch.nn.functional as F
 
 from .cpu_layout import suggest_memory_format
 
-__all__ = ["GPU_FUNCTIONS", "cuda_cross_entropy", "gpu_rms_norm", "gpu_workspaces"]
+__all__ = ["GPU_FUNCTIONS", "GpuWorkspaces", "cuda_cross_entropy", "efficient_backward_workspace", "gpu_rms_norm"]
 
 _FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
 _CUDNN_BACKWARD = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
+_EFFICIENT_BACKWARD = torch.ops.aten._scaled_dot_product_efficient_attention_backward.default
 _EMBEDDING_BACKWARD = torch.ops.aten.embedding_dense_backward.default
 
 
@@ -52,6 +54,144 @@ def cudnn_backward_workspace(args: tuple[Any, ...]) -> int:
     return batch * heads * seq_q * (head_dim + 1) * 4
 
 
+# -- memory-efficient attention backward (CUTLASS, CUDA) ----------------------------------------
+# Read at pytorch commits 00afd8f2 (transformers/cuda/attention_backward.cu), 00f993df
+# (mem_eff_attention/kernel_backward.h) and 045a976c (mem_eff_attention/kernels/generate_kernels.py),
+# the stored versions; the installed torch 2.13.0 is cf30153c.
+
+_OPTIN_SHARED_MEMORY_KIB = {
+    (7, 0): 96, (7, 5): 64, (8, 0): 163, (8, 6): 99, (8, 7): 163, (8, 9): 99,
+    (9, 0): 227, (10, 0): 227, (12, 0): 99, (12, 1): 99,
+}  # fmt: skip
+"""``cudaDeviceProp::sharedMemPerBlockOptin`` by compute capability (CUDA C++ Programming Guide,
+"Technical Specifications per Compute Capability": maximum shared memory per thread block)."""
+
+EFFICIENT_BACKWARD_ROW128_SMEM_KIB = {70: 64, 75: 64, 80: 99}
+"""Assumption: the backward kernels with 128-query blocks (``kBlockSizeI`` = 128) need more opt-in
+shared memory per block than this many KiB, per kernel family (sm70/sm75 kernels: two-stage,
+no preload; sm80 kernels: multistage, preloaded). ``launchKernel`` skips a kernel whose
+``sizeof(SharedStorage)`` exceeds ``sharedMemPerBlockOptin``; that size is CUTLASS's and not
+computed here. generate_kernels.py says the 64-row fallback exists "for GPUs with less shmem
+(Sm75, Sm86 ...)" and generates sequence-aligned 128-row variants only for sm70 and sm80, so
+128 rows run on sm70 (96 KiB), sm80/sm87 (163), sm90/sm100 (227), not on sm75 (64) nor
+sm86/sm89/sm120 (99)."""
+
+EFFICIENT_BACKWARD_SM80_KERNELS_FROM = 80
+"""Assumption: GPUs from sm80 up run the sm80 kernel family (generate_kernels.py: "Sm80 kernels
+support up to Sm100"; attention_backward.cu maps sm121 to sm120, so newer builds reach further)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _BackwardKernel:
+    """The ``AttentionBackwardKernel`` instantiation ``dispatch_cutlassB`` launches."""
+
+    family: int
+    """sm50, sm70, sm75 or sm80: the ``ArchTag`` the kernel was built for."""
+    half: bool
+    block_i: int
+    block_j: int
+    max_k: int
+
+    @property
+    def output_in_rf(self) -> bool:
+        """``kOutputInRF``: dK/dV stay in registers for half types when ``kMaxK <= kBlockSizeI``."""
+        return self.half and self.max_k <= self.block_i
+
+    @property
+    def split_keys(self) -> bool:
+        """``kEnableSplitKeys = kMinSm >= 70``."""
+        return self.family >= 70
+
+    @property
+    def accumulates_grad_q(self) -> bool:
+        """``kNeedsAccumGradQ``: split keys, or an output type other than float."""
+        return self.split_keys or self.half
+
+    @property
+    def accumulates_grad_kv(self) -> bool:
+        """``kNeedsAccumGradK`` / ``kNeedsAccumGradV``: half outputs kept out of registers."""
+        return self.half and not self.output_in_rf
+
+    @property
+    def computes_delta(self) -> bool:
+        """``kKernelComputesDelta = kIsHalf && (kOutputInRF || kMinComputeCapability != 70)``."""
+        return self.half and (self.output_in_rf or self.family != 70)
+
+
+def _backward_kernel(capability: tuple[int, int], half: bool, max_head_dim: int) -> _BackwardKernel:
+    """generate_kernels.py ``BwdKernel.get_all`` sorted by ``sort_index`` (aligned, no dropout,
+    smallest ``max_k``, largest ``block_i``): the first kernel whose ``kMaxK`` covers the head dims
+    and whose shared memory fits. Alignment and dropout variants share block sizes, so they
+    leave the workspace unchanged."""
+    cc = capability[0] * 10 + capability[1]
+    family = 80 if cc >= EFFICIENT_BACKWARD_SM80_KERNELS_FROM else 75 if cc >= 75 else 70 if cc >= 70 else 50
+    max_k = next(k for k in (32, 64, 128, 2**16) if k >= max_head_dim)
+    if half and cc in (86, 89) and 64 < max_head_dim <= 96:
+        # the "stable diffusion" kernel: 128x64, kMaxK 96, preloaded, dispatched only on sm86/sm89
+        return _BackwardKernel(family=family, half=half, block_i=128, block_j=64, max_k=96)
+    generated = family >= 80 or (family >= 70 and half)  # 128-row kernels exist for these
+    tall = generated and max_k > 64 and _OPTIN_SHARED_MEMORY_KIB[capability] > EFFICIENT_BACKWARD_ROW128_SMEM_KIB[family]
+    block_i = 128 if tall else 64
+    preload = half and family >= 80 and max_k <= block_i
+    block_j = 128 if preload and max_k > 64 else 64
+    return _BackwardKernel(family=family, half=half, block_i=block_i, block_j=block_j, max_k=max_k)
+
+
+def _num_splits_key(kernel: _BackwardKernel, batch: int, heads: int, seq_k: int) -> int:
+    """attention_backward.cu's key-splitting heuristic (``num_splits_key`` not given by SDPA)."""
+    splits = -(-seq_k // kernel.block_j)
+    if batch * heads >= 256 and seq_k <= 2 * kernel.block_j:
+        splits = 1
+    if kernel.accumulates_grad_kv:
+        splits = min(splits, 200 // (batch * heads))
+    if not kernel.split_keys or splits < 1 or torch.are_deterministic_algorithms_enabled():
+        return 1
+    return splits
+
+
+def _kernel_workspace(kernel: _BackwardKernel, batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int,
+                      head_dim_v: int) -> int:  # fmt: skip
+    """kernel_backward.h ``Params::workspace_size``: per (batch, head), float gK and gV staging
+    (``num_splits_key * kBlockSizeJ * align_up(head dim, kBlockSizeI)`` each) and one
+    ``GradQTempStorage`` (lock, counter, two pads, ``kBlockSizeI * kBlockSizeJ`` floats) per
+    (query block, ``kBlockSizeJ`` columns of head dim); the sum aligned to 4 floats."""
+    splits = _num_splits_key(kernel, batch, heads, seq_k)
+    grad_k = grad_v = grad_q = 0
+    if kernel.accumulates_grad_kv:
+        grad_k = splits * kernel.block_j * _round_up(head_dim, kernel.block_i)
+        grad_v = splits * kernel.block_j * _round_up(head_dim_v, kernel.block_i)
+    if kernel.accumulates_grad_q:
+        tiles = -(-seq_q // kernel.block_i) * -(-head_dim // kernel.block_j)
+        grad_q = tiles * (4 + kernel.block_i * kernel.block_j)
+    return batch * heads * _round_up(grad_k + grad_v + grad_q, 4) * 4
+
+
+def efficient_backward_workspace(args: tuple[Any, ...], capability: tuple[int, int]) -> int:
+    """Peak scratch of attention_backward.cu ``_efficient_attention_backward`` on CUDA, beside
+    the gradients meta execution allocates.
+
+    ``grad_out.transpose(1, 2).contiguous()`` copies a gradient not laid out as (B, M, H, Kv).
+    ``delta`` (B, H, M) in float32 comes from ``at::empty`` when the kernel computes it; otherwise
+    from ``(grad_out.to(float) * out.to(float)).sum(-1).transpose(-2, -1).contiguous()``, whose
+    temporaries (two float32 casts of half inputs, the product, the sum) live to the end of that
+    statement. Then the ``workspace`` byte tensor of ``Params::workspace_size()``.
+    """
+    grad_out, query, key, value = args[:4]  # (batch, heads, seq, head_dim)
+    batch, heads, seq_q, head_dim = query.shape
+    seq_k, head_dim_v = key.shape[2], value.shape[3]
+    half = query.dtype in (torch.float16, torch.bfloat16)
+    kernel = _backward_kernel(capability, half, max(head_dim, head_dim_v))
+    grad_copy = 0 if grad_out.transpose(1, 2).is_contiguous() else grad_out.numel() * grad_out.element_size()
+    delta = batch * heads * seq_q * 4
+    workspace = delta + _kernel_workspace(kernel, batch, heads, seq_q, seq_k, head_dim, head_dim_v)
+    if kernel.computes_delta:
+        return grad_copy + workspace
+    product = batch * seq_q * heads * head_dim_v * 4
+    casts = 2 * product if half else 0
+    transposed = delta if heads > 1 and seq_q > 1 else 0
+    return grad_copy + max(casts + product + delta + transposed, workspace)
+
+
 _EMBEDDING_FEATURE_KERNEL_MAX_INDICES = 3072
 """Embedding.cu ``embedding_dense_backward_cuda``: up to 3072 indices (and no ``scale_grad_by_freq``)
 take the feature kernel, which allocates nothing beside ``grad_weight``."""
@@ -75,16 +215,25 @@ def embedding_backward_workspace(args: tuple[Any, ...]) -> int:
     return index_arrays + 2 * 8 + count * grad.shape[-1] * partial_size
 
 
-def gpu_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
-    """``KernelRules.workspaces`` for CUDA targets."""
-    if func is _FLASH_BACKWARD:
-        return [flash_backward_workspace(args)]
-    if func is _CUDNN_BACKWARD:
-        return [cudnn_backward_workspace(args)]
-    if func is _EMBEDDING_BACKWARD:
-        nbytes = embedding_backward_workspace(args)
-        return [nbytes] if nbytes else []
-    return []
+@dataclass(frozen=True, slots=True)
+class GpuWorkspaces:
+    """``KernelRules.workspaces`` for a CUDA target; the efficient-attention kernel depends on its
+    compute capability. ROCm's efficient backward (AOTriton) is not modelled."""
+
+    compute_capability: tuple[int, int]
+    rocm: bool = False
+
+    def __call__(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
+        if func is _FLASH_BACKWARD:
+            return [flash_backward_workspace(args)]
+        if func is _CUDNN_BACKWARD:
+            return [cudnn_backward_workspace(args)]
+        if func is _EFFICIENT_BACKWARD and not self.rocm:
+            return [efficient_backward_workspace(args, self.compute_capability)]
+        if func is _EMBEDDING_BACKWARD:
+            nbytes = embedding_backward_workspace(args)
+            return [nbytes] if nbytes else []
+        return []
 
 
 # -- fused RMSNorm ------------------------------------------------------------------------------

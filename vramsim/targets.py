@@ -13,7 +13,7 @@ from vramsim.tracer.attention import CUDNN_RUNTIME_VERSION, GpuAttention, cpu_at
 from vramsim.tracer.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
 from vramsim.tracer.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
 from vramsim.tracer.emulation import KernelEmulation, KernelRules
-from vramsim.tracer.gpu_kernels import GPU_FUNCTIONS, gpu_workspaces
+from vramsim.tracer.gpu_kernels import GPU_FUNCTIONS, GpuWorkspaces
 from vramsim.tracer.mode import WorkspaceRule
 from vramsim.tracer.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
 from vramsim.tracer.reductions import reduction_copies
@@ -63,8 +63,6 @@ _CPU_RULES = KernelRules(
     functions=CPU_FUNCTIONS,
 )
 
-_GPU_WORKSPACES = combine_workspaces(gpu_workspaces, reduction_copies(cuda=True))
-
 
 def resolve_target(name: str) -> Target:
     """The target named ``name``: ``cpu`` or a GPU of the catalog (``vramsim gpus``)."""
@@ -77,14 +75,15 @@ def resolve_target(name: str) -> Target:
     # On a GPU, host tensors (Adam's step counters) stay on the CPU and are not counted;
     # torch.optim defaults to foreach kernels for CUDA tensors (_default_to_fused_or_foreach).
     capability = profile.compute_capability or (9, 0)  # ROCm: AOTriton flash/efficient kernels
+    rocm = profile.vendor == "amd"
     rules = KernelRules(
         default_autocast_dtype=torch.float16,
         lower_precision_ops=autocast_lists.CUDA_LOWER_PRECISION,
         fp32_ops=autocast_lists.CUDA_FP32,
         promote_ops=autocast_lists.CUDA_PROMOTE,
         fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
-        attention=GpuAttention(compute_capability=capability, rocm=profile.vendor == "amd"),
-        workspaces=_GPU_WORKSPACES,
+        attention=GpuAttention(compute_capability=capability, rocm=rocm),
+        workspaces=combine_workspaces(GpuWorkspaces(capability, rocm), reduction_copies(cuda=True)),
         functions=GPU_FUNCTIONS,
     )
     note = Assumption(
@@ -97,18 +96,27 @@ def resolve_target(name: str) -> Target:
 
 
 def _sdpa_notes(attention: Any) -> tuple[Assumption, ...]:
-    """Which SDPA kernel family leads on this GPU depends on the cuDNN the PyTorch build ships."""
-    if not isinstance(attention, GpuAttention) or not attention.prefers_cudnn():
+    """Which SDPA kernel family leads on this GPU depends on the cuDNN the PyTorch build ships;
+    which memory-efficient backward kernel runs depends on its shared memory."""
+    if not isinstance(attention, GpuAttention) or attention.rocm:
         return ()
-    major, minor = divmod(CUDNN_RUNTIME_VERSION, 10000)
-    return (
-        Assumption(
-            name="cudnn_attention",
-            detail=f"PyTorch 2.13's CUDA 13.0 wheels (cuDNN {major}.{minor // 100}) try cuDNN attention first on this GPU "
-            "(sdp_utils.cpp check_prefer_cudnn_attention); its backward scratch is cudnn-frontend's dQ accumulator and "
-            "softmax sum, the cuDNN engine's own workspace is not counted",
-        ),
+    major, minor = attention.compute_capability
+    efficient = Assumption(
+        name="efficient_attention_backward",
+        detail=f"memory-efficient attention backward (fp32, masked or pre-sm80 fp16 attention) is sized for the CUTLASS "
+        f"kernel sm{major}{minor} launches, assuming 128-query-row kernels fit its shared memory only above "
+        "gpu_kernels.EFFICIENT_BACKWARD_ROW128_SMEM_KIB (their exact shared-memory size is not computed)",
     )
+    if not attention.prefers_cudnn():
+        return (efficient,)
+    major, minor = divmod(CUDNN_RUNTIME_VERSION, 10000)
+    cudnn = Assumption(
+        name="cudnn_attention",
+        detail=f"PyTorch 2.13's CUDA 13.0 wheels (cuDNN {major}.{minor // 100}) try cuDNN attention first on this GPU "
+        "(sdp_utils.cpp check_prefer_cudnn_attention); its backward scratch is cudnn-frontend's dQ accumulator and "
+        "softmax sum, the cuDNN engine's own workspace is not counted",
+    )
+    return cudnn, efficient
 
 
 def _cpu_notes() -> tuple[Assumption, ...]:

@@ -1,4 +1,5 @@
-"""Scratch buffers CUDA kernels allocate inside one op: cuDNN attention backward, embedding backward."""
+"""Scratch buffers CUDA kernels allocate inside one op: cuDNN and memory-efficient attention backward,
+embedding backward."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import torch
 
 from vramsim.build import build_workload
 from vramsim.config import SimulationConfig
+from vramsim.estimators.devices import DEVICES
 from vramsim.targets import resolve_target
-from vramsim.tracer.gpu_kernels import embedding_backward_workspace
+from vramsim.tracer.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace
 from vramsim.tracing import trace_workload
 
 
-def workspaces(device: str, model: object, *, batch: int, seq: int) -> dict[str, set[int]]:
+def workspaces(device: str, model: object, *, batch: int, seq: int, mixed_precision: str = "bf16") -> dict[str, set[int]]:
     target = resolve_target(device)
-    config = SimulationConfig(batch_size=batch, seq_len=seq, device=device, mixed_precision="bf16")
+    config = SimulationConfig(batch_size=batch, seq_len=seq, device=device, mixed_precision=mixed_precision)
     with target.emulation() as emulation:
         work = build_workload(model, config, device="meta", emulation=emulation, foreach=True)
         trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
@@ -48,3 +50,77 @@ def test_embedding_backward_partials_are_fp32_for_half_grads() -> None:
     indices = torch.empty(8192, device="meta", dtype=torch.long)
     assert embedding_backward_workspace((grad, indices, 128256, -1, False)) == 7 * 8192 * 8 + 16 + 8192 * 4096 * 4
     assert embedding_backward_workspace((grad, indices, 128256, -1, True)) == 8 * 8192 * 8 + 16 + 8192 * 4096 * 4
+
+
+def _efficient_args(batch: int, heads: int, seq: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """grad_out, query, key, value, bias, out as SDPA's efficient backward gets them: (B, H, M, K)
+    views of (B, M, H, K) storage, the layout the kernel writes and HF's transpose leaves."""
+    bmhk = torch.empty(batch, seq, heads, head_dim, device="meta", dtype=dtype).transpose(1, 2)
+    return bmhk, bmhk, bmhk, bmhk, None, bmhk
+
+
+def test_efficient_backward_t4_fp16_head_dim_128() -> None:
+    """sm75 (64 KiB shared memory): the 64x64 kMaxK=128 kernel; dK/dV leave the registers, so
+    float gK/gV staging with num_splits_key = min(2048/64, 200 // 32) = 6."""
+    grad_k = grad_v = 6 * 64 * 128  # splits * kBlockSizeJ * align_up(128, kBlockSizeI=64)
+    grad_q = (2048 // 64) * (128 // 64) * (4 + 64 * 64)  # GradQTempStorage per (query block, 64 columns)
+    workspace = 1 * 32 * (grad_k + grad_v + grad_q) * 4
+    delta = 1 * 32 * 2048 * 4  # the kernel computes delta on sm75: at::empty (B, H, M) float
+    assert efficient_backward_workspace(_efficient_args(1, 32, 2048, 128, torch.float16), (7, 5)) == workspace + delta
+
+
+def test_efficient_backward_v100_fp16_head_dim_64() -> None:
+    """sm70, kMaxK=64 <= kBlockSizeI=64: dK/dV stay in registers, only the dQ accumulator."""
+    grad_q = (2048 // 64) * 1 * (4 + 64 * 64)
+    expected = 1 * 32 * grad_q * 4 + 1 * 32 * 2048 * 4
+    assert efficient_backward_workspace(_efficient_args(1, 32, 2048, 64, torch.float16), (7, 0)) == expected
+
+
+def test_efficient_backward_v100_fp16_head_dim_256_computes_delta_outside() -> None:
+    """sm70 with kMaxK=65536 (128x64, not in registers): kKernelComputesDelta is false, so delta
+    comes from two float32 casts and their product, whose (B, M, H, K) temporaries outlive the sum."""
+    splits = min(512 // 64, 200 // 8)
+    grad_k = grad_v = splits * 64 * 256  # align_up(256, 128)
+    grad_q = (512 // 128) * (256 // 64) * (4 + 128 * 64)
+    workspace = 8 * (grad_k + grad_v + grad_q) * 4
+    delta = 8 * 512 * 4
+    product = 512 * 8 * 256 * 4
+    expected = max(3 * product + 2 * delta, delta + workspace)
+    assert efficient_backward_workspace(_efficient_args(1, 8, 512, 256, torch.float16), (7, 0)) == expected
+
+
+def test_efficient_backward_a100_fp32() -> None:
+    """sm80 float: 128x64 kMaxK=128, dK/dV written directly; delta from the product (no casts),
+    its transposed copy, and the sum, larger here than delta plus the dQ accumulator."""
+    grad_q = (2048 // 128) * (128 // 64) * (4 + 128 * 64)
+    delta = 32 * 2048 * 4
+    product = 2048 * 32 * 128 * 4
+    expected = max(product + 2 * delta, delta + 32 * grad_q * 4)
+    assert efficient_backward_workspace(_efficient_args(1, 32, 2048, 128, torch.float32), (8, 0)) == expected
+
+
+def test_efficient_backward_copies_a_bhmk_grad() -> None:
+    """``grad_out.transpose(1, 2).contiguous()`` copies a gradient laid out as (B, H, M, K)."""
+    args = _efficient_args(1, 4, 256, 64, torch.float16)
+    bhmk = torch.empty(1, 4, 256, 64, device="meta", dtype=torch.float16)
+    copied = efficient_backward_workspace((bhmk, *args[1:]), (7, 0))
+    assert copied - efficient_backward_workspace(args, (7, 0)) == 4 * 256 * 64 * 2
+
+
+def test_efficient_backward_traced_on_t4(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """fp16 training on a T4 runs the efficient kernel; its scratch is recorded per call (head
+    dim 16: one 64x64 dQ tile per (batch, head), delta (B, H, M) float), and flash's is absent."""
+    tiny_llama.num_key_value_heads = tiny_llama.num_attention_heads  # the efficient backend takes no GQA
+    batch, seq, heads = 2, 64, tiny_llama.num_attention_heads
+    found = workspaces("t4", tiny_llama, batch=batch, seq=seq, mixed_precision="fp16")
+    expected = batch * heads * (4 + 64 * 64) * 4 + batch * heads * seq * 4
+    assert found["aten._scaled_dot_product_efficient_attention_backward"] == {expected}
+    assert "aten._scaled_dot_product_flash_attention_backward" not in found
+
+
+def test_every_nvidia_target_has_a_shared_memory_size() -> None:
+    """Every catalog GPU resolves an efficient backward kernel (no missing compute capability)."""
+    args = _efficient_args(1, 2, 128, 128, torch.float16)
+    for profile in DEVICES.values():
+        if profile.vendor == "nvidia":
+            assert efficient_backward_workspace(args, profile.compute_capability) > 0
