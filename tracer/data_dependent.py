@@ -55,6 +55,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from .categories import Phase
+from .leaves import tensor_leaves
 
 __all__ = [
     "ROUTING_CHOICES",
@@ -292,11 +293,11 @@ class DataDependentPolicy:
         flat: list[Any] = []
         metas: list[torch.Tensor] = []
         if self._shadows or _SEEDS:
-            flat, spec = tree_flatten((args, kwargs))
-            metas = [a for a in flat if isinstance(a, torch.Tensor) and a.device.type == "meta"]
+            metas = [t for t in tensor_leaves((args, kwargs)) if t.device.type == "meta"]
             known = [self._known(t) for t in metas]
             if any(known):
                 if all(known):
+                    flat, spec = tree_flatten((args, kwargs))
                     return self._run_on_values(func, flat, spec, metas)
                 self._forget_written(func, args, kwargs)
         try:

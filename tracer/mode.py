@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from .categories import Category, Phase
 from .data_dependent import DataDependentPolicy
+from .leaves import tensor_leaves
 from .records import BEFORE_TRACE, OpRecord, StorageRecord, Trace
 from .scope import ModuleScope
 
@@ -112,11 +112,9 @@ class MemoryTracer(TorchDispatchMode):
         kwargs = kwargs or {}
         if func is _SCALAR_READ and args[0].device.type == "meta":
             return self.data_dependent.scalar(args[0])
-        flat_in, _ = tree_flatten((args, kwargs))
-        inputs = tuple(self._sid_or_existing(t) for t in flat_in if self._counts(t))
+        inputs = tuple(self._sid_or_existing(t) for t in tensor_leaves((args, kwargs)) if self._counts(t))
         out = self.data_dependent.run(func, args, kwargs)
-        flat_out, _ = tree_flatten(out)
-        created = tuple(self._track(t, str(func.overloadpacket)) for t in flat_out if self._counts(t))
+        created = tuple(self._track(t, str(func.overloadpacket)) for t in tensor_leaves(out) if self._counts(t))
         new = tuple(sid for sid, is_new in created if is_new)
         if self._workspaces is not None:
             for nbytes in self._workspaces(func, args, kwargs):
