@@ -134,9 +134,10 @@ class _Maker:
         # an image classifier with a spliced image (ShieldGemma 2) passes its labels to its LM: it gets none
         classifies = image is not None and type(self.model).__name__.endswith("ForImageClassification")
         if self.train and "labels" in self.params and not classifies:
-            batch["labels"] = self.labels(ids[1], decoder[1] if decoder is not None else None)
             if image is not None:
                 batch["labels"] = image.labels(ids[1], self.device)
+            else:
+                batch["labels"] = self.labels(ids[1], decoder[1] if decoder is not None else None)
             if main_input == "inputs":  # Perceiver's decoder predicts max_position_embeddings positions
                 length = int(getattr(self.config, "max_position_embeddings", 0) or self.seq)
                 batch["labels"] = seed(self._ids(length), self.device)
