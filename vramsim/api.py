@@ -33,6 +33,7 @@ def simulate(
     dtype: torch.dtype | str | None = None,
     mixed_precision: torch.dtype | str | None = None,
     optimizer: Any = "adamw",
+    checkpointing: str = "none",
     gradient_checkpointing: bool = False,
     lora: Any = None,
     max_new_tokens: int | None = None,
@@ -48,7 +49,8 @@ def simulate(
     """
     config = SimulationConfig.from_options(
         task=task, batch_size=batch_size, seq_len=seq_len, device=device, dtype=dtype,
-        mixed_precision=mixed_precision, optimizer=optimizer, gradient_checkpointing=gradient_checkpointing,
+        mixed_precision=mixed_precision, optimizer=optimizer,
+        checkpointing=checkpointing, gradient_checkpointing=gradient_checkpointing,
         lora=lora, max_new_tokens=max_new_tokens, inputs=inputs, loss=loss, **more,
     )  # fmt: skip
     target = resolve_target(config.device)
@@ -120,7 +122,7 @@ def _options(config: SimulationConfig) -> dict[str, Any]:
         "dtype": str(config.dtype).removeprefix("torch.") if config.dtype else None,
         "mixed_precision": str(config.mixed_precision).removeprefix("torch.") if config.mixed_precision else None,
         "optimizer": config.optimizer if isinstance(config.optimizer, str) or config.optimizer is None else "custom",
-        "gradient_checkpointing": config.gradient_checkpointing,
+        "checkpointing": config.checkpointing,
         "lora": config.lora is not None,
         "max_new_tokens": config.max_new_tokens,
         "moe_routing": config.moe_routing,

@@ -35,7 +35,11 @@ def _workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default=None, help="weight dtype: fp32, bf16, fp16")
     parser.add_argument("--mixed-precision", default=None, help="autocast dtype: bf16 or fp16")
     parser.add_argument("--optimizer", default="adamw", help="adamw, adam, sgd, adafactor or none")
-    parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument(
+        "--checkpointing", default="none",
+        help="activation checkpointing: none, full, every:K, selective, offload, or all for a table of each (default: none)",
+    )  # fmt: skip
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="alias of --checkpointing full")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="decode steps for --task generate")
     parser.add_argument("--lora-rank", type=int, default=None, help="train LoRA adapters of this rank (peft)")
     parser.add_argument("--lora-targets", default="all-linear", help="comma-separated module names for LoRA")
@@ -78,6 +82,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": args.dtype,
         "mixed_precision": args.mixed_precision,
         "optimizer": None if args.optimizer.lower() == "none" else args.optimizer,
+        "checkpointing": args.checkpointing,
         "gradient_checkpointing": args.gradient_checkpointing,
         "max_new_tokens": args.max_new_tokens,
         "lora": lora,

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import torch
 
+from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError
@@ -39,7 +40,11 @@ class SimulationConfig:
     mixed_precision: torch.dtype | str | None = None
     """Autocast dtype (``bf16``/``fp16``) around the forward pass; weights stay in ``dtype``."""
     optimizer: str | Callable[..., torch.optim.Optimizer] | None = "adamw"
+    checkpointing: str = "none"
+    """Activation checkpointing: ``none``, ``full``, ``every:K``, ``selective``, ``offload`` or ``all``
+    (``estimators/checkpointing.py``); computed from one trace without checkpointing."""
     gradient_checkpointing: bool = False
+    """Alias of ``checkpointing="full"``."""
     lora: Any = None
     """A ``peft.LoraConfig`` or a dict of its arguments."""
     max_new_tokens: int | None = None
@@ -90,6 +95,14 @@ class SimulationConfig:
             self.moe_routing = parse_routing(self.moe_routing).spec
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        try:
+            plan = parse_checkpointing("full" if self.gradient_checkpointing and self.checkpointing == "none" else self.checkpointing)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.gradient_checkpointing and plan.kind != "full":
+            raise ConfigError(f"gradient_checkpointing is checkpointing='full'; it contradicts checkpointing={self.checkpointing!r}")
+        self.checkpointing = plan.spec
+        self.gradient_checkpointing = plan.kind == "full"
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
 
