@@ -272,6 +272,16 @@ class CachingAllocator:
             self._peak_allocated_event = self._event
         return True
 
+    @property
+    def allocated_bytes(self) -> int:
+        """``torch.cuda.memory_allocated()``: blocks handed out now."""
+        return self._allocated
+
+    def block_bytes(self, key: int) -> int:
+        """Bytes of the block storage ``key`` holds (its rounded size, or more where the rest was too small to split)."""
+        block = self._live[key]
+        return 0 if block is None else block.size
+
     def reset_peak_stats(self) -> None:
         """``torch.cuda.reset_peak_memory_stats()``: peaks restart from the current counters."""
         self._peak_allocated, self._peak_reserved = self._allocated, self._reserved

@@ -16,10 +16,27 @@ The choices (``--checkpointing``):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 
-__all__ = ["CHECKPOINTING_CHOICES", "CheckpointPlan", "parse_checkpointing"]
+import networkx as nx
+
+from vramsim.tracer.graph import saved_edges, storage_nodes
+from vramsim.tracer.records import UnitRecord
+
+from .timeline import Block, Position, Timeline, derive_timeline
+
+__all__ = ["CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointPlan", "Recompute", "WhatIf", "parse_checkpointing", "what_if"]
 
 CHECKPOINTING_CHOICES = ("none", "full", "every:K", "selective", "offload", "all")
+
+SELECTIVE_SAVED_OPS = frozenset(
+    "aten.mm aten.addmm aten.bmm aten.baddbmm aten._scaled_mm aten.convolution "
+    "aten._scaled_dot_product_flash_attention aten._scaled_dot_product_efficient_attention "
+    "aten._scaled_dot_product_cudnn_attention aten._flash_attention_forward aten._efficient_attention_forward".split()
+)
+"""Ops whose outputs ``selective`` keeps (matmuls, convolutions, fused attention): the costly
+FLOPs; everything else in a checkpointed block is recomputed (torchtitan's op-level SAC policy,
+Megatron's selective recompute)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +68,260 @@ def parse_checkpointing(value: object) -> CheckpointPlan:
     if head == "every" and count.isdigit() and int(count) >= 1:
         return CheckpointPlan("full") if int(count) == 1 else CheckpointPlan("every", int(count))
     raise ValueError(f"unknown checkpointing {value!r}; choose one of: {', '.join(CHECKPOINTING_CHOICES)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recompute:
+    """What a checkpointing choice costs in backward."""
+
+    ops: int
+    """Ops run again (per training step)."""
+    flops: int
+    """Their floating-point operations (matmuls, convolutions, attention; elementwise ops count 0)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WhatIf:
+    """A checkpointing choice applied to the traced program."""
+
+    plan: CheckpointPlan
+    timeline: Timeline
+    recompute: Recompute
+
+
+@dataclass(slots=True, kw_only=True)
+class _Hold:
+    sid: int
+    op: int
+    ops_before: int
+    unit: int | None
+    nbytes: int
+    pack: int
+    unpack: int | None
+    release: int | None
+
+
+class _Schedule:
+    """Moved frees and added blocks, placed right after traced clocks in the order they are made."""
+
+    def __init__(self, graph: nx.MultiDiGraph) -> None:
+        self.graph = graph
+        self.free_at: dict[int, Position | None] = {}
+        self.category: dict[int, str] = {}
+        self.added: list[Block] = []
+        self._seq = 0
+        self._first_added = graph.graph["storage_count"]
+
+    def at(self, clock: int | None) -> Position | None:
+        """Right after traced clock ``clock``, after whatever was placed there before; ``None`` stays ``None``."""
+        if clock is None:
+            return None
+        self._seq += 1
+        return (clock, 1, self._seq)
+
+    def add(self, *, nbytes: int, module: str, op: str, step: int, phase: str, category: str, alloc_at: Position | None) -> int:
+        assert alloc_at is not None
+        self.added.append(Block(nbytes=nbytes, category=category, module=module, phase=phase, op=op, step=step,
+                                alloc_at=alloc_at, free_at=None))  # fmt: skip
+        return self._first_added + len(self.added) - 1
+
+    def copy(self, sid: int, *, phase: str, category: str, at: Position | None, nbytes: int | None = None) -> int:
+        """A new block made like traced storage ``sid`` (a recomputed or fetched activation)."""
+        attrs = self.graph.nodes[("storage", sid)]
+        return self.add(nbytes=attrs["nbytes"] if nbytes is None else nbytes, module=attrs["module"], op=attrs["op"],
+                        step=attrs["step"], phase=phase, category=category, alloc_at=at)  # fmt: skip
+
+    def free_added(self, key: int, at: Position | None) -> None:
+        self.added[key - self._first_added].free_at = at
+
+    def program_free(self, sid: int) -> Position | None:
+        """When the program itself let go of traced storage ``sid`` (autograd's saved copies aside)."""
+        attrs = self.graph.nodes[("storage", sid)]
+        return attrs["free_at"] if attrs["unreferenced"] is None else self.at(attrs["unreferenced"])
+
+    def timeline(self) -> Timeline:
+        return derive_timeline(self.graph, free_at=self.free_at, added=self.added, category=self.category)
+
+
+def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: int = 0) -> WhatIf:
+    """The program as it would run under ``plan``, computed from one trace without checkpointing.
+
+    ``rng_state_bytes``: the host RNG state a checkpoint stashes (``torch.get_rng_state()``), where
+    host memory is the device's (the CPU target); 0 elsewhere.
+    """
+    holds = [
+        _Hold(sid=sid, op=op, ops_before=a["ops_before"], unit=a["unit"], nbytes=a["nbytes"], pack=a["pack_clock"],
+              unpack=a["unpack_clock"], release=a["release_clock"])
+        for sid, op, a in saved_edges(graph)
+    ]
+    schedule = _Schedule(graph)
+    recompute = Recompute(ops=0, flops=0)
+    if plan.kind == "offload":
+        _offload(schedule, holds)
+    elif plan.kind != "none":
+        units = {i: unit for i, unit in enumerate(graph.graph["units"]) if plan.checkpointed(unit.index)}
+        if not units:
+            raise ValueError("the traced program has no blocks to checkpoint (the model has no checkpointing call sites)")
+        recompute = _Checkpoints(schedule, holds, units, plan.kind == "selective", rng_state_bytes).apply()
+    return WhatIf(plan=plan, timeline=schedule.timeline(), recompute=recompute)
+
+
+def _latest(moments: list[Position | None]) -> Position | None:
+    """The latest of the moments a storage is still held; ``None`` (never let go) wins."""
+    if any(moment is None for moment in moments):
+        return None
+    return max(moments)  # type: ignore[type-var]
+
+
+def _offload(schedule: _Schedule, holds: list[_Hold]) -> None:
+    """``save_on_cpu``: what the forward saves goes to host memory; backward copies each saved
+    tensor back to the device when it reads it, and drops the copy when autograd lets go."""
+    nodes = schedule.graph.nodes
+    kept: dict[int, list[Position | None]] = {}
+    offloaded: set[int] = set()
+    for hold in holds:
+        if nodes[("op", hold.op)]["phase"] != "forward":
+            kept.setdefault(hold.sid, []).append(schedule.at(hold.release))
+            continue
+        offloaded.add(hold.sid)
+        if hold.unpack is not None:
+            key = schedule.copy(hold.sid, phase="backward", category="activations", at=schedule.at(hold.unpack), nbytes=hold.nbytes)
+            schedule.free_added(key, schedule.at(hold.release))
+    for sid in offloaded:
+        if nodes[("storage", sid)]["alloc_at"][0] == 0:
+            continue  # weights, buffers and inputs stay where they are
+        schedule.free_at[sid] = _latest([schedule.program_free(sid), *kept.get(sid, [])])
+        schedule.category[sid] = "temporaries"
+
+
+class _Checkpoints:
+    """Non-reentrant ``torch.utils.checkpoint`` around each unit (torch/utils/checkpoint.py):
+
+    - forward: autograd keeps nothing the unit saves; the checkpoint keeps the unit's inputs (and
+      the host RNG state) until autograd lets go of the unit's last saved tensor (its frame dies);
+    - backward: the first read of a saved tensor of the unit replays the unit's forward up to the
+      op that saved its last tensor (early stop); replayed tensors that are saved live until
+      autograd lets go of them, the others until the replay drops them or stops. The host RNG
+      state ``torch.random.fork_rng`` stashes around the replay is not counted: fork_rng skips
+      meta tensors, so the traced program never makes it (5,056 B on a CPU target);
+    - selective: outputs of ``SELECTIVE_SAVED_OPS`` are kept from the forward and handed to the
+      replay instead of being made again.
+    """
+
+    def __init__(
+        self, schedule: _Schedule, holds: list[_Hold], units: dict[int, UnitRecord], selective: bool, rng_bytes: int
+    ) -> None:
+        self.schedule = schedule
+        self.nodes = schedule.graph.nodes
+        self.units = units
+        self.selective = selective
+        self.rng_bytes = rng_bytes
+        self.events = _events_by_clock(schedule.graph)
+        self.unit_holds: dict[int, list[_Hold]] = {}
+        self.kept: dict[int, list[Position | None]] = {}
+        """Moments storages are held by what stays as it was (saved tensors outside the units)."""
+        self.extra: dict[int, list[Position | None]] = {}
+        """Moments storages are held by the checkpoints (their inputs, selective's cache)."""
+        for hold in holds:
+            if hold.unit in units:
+                self.unit_holds.setdefault(hold.unit, []).append(hold)
+            else:
+                self.kept.setdefault(hold.sid, []).append(schedule.at(hold.release))
+
+    def apply(self) -> Recompute:
+        ops = flops = 0
+        for index, unit in self.units.items():
+            unit_ops, unit_flops = self._unit(unit, self.unit_holds.get(index, []))
+            ops += unit_ops
+            flops += unit_flops
+        unsaved = {hold.sid for holds in self.unit_holds.values() for hold in holds}
+        for sid in unsaved | self.extra.keys():
+            if self.nodes[("storage", sid)]["alloc_at"][0] == 0:
+                continue  # weights, buffers and inputs stay where they are
+            moments = [*self.kept.get(sid, []), *self.extra.get(sid, [])]
+            self.schedule.free_at[sid] = _latest([self.schedule.program_free(sid), *moments])
+            if not moments:
+                self.schedule.category[sid] = "temporaries"
+        return Recompute(ops=ops, flops=flops)
+
+    def _hold_extra(self, sid: int, at: Position | None) -> None:
+        self.extra.setdefault(sid, []).append(at)
+
+    def _unit(self, unit: UnitRecord, holds: list[_Hold]) -> tuple[int, int]:
+        schedule = self.schedule
+        releases = [hold.release for hold in holds]
+        death = None if None in releases else schedule.at(max([unit.last_clock, *releases]))  # type: ignore[type-var]
+        if self.rng_bytes:  # the host RNG state, stashed for the replay
+            key = schedule.add(nbytes=self.rng_bytes, module=unit.module, op="aten.clone", step=unit.step, phase="forward",
+                               category="activations", alloc_at=schedule.at(unit.first_clock))  # fmt: skip
+            schedule.free_added(key, death)
+        for sid in unit.inputs:
+            self._hold_extra(sid, death)
+        cached = self._cached_outputs(unit) if self.selective else {}
+        unpacks = [hold.unpack for hold in holds if hold.unpack is not None]
+        stop = max(holds, key=lambda hold: hold.pack) if unpacks else None
+        for sid, op in cached.items():
+            if stop is None or op >= stop.ops_before:
+                self._hold_extra(sid, death)  # cached, never handed to a replay
+        if stop is None:
+            return 0, 0
+        saved: dict[int, list[int | None]] = {}
+        for hold in holds:
+            saved.setdefault(hold.sid, []).append(hold.release)
+        self._replay(unit, stop.pack, min(unpacks), saved, cached)
+        ops = [op for op in range(unit.first_op, stop.ops_before) if op not in cached.values()]
+        return len(ops), sum(self.nodes[("op", op)]["flops"] for op in ops)
+
+    def _cached_outputs(self, unit: UnitRecord) -> dict[int, int]:
+        """Storages the unit's ``SELECTIVE_SAVED_OPS`` allocated -> the op."""
+        graph = self.schedule.graph
+        cached: dict[int, int] = {}
+        for op in range(unit.first_op, unit.last_op + 1):
+            node = ("op", op)
+            if self.nodes[node]["name"] in SELECTIVE_SAVED_OPS:
+                for _, (_, sid), key in graph.out_edges(node, keys=True):
+                    if key == "produced":
+                        cached[sid] = op
+        return cached
+
+    def _replay(self, unit: UnitRecord, stop_clock: int, trigger: int, saved: dict[int, list[int | None]],
+                cached: dict[int, int]) -> None:  # fmt: skip
+        """Replay the unit's forward events ``(first_clock, stop_clock]`` right after clock ``trigger``."""
+        schedule = self.schedule
+        made: dict[int, int] = {}
+        for clock in range(unit.first_clock + 1, stop_clock + 1):
+            sid, is_alloc = self.events[clock - 1]
+            if self.nodes[("storage", sid)]["alloc_at"][0] <= unit.first_clock:
+                continue  # made before the unit: the checkpoint hands its inputs back
+            if is_alloc:
+                made[sid] = sid if sid in cached else schedule.copy(
+                    sid, phase="recompute", category="activations" if sid in saved else "temporaries", at=schedule.at(trigger)
+                )  # fmt: skip
+            elif sid in made and sid not in saved:
+                self._drop(made.pop(sid), sid, schedule.at(trigger), cached)
+        for sid, key in made.items():
+            if sid in saved:
+                releases = saved[sid]
+                at = None if None in releases else schedule.at(max([trigger, *releases]))  # type: ignore[type-var]
+            else:
+                at = schedule.at(trigger)  # the replay stops: its frames unwind
+            self._drop(key, sid, at, cached)
+
+    def _drop(self, key: int, sid: int, at: Position | None, cached: dict[int, int]) -> None:
+        if sid in cached:
+            self._hold_extra(sid, at)
+        else:
+            self.schedule.free_added(key, at)
+
+
+def _events_by_clock(graph: nx.MultiDiGraph) -> list[tuple[int, bool]]:
+    """The traced events by clock (index ``c - 1`` is the event of clock ``c``)."""
+    events: list[tuple[int, bool] | None] = [None] * graph.graph["last_clock"]
+    for sid, attrs in storage_nodes(graph):
+        alloc, free = attrs["alloc_at"], attrs["free_at"]
+        if alloc[0]:
+            events[alloc[0] - 1] = (sid, True)
+        if free is not None:
+            events[free[0] - 1] = (sid, False)
+    assert all(e is not None for e in events), "every traced clock has one event"
+    return events  # type: ignore[return-value]

@@ -9,11 +9,12 @@ from typing import Any
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
 
 from .categories import Category, Phase
 from .data_dependent import DataDependentPolicy
 from .leaves import tensor_leaves
-from .records import BEFORE_TRACE, OpRecord, StorageRecord, Trace
+from .records import BEFORE_TRACE, HoldRecord, OpRecord, StorageRecord, Trace, UnitRecord
 from .scope import ModuleScope
 
 __all__ = ["MemoryTracer", "WorkspaceRule"]
@@ -82,7 +83,16 @@ class MemoryTracer(TorchDispatchMode):
         self._sids: dict[int, int] = {}
         """``id(UntypedStorage)`` of each live storage -> its sid."""
         self._refs: dict[int, weakref.ref[torch.UntypedStorage]] = {}
-        self._saved_hooks = saved_tensors_hooks(self._pack, _unpack)
+        self._tensor_refs: dict[int, weakref.ref[torch.Tensor]] = {}
+        """``id(tensor)`` -> weakref of every live tensor the program got from an op."""
+        self._tensors_per_sid: dict[int, int] = {}
+        """Live program tensors (views included, autograd's saved copies not) per storage."""
+        self._held: dict[int, tuple[int, weakref.ref[torch.Tensor]]] = {}
+        """``id(saved copy)`` -> (hold index, weakref): what autograd holds, until it lets go."""
+        self._packing = False
+        self._unit: tuple[str, int, int, tuple[int, ...]] | None = None
+        self._unit_order: dict[str, int] = {}
+        self._saved_hooks = saved_tensors_hooks(self._pack, self._unpack)
 
     def __enter__(self) -> MemoryTracer:
         self._saved_hooks.__enter__()
@@ -96,6 +106,8 @@ class MemoryTracer(TorchDispatchMode):
             self._restore_rng_state()
             self._saved_hooks.__exit__(*exc)
             self._refs.clear()  # frees after the trace ended are not part of it
+            self._tensor_refs.clear()
+            self._held.clear()
 
     def _patch_rng_state(self) -> None:
         """``torch.get_rng_state()`` builds its tensor in C++, out of the dispatcher's sight;
@@ -110,12 +122,19 @@ class MemoryTracer(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
+        if self._packing:  # the tracer's own detach of a tensor autograd saves
+            return func(*args, **kwargs)
         if func is _SCALAR_READ and args[0].device.type == "meta":
             return self.data_dependent.scalar(args[0])
         inputs = tuple(self._sid_or_existing(t) for t in tensor_leaves((args, kwargs)) if self._counts(t))
         out = self.data_dependent.run(func, args, kwargs)
-        created = tuple(self._track(t, str(func.overloadpacket)) for t in tensor_leaves(out) if self._counts(t))
-        new = tuple(sid for sid, is_new in created if is_new)
+        new: list[int] = []
+        for tensor in tensor_leaves(out):
+            if self._counts(tensor):
+                sid, is_new = self._track(tensor, str(func.overloadpacket))
+                self._reference(tensor, sid)
+                if is_new:
+                    new.append(sid)
         if self._workspaces is not None:
             for nbytes in self._workspaces(func, args, kwargs):
                 self._transient(nbytes, f"{func.overloadpacket}:workspace")
@@ -127,8 +146,9 @@ class MemoryTracer(TorchDispatchMode):
                 phase=self.scope.current_phase,
                 step=self.scope.step,
                 inputs=inputs,
-                outputs=new,
+                outputs=tuple(new),
                 clock_after=len(self.trace.events),
+                flops=_flops(func, args, kwargs, out),
             )
         )
         return out
@@ -142,19 +162,36 @@ class MemoryTracer(TorchDispatchMode):
         for buffer in module.buffers():
             self.mark(buffer, Category.BUFFER)
 
-    def mark(self, tensor: torch.Tensor, category: Category) -> None:
-        """Record that ``tensor``'s storage plays ``category``; the longest-lived role wins."""
+    def mark(self, tensor: torch.Tensor, category: Category, owner: str = "") -> None:
+        """Record that ``tensor``'s storage plays ``category`` (for ``owner``, a parameter's name,
+        where it belongs to one); the longest-lived role wins."""
         if not self._counts(tensor):
             return
         record = self.trace.storages[self._sid_or_existing(tensor)]
         if _PRIORITY[category] > _PRIORITY[record.category]:
             record.category = category
+            record.owner = owner
 
     def mark_all(self, tensors: Iterable[Any], category: Category) -> None:
         """``mark`` every tensor found in a nested structure."""
         for item in tensors:
             if isinstance(item, torch.Tensor):
                 self.mark(item, category)
+
+    def begin_unit(self, module: str, tensors: Iterable[Any]) -> None:
+        """A checkpointable block begins, called with ``tensors`` (see ``UnitRecord``)."""
+        inputs = tuple(dict.fromkeys(self._sid_or_existing(t) for t in tensors if self._counts(t)))
+        self._unit = (module, len(self.trace.events), len(self.trace.ops), inputs)
+
+    def end_unit(self) -> None:
+        assert self._unit is not None, "end_unit without begin_unit"
+        module, first_clock, first_op, inputs = self._unit
+        self._unit = None
+        index = self._unit_order.setdefault(module, len(self._unit_order))
+        self.trace.units.append(
+            UnitRecord(module=module, step=self.scope.step, index=index, first_clock=first_clock, last_clock=len(self.trace.events),
+                       first_op=first_op, last_op=len(self.trace.ops) - 1, inputs=inputs)
+        )  # fmt: skip
 
     def begin_step(self, step: int) -> None:
         self.scope.step = step
@@ -221,6 +258,24 @@ class MemoryTracer(TorchDispatchMode):
         self.trace.events.append((sid, False))
         self.trace.storages[sid].free_clock = len(self.trace.events)
 
+    def _reference(self, tensor: torch.Tensor, sid: int) -> None:
+        """Count ``tensor`` among the program's references to storage ``sid`` until it dies."""
+        key = id(tensor)
+        ref = self._tensor_refs.get(key)
+        if ref is not None and ref() is tensor:
+            return  # an in-place op hands back the tensor it was given
+        self._tensor_refs[key] = weakref.ref(tensor, lambda r, key=key, sid=sid: self._dereference(r, key, sid))
+        self._tensors_per_sid[sid] = self._tensors_per_sid.get(sid, 0) + 1
+
+    def _dereference(self, ref: weakref.ref[torch.Tensor], key: int, sid: int) -> None:
+        if self._tensor_refs.get(key) is ref:
+            del self._tensor_refs[key]
+        left = self._tensors_per_sid[sid] - 1
+        self._tensors_per_sid[sid] = left
+        record = self.trace.storages[sid]
+        if left == 0 and record.unreferenced_clock is None:
+            record.unreferenced_clock = len(self.trace.events)
+
     def _free(self, key: int, sid: int) -> None:
         self.trace.events.append((sid, False))
         self.trace.storages[sid].free_clock = len(self.trace.events)
@@ -235,14 +290,40 @@ class MemoryTracer(TorchDispatchMode):
         for saved outputs in saved_variable.cpp to avoid the same cycle)."""
         if self.scope.phase in (Phase.FORWARD, Phase.BACKWARD):
             self.mark(tensor, Category.ACTIVATION)
-        return tensor.detach()
+        self._packing = True
+        try:
+            saved = tensor.detach()
+        finally:
+            self._packing = False
+        if self._counts(tensor):
+            index = len(self.trace.holds)
+            self.trace.holds.append(
+                HoldRecord(sid=self._sid_or_existing(tensor), op=len(self.trace.ops),
+                           unit=None if self._unit is None else len(self.trace.units),
+                           nbytes=tensor.numel() * tensor.element_size(), pack_clock=len(self.trace.events))
+            )  # fmt: skip
+            self._held[id(saved)] = (index, weakref.ref(saved, lambda _, key=id(saved): self._release(key)))
+        return saved
+
+    def _unpack(self, saved: torch.Tensor) -> torch.Tensor:
+        held = self._held.get(id(saved))
+        if held is not None:
+            hold = self.trace.holds[held[0]]
+            if hold.unpack_clock is None:
+                hold.unpack_clock = len(self.trace.events)
+        return saved
+
+    def _release(self, key: int) -> None:
+        index, _ = self._held.pop(key)
+        self.trace.holds[index].release_clock = len(self.trace.events)
 
 
 _SCALAR_READ = torch.ops.aten._local_scalar_dense.default
 
 
-def _unpack(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor
+def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    formula = flop_registry.get(func.overloadpacket)
+    return int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
 
 
 def _is_wrapper_subclass(tensor: torch.Tensor) -> bool:

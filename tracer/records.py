@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .categories import Category, Phase
 
-__all__ = ["OpRecord", "StorageRecord", "Trace"]
+__all__ = ["HoldRecord", "OpRecord", "StorageRecord", "Trace", "UnitRecord"]
 
 BEFORE_TRACE = 0
 """Event clock of storages that already existed when tracing began (weights, buffers)."""
@@ -35,6 +35,11 @@ class StorageRecord:
     free_clock: int | None = None
     """Clock of the free event; ``None`` while still live at the end of the trace."""
     category: Category = Category.TEMPORARY
+    owner: str = ""
+    """For gradients and optimizer states: the parameter they belong to."""
+    unreferenced_clock: int | None = None
+    """Clock at which the program first held no tensor of this storage: autograd's saved
+    copies aside, it would have been freed then. ``None`` if never seen unreferenced."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -52,6 +57,49 @@ class OpRecord:
     """Storage ids the op allocated."""
     clock_after: int
     """Event clock right after the op's own allocations."""
+    flops: int = 0
+    """Floating-point operations of the op (``torch.utils.flop_counter``'s formulas; 0 where it has none)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class HoldRecord:
+    """One tensor autograd saved for backward (one ``SavedVariable``): what keeps an activation alive."""
+
+    sid: int
+    """The storage it keeps alive."""
+    op: int
+    """Ops recorded before it was saved. An op's autograd node saves the op's inputs before the op
+    runs and its outputs after, so the saving op is ``op - 1`` (an output) or ``op`` (an input)."""
+    unit: int | None
+    """Index in ``Trace.units`` of the checkpointable block that was running, if any."""
+    nbytes: int
+    """Bytes of the saved tensor itself (numel x element size), what a copy of it would take."""
+    pack_clock: int
+    unpack_clock: int | None = None
+    """Clock at which backward first read it back; ``None`` if it never did."""
+    release_clock: int | None = None
+    """Clock at which autograd let go of it; ``None`` if still held at the end."""
+
+
+@dataclass(slots=True, kw_only=True)
+class UnitRecord:
+    """One call of a block the model can checkpoint (a decoder layer, a UNet resnet), as the
+    model's own checkpointing call site ran it."""
+
+    module: str
+    step: int
+    index: int
+    """The block's number: blocks are numbered in the order they first ran (decoder layer i is i)."""
+    first_clock: int
+    """Clock when the call began (its allocations come after)."""
+    last_clock: int
+    """Clock when the call returned."""
+    first_op: int
+    """Index of the first op run inside the call."""
+    last_op: int
+    """Index of the last op run inside the call (``first_op - 1`` if none ran)."""
+    inputs: tuple[int, ...]
+    """Storages of the tensors passed to the call (what a checkpoint keeps for its recompute)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -64,5 +112,7 @@ class Trace:
     """The timeline: ``(sid, is_alloc)`` per event; event ``i`` has clock ``i + 1``."""
     step_clocks: list[tuple[int, int]] = field(default_factory=list)
     """``(first_clock, last_clock)`` of each step, in order."""
+    holds: list[HoldRecord] = field(default_factory=list)
+    units: list[UnitRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Assumptions the run made (data-dependent values, emulated kernels)."""

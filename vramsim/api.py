@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 
+import networkx as nx
+
+from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
 from vramsim.tracer.graph import build_graph
-from vramsim.tracer.liveness import liveness
+from vramsim.tracer.records import Trace
 
 from . import summary
 from .build import build_workload
 from .config import SimulationConfig
-from .device_memory import device_memory
+from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
-from .report import Assumption, Report, advice_for
-from .targets import resolve_target
+from .report import Assumption, CheckpointChoice, Report, advice_for
+from .targets import Target, resolve_target
+from .workload import Workload
 from .tracing import trace_workload
 
-__all__ = ["count_parameters", "simulate"]
+__all__ = ["count_parameters", "simulate", "trace_program"]
 
 
 def simulate(
@@ -56,35 +61,31 @@ def simulate(
     target = resolve_target(config.device)
     if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
         raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
+    plan = parse_checkpointing(config.checkpointing)
+    _check_checkpointing(plan, config, target)
     started = time.perf_counter()
-    with target.emulation() as emulation:
-        work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach)
-        specs = summary.layer_specs(work.model)
-        trace = trace_workload(
-            work, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing
-        )
-    graph = build_graph(trace)
-    live = liveness(graph)
-    steady = summary.steady_peak(trace, graph, live)
-    memory = device_memory(trace, target, steady.peak_bytes, training=config.task == "train",
-                           expandable_segments=config.expandable_segments)  # fmt: skip
+    work, specs, trace = trace_program(model, config, target, checkpointing="marked")
+    analysis = _Analysis(build_graph(trace), target, config)
+    chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
+    steady = summary.steady_peak(chosen.what_if.timeline, chosen.memory)
+    memory = chosen.memory
     capacity = target.profile.memory_bytes
-    fits = None if capacity is None else memory.device_bytes <= capacity * (1 - config.headroom)
     return Report(
         model=_model_name(model),
         target=target.name,
         task=config.task,
-        peak_bytes=memory.allocated_bytes,
+        peak_bytes=memory.peak_bytes,
         reserved_bytes=memory.reserved_bytes,
         device_bytes=memory.device_bytes,
         capacity_bytes=capacity,
-        fits=fits,
+        fits=analysis.fits(memory),
         headroom=config.headroom,
-        advice=advice_for(steady.breakdown) if fits is False else [],
+        advice=advice_for(steady.breakdown) if analysis.fits(memory) is False else [],
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(work.model),
-        layers=summary.layer_rows(specs, trace, live),
+        layers=summary.layer_rows(specs, chosen.what_if.timeline, memory),
+        checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
@@ -94,6 +95,73 @@ def simulate(
         options=_options(config),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
+
+
+def trace_program(
+    model: ModelSource, config: SimulationConfig, target: Target, *, checkpointing: Literal["marked", "applied"]
+) -> tuple[Workload, list[summary.LayerSpec], Trace]:
+    """Build the workload on meta and trace it for ``target``. ``simulate`` traces it with the
+    checkpointable blocks marked and computes every checkpointing choice from the graph; a
+    re-trace with the choice ``applied`` for real is how the tests check that computation."""
+    with target.emulation() as emulation:
+        work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach,
+                              checkpointing=checkpointing)  # fmt: skip
+        specs = summary.layer_specs(work.model)
+        trace = trace_workload(
+            work, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing
+        )
+    return work, specs, trace
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    what_if: WhatIf
+    memory: DeviceMemory
+
+
+class _Analysis:
+    """Checkpointing what-ifs over one traced graph, each replayed on the target."""
+
+    def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
+        self._graph = graph
+        self._target = target
+        self._config = config
+        # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
+        self._rng_bytes = torch.get_rng_state().nbytes if "cpu" in target.counted_devices else 0
+
+    def run(self, plan: CheckpointPlan) -> _Outcome:
+        try:
+            outcome = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
+        except ValueError as exc:
+            raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
+        memory = device_memory(outcome.timeline, self._target, training=self._config.task == "train",
+                               expandable_segments=self._config.expandable_segments)  # fmt: skip
+        return _Outcome(outcome, memory)
+
+    def fits(self, memory: DeviceMemory) -> bool | None:
+        capacity = self._target.profile.memory_bytes
+        return None if capacity is None else memory.device_bytes <= capacity * (1 - self._config.headroom)
+
+    def choice(self, outcome: _Outcome) -> CheckpointChoice:
+        return CheckpointChoice(
+            checkpointing=outcome.what_if.plan.spec, peak_bytes=outcome.memory.peak_bytes,
+            reserved_bytes=outcome.memory.reserved_bytes, device_bytes=outcome.memory.device_bytes,
+            fits=self.fits(outcome.memory), recomputed_ops=outcome.what_if.recompute.ops,
+            recomputed_flops=outcome.what_if.recompute.flops,
+        )  # fmt: skip
+
+
+def _choices(target: Target) -> list[CheckpointPlan]:
+    """What ``--checkpointing all`` compares (offload only where host memory is not the device's)."""
+    specs = ["none", "full", "every:2", "selective"] + (["offload"] if target.profile.vendor != "cpu" else [])
+    return [parse_checkpointing(spec) for spec in specs]
+
+
+def _check_checkpointing(plan: CheckpointPlan, config: SimulationConfig, target: Target) -> None:
+    if plan.kind != "none" and config.task != "train":
+        raise ConfigError(f"checkpointing {plan.spec} applies to training; --task {config.task} saves no activations")
+    if plan.kind == "offload" and target.profile.vendor == "cpu":
+        raise ConfigError("offload moves activations to host memory, which is the cpu target's own memory; use a GPU target")
 
 
 def count_parameters(model: ModelSource, *, model_class: str | None = None, trust_remote_code: bool = False) -> int:

@@ -6,12 +6,15 @@ import contextlib
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from transformers import PretrainedConfig
 
+from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.emulation import KernelEmulation
+
+from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
 
 from .config import SimulationConfig
 from .errors import ConfigError, TraceError
@@ -40,11 +43,14 @@ def build_workload(
     device: str,
     emulation: KernelEmulation | None = None,
     foreach: bool = False,
+    checkpointing: Literal["marked", "applied"] = "applied",
 ) -> Workload:
     """Build model, batch and optimizer on ``device``.
 
     On meta, ``emulation`` supplies the target's autocast and re-enters itself for checkpoint
-    recompute; on a real device, torch's own autocast is used.
+    recompute; on a real device, torch's own autocast is used. ``checkpointing="applied"`` runs
+    the config's checkpointing for real; ``"marked"`` runs without it and marks the blocks it
+    would wrap, for the graph to compute every choice from one trace.
     """
     if isinstance(source, (str, Path)):
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
@@ -63,8 +69,14 @@ def build_workload(
     )
     train = config.task == "train"
     model.train(train)
-    if config.gradient_checkpointing:
-        _enable_checkpointing(model, emulation)
+    plan = parse_checkpointing(config.checkpointing)
+    units = None
+    if checkpointing == "marked":
+        units = install_unit_marker(model) if train else None
+    elif plan.kind == "all":
+        raise ConfigError("checkpointing='all' compares the choices from one trace; a real run takes one choice")
+    else:
+        apply_checkpointing(model, plan, emulation)
     if config.lora is not None:
         model = _apply_lora(model, config.lora)
     with torch.device(device):
@@ -82,6 +94,8 @@ def build_workload(
         max_new_tokens=config.max_new_tokens or 0,
         steps=config.steps,
         scaler=scaler,
+        saved_tensors=saved_tensor_context(plan) if checkpointing == "applied" else contextlib.nullcontext,
+        units=units,
     )
 
 
@@ -106,19 +120,6 @@ def _autocast(
     if emulation is not None:
         return lambda: emulation.autocast(dtype)
     return lambda: torch.autocast(device, dtype=dtype)
-
-
-def _enable_checkpointing(model: torch.nn.Module, emulation: KernelEmulation | None) -> None:
-    """The model's own checkpointing, non-reentrant (transformers' default)."""
-    if not getattr(model, "supports_gradient_checkpointing", False):
-        raise ConfigError(f"{type(model).__name__} does not support gradient checkpointing; drop --gradient-checkpointing")
-    kwargs: dict[str, Any] = {"use_reentrant": False}
-    if emulation is not None:
-        kwargs["context_fn"] = emulation.checkpoint_contexts
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:

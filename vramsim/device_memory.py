@@ -1,4 +1,4 @@
-"""From the traced program to what the device would show: allocator rounding, cache, overheads."""
+"""From a timeline to what the device would show: allocator rounding, cache, overheads."""
 
 from __future__ import annotations
 
@@ -6,60 +6,48 @@ from dataclasses import dataclass
 
 from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
 from vramsim.estimators.assumptions import Overhead, overheads_for, totals
-from vramsim.tracer.records import Trace
+from vramsim.estimators.liveness import Liveness, liveness
+from vramsim.estimators.timeline import Timeline
 
 from .targets import Target
 
 __all__ = ["DeviceMemory", "device_memory"]
 
-_OVERHEAD_KEY = -1
-"""Allocator key of the assumed BLAS workspace, made before the first step."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceMemory:
-    """The three counters a user sees on the device, over the steady-state step."""
+    """The three counters a user sees on the device over the steady-state (last) step, and the
+    replay they come from."""
 
-    allocated_bytes: int
-    """``max_memory_allocated()``: rounded blocks plus allocated overheads."""
+    live: Liveness
+    peak_bytes: int
+    """``max_memory_allocated()``: the highest ``live.allocated`` over the last step."""
+    peak_index: int
+    """The event at which it is reached: the moment the breakdown and the peak site describe."""
     reserved_bytes: int
-    """``max_memory_reserved()``: segments the caching allocator holds."""
+    """``max_memory_reserved()``: segments the caching allocator holds, plus reserved overheads."""
     device_bytes: int
     """What nvidia-smi would show: reserved plus context and communication buffers."""
     overheads: list[Overhead]
 
 
-def device_memory(
-    trace: Trace, target: Target, peak_bytes: int, *, training: bool, expandable_segments: bool = False
-) -> DeviceMemory:
-    """Replay the trace through the caching allocator, resetting peaks where the last step begins.
-
-    The CPU has no caching allocator and no context to add: all three counters are the peak.
-    """
+def device_memory(timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False) -> DeviceMemory:
+    """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
+    (no caching allocator and no context to add: all three counters are the peak)."""
+    first, last = timeline.steps[-1]
     if target.profile.vendor == "cpu":
-        return DeviceMemory(allocated_bytes=peak_bytes, reserved_bytes=peak_bytes, device_bytes=peak_bytes, overheads=[])
+        live = liveness(timeline)
+        peak, index = live.peak(first, last)
+        return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak,
+                            overheads=[])  # fmt: skip
     overheads = overheads_for(target.profile, training=training)
     added = totals(overheads)
     platform = "rocm" if target.profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))
-    baseline = [s for s in trace.storages if s.alloc_clock == 0]
-    for record in baseline:
-        allocator.malloc(record.sid, record.nbytes)
-    if added.allocated:
-        allocator.malloc(_OVERHEAD_KEY, added.allocated)
-    first_clock, _ = trace.step_clocks[-1]
-    for clock, (sid, is_alloc) in enumerate(trace.events, start=1):
-        if clock == first_clock:
-            allocator.reset_peak_stats()
-        if is_alloc:
-            allocator.malloc(sid, trace.storages[sid].nbytes)
-        else:
-            allocator.free(sid)
-    stats = allocator.stats()
-    extra = added.device - added.reserved
+    live = liveness(timeline, allocator, overhead_bytes=added.allocated)
+    peak, index = live.peak(first, last)
+    reserved = live.peak_reserved_bytes + (added.reserved - added.allocated)
     return DeviceMemory(
-        allocated_bytes=stats.peak_allocated_bytes,
-        reserved_bytes=stats.peak_reserved_bytes + (added.reserved - added.allocated),
-        device_bytes=stats.peak_reserved_bytes + (added.reserved - added.allocated) + extra,
-        overheads=overheads,
-    )
+        live=live, peak_bytes=peak, peak_index=index, reserved_bytes=reserved,
+        device_bytes=reserved + (added.device - added.reserved), overheads=overheads,
+    )  # fmt: skip

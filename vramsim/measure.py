@@ -45,6 +45,16 @@ class _RealRun:
         for _ in tensors:
             pass
 
+    def mark_owned(self, owned: Any, category: Category) -> None:
+        for _ in owned:
+            pass
+
+    def begin_unit(self, module: str, tensors: Any) -> None:
+        pass
+
+    def end_unit(self) -> None:
+        pass
+
 
 class _MarkingObserver(_RealRun):
     """Brackets each step in a profiler range so its allocations can be told apart."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Assumption", "LayerRow", "PeakSite", "Report"]
+__all__ = ["Assumption", "CheckpointChoice", "LayerRow", "PeakSite", "Report"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +34,21 @@ class LayerRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointChoice:
+    """One activation-checkpointing choice, computed from the same trace as the others."""
+
+    checkpointing: str
+    peak_bytes: int
+    reserved_bytes: int
+    device_bytes: int
+    fits: bool | None
+    recomputed_ops: int
+    """Ops backward runs again, per training step."""
+    recomputed_flops: int
+    """Their floating-point operations (matmuls, convolutions, attention)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Assumption:
     """A figure or policy the prediction rests on that the trace cannot know."""
 
@@ -51,7 +66,8 @@ class Report:
     target: str
     task: str
     peak_bytes: int
-    """Steady-state peak of allocated bytes over the last step (``max_memory_allocated``)."""
+    """Steady-state peak of allocated bytes over the last step (``max_memory_allocated``): on a GPU
+    each tensor counts its caching-allocator block (rounded up), plus allocated overheads."""
     reserved_bytes: int
     """``max_memory_reserved``: what the caching allocator holds at its peak (= peak_bytes on the cpu)."""
     device_bytes: int
@@ -65,10 +81,12 @@ class Report:
     """What to change first when it does not fit."""
     peak_at: PeakSite
     breakdown: dict[str, int]
-    """Live bytes by category at the peak."""
+    """Bytes by category at the moment of ``peak_bytes``, counted as ``peak_bytes`` counts them: sums to it."""
     parameters: int
     """Parameter count (tied weights once)."""
     layers: list[LayerRow]
+    checkpointing: list[CheckpointChoice] = field(default_factory=list)
+    """With ``checkpointing="all"``: every choice's figures, from this one trace."""
     assumptions: list[Assumption] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     trace_seconds: float = 0.0

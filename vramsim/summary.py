@@ -1,4 +1,4 @@
-"""From records, graph and liveness to the figures of a Report."""
+"""From a timeline and its replay to the figures of a Report."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-import networkx as nx
 import torch
 
+from vramsim.estimators.liveness import OVERHEAD_CATEGORY
+from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.categories import Category, Phase
-from vramsim.tracer.liveness import Liveness, live_storages
-from vramsim.tracer.records import Trace
 
+from .device_memory import DeviceMemory
 from .report import LayerRow, PeakSite
 
 __all__ = ["LayerSpec", "Steady", "count_parameters", "layer_rows", "layer_specs", "steady_peak"]
@@ -33,9 +33,9 @@ class Steady:
     """The peak of the last step and what is live then."""
 
     peak_bytes: int
-    clock: int
     site: PeakSite
     breakdown: dict[str, int]
+    """Bytes by category at the peak, in the device's units (rounded blocks on a GPU): sums to ``peak_bytes``."""
 
 
 def count_parameters(module: torch.nn.Module) -> int:
@@ -63,43 +63,37 @@ def _holds_layer_list(module: torch.nn.Module) -> bool:
     return any(isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)) for m in module.modules())
 
 
-def steady_peak(trace: Trace, graph: nx.DiGraph, live: Liveness) -> Steady:
-    """The peak over the last step's clocks, where it happened and its breakdown by category."""
-    first, last = trace.step_clocks[-1]
-    peak, clock = live.peak(first, last)
-    site = _site_at(trace, clock)
-    breakdown: dict[str, int] = defaultdict(int)
-    for _, nbytes, category in live_storages(graph, clock):
-        breakdown[str(category)] += nbytes
-    ordered = {str(c): breakdown[str(c)] for c in Category if breakdown.get(str(c))}
-    return Steady(peak_bytes=peak, clock=clock, site=site, breakdown=ordered)
+def steady_peak(timeline: Timeline, memory: DeviceMemory) -> Steady:
+    """The peak of the last step, where it happened and what is live then, all at one event."""
+    index = memory.peak_index
+    key, _ = timeline.events[index]
+    block = timeline.blocks[key]
+    site = PeakSite(step=block.step, phase=block.phase, op=block.op, module=block.module)
+    live = memory.live.breakdown(timeline, index)
+    order = [str(c) for c in Category] + [OVERHEAD_CATEGORY]
+    breakdown = {name: live[name] for name in order if live.get(name)}
+    return Steady(peak_bytes=memory.peak_bytes, site=site, breakdown=breakdown)
 
 
-def _site_at(trace: Trace, clock: int) -> PeakSite:
-    if clock == 0 or not trace.events:
-        return PeakSite(step=-1, phase=str(Phase.SETUP), op="", module="")
-    sid, _ = trace.events[clock - 1]
-    record = trace.storages[sid]
-    return PeakSite(step=record.step, phase=str(record.phase), op=record.op, module=record.module)
-
-
-def layer_rows(specs: list[LayerSpec], trace: Trace, live: Liveness) -> list[LayerRow]:
+def layer_rows(specs: list[LayerSpec], timeline: Timeline, memory: DeviceMemory) -> list[LayerRow]:
     """Saved activation bytes and own peak of each row over the last step."""
-    names = [spec.module for spec in specs]
-    row_of = _row_finder(tuple(names))
-    last_step = len(trace.step_clocks) - 1
+    row_of = _row_finder(tuple(spec.module for spec in specs))
+    last_step = len(timeline.steps) - 1
     saved: dict[str, int] = defaultdict(int)
-    for record in trace.storages:
-        if record.step == last_step and record.category is Category.ACTIVATION and record.phase is Phase.FORWARD:
-            row = row_of(record.module)
+    for block in timeline.blocks:
+        if block.step == last_step and block.category == Category.ACTIVATION and block.phase == Phase.FORWARD:
+            row = row_of(block.module)
             if row is not None:
-                saved[row] += record.nbytes
+                saved[row] += block.nbytes
     peaks: dict[str, int] = defaultdict(int)
-    for op in trace.ops:
-        if op.step == last_step:
-            row = row_of(op.module)
+    first, last = timeline.steps[-1]
+    allocated = memory.live.allocated
+    for index in range(first, last + 1):
+        key, is_alloc = timeline.events[index]
+        if is_alloc:
+            row = row_of(timeline.blocks[key].module)
             if row is not None:
-                peaks[row] = max(peaks[row], live.live_at_op(op.index))
+                peaks[row] = max(peaks[row], allocated[index])
     return [
         LayerRow(
             module=spec.module,

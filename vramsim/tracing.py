@@ -34,6 +34,16 @@ class _TracerObserver:
     def mark(self, tensors: Any, category: Category) -> None:
         self._tracer.mark_all(tensors, category)
 
+    def mark_owned(self, owned: Any, category: Category) -> None:
+        for owner, tensor in owned:
+            self._tracer.mark(tensor, category, owner)
+
+    def begin_unit(self, module: str, tensors: Any) -> None:
+        self._tracer.begin_unit(module, tensors)
+
+    def end_unit(self) -> None:
+        self._tracer.end_unit()
+
 
 _MISSING_META_KERNEL = re.compile(
     r"Could not run '([\w:.]+)' with arguments from the 'Meta' backend"

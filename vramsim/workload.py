@@ -10,13 +10,16 @@ import contextlib
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from vramsim.tracer.categories import Category, Phase
 
 from .errors import ConfigError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .checkpointing import UnitMarker
 
 __all__ = ["StepObserver", "Workload", "run_workload", "tensors_in"]
 
@@ -28,6 +31,10 @@ class StepObserver(Protocol):
     def end_step(self) -> None: ...
     def set_phase(self, phase: Phase) -> None: ...
     def mark(self, tensors: Any, category: Category) -> None: ...
+    def mark_owned(self, owned: Any, category: Category) -> None:
+        """``owned``: ``(parameter name, tensor)`` pairs (gradients, optimizer states)."""
+    def begin_unit(self, module: str, tensors: Any) -> None: ...
+    def end_unit(self) -> None: ...
 
 
 @dataclass(kw_only=True)
@@ -45,16 +52,26 @@ class Workload:
     steps: int
     scaler: torch.amp.GradScaler | None = None
     """fp16 autocast training's loss scaler (the AMP recipe); ``None`` otherwise."""
+    saved_tensors: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    """What the forward's saved tensors go through (``save_on_cpu`` to offload them)."""
+    units: UnitMarker | None = None
+    """Reports the blocks a checkpoint would wrap, where the traced program marks them."""
 
 
 def run_workload(work: Workload, observer: StepObserver) -> None:
     """Run ``work.steps`` steps; the last one is the steady state."""
     observer.mark(work.batch.values(), Category.INPUT)
     step_fn = {"train": _train_step, "forward": _forward_step, "generate": _generate_step}[work.task]
-    for step in range(work.steps):
-        observer.begin_step(step)
-        step_fn(work, observer)
-        observer.end_step()
+    if work.units is not None:
+        work.units.observer = observer
+    try:
+        for step in range(work.steps):
+            observer.begin_step(step)
+            step_fn(work, observer)
+            observer.end_step()
+    finally:
+        if work.units is not None:
+            work.units.observer = None
 
 
 def _train_step(work: Workload, observer: StepObserver) -> None:
@@ -66,22 +83,26 @@ def _train_step(work: Workload, observer: StepObserver) -> None:
     ``scaler.step(optimizer)`` (unscale, inf check, step), ``scaler.update()``.
     """
     observer.set_phase(Phase.FORWARD)
-    with work.autocast():
+    with work.autocast(), work.saved_tensors():
         loss = _compute_loss(work, observer)
     observer.set_phase(Phase.BACKWARD)
     (work.scaler.scale(loss) if work.scaler is not None else loss).backward()
-    params = [p for p in work.model.parameters() if p.grad is not None]
-    observer.mark((p.grad for p in params), Category.GRADIENT)
+    params = [(name, p) for name, p in work.model.named_parameters() if p.grad is not None]
+    observer.mark_owned(((name, p.grad) for name, p in params), Category.GRADIENT)
     del loss
     if work.optimizer is not None:
         observer.set_phase(Phase.OPTIMIZER)
         _optimizer_step(work.optimizer, work.scaler)
-        observer.mark(tensors_in(work.optimizer.state), Category.OPTIMIZER_STATE)
+        names = {id(p): name for name, p in work.model.named_parameters()}
+        observer.mark_owned(
+            ((names.get(id(p), ""), t) for p, state in work.optimizer.state.items() for t in tensors_in(state)),
+            Category.OPTIMIZER_STATE,
+        )
         if work.scaler is not None:
             observer.mark(tensors_in(work.scaler), Category.OPTIMIZER_STATE)
         work.optimizer.zero_grad(set_to_none=True)
     else:
-        for param in params:
+        for _, param in params:
             param.grad = None
 
 

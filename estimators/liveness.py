@@ -1,0 +1,91 @@
+"""Liveness over a timeline: the bytes the device holds after every event.
+
+On a GPU the events go through the caching allocator's model, so each storage occupies its
+rounded block and the series is what ``torch.cuda.memory_allocated()`` would read after each
+event; on the CPU a storage occupies its own bytes. Peaks, the breakdown at the peak and the
+per-layer table all read this one series.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .allocator import CachingAllocator
+from .timeline import Timeline
+
+__all__ = ["OVERHEAD_CATEGORY", "Liveness", "liveness"]
+
+OVERHEAD_CATEGORY = "overheads"
+"""Breakdown key of the allocated overheads (the cuBLAS workspace), made before the first step."""
+
+_OVERHEAD_KEY = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Liveness:
+    """What the device holds over one timeline."""
+
+    allocated: list[int]
+    """Bytes allocated right after each event (rounded blocks on a GPU)."""
+    sizes: list[int]
+    """Bytes each block occupies on the device, by key (its rounded block on a GPU)."""
+    overhead_bytes: int
+    """Allocated overheads held throughout (in ``allocated`` from the first step on)."""
+    peak_reserved_bytes: int
+    """Highest bytes the allocator reserved over the last step (= allocated peak on the CPU)."""
+
+    def peak(self, first: int, last: int) -> tuple[int, int]:
+        """``(bytes, event index)`` of the highest point over events ``first..last``; the earliest wins."""
+        window = self.allocated[first : last + 1]
+        best = max(range(len(window)), key=window.__getitem__)
+        return window[best], first + best
+
+    def breakdown(self, timeline: Timeline, index: int) -> dict[str, int]:
+        """Bytes by category of the blocks live right after event ``index``; sums to ``allocated[index]``."""
+        live: dict[int, None] = {}
+        for key, is_alloc in timeline.events[: index + 1]:
+            if is_alloc:
+                live[key] = None
+            else:
+                del live[key]
+        totals: dict[str, int] = defaultdict(int)
+        for key in live:
+            totals[timeline.blocks[key].category] += self.sizes[key]
+        if self.overhead_bytes and index >= timeline.preexisting:
+            totals[OVERHEAD_CATEGORY] += self.overhead_bytes
+        return dict(totals)
+
+
+def liveness(timeline: Timeline, allocator: CachingAllocator | None = None, *, overhead_bytes: int = 0) -> Liveness:
+    """Replay ``timeline`` (through ``allocator`` on a GPU), resetting peaks where the last step begins.
+
+    ``overhead_bytes`` are allocated once what existed before tracing is in place, as the
+    cuBLAS workspace is at the first matmul, before any activation.
+    """
+    sizes = [block.nbytes for block in timeline.blocks]
+    allocated: list[int] = []
+    total = 0
+    last_step_first = timeline.steps[-1][0] if timeline.steps else 0
+    for index, (key, is_alloc) in enumerate(timeline.events):
+        if index == timeline.preexisting and overhead_bytes:
+            total += overhead_bytes
+            if allocator is not None:
+                allocator.malloc(_OVERHEAD_KEY, overhead_bytes)
+        if index == last_step_first and allocator is not None:
+            allocator.reset_peak_stats()
+        if allocator is None:
+            total += sizes[key] if is_alloc else -sizes[key]
+        elif is_alloc:
+            allocator.malloc(key, sizes[key])
+            sizes[key] = allocator.block_bytes(key)
+            total = allocator.allocated_bytes
+        else:
+            allocator.free(key)
+            total = allocator.allocated_bytes
+        allocated.append(total)
+    if allocator is not None:
+        reserved = allocator.stats().peak_reserved_bytes
+    else:
+        reserved = max(allocated[last_step_first:], default=0)
+    return Liveness(allocated=allocated, sizes=sizes, overhead_bytes=overhead_bytes, peak_reserved_bytes=reserved)

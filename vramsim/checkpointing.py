@@ -1,0 +1,170 @@
+"""Activation checkpointing put into a model, at the model's own checkpointing call sites.
+
+transformers' decoder layers (``GradientCheckpointingLayer``) and diffusers' blocks call
+``self._gradient_checkpointing_func(fn, *args)`` when checkpointing is on. vramsim puts one of
+two functions there:
+
+- ``UnitMarker``, for the traced program: it runs ``fn`` as is and tells the observer where each
+  call begins and ends, so the graph knows the blocks a checkpoint would wrap and what they were
+  given, while the program's memory stays that of no checkpointing at all;
+- the real ``torch.utils.checkpoint`` (full, every K-th block, selective) or
+  ``torch.autograd.graph.save_on_cpu`` (offload), for a real run or a re-trace that checks the
+  graph's what-if.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+from vramsim.estimators.checkpointing import SELECTIVE_SAVED_OPS, CheckpointPlan
+from vramsim.tracer.emulation import KernelEmulation
+from vramsim.tracer.leaves import tensor_leaves
+
+from .errors import ConfigError
+
+__all__ = ["UnitMarker", "UnitObserver", "apply_checkpointing", "install_unit_marker", "saved_tensor_context"]
+
+ContextFn = Callable[[], tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]]
+
+
+class UnitObserver(Protocol):
+    def begin_unit(self, module: str, tensors: Any) -> None: ...
+    def end_unit(self) -> None: ...
+
+
+class UnitMarker:
+    """Reports the bounds of each block a checkpoint would wrap, and what it was given, while the
+    block runs unchanged."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self._names = {id(module): name for name, module in model.named_modules()}
+        self.observer: UnitObserver | None = None
+
+    def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """diffusers' checkpoint call site: ``_gradient_checkpointing_func(block, *args)``."""
+        self._begin(fn, args, {})
+        try:
+            return fn(*args)
+        finally:
+            self._end()
+
+    def hook(self, module: torch.nn.Module) -> None:
+        """transformers' ``GradientCheckpointingLayer``: marked by forward hooks, since turning its
+        checkpointing on also rewrites its arguments (``use_cache=False``), which would change the
+        program that runs without checkpointing."""
+        module.register_forward_pre_hook(lambda mod, args, kwargs: self._begin(mod, args, kwargs), with_kwargs=True)
+        module.register_forward_hook(lambda mod, args, out: self._end(), always_call=True)
+
+    def _begin(self, block: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        if self.observer is not None:
+            self.observer.begin_unit(self._names.get(id(block), ""), tensor_leaves((args, kwargs)))
+
+    def _end(self) -> None:
+        if self.observer is not None:
+            self.observer.end_unit()
+
+
+def supports_checkpointing(model: torch.nn.Module) -> bool:
+    return bool(getattr(model, "supports_gradient_checkpointing", False) or getattr(model, "_supports_gradient_checkpointing", False))
+
+
+def install_unit_marker(model: torch.nn.Module) -> UnitMarker | None:
+    """Put a ``UnitMarker`` at the model's checkpointing call sites (``None``: the model has none)."""
+    if not supports_checkpointing(model):
+        return None
+    marker = UnitMarker(model)
+    if hasattr(model, "enable_gradient_checkpointing"):
+        model.enable_gradient_checkpointing(marker)
+        return marker
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
+    for layer in layers:
+        marker.hook(layer)
+    return marker if layers else None
+
+
+def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation: KernelEmulation | None) -> None:
+    """Checkpoint the model's blocks as ``plan`` says, with torch's own checkpoint (non-reentrant,
+    transformers' default); ``offload`` is applied around the forward (``saved_tensor_context``)."""
+    if plan.kind in ("none", "offload"):
+        return
+    if not supports_checkpointing(model):
+        raise ConfigError(f"{type(model).__name__} does not support gradient checkpointing; use --checkpointing none or offload")
+    context_fn = _context_fn(plan, emulation)
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers: its own public switch
+        model.activation_checkpointing_enable(
+            activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": context_fn}, every_n_layers=plan.every
+        )
+        return
+    model.enable_gradient_checkpointing(_EveryKth(plan.every, context_fn))  # diffusers: takes the function
+
+
+def saved_tensor_context(plan: CheckpointPlan) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """What the forward runs under: ``save_on_cpu`` for ``offload``, nothing otherwise."""
+    if plan.kind == "offload":
+        return lambda: torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available())
+    return contextlib.nullcontext
+
+
+class _EveryKth:
+    """diffusers' default checkpoint function, applied to every K-th block: blocks are numbered
+    in the order they first run (``UnitRecord.index``)."""
+
+    def __init__(self, every: int, context_fn: ContextFn) -> None:
+        self._every = every
+        self._context_fn = context_fn
+        self._order: dict[int, int] = {}
+
+    def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
+        index = self._order.setdefault(id(fn), len(self._order))
+        if index % self._every:
+            return fn(*args)
+        return checkpoint(fn, *args, use_reentrant=False, context_fn=self._context_fn)
+
+
+def _context_fn(plan: CheckpointPlan, emulation: KernelEmulation | None) -> ContextFn:
+    """Recompute runs inside autograd's engine, which drops torch-function modes: the emulation
+    re-enters there; ``selective`` adds the op policy's caching and cached modes."""
+    emulated = emulation.checkpoint_contexts if emulation is not None else _no_contexts
+    if plan.kind != "selective":
+        return emulated
+
+    def contexts() -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:
+        forward, recompute = create_selective_checkpoint_contexts(_selective_policy)
+        emulated_forward, emulated_recompute = emulated()
+        return _both(emulated_forward, forward), _both(emulated_recompute, recompute)
+
+    return contexts
+
+
+def _no_contexts() -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def _selective_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+    if str(op.overloadpacket) in SELECTIVE_SAVED_OPS:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class _both(contextlib.ExitStack):  # noqa: N801 - used like contextlib's lower-case helpers
+    """Two contexts entered as one. It keeps both for its whole life, as checkpoint keeps a plain
+    recompute context: selective checkpointing's cache lives in the recompute mode until the
+    checkpoint's frame dies (a generator-based wrapper would drop it when the replay ends)."""
+
+    def __init__(self, outer: contextlib.AbstractContextManager[Any], inner: contextlib.AbstractContextManager[Any]) -> None:
+        super().__init__()
+        self.outer = outer
+        self.inner = inner
+
+    def __enter__(self) -> _both:
+        super().__enter__()
+        self.enter_context(self.outer)
+        self.enter_context(self.inner)
+        return self
