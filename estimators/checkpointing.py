@@ -16,7 +16,6 @@ The choices (``--checkpointing``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Callable
 
 import networkx as nx
 
@@ -25,7 +24,9 @@ from vramsim.tracer.records import UnitRecord
 
 from .timeline import Block, Position, Timeline, derive_timeline
 
-__all__ = ["CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointPlan", "Recompute", "WhatIf", "parse_checkpointing", "what_if"]
+__all__ = [
+    "CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointPlan", "Recompute", "WhatIf", "parse_checkpointing", "what_if",
+]  # fmt: skip
 
 CHECKPOINTING_CHOICES = ("none", "full", "every:K", "selective", "offload", "all")
 
@@ -185,7 +186,8 @@ def _offload(schedule: _Schedule, holds: list[_Hold]) -> None:
             continue
         offloaded.add(hold.sid)
         if hold.unpack is not None:
-            key = schedule.copy(hold.sid, phase="backward", category="activations", at=schedule.at(hold.unpack), nbytes=hold.nbytes)
+            fetched = schedule.at(hold.unpack)
+            key = schedule.copy(hold.sid, phase="backward", category="activations", at=fetched, nbytes=hold.nbytes)
             schedule.free_added(key, schedule.at(hold.release))
     for sid in offloaded:
         if nodes[("storage", sid)]["alloc_at"][0] == 0:

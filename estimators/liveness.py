@@ -84,8 +84,6 @@ def liveness(timeline: Timeline, allocator: CachingAllocator | None = None, *, o
             allocator.free(key)
             total = allocator.allocated_bytes
         allocated.append(total)
-    if allocator is not None:
-        reserved = allocator.stats().peak_reserved_bytes
-    else:
-        reserved = max(allocated[last_step_first:], default=0)
+    last_step = allocated[last_step_first:]
+    reserved = allocator.stats().peak_reserved_bytes if allocator is not None else max(last_step, default=0)
     return Liveness(allocated=allocated, sizes=sizes, overhead_bytes=overhead_bytes, peak_reserved_bytes=reserved)

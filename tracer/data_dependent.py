@@ -45,7 +45,9 @@ list the report prints.
 from __future__ import annotations
 
 import math
+import os
 import re
+import sys
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -429,8 +431,9 @@ class DataDependentPolicy:
         elif source.dtype is torch.bool:
             values = torch.ones(source.shape, dtype=torch.bool, device="cpu")
             self._note(NOTE_BOOL)
-        elif self._scope.phase is Phase.BACKWARD:
-            # Autograd moving a gradient back to a host tensor: values are carried, not read.
+        elif self._scope.phase is Phase.BACKWARD or _offloading():
+            # Autograd moving a gradient back to a host tensor, or save_on_cpu moving a saved
+            # activation there until backward: values are carried, not read.
             values = torch.empty(source.shape, dtype=source.dtype, device="cpu")
         else:
             raise NotImplementedError(_unknown_read(source, self._scope))
@@ -536,6 +539,20 @@ class DataDependentPolicy:
 
 
 # -- fallbacks for data-dependent ops over values nobody knows (assumption 3) ---------------
+
+
+def _offloading() -> bool:
+    """Whether the copy runs inside ``torch.autograd.graph.save_on_cpu``'s pack hook."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "pack_to_cpu" and code.co_filename.endswith(_SAVE_ON_CPU_FILE):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+_SAVE_ON_CPU_FILE = os.path.join("torch", "autograd", "graph.py")
 
 
 def _nonzero(x: torch.Tensor) -> torch.Tensor:

@@ -189,7 +189,8 @@ class MemoryTracer(TorchDispatchMode):
         self._unit = None
         index = self._unit_order.setdefault(module, len(self._unit_order))
         self.trace.units.append(
-            UnitRecord(module=module, step=self.scope.step, index=index, first_clock=first_clock, last_clock=len(self.trace.events),
+            UnitRecord(module=module, step=self.scope.step, index=index, first_clock=first_clock,
+                       last_clock=len(self.trace.events),
                        first_op=first_op, last_op=len(self.trace.ops) - 1, inputs=inputs)
         )  # fmt: skip
 
@@ -302,7 +303,8 @@ class MemoryTracer(TorchDispatchMode):
                            unit=None if self._unit is None else len(self.trace.units),
                            nbytes=tensor.numel() * tensor.element_size(), pack_clock=len(self.trace.events))
             )  # fmt: skip
-            self._held[id(saved)] = (index, weakref.ref(saved, lambda _, key=id(saved): self._release(key)))
+            key = id(saved)
+            self._held[key] = (index, weakref.ref(saved, lambda _, key=key: self._release(key)))
         return saved
 
     def _unpack(self, saved: torch.Tensor) -> torch.Tensor:

@@ -6,9 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import torch
-
 import networkx as nx
+import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
 from vramsim.tracer.graph import build_graph
@@ -22,8 +21,8 @@ from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
 from .report import Assumption, CheckpointChoice, Report, advice_for
 from .targets import Target, resolve_target
-from .workload import Workload
 from .tracing import trace_workload
+from .workload import Workload
 
 __all__ = ["count_parameters", "simulate", "trace_program"]
 

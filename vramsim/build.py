@@ -15,7 +15,6 @@ from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.emulation import KernelEmulation
 
 from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
-
 from .config import SimulationConfig
 from .errors import ConfigError, TraceError
 from .inputs import default_inputs

@@ -70,7 +70,9 @@ class UnitMarker:
 
 
 def supports_checkpointing(model: torch.nn.Module) -> bool:
-    return bool(getattr(model, "supports_gradient_checkpointing", False) or getattr(model, "_supports_gradient_checkpointing", False))
+    """transformers' flag, or diffusers' private one."""
+    flags = ("supports_gradient_checkpointing", "_supports_gradient_checkpointing")
+    return any(getattr(model, flag, False) for flag in flags)
 
 
 def install_unit_marker(model: torch.nn.Module) -> UnitMarker | None:
@@ -153,7 +155,7 @@ def _selective_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Checkpoin
     return CheckpointPolicy.PREFER_RECOMPUTE
 
 
-class _both(contextlib.ExitStack):  # noqa: N801 - used like contextlib's lower-case helpers
+class _both(contextlib.ExitStack):
     """Two contexts entered as one. It keeps both for its whole life, as checkpoint keeps a plain
     recompute context: selective checkpointing's cache lives in the recompute mode until the
     checkpoint's frame dies (a generator-based wrapper would drop it when the replay ends)."""

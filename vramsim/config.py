@@ -95,12 +95,15 @@ class SimulationConfig:
             self.moe_routing = parse_routing(self.moe_routing).spec
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        alias = self.gradient_checkpointing and self.checkpointing == "none"
         try:
-            plan = parse_checkpointing("full" if self.gradient_checkpointing and self.checkpointing == "none" else self.checkpointing)
+            plan = parse_checkpointing("full" if alias else self.checkpointing)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if self.gradient_checkpointing and plan.kind != "full":
-            raise ConfigError(f"gradient_checkpointing is checkpointing='full'; it contradicts checkpointing={self.checkpointing!r}")
+            raise ConfigError(
+                f"gradient_checkpointing is checkpointing='full'; it contradicts checkpointing={self.checkpointing!r}"
+            )
         self.checkpointing = plan.spec
         self.gradient_checkpointing = plan.kind == "full"
         if self.steps < 2:

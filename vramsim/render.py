@@ -27,13 +27,15 @@ def render_report(report: Report, console: Console) -> None:
     console.print(
         Text.assemble(
             (f"{report.model}", "bold"),
-            f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}",
+            f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
+            f" checkpointing={opts.get('checkpointing')}",
             f"  parameters={report.parameters:,}",
         )
     )
     at = report.peak_at
     where = f"step {at.step}, {at.phase}, {at.op}" + (f" in {at.module}" if at.module else "")
-    console.print(Text.assemble("Peak allocated: ", (format_bytes(report.peak_bytes), "bold"), f"  at {where}"))
+    console.print(Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"),
+                                f"  at {where}"))  # fmt: skip
     console.print(f"Reserved by the allocator: {format_bytes(report.reserved_bytes)}   "
                   f"On the device (nvidia-smi): {format_bytes(report.device_bytes)}")  # fmt: skip
     if report.fits is not None and report.capacity_bytes is not None:
@@ -43,6 +45,8 @@ def render_report(report: Report, console: Console) -> None:
                       f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)")  # fmt: skip
         for hint in report.advice:
             console.print(f"  try: {hint}")
+    if report.checkpointing:
+        console.print(_checkpointing(report))
     console.print(Group(_breakdown(report), _layers(report)))
     if report.assumptions:
         console.print("Assumptions:")
@@ -51,8 +55,20 @@ def render_report(report: Report, console: Console) -> None:
     console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
 
 
+def _checkpointing(report: Report) -> Table:
+    table = Table(title="Activation checkpointing, each choice from this one trace", title_justify="left")
+    for name in ("choice", "peak", "reserved", "device", "fits", "recomputed", "TFLOP"):
+        table.add_column(name, justify="left" if name == "choice" else "right")
+    for choice in report.checkpointing:
+        fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
+        table.add_row(choice.checkpointing, format_bytes(choice.peak_bytes), format_bytes(choice.reserved_bytes),
+                      format_bytes(choice.device_bytes), fits, f"{choice.recomputed_ops:,}",
+                      f"{choice.recomputed_flops / 1e12:,.2f}")  # fmt: skip
+    return table
+
+
 def _breakdown(report: Report) -> Table:
-    table = Table(title="At the peak", title_justify="left")
+    table = Table(title="At the peak (the same moment, counted as the peak is)", title_justify="left")
     table.add_column("category")
     table.add_column("bytes", justify="right")
     table.add_column("share", justify="right")

@@ -9,10 +9,10 @@ import torch
 
 from vramsim.build import build_workload
 from vramsim.config import SimulationConfig
-from vramsim.targets import resolve_target
-from vramsim.tracer.categories import Phase
 from vramsim.estimators.liveness import liveness
 from vramsim.estimators.timeline import derive_timeline
+from vramsim.targets import resolve_target
+from vramsim.tracer.categories import Phase
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.mode import MemoryTracer
 from vramsim.tracer.records import Trace

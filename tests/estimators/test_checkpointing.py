@@ -1,0 +1,122 @@
+"""Checkpointing computed from one trace equals a re-trace with that checkpointing applied, to the byte.
+
+The re-trace runs torch's own code: transformers' ``activation_checkpointing_enable`` (full,
+every K-th layer), ``create_selective_checkpoint_contexts`` (selective), diffusers'
+``enable_gradient_checkpointing``, and ``torch.autograd.graph.save_on_cpu`` (offload). The graph
+answer never runs the model again.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import vramsim
+from vramsim.api import _Analysis, trace_program
+from vramsim.config import SimulationConfig
+from vramsim.errors import ConfigError
+from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
+from vramsim.targets import resolve_target
+from vramsim.tracer.graph import build_graph
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "ground_truth"))
+import ground_truth_cases as cases
+
+_LM = {"task": "train", "batch_size": 4, "seq_len": 128}
+MODELS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "llama-gqa": (cases.llama, _LM),
+    "phi3-dense": (cases.phi3, _LM),
+    "mixtral-moe": (cases.mixtral, _LM),
+    "bert-encoder": (cases.bert("BertForMaskedLM"), _LM),
+    "unet-diffusers": (lambda: cases.unet(), {"task": "train", "batch_size": 4, "seq_len": 16,
+                                              "inputs": cases.unet_inputs, "loss": cases.unet_loss}),
+}  # fmt: skip
+CHOICES = {"cpu": ["full", "every:2", "selective"], "h100": ["full", "every:2", "selective", "offload"]}
+
+
+@cache
+def graph_answers(model: str, device: str) -> dict[str, int]:
+    """Every choice's peak from one trace (``checkpointing="all"``)."""
+    source, options = MODELS[model]
+    report = vramsim.simulate(source(), device=device, checkpointing="all", **options)
+    return {choice.checkpointing: choice.peak_bytes for choice in report.checkpointing}
+
+
+def retrace_peak(model: str, device: str, checkpointing: str) -> int:
+    source, options = MODELS[model]
+    target = resolve_target(device)
+    config = SimulationConfig(device=device, checkpointing=checkpointing, **options)
+    _, _, trace = trace_program(source(), config, target, checkpointing="applied")
+    plain = SimulationConfig(device=device, **options)
+    return _Analysis(build_graph(trace), target, plain).run(CheckpointPlan("none")).memory.peak_bytes
+
+
+@pytest.mark.parametrize("device", sorted(CHOICES))
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_graph_answer_equals_retrace(model: str, device: str) -> None:
+    answers = graph_answers(model, device)
+    assert answers["none"] == retrace_peak(model, device, "none")
+    for choice in CHOICES[device]:
+        assert answers[choice] == retrace_peak(model, device, choice), choice
+    assert answers["full"] < answers["none"], "checkpointing frees saved activations"
+
+
+def test_recompute_cost_counts_replayed_ops() -> None:
+    """Full recomputes every layer's matmuls; selective keeps them, so it recomputes no FLOPs."""
+    source, options = MODELS["llama-gqa"]
+    report = vramsim.simulate(source(), device="h100", checkpointing="all", **options)
+    choices = {choice.checkpointing: choice for choice in report.checkpointing}
+    assert choices["none"].recomputed_ops == 0
+    assert choices["full"].recomputed_flops > choices["every:2"].recomputed_flops > 0
+    assert choices["selective"].recomputed_flops == 0 < choices["selective"].recomputed_ops
+    assert choices["offload"].recomputed_ops == 0
+
+
+def test_gradient_checkpointing_is_full(tiny_llama: Any) -> None:
+    options = {"task": "train", "seq_len": 32, "device": "h100"}
+    alias = vramsim.simulate(tiny_llama, gradient_checkpointing=True, **options)
+    full = vramsim.simulate(tiny_llama, checkpointing="full", **options)
+    assert alias.peak_bytes == full.peak_bytes and alias.options["checkpointing"] == "full"
+
+
+@pytest.mark.parametrize("device", ["cpu", "h100"])
+def test_breakdown_is_the_peak(tiny_llama: Any, device: str) -> None:
+    """The breakdown describes the moment of the peak, counted as the peak is (rounded blocks on a GPU)."""
+    for checkpointing in ("none", "full"):
+        report = vramsim.simulate(tiny_llama, task="train", seq_len=64, device=device, checkpointing=checkpointing)
+        assert sum(report.breakdown.values()) == report.peak_bytes
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"task": "forward", "checkpointing": "full"}, "applies to training"),
+        ({"task": "train", "checkpointing": "offload", "device": "cpu"}, "host memory"),
+        ({"task": "train", "checkpointing": "every:0"}, "unknown checkpointing"),
+        ({"task": "train", "checkpointing": "selective", "gradient_checkpointing": True}, "contradicts"),
+    ],
+)
+def test_refused(tiny_llama: Any, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        vramsim.simulate(tiny_llama, seq_len=16, **options)
+
+
+def test_model_without_blocks_is_refused() -> None:
+    import torch
+
+    def build() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+
+    options = {"inputs": lambda b, s: {"input": torch.randn(b, 8)}, "loss": lambda out: out.sum()}
+    with pytest.raises(ConfigError, match="no blocks to checkpoint"):
+        vramsim.simulate(build, device="h100", checkpointing="full", **options)
+
+
+def test_parse() -> None:
+    assert parse_checkpointing("every:1") == CheckpointPlan("full")
+    assert parse_checkpointing(" Every:3 ").spec == "every:3"
+    assert [parse_checkpointing("every:3").checkpointed(i) for i in range(4)] == [True, False, False, True]
