@@ -79,6 +79,8 @@ class Recompute:
     """Ops run again (per training step)."""
     flops: int
     """Their floating-point operations (matmuls, convolutions, attention; elementwise ops count 0)."""
+    offloaded_bytes: int = 0
+    """Bytes copied to host memory in forward (and back in backward), per training step."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,7 +160,7 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
     schedule = _Schedule(graph)
     recompute = Recompute(ops=0, flops=0)
     if plan.kind == "offload":
-        _offload(schedule, holds)
+        recompute = Recompute(ops=0, flops=0, offloaded_bytes=_offload(schedule, holds))
     elif plan.kind != "none":
         units = {i: unit for i, unit in enumerate(graph.graph["units"]) if plan.checkpointed(unit.index)}
         if not units:
@@ -174,17 +176,19 @@ def _latest(moments: list[Position | None]) -> Position | None:
     return max(moments)  # type: ignore[type-var]
 
 
-def _offload(schedule: _Schedule, holds: list[_Hold]) -> None:
+def _offload(schedule: _Schedule, holds: list[_Hold]) -> int:
     """``save_on_cpu``: what the forward saves goes to host memory; backward copies each saved
     tensor back to the device when it reads it, and drops the copy when autograd lets go."""
     nodes = schedule.graph.nodes
     kept: dict[int, list[Position | None]] = {}
     offloaded: set[int] = set()
+    moved = 0
     for hold in holds:
         if nodes[("op", hold.op)]["phase"] != "forward":
             kept.setdefault(hold.sid, []).append(schedule.at(hold.release))
             continue
         offloaded.add(hold.sid)
+        moved += hold.nbytes
         if hold.unpack is not None:
             fetched = schedule.at(hold.unpack)
             key = schedule.copy(hold.sid, phase="backward", category="activations", at=fetched, nbytes=hold.nbytes)
@@ -194,6 +198,7 @@ def _offload(schedule: _Schedule, holds: list[_Hold]) -> None:
             continue  # weights, buffers and inputs stay where they are
         schedule.free_at[sid] = _latest([schedule.program_free(sid), *kept.get(sid, [])])
         schedule.category[sid] = "temporaries"
+    return moved
 
 
 class _Checkpoints:

@@ -46,6 +46,8 @@ class CheckpointChoice:
     """Ops backward runs again, per training step."""
     recomputed_flops: int
     """Their floating-point operations (matmuls, convolutions, attention)."""
+    offloaded_bytes: int
+    """Bytes ``offload`` copies to host memory and back, per step (saved weights included)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
