@@ -29,31 +29,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ground_t
 from ground_truth_cases import CASES, Case
 
 from vramsim import simulate
-from vramsim.build import build_workload
+from vramsim.build import build_program
 from vramsim.config import SimulationConfig
-from vramsim.measure import measure_cpu
-from vramsim.tracer.categories import Category, Phase
-from vramsim.workload import Workload, run_workload
+from vramsim.measure import RealRun, measure_cpu
+from vramsim.program import Program, run_program
 
 
-class _MemTrackerObserver:
+class _MemTrackerObserver(RealRun):
     """Enters a MemTracker around the last step of the workload."""
 
-    def __init__(self, work: Workload) -> None:
+    def __init__(self, program: Program) -> None:
         from torch.distributed._tools.mem_tracker import MemTracker
 
-        self.work = work
+        self.program = program
         self.tracker = MemTracker()
         self.peak: int | None = None
         self._reset_hook: Any = None
 
     def begin_step(self, step: int) -> None:
-        if step != self.work.steps - 1:
+        if step != self.program.steps - 1:
             return
-        external: list[Any] = [self.work.model]
-        if self.work.optimizer is not None:
-            external.append(self.work.optimizer)
-        external.extend(t for t in self.work.batch.values() if isinstance(t, torch.Tensor))
+        external: list[Any] = [self.program.model]
+        if self.program.optimizer is not None:
+            external.append(self.program.optimizer)
+        external.extend(t for t in self.program.batch.values() if isinstance(t, torch.Tensor))
         self.tracker.track_external(*external)
         # generate calls the model once per token; MemTracker refuses a module seen twice unless
         # its module stats are reset. A global hook registered before the tracker's runs first.
@@ -61,7 +60,7 @@ class _MemTrackerObserver:
         self.tracker.__enter__()
 
     def _reset_between_calls(self, module: torch.nn.Module, args: Any) -> None:
-        if module is self.work.model:
+        if module is self.program.model:
             self.tracker.reset_mod_stats()
 
     def close(self) -> None:
@@ -77,13 +76,6 @@ class _MemTrackerObserver:
             peak = self.tracker.get_tracker_snapshot("peak")
             self.peak = sum(int(snapshot["Total"]) for snapshot in peak.values())
 
-    def set_phase(self, phase: Phase) -> None:
-        pass
-
-    def mark(self, tensors: Any, category: Category) -> None:
-        for _ in tensors:  # drain generators, as the other observers do
-            pass
-
 
 def memtracker_peak(case: Case) -> int:
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -91,10 +83,10 @@ def memtracker_peak(case: Case) -> int:
     config = SimulationConfig(device="cpu", **case.options)
     torch.manual_seed(0)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        work = build_workload(case.source(), config, device="cpu")
-        observer = _MemTrackerObserver(work)
+        program = build_program(case.source(), config, device="cpu")
+        observer = _MemTrackerObserver(program)
         try:
-            run_workload(work, observer)
+            run_program(program, observer)
         finally:
             observer.close()  # a failed run must not leave the tracker's global hooks behind
     if observer.peak is None:

@@ -5,7 +5,7 @@ Run on a machine with one GPU (about 8 minutes on an H200):
     python benchmarks/gpu_validation.py            # prints a Markdown table
     OUT=results/ python benchmarks/gpu_validation.py  # also writes results/gpu_validation.json
 
-Each case runs the same workload code as the simulator (vramsim.workload) on cuda:0 and compares
+Each case runs the same workload code as the simulator (vramsim.program) on cuda:0 and compares
 ``max_memory_allocated`` and ``max_memory_reserved`` over the steady-state step with the
 prediction for the catalog entry of that GPU.
 """

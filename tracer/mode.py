@@ -52,7 +52,7 @@ class MemoryTracer(TorchDispatchMode):
 
     Example usage::
 
-        scope = ModuleScope(model)
+        scope = ModuleScope({"": model})
         with scope, MemoryTracer(scope, devices={"meta"}) as tracer:
             tracer.register_module(model)
             model(x).sum().backward()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -23,9 +23,15 @@ class ModuleScope:
     from activation checkpointing.
     """
 
-    def __init__(self, root: torch.nn.Module | None = None) -> None:
+    def __init__(self, roots: Mapping[str, torch.nn.Module] | None = None) -> None:
+        """``roots``: the program's modules by name; paths are ``name.path``, or ``path`` alone
+        for the module named ``""`` (a single model)."""
         self._tracker = _ModTracker()
-        self._root_name = type(root).__name__ if root is not None else ""
+        unnamed = (roots or {}).get("")
+        self._root_name = type(unnamed).__name__ if unnamed is not None else ""
+        for name, root in (roots or {}).items():
+            if name:
+                self._tracker._known_modules[root] = name  # ModTracker names a module by its class otherwise
         self._forward_depth = 0
         self.phase: Phase = Phase.SETUP
         self.step: int = -1

@@ -14,17 +14,17 @@ from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
 from . import summary
-from .build import build_workload
+from .build import build_program
 from .config import SimulationConfig
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
+from .program import Program
 from .report import Assumption, CheckpointChoice, Report, advice_for
 from .targets import Target, resolve_target
-from .tracing import trace_workload
-from .workload import Workload
+from .tracing import trace_program
 
-__all__ = ["count_parameters", "simulate", "trace_program"]
+__all__ = ["build_and_trace", "count_parameters", "simulate"]
 
 
 def simulate(
@@ -63,7 +63,7 @@ def simulate(
     plan = parse_checkpointing(config.checkpointing)
     _check_checkpointing(plan, config, target)
     started = time.perf_counter()
-    work, specs, trace = trace_program(model, config, target, checkpointing="marked")
+    program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
     analysis = _Analysis(build_graph(trace), target, config)
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.what_if.timeline, chosen.memory)
@@ -82,13 +82,13 @@ def simulate(
         advice=advice_for(steady.breakdown) if analysis.fits(memory) is False else [],
         peak_at=steady.site,
         breakdown=steady.breakdown,
-        parameters=summary.count_parameters(work.model),
+        parameters=summary.count_parameters(*program.modules.values()),
         layers=summary.layer_rows(specs, chosen.what_if.timeline, memory),
         checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
-            *_run_notes(config, work),
+            *_run_notes(config, program),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
         options=_options(config),
@@ -96,20 +96,20 @@ def simulate(
     )
 
 
-def trace_program(
+def build_and_trace(
     model: ModelSource, config: SimulationConfig, target: Target, *, checkpointing: Literal["marked", "applied"]
-) -> tuple[Workload, list[summary.LayerSpec], Trace]:
+) -> tuple[Program, list[summary.LayerSpec], Trace]:
     """Build the workload on meta and trace it for ``target``. ``simulate`` traces it with the
     checkpointable blocks marked and computes every checkpointing choice from the graph; a
     re-trace with the choice ``applied`` for real is how the tests check that computation."""
     with target.emulation() as emulation:
-        work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach,
+        program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach,
                               checkpointing=checkpointing)  # fmt: skip
-        specs = summary.layer_specs(work.model)
-        trace = trace_workload(
-            work, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing
+        specs = summary.layer_specs(program.modules)
+        trace = trace_program(
+            program, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing
         )
-    return work, specs, trace
+    return program, specs, trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +196,7 @@ def _options(config: SimulationConfig) -> dict[str, Any]:
     }
 
 
-def _run_notes(config: SimulationConfig, work: Any) -> list[Assumption]:
+def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
     notes = [
         Assumption(
             name="steady_state",
@@ -218,7 +218,7 @@ def _run_notes(config: SimulationConfig, work: Any) -> list[Assumption]:
                     "a training step reads no KV cache",
                 )
             )
-    if work.scaler is not None:
+    if program.scaler is not None:
         notes.append(
             Assumption(
                 name="grad_scaler",
@@ -226,7 +226,7 @@ def _run_notes(config: SimulationConfig, work: Any) -> list[Assumption]:
                 "its scale, growth tracker, found_inf and inverse scale are traced",
             )
         )
-    weights = next((p.dtype for p in work.model.parameters()), None)
+    weights = next((p.dtype for module in program.modules.values() for p in module.parameters()), None)
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
     return notes

@@ -1,4 +1,4 @@
-"""Turn a model source and a config into a runnable ``Workload`` on one device."""
+"""Turn a model source and a config into a runnable ``Program`` on one device."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from .config import SimulationConfig
 from .errors import ConfigError, TraceError
 from .inputs import default_inputs
 from .models import ModelSource, build_model, load_builder, load_config
-from .workload import Workload
+from .program import STEPS, Program
 
-__all__ = ["build_workload", "weight_dtype"]
+__all__ = ["build_program", "weight_dtype"]
 
 
 def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
@@ -35,7 +35,7 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     return torch.float32
 
 
-def build_workload(
+def build_program(
     source: ModelSource,
     config: SimulationConfig,
     *,
@@ -43,7 +43,7 @@ def build_workload(
     emulation: KernelEmulation | None = None,
     foreach: bool = False,
     checkpointing: Literal["marked", "applied"] = "applied",
-) -> Workload:
+) -> Program:
     """Build model, batch and optimizer on ``device``.
 
     On meta, ``emulation`` supplies the target's autocast and re-enters itself for checkpoint
@@ -83,9 +83,9 @@ def build_workload(
     optimizer = _make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
     scaler = _grad_scaler(model, device) if optimizer is not None and mixed == torch.float16 else None
-    return Workload(
-        model=model,
-        task=config.task,
+    return Program(
+        modules={"": model},
+        step=STEPS[config.task],
         batch=batch,
         loss=config.loss,
         optimizer=optimizer,

@@ -12,12 +12,12 @@ from torch.profiler import ProfilerActivity, profile
 
 from vramsim.tracer.categories import Category, Phase
 
-from .build import build_workload
+from .build import build_program
 from .config import SimulationConfig
 from .models import ModelSource
-from .workload import run_workload
+from .program import run_program
 
-__all__ = ["Measurement", "measure_cpu", "measure_cuda"]
+__all__ = ["Measurement", "RealRun", "measure_cpu", "measure_cuda"]
 
 _STEP_MARK = "vramsim::step"
 
@@ -34,7 +34,7 @@ class Measurement:
     """``max_memory_reserved`` over the last step; CUDA only."""
 
 
-class _RealRun:
+class RealRun:
     """A real run has no phases or roles to record; generators it is handed are still drained,
     so the run does the same work as when traced."""
 
@@ -56,7 +56,7 @@ class _RealRun:
         pass
 
 
-class _MarkingObserver(_RealRun):
+class _MarkingObserver(RealRun):
     """Brackets each step in a profiler range so its allocations can be told apart."""
 
     def __init__(self) -> None:
@@ -75,9 +75,9 @@ def measure_cpu(model: ModelSource, config: SimulationConfig, *, seed: int = 0) 
     """Build the workload on the CPU inside the profiler and run it, so every byte is seen."""
     torch.manual_seed(seed)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        work = build_workload(model, config, device="cpu")
-        run_workload(work, _MarkingObserver())
-        del work
+        program = build_program(model, config, device="cpu")
+        run_program(program, _MarkingObserver())
+        del program
     return _last_step_peak(prof, config.steps - 1)
 
 
@@ -111,7 +111,7 @@ def _flatten(roots: list[Any]) -> list[Any]:
     return out
 
 
-class _PeakResetObserver(_RealRun):
+class _PeakResetObserver(RealRun):
     """Resets the CUDA allocator's peak counters when the last step begins."""
 
     def __init__(self, last_step: int) -> None:
@@ -130,13 +130,13 @@ def measure_cuda(model: ModelSource, config: SimulationConfig, *, seed: int = 0)
     """Run the workload on ``cuda:0`` and read ``max_memory_allocated/reserved`` over the last step."""
     torch.manual_seed(seed)
     torch.cuda.empty_cache()
-    work = build_workload(model, config, device="cuda", foreach=True)
-    run_workload(work, _PeakResetObserver(config.steps - 1))
+    program = build_program(model, config, device="cuda", foreach=True)
+    run_program(program, _PeakResetObserver(config.steps - 1))
     measured = Measurement(
         peak_bytes=torch.cuda.max_memory_allocated(),
         allocations=0,
         reserved_bytes=torch.cuda.max_memory_reserved(),
     )
-    del work
+    del program
     torch.cuda.empty_cache()
     return measured

@@ -38,13 +38,15 @@ class Steady:
     """Bytes by category at the peak, in the device's units (rounded blocks on a GPU): sums to ``peak_bytes``."""
 
 
-def count_parameters(module: torch.nn.Module) -> int:
-    """Parameters counted once each (``parameters()`` already skips tied duplicates)."""
-    return sum(p.numel() for p in module.parameters())
+def count_parameters(*modules: torch.nn.Module) -> int:
+    """Parameters counted once each, tied and shared ones included (``parameters()`` skips duplicates)."""
+    unique = {id(p): p for module in modules for p in module.parameters()}
+    return sum(p.numel() for p in unique.values())
 
 
-def layer_specs(model: torch.nn.Module) -> list[LayerSpec]:
-    """Each module down to the decoder layer: containers holding a layer list are opened up."""
+def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
+    """Each module down to the decoder layer, named as the trace names them (``name.path``, or
+    ``path`` for the unnamed single model): containers holding a layer list are opened up."""
     rows: list[LayerSpec] = []
 
     def visit(module: torch.nn.Module, prefix: str) -> None:
@@ -55,7 +57,8 @@ def layer_specs(model: torch.nn.Module) -> list[LayerSpec]:
             else:
                 rows.append(LayerSpec(path, count_parameters(child), sum(p.nbytes for p in child.parameters())))
 
-    visit(model, "")
+    for name, module in modules.items():
+        visit(module, f"{name}." if name else "")
     return rows
 
 

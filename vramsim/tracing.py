@@ -11,9 +11,9 @@ from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
 
 from .errors import TraceError, VramsimError, first_line
-from .workload import Workload, run_workload
+from .program import Program, run_program
 
-__all__ = ["trace_workload"]
+__all__ = ["trace_program"]
 
 
 class _TracerObserver:
@@ -52,30 +52,31 @@ _MISSING_META_KERNEL = re.compile(
 """The two ways PyTorch says an op has no meta kernel (built-in ops, and custom ops)."""
 
 
-def trace_workload(
-    work: Workload, *, devices: frozenset[str], workspaces: WorkspaceRule | None = None, moe_routing: str = "balanced"
+def trace_program(
+    program: Program, *, devices: frozenset[str], workspaces: WorkspaceRule | None = None, moe_routing: str = "balanced"
 ) -> Trace:
-    """Trace ``work`` counting storages on ``devices`` (``meta`` stands for the target).
+    """Trace ``program`` counting storages on ``devices`` (``meta`` stands for the target).
 
     ``moe_routing`` is the load MoE routers are assumed to give experts (``tracer/data_dependent.py``).
     """
-    scope = ModuleScope(work.model)
+    scope = ModuleScope(program.modules)
     tracer = MemoryTracer(scope, devices=devices, workspaces=workspaces, moe_routing=moe_routing)
-    tracer.register_module(work.model)
+    for module in program.modules.values():
+        tracer.register_module(module)
     try:
         with scope, tracer:
-            run_workload(work, _TracerObserver(tracer))
+            run_program(program, _TracerObserver(tracer))
     except VramsimError:
         raise
     except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError, AttributeError) as exc:
-        where = (tracer.trace.ops[-1].module if tracer.trace.ops else "") or type(work.model).__name__
+        where = (tracer.trace.ops[-1].module if tracer.trace.ops else "") or program.name
         missing = _MISSING_META_KERNEL.search(str(exc))
         if missing:
             op = missing.group(1) or missing.group(2)
             raise TraceError(
-                f"{type(work.model).__name__} calls {op} at {where}, which has no meta kernel; "
+                f"{program.name} calls {op} at {where}, which has no meta kernel; "
                 f"register one with torch.library.register_fake('{op}') or replace that call"
             ) from exc
-        raise TraceError(f"{type(work.model).__name__} failed on the meta device at {where}: {first_line(exc)}") from exc
+        raise TraceError(f"{program.name} failed on the meta device at {where}: {first_line(exc)}") from exc
     return tracer.trace
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import vramsim
-from vramsim.api import _Analysis, trace_program
+from vramsim.api import _Analysis, build_and_trace
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
@@ -50,7 +50,7 @@ def retrace_peak(model: str, device: str, checkpointing: str) -> int:
     source, options = MODELS[model]
     target = resolve_target(device)
     config = SimulationConfig(device=device, checkpointing=checkpointing, **options)
-    _, _, trace = trace_program(source(), config, target, checkpointing="applied")
+    _, _, trace = build_and_trace(source(), config, target, checkpointing="applied")
     plain = SimulationConfig(device=device, **options)
     return _Analysis(build_graph(trace), target, plain).run(CheckpointPlan("none")).memory.peak_bytes
 

@@ -133,7 +133,7 @@ class _Net(torch.nn.Module):
 def _backward_peak(with_scope: bool) -> int:
     torch.manual_seed(0)
     net, x = _Net(), torch.randn(256, 64)
-    scope = ModuleScope(net) if with_scope else None
+    scope = ModuleScope({"": net}) if with_scope else None
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         if scope is not None:
             with scope:

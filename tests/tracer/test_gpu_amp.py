@@ -5,19 +5,19 @@ from __future__ import annotations
 import pytest
 
 import vramsim
-from vramsim.build import build_workload
+from vramsim.build import build_program
 from vramsim.config import SimulationConfig
 from vramsim.targets import resolve_target
 from vramsim.tracer.records import Trace
-from vramsim.tracing import trace_workload
+from vramsim.tracing import trace_program
 
 
 def trace_on(device: str, model: object, mixed_precision: str) -> Trace:
     target = resolve_target(device)
     config = SimulationConfig(batch_size=2, seq_len=32, device=device, mixed_precision=mixed_precision)
     with target.emulation() as emulation:
-        work = build_workload(model, config, device="meta", emulation=emulation, foreach=target.foreach)
-        return trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
+        program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach)
+        return trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
 
 
 def test_fp16_training_runs_the_grad_scaler(tiny_llama) -> None:  # type: ignore[no-untyped-def]

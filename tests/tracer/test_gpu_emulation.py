@@ -71,16 +71,16 @@ def test_bf16_autocast_refused_on_v100(tiny_gpt2) -> None:  # type: ignore[no-un
 
 def test_flash_backward_scratch_buffers(tiny_llama) -> None:  # type: ignore[no-untyped-def]
     """flash_api.cpp mha_bwd: softmax_d and dq_accum in fp32, rounded; dk/dv expanded for GQA."""
-    from vramsim.build import build_workload
+    from vramsim.build import build_program
     from vramsim.config import SimulationConfig
     from vramsim.targets import resolve_target
-    from vramsim.tracing import trace_workload
+    from vramsim.tracing import trace_program
 
     target = resolve_target("a100")
     config = SimulationConfig(batch_size=B, seq_len=L, device="a100", mixed_precision="bf16")
     with target.emulation() as emulation:
-        work = build_workload(tiny_llama, config, device="meta", emulation=emulation, foreach=True)
-        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
+        program = build_program(tiny_llama, config, device="meta", emulation=emulation, foreach=True)
+        trace = trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
     scratch = {s.nbytes for s in trace.storages if s.op.endswith("flash_attention_backward:workspace")}
     head_dim = tiny_llama.hidden_size // tiny_llama.num_attention_heads
     softmax_d = B * H * 128 * 4

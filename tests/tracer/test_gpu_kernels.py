@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import torch
 
-from vramsim.build import build_workload
+from vramsim.build import build_program
 from vramsim.config import SimulationConfig
 from vramsim.estimators.devices import DEVICES
 from vramsim.targets import resolve_target
 from vramsim.tracer.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace
-from vramsim.tracing import trace_workload
+from vramsim.tracing import trace_program
 
 
 def workspaces(device: str, model: object, *, batch: int, seq: int, mixed_precision: str = "bf16") -> dict[str, set[int]]:
     target = resolve_target(device)
     config = SimulationConfig(batch_size=batch, seq_len=seq, device=device, mixed_precision=mixed_precision)
     with target.emulation() as emulation:
-        work = build_workload(model, config, device="meta", emulation=emulation, foreach=True)
-        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
+        program = build_program(model, config, device="meta", emulation=emulation, foreach=True)
+        trace = trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
     found: dict[str, set[int]] = {}
     for s in trace.storages:
         if s.op.endswith(":workspace"):

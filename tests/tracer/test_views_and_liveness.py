@@ -7,7 +7,7 @@ from itertools import accumulate
 import pytest
 import torch
 
-from vramsim.build import build_workload
+from vramsim.build import build_program
 from vramsim.config import SimulationConfig
 from vramsim.estimators.liveness import liveness
 from vramsim.estimators.timeline import derive_timeline
@@ -17,7 +17,7 @@ from vramsim.tracer.graph import build_graph
 from vramsim.tracer.mode import MemoryTracer
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
-from vramsim.tracing import trace_workload
+from vramsim.tracing import trace_program
 
 
 def trace_fn(fn) -> Trace:  # type: ignore[no-untyped-def]
@@ -89,8 +89,8 @@ def test_graph_timeline_is_the_recorded_one(case: str, request: pytest.FixtureRe
     config = SimulationConfig(batch_size=2, seq_len=16, device="cpu", **options)
     target = resolve_target("cpu")
     with target.emulation() as emulation:
-        work = build_workload(request.getfixturevalue(fixture), config, device="meta", emulation=emulation)
-        trace = trace_workload(work, devices=target.counted_devices, workspaces=target.rules.workspaces)
+        program = build_program(request.getfixturevalue(fixture), config, device="meta", emulation=emulation)
+        trace = trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
     timeline = derive_timeline(build_graph(trace))
     preexisting = [s.sid for s in trace.storages if s.alloc_clock == 0]
     assert timeline.events == [(sid, True) for sid in preexisting] + trace.events

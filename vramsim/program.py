@@ -1,4 +1,4 @@
-"""The program whose memory is predicted: one training or inference step, run twice.
+"""The program whose memory is predicted: named modules and the step that runs them, run twice.
 
 The same code runs on the meta device under the tracer and on the CPU for real when
 validating, so a prediction and its measurement are of one and the same program.
@@ -21,7 +21,7 @@ from .errors import ConfigError, UnsupportedError
 if TYPE_CHECKING:
     from .checkpointing import UnitMarker
 
-__all__ = ["StepObserver", "Workload", "run_workload", "tensors_in"]
+__all__ = ["STEPS", "Program", "Step", "StepObserver", "run_program", "tensors_in"]
 
 
 class StepObserver(Protocol):
@@ -37,12 +37,21 @@ class StepObserver(Protocol):
     def end_unit(self) -> None: ...
 
 
-@dataclass(kw_only=True)
-class Workload:
-    """A model with everything needed to run its steps; built on meta or on the CPU alike."""
+Step = Callable[["Program", StepObserver], None]
+"""One step of a program: what it runs, observed (phases, roles, checkpointable blocks)."""
 
-    model: torch.nn.Module
-    task: str
+
+@dataclass(kw_only=True)
+class Program:
+    """Named modules, the step that runs them, and what the step needs; built on meta or on the CPU alike.
+
+    One model is ``modules={"": model}``; a diffusion pipeline names its text encoders, denoiser
+    and VAE, a serving engine its model. Module paths in the trace are ``name.path`` (just
+    ``path`` for the unnamed single model).
+    """
+
+    modules: dict[str, torch.nn.Module]
+    step: Step
     batch: dict[str, Any]
     loss: Callable[[Any], torch.Tensor] | None
     optimizer: torch.optim.Optimizer | None
@@ -57,24 +66,35 @@ class Workload:
     units: UnitMarker | None = None
     """Reports the blocks a checkpoint would wrap, where the traced program marks them."""
 
+    @property
+    def model(self) -> torch.nn.Module:
+        """The module a single-model step runs: the one named ``""``."""
+        return self.modules[""]
 
-def run_workload(work: Workload, observer: StepObserver) -> None:
-    """Run ``work.steps`` steps; the last one is the steady state."""
-    observer.mark(work.batch.values(), Category.INPUT)
-    step_fn = {"train": _train_step, "forward": _forward_step, "generate": _generate_step}[work.task]
-    if work.units is not None:
-        work.units.observer = observer
+    @property
+    def name(self) -> str:
+        """What error messages call the program: the model's class, or the modules' names."""
+        if list(self.modules) == [""]:
+            return type(self.model).__name__
+        return "+".join(self.modules)
+
+
+def run_program(program: Program, observer: StepObserver) -> None:
+    """Run ``program.steps`` steps; the last one is the steady state."""
+    observer.mark(program.batch.values(), Category.INPUT)
+    if program.units is not None:
+        program.units.observer = observer
     try:
-        for step in range(work.steps):
+        for step in range(program.steps):
             observer.begin_step(step)
-            step_fn(work, observer)
+            program.step(program, observer)
             observer.end_step()
     finally:
-        if work.units is not None:
-            work.units.observer = None
+        if program.units is not None:
+            program.units.observer = None
 
 
-def _train_step(work: Workload, observer: StepObserver) -> None:
+def _train_step(program: Program, observer: StepObserver) -> None:
     """Forward, backward, optimizer step, ``zero_grad(set_to_none=True)``.
 
     The model's outputs are dropped once the loss is computed, as the Hugging Face Trainer
@@ -83,24 +103,24 @@ def _train_step(work: Workload, observer: StepObserver) -> None:
     ``scaler.step(optimizer)`` (unscale, inf check, step), ``scaler.update()``.
     """
     observer.set_phase(Phase.FORWARD)
-    with work.autocast(), work.saved_tensors():
-        loss = _compute_loss(work, observer)
+    with program.autocast(), program.saved_tensors():
+        loss = _compute_loss(program, observer)
     observer.set_phase(Phase.BACKWARD)
-    (work.scaler.scale(loss) if work.scaler is not None else loss).backward()
-    params = [(name, p) for name, p in work.model.named_parameters() if p.grad is not None]
+    (program.scaler.scale(loss) if program.scaler is not None else loss).backward()
+    params = [(name, p) for name, p in program.model.named_parameters() if p.grad is not None]
     observer.mark_owned(((name, p.grad) for name, p in params), Category.GRADIENT)
     del loss
-    if work.optimizer is not None:
+    if program.optimizer is not None:
         observer.set_phase(Phase.OPTIMIZER)
-        _optimizer_step(work.optimizer, work.scaler)
-        names = {id(p): name for name, p in work.model.named_parameters()}
+        _optimizer_step(program.optimizer, program.scaler)
+        names = {id(p): name for name, p in program.model.named_parameters()}
         observer.mark_owned(
-            ((names.get(id(p), ""), t) for p, state in work.optimizer.state.items() for t in tensors_in(state)),
+            ((names.get(id(p), ""), t) for p, state in program.optimizer.state.items() for t in tensors_in(state)),
             Category.OPTIMIZER_STATE,
         )
-        if work.scaler is not None:
-            observer.mark(tensors_in(work.scaler), Category.OPTIMIZER_STATE)
-        work.optimizer.zero_grad(set_to_none=True)
+        if program.scaler is not None:
+            observer.mark(tensors_in(program.scaler), Category.OPTIMIZER_STATE)
+        program.optimizer.zero_grad(set_to_none=True)
     else:
         for _, param in params:
             param.grad = None
@@ -114,16 +134,16 @@ def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScal
     scaler.update()
 
 
-def _compute_loss(work: Workload, observer: StepObserver) -> torch.Tensor:
-    outputs = work.model(**work.batch)
+def _compute_loss(program: Program, observer: StepObserver) -> torch.Tensor:
+    outputs = program.model(**program.batch)
     observer.mark(tensors_in(outputs), Category.OUTPUT)
-    if work.loss is not None:
-        loss = work.loss(outputs)
+    if program.loss is not None:
+        loss = program.loss(outputs)
     elif getattr(outputs, "loss", None) is not None:
         loss = outputs.loss
     else:
         raise UnsupportedError(
-            f"{type(work.model).__name__} returned no loss to train on; pass loss=lambda outputs: ... "
+            f"{type(program.model).__name__} returned no loss to train on; pass loss=lambda outputs: ... "
             "or a model class with a head (e.g. --model-class AutoModelForCausalLM)"
         )
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -131,15 +151,15 @@ def _compute_loss(work: Workload, observer: StepObserver) -> torch.Tensor:
     return loss
 
 
-def _forward_step(work: Workload, observer: StepObserver) -> None:
+def _forward_step(program: Program, observer: StepObserver) -> None:
     observer.set_phase(Phase.FORWARD)
-    with torch.no_grad(), work.autocast():
-        outputs = work.model(**work.batch)
+    with torch.no_grad(), program.autocast():
+        outputs = program.model(**program.batch)
         observer.mark(tensors_in(outputs), Category.OUTPUT)
         del outputs
 
 
-def _generate_step(work: Workload, observer: StepObserver) -> None:
+def _generate_step(program: Program, observer: StepObserver) -> None:
     """Greedy decoding with the model's own cache: a prefill, then one token per step.
 
     ``model.generate`` is not used because its stopping checks read tensor values, which the
@@ -148,14 +168,14 @@ def _generate_step(work: Workload, observer: StepObserver) -> None:
     from transformers import DynamicCache
 
     observer.set_phase(Phase.FORWARD)
-    model = work.model
+    model = program.model
     accepted = inspect.signature(model.forward).parameters
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-    with torch.no_grad(), work.autocast():
+    with torch.no_grad(), program.autocast():
         cache = DynamicCache(config=model.config)
         extra["cache" if "cache" in accepted else "past_key_values"] = cache
-        outputs = model(**work.batch, use_cache=True, **extra)
-        for _ in range(work.max_new_tokens - 1):
+        outputs = model(**program.batch, use_cache=True, **extra)
+        for _ in range(program.max_new_tokens - 1):
             observer.mark(tensors_in(cache), Category.KV_CACHE)
             next_ids = outputs.logits[:, -1:].argmax(dim=-1)
             del outputs
@@ -178,3 +198,7 @@ def tensors_in(obj: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
             yield from tensors_in(value, _depth + 1)
     elif hasattr(obj, "__dict__"):
         yield from tensors_in(vars(obj), _depth + 1)
+
+
+STEPS: dict[str, Step] = {"train": _train_step, "forward": _forward_step, "generate": _generate_step}
+"""The single-model steps, by task."""
