@@ -15,9 +15,9 @@ from vramsim.tracer.categories import Category, Phase
 from .build import build_program
 from .config import SimulationConfig
 from .models import ModelSource
-from .program import run_program
+from .program import Program, run_program
 
-__all__ = ["Measurement", "RealRun", "measure_cpu", "measure_cuda"]
+__all__ = ["Measurement", "RealRun", "measure_cpu", "measure_cuda", "measure_program_cpu"]
 
 _STEP_MARK = "vramsim::step"
 
@@ -73,12 +73,18 @@ class _MarkingObserver(RealRun):
 
 def measure_cpu(model: ModelSource, config: SimulationConfig, *, seed: int = 0) -> Measurement:
     """Build the workload on the CPU inside the profiler and run it, so every byte is seen."""
+    return measure_program_cpu(lambda: build_program(model, config, device="cpu"), seed=seed)
+
+
+def measure_program_cpu(build: Callable[[], Program], *, seed: int = 0) -> Measurement:
+    """Build a program on the CPU inside the profiler (so its weights are seen too) and run it."""
     torch.manual_seed(seed)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        program = build_program(model, config, device="cpu")
+        program = build()
+        steps = program.steps
         run_program(program, _MarkingObserver())
         del program
-    return _last_step_peak(prof, config.steps - 1)
+    return _last_step_peak(prof, steps - 1)
 
 
 def _last_step_peak(prof: profile, step: int) -> Measurement:
