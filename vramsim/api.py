@@ -203,6 +203,15 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
             detail=f"{config.steps} steps are run; the peak reported is the last one's",
         )
     ]
+    if config.checkpointing != "none":
+        notes.append(
+            Assumption(
+                name="checkpointing_from_graph",
+                detail=f"checkpointing {config.checkpointing} is computed from one trace without checkpointing, as "
+                "non-reentrant torch.utils.checkpoint runs it (inputs kept, forward replayed at the first saved-tensor "
+                "read, early stop; selective keeps matmul and attention outputs; offload is save_on_cpu)",
+            )
+        )
     if config.task == "train":
         notes.append(
             Assumption(
