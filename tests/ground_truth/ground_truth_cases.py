@@ -226,6 +226,8 @@ _FORWARD = {"task": "forward", **_B2S32}
 _GENERATE = {"task": "generate", **_B2S32, "max_new_tokens": 4}
 _LORA_LLAMA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 _LORA_TRAIN = {**_TRAIN, "inputs": lm_inputs}
+_ACTIVATIONS = {"task": "train", "batch_size": 4, "seq_len": 64}
+"""Long enough that activations, not the optimizer step, set the peak."""
 
 CASES: list[Case] = [
     # Llama: GQA decoder, the reference family, across every option.
@@ -291,4 +293,11 @@ CASES: list[Case] = [
         {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss},
     ),
     Case("vae-decode-forward", vae_decoder, {"task": "forward", "batch_size": 1, "seq_len": 8, "inputs": vae_inputs}),
+    # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
+    Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
+    Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),
+    Case("llama-train-selective-bf16-autocast", llama,
+         {**_ACTIVATIONS, "checkpointing": "selective", "mixed_precision": "bf16"}),
+    Case("mixtral-moe-train-selective-checkpointing", mixtral, {**_ACTIVATIONS, "checkpointing": "selective"}),
+    Case("bert-mlm-train-full-checkpointing", bert("BertForMaskedLM"), {**_ACTIVATIONS, "checkpointing": "full"}),
 ]
