@@ -61,6 +61,7 @@ __all__ = [
     "ROUTING_CHOICES",
     "DataDependentPolicy",
     "Routing",
+    "forget_seeds",
     "parse_routing",
     "seed",
 ]
@@ -218,9 +219,13 @@ class _Shadows:
     def drop(self, tensor: torch.Tensor) -> None:
         self._by_storage.pop(id(tensor.untyped_storage()), None)
 
+    def clear(self) -> None:
+        self._by_storage.clear()
+
 
 _SEEDS = _Shadows()
-"""Values of inputs made before tracing began (``seed``), shared by every policy."""
+"""Values of inputs made before tracing began (``seed``), shared by every policy until
+``forget_seeds``: inputs are synthesised before the tracer that reads them exists."""
 
 
 def seed(values: torch.Tensor, device: torch.device | str) -> torch.Tensor:
@@ -229,6 +234,11 @@ def seed(values: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     if out.device.type == "meta" and values.numel() <= SHADOW_LIMIT:
         _SEEDS.set(out, values.detach().cpu(), frozenset({NOTE_INPUTS}))
     return out
+
+
+def forget_seeds() -> None:
+    """Drop every seeded value: called when a trace ends, so none outlives its simulation."""
+    _SEEDS.clear()
 
 
 # -- the policy ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from vramsim.tracer.categories import Category, Phase
+from vramsim.tracer.data_dependent import forget_seeds
 from vramsim.tracer.mode import MemoryTracer, WorkspaceRule
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
@@ -67,5 +68,7 @@ def trace_workload(
                 f"register one with torch.library.register_fake('{op}') or replace that call"
             ) from exc
         raise TraceError(f"{type(work.model).__name__} failed on the meta device at {where}: {first_line(exc)}") from exc
+    finally:
+        forget_seeds()
     return tracer.trace
 
