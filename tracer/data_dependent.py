@@ -36,7 +36,7 @@ the aten level, so it works for any model without per-model patches, with these 
    else from the padded sizes. A 0-dim CPU tensor beside meta tensors, which devices take as a
    scalar but some meta kernels refuse (``masked_fill``'s value), is moved to meta and the op retried.
 6. **Anything else is refused**: an integer or float read of a value computed from weights or
-   activations has no honest answer, and raises ``NotImplementedError`` naming the module.
+   activations has no honest answer, and raises ``UnsupportedError`` naming the module.
 
 Every assumption that shaped a value the program read or sized is appended once to the notes
 list the report prints.
@@ -53,6 +53,8 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from vramsim.errors import UnsupportedError
 
 from .categories import Phase
 from .leaves import tensor_leaves
@@ -284,7 +286,7 @@ class DataDependentPolicy:
         if tensor.dtype is torch.bool:
             self._note(NOTE_BOOL)
             return True
-        raise NotImplementedError(_unknown_read(tensor, self._scope))
+        raise UnsupportedError(_unknown_read(tensor, self._scope))
 
     def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``func(*args, **kwargs)``, with meta-device gaps filled by the stated assumptions."""
@@ -443,7 +445,7 @@ class DataDependentPolicy:
             # Autograd moving a gradient back to a host tensor: values are carried, not read.
             values = torch.empty(source.shape, dtype=source.dtype, device="cpu")
         else:
-            raise NotImplementedError(_unknown_read(source, self._scope))
+            raise UnsupportedError(_unknown_read(source, self._scope))
         rest = {k: v for k, v in kwargs.items() if k not in ("device", "non_blocking")}
         with torch._C.DisableTorchFunction(), torch.no_grad():
             return func(values, **rest, device=target)
