@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import vramsim
-import vramsim.tracer.data_dependent as data_dependent
+from vramsim.tracer.data_dependent import policy
 from vramsim.tracing import _raised_by_vramsim
 
 
@@ -25,7 +25,7 @@ def _inputs(batch_size: int, seq_len: int) -> dict[str, torch.Tensor]:
 
 def test_a_bug_in_vramsim_propagates_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     """A TypeError raised by the tracer's own comparison is not turned into a TraceError."""
-    monkeypatch.setattr(data_dependent, "FACTORY_LIMIT", "not a number")  # the policy's `numel() <= FACTORY_LIMIT` fails
+    monkeypatch.setattr(policy, "FACTORY_LIMIT", "not a number")  # the policy's `numel() <= FACTORY_LIMIT` fails
     with pytest.raises(TypeError, match="'<=' not supported") as caught:
         vramsim.simulate(_Tiny, task="forward", device="cpu", inputs=_inputs, loss=lambda out: out)
     assert not isinstance(caught.value, vramsim.TraceError)

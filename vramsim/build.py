@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import PretrainedConfig
 
-from vramsim.tracer.emulation import KernelEmulation
+from vramsim.tracer.kernels.emulation import KernelEmulation
 
 from .config import SimulationConfig
 from .errors import ConfigError, TraceError

@@ -121,7 +121,7 @@ class SimulationConfig:
     headroom: float = field(default=0.10, metadata=_option(
         help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
     moe_routing: str = field(default="balanced", metadata=_option(
-        help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent.py)", report=_same))
+        help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
         help="steps run; the last one is the steady state that is reported", cli=False))
 

@@ -25,7 +25,7 @@ families with placeholders are fed their text only, as before (pass ``inputs=`` 
 An image classifier fed this way (ShieldGemma 2) gets no labels: its ``labels`` go to its LM.
 
 Known limitation: the tracer keeps values of tensors up to ``SHADOW_LIMIT`` elements
-(``tracer/data_dependent.py``), and Idefics3 / SmolVLM read their tiles' pixel values, so only
+(``tracer/data_dependent/``), and Idefics3 / SmolVLM read their tiles' pixel values, so only
 small pictures trace (a hub SmolVLM's 17 tiles of 512 px are 13M values: refused).
 """
 

@@ -54,7 +54,7 @@ def trace_workload(
 ) -> Trace:
     """Trace ``work`` counting storages on ``devices`` (``meta`` stands for the target).
 
-    ``moe_routing`` is the load MoE routers are assumed to give experts (``tracer/data_dependent.py``).
+    ``moe_routing`` is the load MoE routers are assumed to give experts (``tracer/data_dependent/``).
     An error the program raises on meta is a ``TraceError``; one raised by vramsim's own code
     propagates unchanged, since it is vramsim's bug, not the model's.
     """

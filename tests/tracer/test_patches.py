@@ -12,6 +12,7 @@ import torch
 import vramsim
 from vramsim.tracer import patches
 from vramsim.tracer.data_dependent import seed
+from vramsim.tracer.data_dependent.shadows import SEEDS
 
 
 def _originals() -> dict[str, object]:
@@ -68,6 +69,4 @@ def test_seeded_values_do_not_outlive_a_simulation() -> None:
     kept = seed(torch.arange(4), "meta")
     vramsim.simulate(lambda: torch.nn.Linear(4, 4), task="forward", device="cpu",
                      inputs=lambda b, s: {"input": torch.ones(b, 4, device="meta")}, loss=lambda out: out.sum())  # fmt: skip
-    from vramsim.tracer.data_dependent import _SEEDS
-
-    assert not _SEEDS.has(kept)
+    assert not SEEDS.has(kept)

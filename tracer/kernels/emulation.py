@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from .patches import emulated_autocast
+from ..patches import emulated_autocast
 
 __all__ = ["AttentionCall", "KernelEmulation", "KernelRules"]
 
