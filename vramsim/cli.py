@@ -40,7 +40,8 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument(flag, dest=spec.name, action="store_true", help=option.help)
         else:
             metavar = flag.removeprefix("--").replace("-", "_").upper()
-            parser.add_argument(flag, dest=spec.name, type=option.parse, default=default, metavar=metavar, help=option.help)
+            parser.add_argument(flag, dest=spec.name, type=option.parse or str, default=default, metavar=metavar,
+                                help=option.help)  # fmt: skip
         if spec.name == "lora":
             parser.add_argument("--lora-targets", default="all-linear", help="comma-separated module names for LoRA")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

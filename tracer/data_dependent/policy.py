@@ -133,7 +133,7 @@ class DataDependentPolicy:
 
     def _run_on_values(self, func: Any, flat: list[Any], spec: Any, metas: list[torch.Tensor]) -> Any:
         origins: frozenset[str] = frozenset()
-        cpu_flat = []
+        cpu_flat: list[Any] = []
         for item in flat:
             if isinstance(item, torch.Tensor) and item.device.type == "meta":
                 known = self._values(item)

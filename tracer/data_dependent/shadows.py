@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,7 @@ class Shadows:
         except RuntimeError:
             return
         entry = _Shadow(flat, origins)
-        entry.ref = weakref.ref(storage, lambda _, key=key, by=self._by_storage: by.pop(key, None))
+        entry.ref = weakref.ref(storage, functools.partial(_forget, self._by_storage, key))
         self._by_storage[key] = entry
 
     def drop(self, tensor: torch.Tensor) -> None:
@@ -68,6 +69,11 @@ class Shadows:
 
     def clear(self) -> None:
         self._by_storage.clear()
+
+
+def _forget(by_storage: dict[int, _Shadow], key: int, _dead: Any) -> None:
+    """A shadowed storage died: its values go with it (a new storage may reuse its id)."""
+    by_storage.pop(key, None)
 
 
 SEEDS = Shadows()
