@@ -6,7 +6,7 @@ For every case of ``tests/ground_truth/ground_truth_cases.py``:
   c10's allocated bytes in the last step);
 - vramsim: ``vramsim.simulate(..., device="cpu")``;
 - MemTracker: ``torch.distributed._tools.mem_tracker.MemTracker`` under ``FakeTensorMode``
-  on the same workload code (``vramsim/workload.py``), the model built on the CPU inside the
+  on the same workload code (``vramsim/program.py``), the model built on the CPU inside the
   fake mode. Step 0 runs untracked; before the last step the tracker is told about the model,
   the optimizer and the batch (``track_external``) and entered, so its ``"peak"`` snapshot,
   summed over devices, is the last step's peak. A case it cannot run shows the reason.

@@ -86,3 +86,40 @@ def test_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("vramsim: error: ") and err.count("\n") == 1
+
+
+def test_every_option_is_on_the_command_line_or_python_only() -> None:
+    """Each SimulationConfig field is a flag of trace (or validate) unless its Option says Python-only."""
+    from vramsim.cli import _build_parser, _options
+    from vramsim.config import options
+
+    args = _build_parser().parse_args(["trace", "gpt2"])
+    given = _options(args)
+    for spec, option in options():
+        assert (spec.name in given) == option.cli, spec.name
+        assert option.cli or spec.name in ("inputs", "loss", "steps"), spec.name
+        if option.cli and spec.name != "device":
+            assert given[spec.name] == spec.default, spec.name  # the CLI's default is the API's
+    assert _options(_build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"
+    assert "headroom" not in _options(_build_parser().parse_args(["validate", "gpt2"]))
+
+
+def test_lora_and_optimizer_flags_keep_their_meaning() -> None:
+    """--lora-rank/--lora-targets build peft's arguments; --optimizer none is no optimizer."""
+    from vramsim.cli import _build_parser, _options
+
+    args = _build_parser().parse_args(["trace", "gpt2", "--lora-rank", "4", "--lora-targets", "q,v", "--optimizer", "none"])
+    given = _options(args)
+    assert given["lora"] == {"r": 4, "lora_alpha": 8, "target_modules": ["q", "v"]}
+    assert given["optimizer"] is None
+
+
+def test_help_shows_every_default(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each option's help ends with its default."""
+    monkeypatch.setenv("COLUMNS", "300")  # no line breaks inside a default
+    with pytest.raises(SystemExit):
+        main(["trace", "--help"])
+    out = capsys.readouterr().out
+    assert out.count("(default: ") == out.count("\n  --")  # every flag (-h, --help is not one)
+    for default in ("(default: train)", "(default: h100)", "(default: 0.1)", "(default: all-linear)", "(default: adamw)"):
+        assert default in out

@@ -436,6 +436,6 @@ def test_pixtral_rows_match_the_processor(merge: int) -> None:
 
 
 def test_a_tiny_aria_forward_matches_the_real_cpu_run() -> None:
-    """Aria sums its bool patch mask to int64, which first copies the mask to int64 (tracer/reductions.py)."""
+    """Aria sums its bool patch mask to int64, which first copies the mask to int64 (tracer/kernels/reductions.py)."""
     options = {"task": "forward", "batch_size": 2, "seq_len": 16, "model_class": "AriaForConditionalGeneration"}
     assert_matches_the_real_cpu_run(aria_config, **options)

@@ -110,15 +110,13 @@ class MemoryTracer(TorchDispatchMode):
             self._held.clear()
 
     def _patch_rng_state(self) -> None:
-        """``torch.get_rng_state()`` builds its tensor in C++, out of the dispatcher's sight;
-        activation checkpointing keeps one per block until recompute. Return a dispatched clone
-        so the tracer sees it (the uncloned original is dropped at once)."""
-        self._original_get_rng_state = torch.get_rng_state
-        original = self._original_get_rng_state
-        torch.get_rng_state = lambda: original().clone()
+        from .patches import dispatched_rng_state  # every patch of torch lives in tracer/patches.py
+
+        self._rng_state = dispatched_rng_state()
+        self._rng_state.__enter__()
 
     def _restore_rng_state(self) -> None:
-        torch.get_rng_state = self._original_get_rng_state
+        self._rng_state.__exit__(None, None, None)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}

@@ -1,9 +1,19 @@
-"""vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU."""
+"""vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-from .api import count_parameters, simulate
-from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
-from .report import Assumption, LayerRow, PeakSite, Report
-from .validation import Validation, validate
+The names below are imported on first use (PEP 562), so ``vramsim.estimators`` and
+``vramsim.errors`` load without torch or transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import count_parameters, simulate
+    from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
+    from .report import Assumption, LayerRow, PeakSite, Report
+    from .validation import Validation, validate
 
 __all__ = [
     "Assumption",
@@ -20,3 +30,25 @@ __all__ = [
     "simulate",
     "validate",
 ]
+
+_HOMES = {
+    "count_parameters": "api", "simulate": "api",
+    "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
+    "VramsimError": "errors",
+    "Assumption": "report", "LayerRow": "report", "PeakSite": "report", "Report": "report",
+    "Validation": "validation", "validate": "validation",
+}  # fmt: skip
+"""The module each public name lives in."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'vramsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -15,7 +15,7 @@ from vramsim.tracer.records import Trace
 
 from . import summary
 from .build import build_program
-from .config import SimulationConfig
+from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
@@ -27,36 +27,19 @@ from .tracing import trace_program
 __all__ = ["build_and_trace", "count_parameters", "simulate"]
 
 
-def simulate(
-    model: ModelSource,
-    *,
-    task: str = "train",
-    batch_size: int = 1,
-    seq_len: int = 512,
-    device: str = "h100",
-    dtype: torch.dtype | str | None = None,
-    mixed_precision: torch.dtype | str | None = None,
-    optimizer: Any = "adamw",
-    checkpointing: str = "none",
-    gradient_checkpointing: bool = False,
-    lora: Any = None,
-    max_new_tokens: int | None = None,
-    inputs: Any = None,
-    loss: Any = None,
-    **more: Any,
-) -> Report:
+def simulate(model: ModelSource, **options: Any) -> Report:
     """Trace one workload on the meta device and report its steady-state peak on ``device``.
+
+    ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
+    (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
+    ``optimizer``, ``checkpointing``, ``lora``, ``inputs``, ``loss``...); an unknown one is a
+    ``ConfigError`` naming the choices.
 
     >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
     >>> report.peak_bytes > 0
     True
     """
-    config = SimulationConfig.from_options(
-        task=task, batch_size=batch_size, seq_len=seq_len, device=device, dtype=dtype,
-        mixed_precision=mixed_precision, optimizer=optimizer,
-        checkpointing=checkpointing, gradient_checkpointing=gradient_checkpointing,
-        lora=lora, max_new_tokens=max_new_tokens, inputs=inputs, loss=loss, **more,
-    )  # fmt: skip
+    config = SimulationConfig.from_options(**options)
     target = resolve_target(config.device)
     if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
         raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
@@ -183,17 +166,8 @@ def _model_name(model: ModelSource) -> str:
 
 
 def _options(config: SimulationConfig) -> dict[str, Any]:
-    return {
-        "batch_size": config.batch_size,
-        "seq_len": config.seq_len,
-        "dtype": str(config.dtype).removeprefix("torch.") if config.dtype else None,
-        "mixed_precision": str(config.mixed_precision).removeprefix("torch.") if config.mixed_precision else None,
-        "optimizer": config.optimizer if isinstance(config.optimizer, str) or config.optimizer is None else "custom",
-        "checkpointing": config.checkpointing,
-        "lora": config.lora is not None,
-        "max_new_tokens": config.max_new_tokens,
-        "moe_routing": config.moe_routing,
-    }
+    """The report's JSON ``options``: each field whose ``Option`` says how it is shown."""
+    return {spec.name: option.report(getattr(config, spec.name)) for spec, option in options() if option.report}
 
 
 def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:

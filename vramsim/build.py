@@ -12,7 +12,7 @@ import torch
 from transformers import PretrainedConfig
 
 from vramsim.estimators.checkpointing import parse_checkpointing
-from vramsim.tracer.emulation import KernelEmulation
+from vramsim.tracer.kernels.emulation import KernelEmulation
 
 from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
 from .config import SimulationConfig

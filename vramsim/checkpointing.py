@@ -22,7 +22,7 @@ import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from vramsim.estimators.checkpointing import SELECTIVE_SAVED_OPS, CheckpointPlan
-from vramsim.tracer.emulation import KernelEmulation
+from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.tracer.leaves import tensor_leaves
 
 from .errors import ConfigError

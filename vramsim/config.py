@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal
 
 import torch
@@ -13,7 +13,7 @@ from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError
 
-__all__ = ["SimulationConfig"]
+__all__ = ["Option", "SimulationConfig", "options"]
 
 Task = Literal["train", "forward", "generate"]
 TASKS = ("train", "forward", "generate")
@@ -26,40 +26,104 @@ MAX_SEQ_LEN = 1 << 22
 MAX_BATCH = 1 << 20
 
 
+COMMANDS = ("trace", "validate")
+"""The CLI commands that run a workload."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Option:
+    """How one ``SimulationConfig`` field is offered outside Python: the CLI flag and the report.
+
+    The CLI's arguments and the report's JSON ``options`` are derived from these, so a new
+    field is declared once, here.
+    """
+
+    help: str
+    """What the option does; also the field's documentation."""
+    cli: bool = True
+    """Whether the command line sets it; False for Python-only values (callables)."""
+    flag: str | None = None
+    """The flag, when not ``--`` + the field name with dashes."""
+    parse: Callable[[str], Any] | None = None
+    """Turns the flag's text into the field's value (``None``: the text itself; bools are switches)."""
+    commands: tuple[str, ...] = COMMANDS
+    """The CLI commands that take it."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """A command's own default where it differs from the field's."""
+    report: Callable[[Any], Any] | None = None
+    """The value the report's JSON ``options`` shows for it; ``None``: not shown."""
+
+
+def _option(**option: Any) -> dict[str, Option]:
+    """A field's metadata: its ``Option``."""
+    return {"option": Option(**option)}
+
+
+def options() -> list[tuple[Field[Any], Option]]:
+    """Every ``SimulationConfig`` field with its ``Option``, in declaration order."""
+    return [(f, f.metadata["option"]) for f in fields(SimulationConfig)]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _dtype_name(value: torch.dtype | None) -> str | None:
+    return str(value).removeprefix("torch.") if value else None
+
+
+def _optimizer_name(value: Any) -> str | None:
+    return value if isinstance(value, str) or value is None else "custom"
+
+
+def _optimizer_flag(text: str) -> str | None:
+    return None if text.lower() == "none" else text
+
+
 @dataclass(kw_only=True)
 class SimulationConfig:
-    """Everything ``simulate`` needs besides the model; ``__post_init__`` rejects bad values."""
+    """Everything ``simulate`` needs besides the model; ``__post_init__`` rejects bad values.
 
-    task: Task = "train"
-    batch_size: int = 1
-    seq_len: int = 512
-    device: str = "h100"
-    """Target device name from the catalog (``vramsim gpus``), or ``cpu``."""
-    dtype: torch.dtype | str | None = None
-    """Weight dtype; ``None``: float32 to train, the config's ``torch_dtype`` for inference."""
-    mixed_precision: torch.dtype | str | None = None
-    """Autocast dtype (``bf16``/``fp16``) around the forward pass; weights stay in ``dtype``."""
-    optimizer: str | Callable[..., torch.optim.Optimizer] | None = "adamw"
-    checkpointing: str = "none"
-    """Activation checkpointing: ``none``, ``full``, ``every:K``, ``selective``, ``offload`` or ``all``
-    (``estimators/checkpointing.py``); computed from one trace without checkpointing."""
-    gradient_checkpointing: bool = False
-    """Alias of ``checkpointing="full"``."""
-    lora: Any = None
-    """A ``peft.LoraConfig`` or a dict of its arguments."""
-    max_new_tokens: int | None = None
-    inputs: Callable[[int, int], dict[str, Any]] | None = None
-    loss: Callable[[Any], torch.Tensor] | None = None
-    model_class: str | None = None
-    trust_remote_code: bool = False
-    expandable_segments: bool = False
-    """``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` for the allocator replay."""
-    headroom: float = 0.10
-    """Share of device memory kept free when judging whether the job fits."""
-    moe_routing: str = "balanced"
-    """Load MoE routers give experts: ``balanced``, ``worst-case`` or ``capacity:F`` (``tracer/data_dependent.py``)."""
-    steps: int = field(default=2, repr=False)
-    """Steps run; the last one is the steady state that is reported."""
+    Each field's ``Option`` (its metadata) documents it and says how the CLI and the report show it.
+    """
+
+    task: Task = field(default="train", metadata=_option(help="train, forward or generate"))
+    batch_size: int = field(default=1, metadata=_option(help="sequences per step", parse=int, report=_same))
+    seq_len: int = field(default=512, metadata=_option(help="tokens per sequence", parse=int, report=_same))
+    device: str = field(default="h100", metadata=_option(
+        help="target device (vramsim gpus) or cpu; validate measures on cpu", defaults={"validate": "cpu"}))
+    dtype: torch.dtype | str | None = field(default=None, metadata=_option(
+        help="weight dtype: fp32, bf16, fp16; none given: float32 to train, the config's torch_dtype for inference",
+        report=_dtype_name))
+    mixed_precision: torch.dtype | str | None = field(default=None, metadata=_option(
+        help="autocast dtype (bf16 or fp16) around the forward pass; weights stay in --dtype", report=_dtype_name))
+    optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(default="adamw", metadata=_option(
+        help="adamw, adam, sgd, adafactor or none (Python: also a callable params -> Optimizer)",
+        parse=_optimizer_flag, report=_optimizer_name))
+    checkpointing: str = field(default="none", metadata=_option(
+        help="activation checkpointing: none, full, every:K, selective, offload, or all for a table of each "
+        "(estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
+    gradient_checkpointing: bool = field(default=False, metadata=_option(help="alias of --checkpointing full"))
+    lora: Any = field(default=None, metadata=_option(
+        help="train LoRA adapters of this rank (peft; Python: a peft.LoraConfig or a dict of its arguments)",
+        flag="--lora-rank", parse=int, report=lambda value: value is not None))
+    max_new_tokens: int | None = field(default=None, metadata=_option(
+        help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))
+    inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
+        help="(batch_size, seq_len) -> the model's keyword inputs", cli=False))
+    loss: Callable[[Any], torch.Tensor] | None = field(default=None, metadata=_option(
+        help="the model's output -> the loss to minimise", cli=False))
+    model_class: str | None = field(default=None, metadata=_option(
+        help="transformers class, e.g. AutoModelForSequenceClassification"))
+    trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
+    expandable_segments: bool = field(default=False, metadata=_option(
+        help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
+    headroom: float = field(default=0.10, metadata=_option(
+        help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
+    moe_routing: str = field(default="balanced", metadata=_option(
+        help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
+    steps: int = field(default=2, repr=False, metadata=_option(
+        help="steps run; the last one is the steady state that is reported", cli=False))
 
     @classmethod
     def from_options(cls, **options: Any) -> SimulationConfig:

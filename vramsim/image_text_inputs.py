@@ -25,7 +25,7 @@ families with placeholders are fed their text only, as before (pass ``inputs=`` 
 An image classifier fed this way (ShieldGemma 2) gets no labels: its ``labels`` go to its LM.
 
 Known limitation: the tracer keeps values of tensors up to ``SHADOW_LIMIT`` elements
-(``tracer/data_dependent.py``), and Idefics3 / SmolVLM read their tiles' pixel values, so only
+(``tracer/data_dependent/``), and Idefics3 / SmolVLM read their tiles' pixel values, so only
 small pictures trace (a hub SmolVLM's 17 tiles of 512 px are 13M values: refused).
 """
 
@@ -112,6 +112,7 @@ def spliced_image(model: torch.nn.Module, config: Any, params: set[str], batch: 
     if "pixel_values" not in params or not splices_image(config):
         return None
     family, placeholder = _family(config), _placeholder(config)
+    assert family is not None and placeholder is not None  # splices_image checked both
     made = _processed(config, family, batch)
     block = family.block(config, model, made, placeholder)
     if len(block) > seq_len:
@@ -306,7 +307,8 @@ def _aria(config: Any, model: torch.nn.Module, made: dict[str, Any], placeholder
     ``projector_patch_to_query_dict`` keyed by the crop's side, not its patches (490 / 14 = 35, 35**2 = 1225)."""
     side = made["pixel_values"].shape[-1]
     queries = {int(k): v for k, v in config.projector_patch_to_query_dict.items()}
-    return [placeholder] * queries[(side // _vision_config(config).patch_size) ** 2] * int(made["num_crops"])
+    block: Block = [placeholder]
+    return block * queries[(side // _vision_config(config).patch_size) ** 2] * int(made["num_crops"])
 
 
 def _pixtral(config: Any, model: torch.nn.Module, made: dict[str, Any], placeholder: int) -> Block:

@@ -400,7 +400,9 @@ def _extractor_class(config: Any) -> Any:
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
 
     name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(config, "model_type", ""))
-    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if not isinstance(name, str):
+        return None
+    cls = getattr(transformers, name, None)
     if cls is not None and getattr(cls, "is_dummy", False):
         cls = getattr(importlib.import_module(cls.__module__), name, None)
     return cls

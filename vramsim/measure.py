@@ -94,6 +94,7 @@ def _last_step_peak(prof: profile, step: int) -> Measurement:
     c10's reporter keeps one running total per process, so bytes an earlier profiled run left
     allocated are still in it; the total before this run's first allocation is subtracted.
     """
+    assert prof.profiler is not None and prof.profiler.kineto_results is not None  # set when the profile ends
     events = _flatten(prof.profiler.kineto_results.experimental_event_tree())
     marks = [e for e in events if e.name == f"{_STEP_MARK}{step}"]
     start, end = marks[0].start_time_ns, marks[0].end_time_ns

@@ -8,15 +8,15 @@ from typing import Any
 import torch
 
 from vramsim.estimators.devices import DeviceProfile, get_device
-from vramsim.tracer import autocast_lists
-from vramsim.tracer.attention import CUDNN_RUNTIME_VERSION, GpuAttention, cpu_attention, cpu_attention_workspaces
-from vramsim.tracer.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
-from vramsim.tracer.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
-from vramsim.tracer.emulation import KernelEmulation, KernelRules
-from vramsim.tracer.gpu_kernels import GPU_FUNCTIONS, GpuWorkspaces
+from vramsim.tracer.kernels import autocast_lists
+from vramsim.tracer.kernels.attention import CUDNN_RUNTIME_VERSION, GpuAttention, cpu_attention, cpu_attention_workspaces
+from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
+from vramsim.tracer.kernels.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
+from vramsim.tracer.kernels.emulation import KernelEmulation, KernelRules
+from vramsim.tracer.kernels.gpu_kernels import GPU_FUNCTIONS, GpuWorkspaces
+from vramsim.tracer.kernels.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
+from vramsim.tracer.kernels.reductions import reduction_copies
 from vramsim.tracer.mode import WorkspaceRule
-from vramsim.tracer.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
-from vramsim.tracer.reductions import reduction_copies
 
 from .report import Assumption
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import dis
 import re
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+import vramsim.estimators
+import vramsim.model_zoo
+import vramsim.tracer
 from vramsim.tracer.categories import Category, Phase
+from vramsim.tracer.data_dependent import forget_seeds
 from vramsim.tracer.mode import MemoryTracer, WorkspaceRule
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
@@ -57,7 +64,9 @@ def trace_program(
 ) -> Trace:
     """Trace ``program`` counting storages on ``devices`` (``meta`` stands for the target).
 
-    ``moe_routing`` is the load MoE routers are assumed to give experts (``tracer/data_dependent.py``).
+    ``moe_routing`` is the load MoE routers are assumed to give experts (``tracer/data_dependent/``).
+    An error the program raises on meta is a ``TraceError``; one raised by vramsim's own code
+    propagates unchanged, since it is vramsim's bug, not the model's.
     """
     scope = ModuleScope(program.modules)
     tracer = MemoryTracer(scope, devices=devices, workspaces=workspaces, moe_routing=moe_routing)
@@ -69,6 +78,8 @@ def trace_program(
     except VramsimError:
         raise
     except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        if _raised_by_vramsim(exc.__traceback__):
+            raise
         where = (tracer.trace.ops[-1].module if tracer.trace.ops else "") or program.name
         missing = _MISSING_META_KERNEL.search(str(exc))
         if missing:
@@ -78,5 +89,32 @@ def trace_program(
                 f"register one with torch.library.register_fake('{op}') or replace that call"
             ) from exc
         raise TraceError(f"{program.name} failed on the meta device at {where}: {first_line(exc)}") from exc
+    finally:
+        forget_seeds()
     return tracer.trace
+
+
+_OWN_DIRECTORIES = tuple(
+    Path(directory).resolve() for package in (vramsim, vramsim.tracer, vramsim.estimators, vramsim.model_zoo)
+    for directory in package.__path__
+)  # fmt: skip
+"""Where vramsim's code lives (``tracer/`` and ``estimators/`` sit beside ``vramsim/`` in a checkout)."""
+
+
+def _raised_by_vramsim(traceback: TracebackType | None) -> bool:
+    """Whether the innermost frame is vramsim's and raised the error itself (a ``raise``, a bad
+    attribute or operand) rather than in a call it made: a vramsim frame calling the program's
+    op (``func(*args)``) passes that op's error on, and that error is the program's.
+
+    Known limitation: vramsim passing a bad argument to torch reads as the program's error.
+    """
+    if traceback is None:
+        return False
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    code = traceback.tb_frame.f_code
+    if not any(Path(code.co_filename).resolve().is_relative_to(d) for d in _OWN_DIRECTORIES):
+        return False
+    failing = next((i.opname for i in dis.get_instructions(code) if i.offset == traceback.tb_lasti), "")
+    return not (failing.startswith("CALL") or failing == "PRECALL")
 

@@ -1,4 +1,4 @@
-"""The data-dependent policy (``tracer/data_dependent.py``): each stated assumption, and MoE routing."""
+"""The data-dependent policy (``tracer/data_dependent/``): each stated assumption, and MoE routing."""
 
 from __future__ import annotations
 

@@ -281,13 +281,13 @@ CASES: list[Case] = [
     Case("vit-forward-bf16-autocast", vit, {"task": "forward", "batch_size": 4, "seq_len": 1, "mixed_precision": "bf16"}),
     # diffusers: a UNet trained on a denoising-style loss, and a VAE decoding latents.
     # Batch 1 at 16x16: most convolutions take the Slow2d (im2col) backend, whose column
-    # buffers tracer/cpu_kernels.py models exactly; the up path's concatenated 96-channel inputs
+    # buffers tracer/kernels/cpu_kernels.py models exactly; the up path's concatenated 96-channel inputs
     # exceed Convolution.cpp's 20480-element threshold and go to oneDNN.
     Case(
         "unet2d-train-batch1", unet, {"task": "train", "batch_size": 1, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss}
     ),
     # Batch 2 sends fp32 convolutions to oneDNN (Convolution.cpp ConvParams::use_mkldnn: batch > 1):
-    # its reorder buffers are tracer/onednn_conv.py's.
+    # its reorder buffers are tracer/kernels/onednn_conv.py's.
     Case(
         "unet2d-train-batch2-onednn-conv", unet,
         {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss},

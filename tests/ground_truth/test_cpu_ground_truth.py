@@ -57,7 +57,7 @@ _MM_IDS = ["x".join(map(str, s[:3])) + "-" + "".join("TF"[not f] for f in s[3:])
 def test_bf16_matmul_scratchpad_is_the_kernels(shape: tuple[int, int, int, bool, bool, bool], threads: int) -> None:
     import torch
 
-    from vramsim.tracer.cpu_kernels import matmul_workspaces, onednn_brgemm_isa
+    from vramsim.tracer.kernels.cpu_kernels import matmul_workspaces, onednn_brgemm_isa
 
     if onednn_brgemm_isa() is None:
         pytest.skip("the oneDNN scratchpad is modelled for avx512_core_bf16 CPUs only")
@@ -89,7 +89,7 @@ _CONVS = [
 def test_slow_conv2d_columns_are_the_kernels(conv: tuple[int, ...]) -> None:
     import torch
 
-    from vramsim.tracer.cpu_kernels import conv2d_workspaces
+    from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces
 
     n, c, o, h, k, s, p = conv
     x = torch.randn(n, c, h, h, requires_grad=True)

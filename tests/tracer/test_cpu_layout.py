@@ -11,8 +11,8 @@ from profiled import allocation_trace
 from torch.profiler import ProfilerActivity, profile
 
 from vramsim.targets import resolve_target
-from vramsim.tracer.cpu_layout import cpu_group_norm, cpu_output_layouts
-from vramsim.tracer.emulation import KernelEmulation
+from vramsim.tracer.kernels.cpu_layout import cpu_group_norm, cpu_output_layouts
+from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.tracer.scope import ModuleScope
 
 aten = torch.ops.aten

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import vramsim
-from vramsim.tracer.attention import GpuAttention
-from vramsim.tracer.emulation import AttentionCall
+from vramsim.tracer.kernels.attention import GpuAttention
+from vramsim.tracer.kernels.emulation import AttentionCall
 
 B, H, KV, L, D = 2, 4, 2, 64, 16
 

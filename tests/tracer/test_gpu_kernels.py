@@ -9,7 +9,7 @@ from vramsim.build import build_program
 from vramsim.config import SimulationConfig
 from vramsim.estimators.devices import DEVICES
 from vramsim.targets import resolve_target
-from vramsim.tracer.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace
+from vramsim.tracer.kernels.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace
 from vramsim.tracing import trace_program
 
 

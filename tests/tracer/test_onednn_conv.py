@@ -9,8 +9,8 @@ import pytest
 import torch
 from profiled import transient_bytes
 
-from vramsim.tracer.cpu_kernels import conv_backend
-from vramsim.tracer.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
+from vramsim.tracer.kernels.cpu_kernels import conv_backend
+from vramsim.tracer.kernels.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
 
 pytestmark = pytest.mark.skipif(onednn_conv_isa() is None, reason="formats are modelled for AVX-512 CPUs without AMX")
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from profiled import transient_bytes
 
-from vramsim.tracer.reductions import reduction_copies
+from vramsim.tracer.kernels.reductions import reduction_copies
 
 aten = torch.ops.aten
 N = 1000

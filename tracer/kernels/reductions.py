@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .mode import WorkspaceRule
+from ..mode import WorkspaceRule
 
 __all__ = ["reduction_copies"]
 

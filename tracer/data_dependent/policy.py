@@ -1,82 +1,29 @@
-"""Values a meta tensor does not have: the stated assumptions a traced program runs on.
-
-A meta tensor has a shape and no values, so three things a real program does cannot happen on
-it: reading a value (``.item()``, ``.tolist()``, ``if t:``, ``.cpu()``), ops whose output size
-depends on values (``nonzero``, ``torch.where(cond)``, boolean indexing, ``masked_select``,
-``unique``, ``bincount``...), and kernels whose meta check is stricter than the device's
-(``torch._grouped_mm`` accepts only bf16 on meta). ``DataDependentPolicy`` answers all three at
-the aten level, so it works for any model without per-model patches, with these assumptions:
-
-1. **Known values are followed exactly.** Tensors whose values vramsim knows carry a CPU
-   *shadow* of their values: synthesised inputs (``seed``), small factory results (``zeros``,
-   ``arange``, ``full``... up to ``FACTORY_LIMIT`` elements) and the MoE routing below. An op
-   whose meta inputs all have shadows is also run on the shadows (outputs up to
-   ``SHADOW_LIMIT`` elements), so ``expert_mask.sum(...).nonzero()``, ``counts.tolist()`` or
-   ``lengths.max().item()`` get the value the assumed inputs imply, and data-dependent output
-   sizes come out of the real op.
-2. **MoE routing** (``moe_routing``): the indices of ``topk`` / ``argmax`` / ``max(dim)`` on a
-   meta tensor, which is how routers pick experts, get values that realise the chosen load:
-   ``balanced`` (default: each of E experts receives tokens*top_k/E rows), ``worst-case``
-   (every token picks the same top_k experts, which receive all tokens each) or
-   ``capacity:F`` (experts fill up in order to F times the balanced load: the most skew a
-   capacity factor F allows; ``capacity:1`` is ``balanced``). Each token still picks top_k
-   distinct experts.
-3. **Unknown booleans are True**: ``if mask.all():`` and any boolean read of an unknown tensor
-   answer True (no padding, no packing), and data-dependent sizes over unknown values assume
-   every element is selected: ``nonzero``/``torch.where(cond)``/boolean indexing/``masked_select``
-   keep all elements, ``unique`` finds all elements distinct, ``bincount`` has
-   ``max(minlength, n)`` bins for n values. These are the largest sizes, so memory is not
-   under-predicted.
-4. **Optimizer step counters** read on the device are the step number.
-   **No fp16 overflow**: ``GradScaler``'s inf check (``_amp_foreach_non_finite_check_and_unscale_``)
-   leaves ``found_inf`` at 0, so ``scaler.step`` runs the optimizer step every step.
-5. ``torch._grouped_mm`` of dtypes the meta check refuses gets the output the kernel's own
-   shape rule gives (CUDA and CPU builds run non-bf16 inputs through their fallback kernel);
-   CTC loss (no meta kernel) gets its ``log_alpha`` from the known input and target lengths,
-   else from the padded sizes. A 0-dim CPU tensor beside meta tensors, which devices take as a
-   scalar but some meta kernels refuse (``masked_fill``'s value), is moved to meta and the op retried.
-6. **Anything else is refused**: an integer or float read of a value computed from weights or
-   activations has no honest answer, and raises ``NotImplementedError`` naming the module.
-
-Every assumption that shaped a value the program read or sized is appended once to the notes
-list the report prints.
-"""
+"""``DataDependentPolicy``: runs ops and answers value reads on meta tensors (see the package docstring)."""
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import sys
-import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from .categories import Phase
-from .leaves import tensor_leaves
+from vramsim.errors import UnsupportedError
 
-__all__ = [
-    "ROUTING_CHOICES",
-    "DataDependentPolicy",
-    "Routing",
-    "parse_routing",
-    "seed",
-]
+from ..categories import Phase
+from ..leaves import tensor_leaves
+from .fallbacks import FALLBACKS, grouped_mm_shape
+from .routing import parse_routing
+from .shadows import SEEDS, SHADOW_LIMIT, Shadows
+
+__all__ = ["NOTE_BOOL", "NOTE_SELECT_ALL", "DataDependentPolicy"]
 
 aten = torch.ops.aten
 
-ROUTING_CHOICES = ("balanced", "worst-case", "capacity:F")
-"""The ``moe_routing`` values (``F`` is a capacity factor >= 1, e.g. ``capacity:1.25``)."""
-
-SHADOW_LIMIT = 1 << 20
-"""Largest output (elements) an op is run for on value shadows; larger results stay unknown."""
 FACTORY_LIMIT = 1 << 16
 """Largest factory result (``zeros``, ``arange``...) given a shadow."""
-
 NOTE_BOOL = "boolean reads of tensor values (e.g. mask.all()) are assumed True: no padding, no packing"
 NOTE_SELECT_ALL = (
     "data-dependent sizes over values vramsim cannot know assume every element is selected "
@@ -87,153 +34,6 @@ NOTE_GROUPED_MM = "torch._grouped_mm on meta: output shaped by the kernel's rule
 NOTE_NO_OVERFLOW = (
     "GradScaler: no inf/NaN in the scaled fp16 gradients (found_inf = 0), so every scaler.step runs optimizer.step"
 )
-NOTE_INPUTS = (
-    "the synthesised inputs' values are used where the program reads them: token ids drawn at random (seed 0) "
-    "outside special tokens, masks all ones"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Routing:
-    """How many rows each MoE expert receives; see the module docstring."""
-
-    kind: str
-    """``balanced``, ``worst-case`` or ``capacity``."""
-    factor: float = 1.0
-
-    def loads(self, tokens: int, top_k: int, experts: int) -> list[int]:
-        """Rows per expert for ``tokens`` tokens each picking ``top_k`` of ``experts``."""
-        total = tokens * top_k
-        if self.kind == "balanced" or (self.kind == "capacity" and self.factor == 1.0):
-            base, extra = divmod(total, experts)
-            return [base + (e < extra) for e in range(experts)]
-        cap = tokens if self.kind == "worst-case" else min(tokens, math.ceil(self.factor * total / experts))
-        loads = []
-        for _ in range(experts):
-            take = min(cap, total)
-            loads.append(take)
-            total -= take
-        return loads
-
-    def assignment(self, tokens: int, top_k: int, experts: int) -> torch.Tensor:
-        """``(tokens, top_k)`` expert ids realising ``loads``, with distinct experts per token.
-
-        Expert ids repeated by their load are laid column-wise (slot p -> token p % tokens,
-        choice p // tokens); a run of at most ``tokens`` slots never hits one token twice.
-        """
-        loads = self.loads(tokens, top_k, experts)
-        order = torch.tensor([e for e, n in enumerate(loads) for _ in range(n)], dtype=torch.long, device="cpu")
-        return order.reshape(top_k, tokens).t().contiguous()
-
-    @property
-    def spec(self) -> str:
-        """The option's canonical spelling (``capacity:1.25``)."""
-        return f"capacity:{self.factor:g}" if self.kind == "capacity" else self.kind
-
-    def describe(self) -> str:
-        if self.kind == "worst-case":
-            return "MoE routing assumed worst-case: every token picks the same top_k experts, which each receive all tokens"
-        if self.kind == "capacity" and self.factor != 1.0:
-            return (
-                f"MoE routing assumed at capacity factor {self.factor:g}: experts fill up in order to "
-                f"{self.factor:g} x tokens*top_k/num_experts rows each"
-            )
-        return (
-            "MoE routing assumed balanced: each expert receives tokens*top_k/num_experts rows "
-            "(top-k / argmax picks spread evenly)"
-        )
-
-
-def _cpu_scalars_on_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
-    """Devices accept a 0-dim CPU tensor beside their own as a scalar (TensorIterator); some meta
-    kernels refuse it (``masked_fill``'s value). The same op with those scalars on meta, or None
-    when the call has no such mix."""
-    flat, _ = tree_flatten((args, kwargs))
-    tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-    if not any(t.device.type == "meta" for t in tensors) or not any(t.device.type == "cpu" and t.dim() == 0 for t in tensors):
-        return None
-    return tree_map(lambda a: a.to("meta") if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0 else a,
-                    (args, kwargs))  # fmt: skip
-
-
-def parse_routing(value: Any) -> Routing:
-    """``"balanced" | "worst-case" | "capacity:F"`` -> ``Routing``; ``ValueError`` otherwise."""
-    if isinstance(value, Routing):
-        return value
-    text = str(value).strip().lower() if isinstance(value, str) else None
-    if text in ("balanced", "worst-case"):
-        return Routing(text)
-    match = re.fullmatch(r"capacity:([0-9]*\.?[0-9]+)", text or "")
-    if match and float(match.group(1)) >= 1 and math.isfinite(float(match.group(1))):
-        return Routing("capacity", float(match.group(1)))
-    raise ValueError(f"unknown moe_routing {value!r}; choose one of: {', '.join(ROUTING_CHOICES)} (F >= 1, e.g. capacity:1.25)")
-
-
-# -- value shadows ---------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Shadow:
-    flat: torch.Tensor
-    """The storage's values as one flat CPU tensor of its dtype."""
-    origins: frozenset[str]
-    """Notes of the assumptions these values rest on."""
-    ref: Any = None
-
-
-class _Shadows:
-    """CPU values of meta storages, dropped when the storage dies."""
-
-    def __init__(self) -> None:
-        self._by_storage: dict[int, _Shadow] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._by_storage)
-
-    def get(self, tensor: torch.Tensor) -> tuple[torch.Tensor, frozenset[str]] | None:
-        entry = self._by_storage.get(id(tensor.untyped_storage()))
-        if entry is None or entry.flat.dtype != tensor.dtype:
-            return None
-        try:
-            view = entry.flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
-        except RuntimeError:
-            return None
-        return view, entry.origins
-
-    def has(self, tensor: torch.Tensor) -> bool:
-        return id(tensor.untyped_storage()) in self._by_storage
-
-    def set(self, tensor: torch.Tensor, values: torch.Tensor, origins: frozenset[str]) -> None:
-        storage = tensor.untyped_storage()
-        key = id(storage)
-        if key in self._by_storage or tensor.dtype.itemsize == 0:
-            return
-        flat = torch.zeros(storage.nbytes() // tensor.dtype.itemsize, dtype=tensor.dtype, device="cpu")
-        try:
-            flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).copy_(values)
-        except RuntimeError:
-            return
-        entry = _Shadow(flat, origins)
-        entry.ref = weakref.ref(storage, lambda _, key=key, by=self._by_storage: by.pop(key, None))
-        self._by_storage[key] = entry
-
-    def drop(self, tensor: torch.Tensor) -> None:
-        self._by_storage.pop(id(tensor.untyped_storage()), None)
-
-
-_SEEDS = _Shadows()
-"""Values of inputs made before tracing began (``seed``), shared by every policy."""
-
-
-def seed(values: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """``values`` on ``device``; on meta, remember them so the traced program can read them."""
-    out = values.to(device)
-    if out.device.type == "meta" and values.numel() <= SHADOW_LIMIT:
-        _SEEDS.set(out, values.detach().cpu(), frozenset({NOTE_INPUTS}))
-    return out
-
-
-# -- the policy ------------------------------------------------------------------------------
 
 _FACTORIES = {
     aten.zeros.default, aten.ones.default, aten.full.default, aten.scalar_tensor.default,
@@ -259,7 +59,7 @@ class DataDependentPolicy:
         self._scope = scope
         self._notes = notes
         self.routing = parse_routing(moe_routing)
-        self._shadows = _Shadows()
+        self._shadows = Shadows()
         self._writes: dict[Any, tuple[int, ...]] = {}
 
     # -- entry points ------------------------------------------------------------------------
@@ -276,7 +76,7 @@ class DataDependentPolicy:
         if tensor.dtype is torch.bool:
             self._note(NOTE_BOOL)
             return True
-        raise NotImplementedError(_unknown_read(tensor, self._scope))
+        raise UnsupportedError(_unknown_read(tensor, self._scope))
 
     def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``func(*args, **kwargs)``, with meta-device gaps filled by the stated assumptions."""
@@ -294,7 +94,7 @@ class DataDependentPolicy:
             args = (args[0], self._mask_indices(args[1]), *args[2:])
         flat: list[Any] = []
         metas: list[torch.Tensor] = []
-        if self._shadows or _SEEDS:
+        if self._shadows or SEEDS:
             metas = [t for t in tensor_leaves((args, kwargs)) if t.device.type == "meta"]
             known = [self._known(t) for t in metas]
             if any(known):
@@ -308,7 +108,7 @@ class DataDependentPolicy:
             moved = _cpu_scalars_on_meta(args, kwargs)
             if moved is not None:
                 return func(*moved[0], **moved[1])
-            fallback = _FALLBACKS.get(func.overloadpacket)
+            fallback = FALLBACKS.get(func.overloadpacket)
             if fallback is None:
                 raise
             if not flat:
@@ -328,14 +128,14 @@ class DataDependentPolicy:
     # -- shadows -----------------------------------------------------------------------------
 
     def _known(self, tensor: torch.Tensor) -> bool:
-        return self._shadows.has(tensor) or _SEEDS.has(tensor)
+        return self._shadows.has(tensor) or SEEDS.has(tensor)
 
     def _values(self, tensor: torch.Tensor) -> tuple[torch.Tensor, frozenset[str]] | None:
-        return self._shadows.get(tensor) or _SEEDS.get(tensor)
+        return self._shadows.get(tensor) or SEEDS.get(tensor)
 
     def _run_on_values(self, func: Any, flat: list[Any], spec: Any, metas: list[torch.Tensor]) -> Any:
         origins: frozenset[str] = frozenset()
-        cpu_flat = []
+        cpu_flat: list[Any] = []
         for item in flat:
             if isinstance(item, torch.Tensor) and item.device.type == "meta":
                 known = self._values(item)
@@ -393,7 +193,7 @@ class DataDependentPolicy:
             for t in tree_flatten(target)[0]:
                 if isinstance(t, torch.Tensor) and t.device.type == "meta":
                     self._shadows.drop(t)
-                    _SEEDS.drop(t)
+                    SEEDS.drop(t)
 
     # -- special ops -------------------------------------------------------------------------
 
@@ -436,7 +236,7 @@ class DataDependentPolicy:
             # activation there until backward: values are carried, not read.
             values = torch.empty(source.shape, dtype=source.dtype, device="cpu")
         else:
-            raise NotImplementedError(_unknown_read(source, self._scope))
+            raise UnsupportedError(_unknown_read(source, self._scope))
         rest = {k: v for k, v in kwargs.items() if k not in ("device", "non_blocking")}
         with torch._C.DisableTorchFunction(), torch.no_grad():
             return func(values, **rest, device=target)
@@ -460,7 +260,7 @@ class DataDependentPolicy:
             offs = args[2] if len(args) > 2 else kwargs.get("offs")
             out_dtype = (args[4] if len(args) > 4 else kwargs.get("out_dtype")) or mat_a.dtype
             self._note(NOTE_GROUPED_MM)
-            return torch.empty(_grouped_mm_shape(mat_a, mat_b, offs), dtype=out_dtype, device="meta")
+            return torch.empty(grouped_mm_shape(mat_a, mat_b, offs), dtype=out_dtype, device="meta")
 
     def _ctc(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """CTC loss: its ``log_alpha`` is ``batch x max(input_lengths) x (2 max(target_lengths) + 1)``,
@@ -538,75 +338,16 @@ class DataDependentPolicy:
                 self._notes.append(note)
 
 
-# -- fallbacks for data-dependent ops over values nobody knows (assumption 3) ---------------
-
-
-def _offloading() -> bool:
-    """Whether the copy runs inside ``torch.autograd.graph.save_on_cpu``'s pack hook."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "pack_to_cpu" and code.co_filename.endswith(_SAVE_ON_CPU_FILE):
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
-
-
-_SAVE_ON_CPU_FILE = os.path.join("torch", "autograd", "graph.py")
-
-
-def _nonzero(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty((x.numel(), x.dim()), dtype=torch.long, device=x.device)
-
-
-def _masked_select(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return torch.empty(torch.broadcast_shapes(x.shape, mask.shape).numel(), dtype=x.dtype, device=x.device)
-
-
-def _unique2(x: torch.Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
-    n = x.numel()
-    return (
-        torch.empty(n, dtype=x.dtype, device=x.device),
-        torch.empty(x.shape if return_inverse else (0,), dtype=torch.long, device=x.device),
-        torch.empty(n if return_counts else 0, dtype=torch.long, device=x.device),
-    )
-
-
-def _unique_consecutive(
-    x: torch.Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
-) -> Any:
-    if dim is not None:
-        return _unique_dim(x, dim, True, return_inverse, return_counts)
-    return _unique2(x, True, return_inverse, return_counts)
-
-
-def _unique_dim(x: torch.Tensor, dim: int, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
-    n = x.shape[dim]
-    return (
-        torch.empty_like(x),
-        torch.empty(n if return_inverse else 0, dtype=torch.long, device=x.device),
-        torch.empty(n if return_counts else 0, dtype=torch.long, device=x.device),
-    )
-
-
-def _bincount(x: torch.Tensor, weights: torch.Tensor | None = None, minlength: int = 0) -> torch.Tensor:
-    dtype = torch.long if weights is None else (weights.dtype if weights.dtype.is_floating_point else torch.double)
-    return torch.empty(max(minlength, x.numel()), dtype=dtype, device=x.device)
-
-
-def _argwhere(x: torch.Tensor) -> torch.Tensor:
-    return _nonzero(x)
-
-
-_FALLBACKS: dict[Any, Callable[..., Any]] = {
-    aten.nonzero: _nonzero,
-    aten.argwhere: _argwhere,
-    aten.masked_select: _masked_select,
-    aten._unique2: _unique2,
-    aten.unique_consecutive: _unique_consecutive,
-    aten.unique_dim: _unique_dim,
-    aten.bincount: _bincount,
-}
+def _cpu_scalars_on_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+    """Devices accept a 0-dim CPU tensor beside their own as a scalar (TensorIterator); some meta
+    kernels refuse it (``masked_fill``'s value). The same op with those scalars on meta, or None
+    when the call has no such mix."""
+    flat, _ = tree_flatten((args, kwargs))
+    tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+    if not any(t.device.type == "meta" for t in tensors) or not any(t.device.type == "cpu" and t.dim() == 0 for t in tensors):
+        return None
+    return tree_map(lambda a: a.to("meta") if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0 else a,
+                    (args, kwargs))  # fmt: skip
 
 
 def _on_cpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -614,18 +355,6 @@ def _on_cpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if func is aten.histc.default and not args[0].is_floating_point():
         return func(args[0].double(), *args[1:], **kwargs).to(args[0].dtype)
     return func(*args, **kwargs)
-
-
-def _grouped_mm_shape(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | None) -> tuple[int, ...]:
-    """``_create_grouped_mm_output_tensor`` in torch/_meta_registrations.py."""
-    groups = offs.shape[0] if offs is not None else None
-    if mat_a.dim() == 2 and mat_b.dim() == 2:
-        return (groups or 1, mat_a.shape[0], mat_b.shape[1])
-    if mat_a.dim() == 2:
-        return (mat_a.shape[0], mat_b.shape[-1])
-    if mat_b.dim() == 2:
-        return (mat_a.shape[1], mat_b.shape[1])
-    return (mat_a.shape[0], mat_a.shape[1], mat_b.shape[-1])
 
 
 def _has_mask_index(args: tuple[Any, ...]) -> bool:
@@ -651,3 +380,17 @@ def _unknown_read(tensor: torch.Tensor, scope: Any) -> str:
         "computed from values a meta tensor does not have (vramsim assumes values only for inputs, "
         "masks, MoE routing and optimizer steps); pass inputs= that avoid it"
     )
+
+
+def _offloading() -> bool:
+    """Whether the copy runs inside ``torch.autograd.graph.save_on_cpu``'s pack hook."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "pack_to_cpu" and code.co_filename.endswith(_SAVE_ON_CPU_FILE):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+_SAVE_ON_CPU_FILE = os.path.join("torch", "autograd", "graph.py")

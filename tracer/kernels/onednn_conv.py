@@ -45,7 +45,7 @@ __all__ = ["onednn_conv_isa", "onednn_conv_workspaces"]
 
 _CONV = torch.ops.aten.convolution.default
 _CONV_BACKWARD = torch.ops.aten.convolution_backward.default
-_MKLDNN = torch._C._ConvBackend.Mkldnn
+_MKLDNN = torch._C._ConvBackend.Mkldnn  # type: ignore[attr-defined]  # torch's stub spells it ConvBackend
 _SIMD = 16
 """f32 lanes of an AVX-512 register: the channel block of oneDNN's avx512_core kernels."""
 

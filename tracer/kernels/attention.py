@@ -34,15 +34,14 @@ def cpu_attention(call: AttentionCall) -> torch.Tensor | None:
 
 def _cpu_choice(call: AttentionCall) -> int:
     with _disable_current_modes():
-        stand_ins = [_stand_in(t) for t in (call.query, call.key, call.value, call.attn_mask)]
+        query, key, value = (_stand_in(t) for t in (call.query, call.key, call.value))
+        mask = None if call.attn_mask is None else _stand_in(call.attn_mask)
         return torch._fused_sdp_choice(
-            *stand_ins[:3], stand_ins[3], call.dropout_p, call.is_causal, scale=call.scale, enable_gqa=call.enable_gqa
+            query, key, value, mask, call.dropout_p, call.is_causal, scale=call.scale, enable_gqa=call.enable_gqa
         )
 
 
-def _stand_in(tensor: torch.Tensor | None) -> torch.Tensor | None:
-    if tensor is None:
-        return None
+def _stand_in(tensor: torch.Tensor) -> torch.Tensor:
     strides = [0] * (tensor.dim() - 1) + [tensor.stride(-1)] if tensor.dim() else []
     return torch.empty_strided(tuple(tensor.shape), strides, dtype=tensor.dtype, requires_grad=tensor.requires_grad)
 

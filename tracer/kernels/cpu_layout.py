@@ -26,7 +26,7 @@ is not TensorIterator-based keep the meta kernel's strides.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -59,6 +59,7 @@ def _non_overlapping_and_dense(sizes: Sequence[int], strides: Sequence[int]) -> 
 
 def _strides_like_channels_last(sizes: Sequence[int], strides: Sequence[int]) -> bool:
     """c10/core/MemoryFormat.h ``is_channels_last_strides_2d_s4`` / ``_3d_s5``."""
+    order: tuple[int, ...]
     if len(sizes) == 4:
         order = (1, 3, 2, 0)
     elif len(sizes) == 5:
@@ -86,6 +87,7 @@ def suggest_memory_format(t: torch.Tensor) -> torch.memory_format:
 
 def _contiguous_strides(sizes: Sequence[int], memory_format: torch.memory_format) -> _Strides:
     """``empty(sizes, memory_format=...)`` strides (c10/core/MemoryFormat.h ``get_channels_last_strides_*``)."""
+    order: tuple[int, ...]
     if memory_format is torch.channels_last and len(sizes) == 4:
         order, floor = (1, 3, 2, 0), 0
     elif memory_format is torch.channels_last_3d and len(sizes) == 5:
@@ -130,9 +132,9 @@ def tensor_iterator_strides(operands: Sequence[torch.Tensor]) -> tuple[tuple[int
             return shape, _contiguous_strides(shape, torch.contiguous_format)
         if all(t.is_contiguous(memory_format=torch.channels_last) for t in operands):
             return shape, _contiguous_strides(shape, torch.channels_last)
-        strides = operands[-1].stride()
-        if all(_non_overlapping_and_dense(t.shape, t.stride()) and t.stride() == strides for t in operands):
-            return shape, tuple(strides)
+        common = operands[-1].stride()
+        if all(_non_overlapping_and_dense(t.shape, t.stride()) and t.stride() == common for t in operands):
+            return shape, tuple(common)
     ndim = len(shape)
     stride_bytes = [_broadcast_stride_bytes(t, shape) for t in operands]
     perm = list(range(ndim - 1, -1, -1))
@@ -259,7 +261,7 @@ def _conv_layouts(func: Any, args: tuple[Any, ...], out: Any) -> Any:
     x, weight = (args[0], args[1]) if forward else (args[1], args[2])
     params = args[3:9] if forward else args[4:10]
     backend = conv_backend(x, weight, *params)
-    if backend == torch._C._ConvBackend.Slow2d:
+    if backend == torch._C._ConvBackend.Slow2d:  # type: ignore[attr-defined]  # torch's stub spells it ConvBackend
         # ConvUtils.h thnn_conv_use_channels_last: input or weight channels-last, on the CPU.
         cl = torch.channels_last in (suggest_memory_format(x), suggest_memory_format(weight))
         memory_format = torch.channels_last if cl else torch.contiguous_format
@@ -318,5 +320,5 @@ class _NativeGroupNorm(torch.autograd.Function):
         return (*grads, None, None)
 
 
-CPU_FUNCTIONS = {F.group_norm: cpu_group_norm, torch.group_norm: cpu_group_norm}
+CPU_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {F.group_norm: cpu_group_norm, torch.group_norm: cpu_group_norm}
 """Python-level functions whose CPU composite differs from the one meta tensors take."""

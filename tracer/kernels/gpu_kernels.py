@@ -3,6 +3,7 @@ and fused kernels that meta tensors only reach through their decomposition."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,7 +308,7 @@ def cuda_cross_entropy(
     return F.nll_loss(log_probs, target, weight, size_average, ignore_index, reduce, reduction)
 
 
-GPU_FUNCTIONS = {
+GPU_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     F.rms_norm: gpu_rms_norm,
     torch.rms_norm: gpu_rms_norm,
     F.cross_entropy: cuda_cross_entropy,

@@ -298,7 +298,7 @@ def _is_transposed_2d(dims: tuple[int, int], strides: tuple[int, int]) -> bool:
 def conv_backend(
     x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, dilation: Any, transposed: bool,
     output_padding: Any, groups: int,
-) -> torch._C._ConvBackend:  # fmt: skip
+) -> torch._C._ConvBackend:  # type: ignore[name-defined]  # torch's stub spells it ConvBackend
     """The backend aten/src/ATen/native/Convolution.cpp ``_select_conv_backend`` picks on the CPU.
 
     PyTorch's own selector runs on CPU stand-ins with the inputs' shapes and dtypes; it reads no
@@ -315,7 +315,7 @@ def conv_backend(
 
 _CONV = torch.ops.aten.convolution.default
 _CONV_BACKWARD = torch.ops.aten.convolution_backward.default
-_SLOW2D = torch._C._ConvBackend.Slow2d
+_SLOW2D = torch._C._ConvBackend.Slow2d  # type: ignore[attr-defined]  # torch's stub spells it ConvBackend
 
 
 def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
@@ -343,6 +343,7 @@ def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     if conv_backend(x, weight, *params) != _SLOW2D:
         return []
     stride, padding = params[0], params[1]
+    shape: tuple[int, ...]
     if x.dim() == 3:  # _convolution: view1d_as_2d
         shape, kernel = (x.shape[0], x.shape[1], 1, x.shape[2]), (1, weight.shape[2])
         stride, padding = (1, stride[0]), (0, padding[0])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+
+from ..patches import emulated_autocast
 
 __all__ = ["AttentionCall", "KernelEmulation", "KernelRules"]
 
@@ -87,9 +88,8 @@ class KernelEmulation(TorchFunctionMode):
         self._cast_cache: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         """``id(source)`` -> (weakref to the source, its cast); the weakref guards against a
         reused id, as autocast's weak_intrusive_ptr key does."""
-        self._patched: list[Any] = []
+        self._patches = contextlib.ExitStack()
         self._depth = 0
-        self._original_maybe_autocast: Any = None
         self._layouts = _OutputLayouts(rules.output_layouts) if rules.output_layouts else None
 
     @contextlib.contextmanager
@@ -106,7 +106,7 @@ class KernelEmulation(TorchFunctionMode):
 
     def __enter__(self) -> KernelEmulation:
         if self._depth == 0:
-            self._patch_maybe_autocast()
+            self._patches.enter_context(emulated_autocast(self._maybe_autocast))
             if self._layouts is not None:
                 self._layouts.__enter__()
         self._depth += 1
@@ -118,9 +118,11 @@ class KernelEmulation(TorchFunctionMode):
         finally:
             self._depth -= 1
             if self._depth == 0:
-                self._restore_maybe_autocast()
-                if self._layouts is not None:
-                    self._layouts.__exit__(*exc)
+                try:
+                    if self._layouts is not None:
+                        self._layouts.__exit__(*exc)
+                finally:
+                    self._patches.close()
 
     def checkpoint_contexts(self) -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:
         """``context_fn`` for ``torch.utils.checkpoint``: recompute runs inside autograd's engine,
@@ -134,29 +136,11 @@ class KernelEmulation(TorchFunctionMode):
         with self, (self.autocast(state[1], state[0]) if state else contextlib.nullcontext()):
             yield
 
-    def _patch_maybe_autocast(self) -> None:
-        """transformers' ``maybe_autocast`` skips meta tensors; route it to the emulated autocast.
-
-        Models import it by name (``from ...utils.generic import maybe_autocast``), so every
-        loaded module holding that function gets the replacement.
-        """
-        from transformers.utils import generic
-
-        original = generic.maybe_autocast
-        self._patched = [m for m in list(sys.modules.values()) if getattr(m, "maybe_autocast", None) is original]
-        self._original_maybe_autocast = original
-        for module in self._patched:
-            module.maybe_autocast = self._maybe_autocast
-
-    def _restore_maybe_autocast(self) -> None:
-        for module in self._patched:
-            module.maybe_autocast = self._original_maybe_autocast
-        self._patched = []
-
     def _maybe_autocast(
         self, device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, cache_enabled: bool | None = None
     ) -> contextlib.AbstractContextManager[Any]:
-        """Same contract as transformers' ``maybe_autocast``, against the emulated state."""
+        """Same contract as transformers' ``maybe_autocast``, against the emulated state; models
+        import it by name, and ``patches.emulated_autocast`` routes all of them here."""
         active = bool(self._autocast) and self._autocast[-1][0]
         if active or enabled:
             return self.autocast(dtype, enabled)

@@ -1,0 +1,120 @@
+"""Every attribute of torch or transformers that vramsim replaces while it traces, with its undo.
+
+Meta tensors and the dispatcher miss a few things a real run does (an RNG state built in C++,
+an autocast that skips meta tensors, a hook that buffers gradients); vramsim swaps the Python
+function responsible for each, only while a simulation runs. Each swap is a named ``Patch``
+whose ``applied`` context puts the original back in ``finally``. Every replacement carries
+``__vramsim_patch__`` (its patch's name), so ``leftovers`` can prove none outlives a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+__all__ = ["PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "leftovers"]
+
+_MARK = "__vramsim_patch__"
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """``module.attribute`` replaced while ``applied`` is entered."""
+
+    name: str
+    module: str
+    attribute: str
+    by_name: bool = False
+    """Other modules import the attribute by name (``from m import f``): every loaded module
+    holding the original gets the replacement, and on exit every module holding the
+    replacement (one imported meanwhile too) gets the original back."""
+
+    @contextlib.contextmanager
+    def applied(self, make: Callable[[Any], Callable[..., Any]]) -> Iterator[None]:
+        """Replace the attribute with ``make(original)`` until exit; re-entrant."""
+        owner = importlib.import_module(self.module)
+        original = getattr(owner, self.attribute)
+        replacement = _marked(make(original), self.name)
+        holders = _holders(original, self.attribute) if self.by_name else [owner]
+        for module in holders:
+            setattr(module, self.attribute, replacement)
+        try:
+            yield
+        finally:
+            for module, name in _references(replacement) if self.by_name else [(owner, self.attribute)]:
+                setattr(module, name, original)
+
+
+RNG_STATE = Patch("rng_state", "torch", "get_rng_state")
+MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_autocast", by_name=True)
+MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
+PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK)
+"""The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
+
+
+def dispatched_rng_state() -> contextlib.AbstractContextManager[None]:
+    """``torch.get_rng_state()`` builds its tensor in C++, out of the dispatcher's sight;
+    activation checkpointing keeps one per block until recompute. Return a dispatched clone
+    so the tracer sees it (the uncloned original is dropped at once)."""
+    return RNG_STATE.applied(lambda original: lambda: original().clone())
+
+
+def emulated_autocast(replacement: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """transformers' ``maybe_autocast`` skips meta tensors; route it to the emulated autocast."""
+    return MAYBE_AUTOCAST.applied(lambda original: replacement)
+
+
+def any_mode_grad_hooks() -> contextlib.AbstractContextManager[None]:
+    """``ModTracker``'s pre-forward hook registers an ``"all"``-mode multi-grad hook, which
+    buffers each input's gradient until every one has arrived (torch/autograd/graph.py): the
+    traced program would keep gradients alive longer than the same program run untraced.
+    ``"any"`` mode holds none; a module leaves the backward scope at its first input gradient."""
+    return MULTI_GRAD_HOOK.applied(lambda original: _any_mode_grad_hook)
+
+
+def _any_mode_grad_hook(tensors: Any, fn: Callable[..., None], mode: str = "all") -> Any:
+    return torch.autograd.graph.register_multi_grad_hook(tensors, lambda _grad: fn(), mode="any")
+
+
+def leftovers() -> list[str]:
+    """``module.attribute`` of every vramsim replacement a loaded module still holds."""
+    return [
+        f"{module.__name__}.{name}"
+        for module in _modules()
+        for name, value in list(vars(module).items())
+        if _is_replacement(value)
+    ]
+
+
+def _marked(function: Callable[..., Any], name: str) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def replacement(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    setattr(replacement, _MARK, name)
+    return replacement
+
+
+def _is_replacement(value: Any) -> bool:
+    # getattr on arbitrary module globals can run code (lazy proxies); a function's __dict__ cannot.
+    return callable(value) and isinstance(getattr(value, "__dict__", None), dict) and _MARK in value.__dict__
+
+
+def _holders(original: Any, attribute: str) -> list[ModuleType]:
+    return [module for module in _modules() if vars(module).get(attribute) is original]
+
+
+def _references(replacement: Any) -> list[tuple[ModuleType, str]]:
+    return [(module, name) for module in _modules() for name, value in list(vars(module).items()) if value is replacement]
+
+
+def _modules() -> list[ModuleType]:
+    return [module for module in list(sys.modules.values()) if isinstance(module, ModuleType)]
