@@ -208,9 +208,9 @@ class _Checkpoints:
       the host RNG state) until autograd lets go of the unit's last saved tensor (its frame dies);
     - backward: the first read of a saved tensor of the unit replays the unit's forward up to the
       op that saved its last tensor (early stop); replayed tensors that are saved live until
-      autograd lets go of them, the others until the replay drops them or stops. The host RNG
-      state ``torch.random.fork_rng`` stashes around the replay is not counted: fork_rng skips
-      meta tensors, so the traced program never makes it (5,056 B on a CPU target);
+      autograd lets go of them, the others until the replay drops them or stops; the host RNG
+      state ``torch.random.fork_rng`` stashes around the replay counts where host memory is the
+      device's;
     - selective: outputs of ``SELECTIVE_SAVED_OPS`` are kept from the forward and handed to the
       replay instead of being made again.
     """
@@ -259,7 +259,7 @@ class _Checkpoints:
         releases = [hold.release for hold in holds]
         death = None if None in releases else schedule.at(max([unit.last_clock, *releases]))  # type: ignore[type-var]
         if self.rng_bytes:  # the host RNG state, stashed for the replay
-            key = schedule.add(nbytes=self.rng_bytes, module=unit.module, op="aten.clone", step=unit.step, phase="forward",
+            key = schedule.add(nbytes=self.rng_bytes, module=unit.module, op="aten.empty", step=unit.step, phase="forward",
                                category="activations", alloc_at=schedule.at(unit.first_clock))  # fmt: skip
             schedule.free_added(key, death)
         for sid in unit.inputs:
@@ -295,6 +295,10 @@ class _Checkpoints:
                 cached: dict[int, int]) -> None:  # fmt: skip
         """Replay the unit's forward events ``(first_clock, stop_clock]`` right after clock ``trigger``."""
         schedule = self.schedule
+        rng_key = None
+        if self.rng_bytes:  # torch.random.fork_rng stashes the host state around the replay
+            rng_key = schedule.add(nbytes=self.rng_bytes, module=unit.module, op="aten.empty", step=unit.step,
+                                   phase="recompute", category="temporaries", alloc_at=schedule.at(trigger))  # fmt: skip
         made: dict[int, int] = {}
         for clock in range(unit.first_clock + 1, stop_clock + 1):
             sid, is_alloc = self.events[clock - 1]
@@ -313,6 +317,8 @@ class _Checkpoints:
             else:
                 at = schedule.at(trigger)  # the replay stops: its frames unwind
             self._drop(key, sid, at, cached)
+        if rng_key is not None:
+            schedule.free_added(rng_key, schedule.at(trigger))
 
     def _drop(self, key: int, sid: int, at: Position | None, cached: dict[int, int]) -> None:
         if sid in cached:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import torch
@@ -14,6 +16,7 @@ from torch.utils.flop_counter import flop_registry
 from .categories import Category, Phase
 from .data_dependent import DataDependentPolicy
 from .leaves import tensor_leaves
+from .patches import dispatched_rng_state, host_checkpoint_device
 from .records import BEFORE_TRACE, HoldRecord, OpRecord, StorageRecord, Trace, UnitRecord
 from .scope import ModuleScope
 
@@ -93,30 +96,24 @@ class MemoryTracer(TorchDispatchMode):
         self._unit: tuple[str, int, int, tuple[int, ...]] | None = None
         self._unit_order: dict[str, int] = {}
         self._saved_hooks = saved_tensors_hooks(self._pack, self._unpack)
+        self._patches = contextlib.ExitStack()
 
     def __enter__(self) -> MemoryTracer:
         self._saved_hooks.__enter__()
-        self._patch_rng_state()
+        self._patches.enter_context(dispatched_rng_state())
+        if "cpu" in self._devices:  # meta tensors stand for host ones
+            self._patches.enter_context(host_checkpoint_device())
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         try:
             super().__exit__(*exc)
         finally:
-            self._restore_rng_state()
+            self._patches.close()
             self._saved_hooks.__exit__(*exc)
             self._refs.clear()  # frees after the trace ended are not part of it
             self._tensor_refs.clear()
             self._held.clear()
-
-    def _patch_rng_state(self) -> None:
-        from .patches import dispatched_rng_state  # every patch of torch lives in tracer/patches.py
-
-        self._rng_state = dispatched_rng_state()
-        self._rng_state.__enter__()
-
-    def _restore_rng_state(self) -> None:
-        self._rng_state.__exit__(None, None, None)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -240,7 +237,7 @@ class MemoryTracer(TorchDispatchMode):
             )
         )
         self._sids[key] = sid
-        self._refs[key] = weakref.ref(storage, lambda _, key=key, sid=sid: self._free(key, sid))
+        self._refs[key] = weakref.ref(storage, partial(self._free, key, sid))
         return sid, True
 
     def _transient(self, nbytes: int, op: str) -> None:
@@ -263,10 +260,10 @@ class MemoryTracer(TorchDispatchMode):
         ref = self._tensor_refs.get(key)
         if ref is not None and ref() is tensor:
             return  # an in-place op hands back the tensor it was given
-        self._tensor_refs[key] = weakref.ref(tensor, lambda r, key=key, sid=sid: self._dereference(r, key, sid))
+        self._tensor_refs[key] = weakref.ref(tensor, partial(self._dereference, key, sid))
         self._tensors_per_sid[sid] = self._tensors_per_sid.get(sid, 0) + 1
 
-    def _dereference(self, ref: weakref.ref[torch.Tensor], key: int, sid: int) -> None:
+    def _dereference(self, key: int, sid: int, ref: weakref.ref[torch.Tensor]) -> None:
         if self._tensor_refs.get(key) is ref:
             del self._tensor_refs[key]
         left = self._tensors_per_sid[sid] - 1
@@ -275,7 +272,7 @@ class MemoryTracer(TorchDispatchMode):
         if left == 0 and record.unreferenced_clock is None:
             record.unreferenced_clock = len(self.trace.events)
 
-    def _free(self, key: int, sid: int) -> None:
+    def _free(self, key: int, sid: int, _ref: object = None) -> None:
         self.trace.events.append((sid, False))
         self.trace.storages[sid].free_clock = len(self.trace.events)
         del self._sids[key]
@@ -302,7 +299,7 @@ class MemoryTracer(TorchDispatchMode):
                            nbytes=tensor.numel() * tensor.element_size(), pack_clock=len(self.trace.events))
             )  # fmt: skip
             key = id(saved)
-            self._held[key] = (index, weakref.ref(saved, lambda _, key=key: self._release(key)))
+            self._held[key] = (index, weakref.ref(saved, partial(self._release, key)))
         return saved
 
     def _unpack(self, saved: torch.Tensor) -> torch.Tensor:
@@ -313,7 +310,7 @@ class MemoryTracer(TorchDispatchMode):
                 hold.unpack_clock = len(self.trace.events)
         return saved
 
-    def _release(self, key: int) -> None:
+    def _release(self, key: int, _ref: object = None) -> None:
         index, _ = self._held.pop(key)
         self.trace.holds[index].release_clock = len(self.trace.events)
 

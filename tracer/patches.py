@@ -19,8 +19,13 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from torch.utils._mode_utils import no_dispatch
+from torch.utils._pytree import tree_map
 
-__all__ = ["PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "leftovers"]
+__all__ = [
+    "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "host_checkpoint_device",
+    "leftovers",
+]  # fmt: skip
 
 _MARK = "__vramsim_patch__"
 
@@ -56,15 +61,37 @@ class Patch:
 RNG_STATE = Patch("rng_state", "torch", "get_rng_state")
 MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_autocast", by_name=True)
 MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
-PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK)
+CHECKPOINT_DEVICE = Patch("checkpoint_device", "torch.utils.checkpoint", "_infer_device_type")
+PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE)
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
 def dispatched_rng_state() -> contextlib.AbstractContextManager[None]:
     """``torch.get_rng_state()`` builds its tensor in C++, out of the dispatcher's sight;
-    activation checkpointing keeps one per block until recompute. Return a dispatched clone
-    so the tracer sees it (the uncloned original is dropped at once)."""
-    return RNG_STATE.applied(lambda original: lambda: original().clone())
+    activation checkpointing keeps one per block until recompute. Return the state in a tensor
+    made by a dispatched op, so the tracer sees that one allocation; the state is copied in out
+    of the tracer's sight, so the C++ original is not taken for a tensor older than the trace."""
+    return RNG_STATE.applied(lambda original: functools.partial(_dispatched_state, original))
+
+
+def _dispatched_state(original: Callable[[], torch.Tensor]) -> torch.Tensor:
+    state = original()
+    made = torch.empty(state.shape, dtype=state.dtype, device=state.device)
+    with no_dispatch():
+        made.copy_(state)
+    return made
+
+
+def host_checkpoint_device() -> contextlib.AbstractContextManager[None]:
+    """Where meta tensors stand for host tensors (the CPU target): ``torch.utils.checkpoint``
+    leaves host tensors out when it infers whose RNG state to fork, falls back to the default
+    device type and forks the host RNG state around each recompute, a tensor a CPU run allocates.
+    Seen as meta, the tensors make ``torch.random.fork_rng`` return at once and skip that state."""
+    return CHECKPOINT_DEVICE.applied(lambda original: lambda *args: original(*tree_map(_meta_as_host, args)))
+
+
+def _meta_as_host(value: Any) -> Any:
+    return None if isinstance(value, torch.Tensor) and value.device.type == "meta" else value
 
 
 def emulated_autocast(replacement: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:

@@ -26,6 +26,7 @@ __all__ = ["build_program", "weight_dtype"]
 
 def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     """float32 to train unless told otherwise; inference loads the checkpoint's own dtype."""
+    assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
     if config.dtype is not None:
         return config.dtype
     if config.task != "train":
@@ -57,6 +58,7 @@ def build_program(
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
     else:
+        assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
         dtype = config.dtype
     model = build_model(
         source,
@@ -82,6 +84,7 @@ def build_program(
         batch = (config.inputs or (lambda b, s: default_inputs(model, b, s, train=train)))(config.batch_size, config.seq_len)
     optimizer = _make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
+    assert not isinstance(mixed, str), "SimulationConfig resolves dtype names"
     scaler = _grad_scaler(model, device) if optimizer is not None and mixed == torch.float16 else None
     return Program(
         modules={"": model},

@@ -79,11 +79,13 @@ def install_unit_marker(model: torch.nn.Module) -> UnitMarker | None:
     """Put a ``UnitMarker`` at the model's checkpointing call sites (``None``: the model has none)."""
     if not supports_checkpointing(model):
         return None
-    marker = UnitMarker(model)
-    if hasattr(model, "enable_gradient_checkpointing"):
-        model.enable_gradient_checkpointing(marker)
-        return marker
+    from diffusers import ModelMixin
     from transformers.modeling_layers import GradientCheckpointingLayer
+
+    marker = UnitMarker(model)
+    if isinstance(model, ModelMixin):
+        ModelMixin.enable_gradient_checkpointing(model, marker)
+        return marker
 
     layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
     for layer in layers:
@@ -98,13 +100,18 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
         return
     if not supports_checkpointing(model):
         raise ConfigError(f"{type(model).__name__} does not support gradient checkpointing; use --checkpointing none or offload")
+    from diffusers import ModelMixin
+    from transformers import PreTrainedModel
+
     context_fn = _context_fn(plan, emulation)
-    if hasattr(model, "activation_checkpointing_enable"):  # transformers: its own public switch
+    if isinstance(model, PreTrainedModel):  # its own public switch
         model.activation_checkpointing_enable(
             activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": context_fn}, every_n_layers=plan.every
         )
-        return
-    model.enable_gradient_checkpointing(_EveryKth(plan.every, context_fn))  # diffusers: takes the function
+    elif isinstance(model, ModelMixin):  # takes the function to call at each block
+        ModelMixin.enable_gradient_checkpointing(model, _EveryKth(plan.every, context_fn))
+    else:
+        raise ConfigError(f"{type(model).__name__} has no checkpointing switch vramsim knows; use --checkpointing offload")
 
 
 def saved_tensor_context(plan: CheckpointPlan) -> Callable[[], contextlib.AbstractContextManager[Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
 from vramsim.estimators.assumptions import Overhead, overheads_for, totals
@@ -42,7 +43,7 @@ def device_memory(timeline: Timeline, target: Target, *, training: bool, expanda
                             overheads=[])  # fmt: skip
     overheads = overheads_for(target.profile, training=training)
     added = totals(overheads)
-    platform = "rocm" if target.profile.vendor == "amd" else "cuda"
+    platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))
     live = liveness(timeline, allocator, overhead_bytes=added.allocated)
     peak, index = live.peak(first, last)

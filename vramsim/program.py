@@ -172,7 +172,8 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
     accepted = inspect.signature(model.forward).parameters
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     with torch.no_grad(), program.autocast():
-        cache = DynamicCache(config=model.config)
+        model_config: Any = model.config
+        cache = DynamicCache(config=model_config)
         extra["cache" if "cache" in accepted else "past_key_values"] = cache
         outputs = model(**program.batch, use_cache=True, **extra)
         for _ in range(program.max_new_tokens - 1):
