@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from vramsim.api import _Analysis, build_and_trace
+from vramsim.api import Analysis, build_and_trace
 from vramsim.config import SimulationConfig
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.targets import resolve_target
@@ -27,7 +27,7 @@ def main() -> None:
     _, _, trace = build_and_trace("meta-llama/Llama-3.1-8B", config, target, checkpointing="marked")
     traced = time.perf_counter() - started
     started = time.perf_counter()
-    analysis = _Analysis(build_graph(trace), target, config)
+    analysis = Analysis(build_graph(trace), target, config)
     peaks = {spec: analysis.run(parse_checkpointing(spec)).memory.peak_bytes for spec in CHOICES}
     analysed = time.perf_counter() - started
     for spec, peak in peaks.items():

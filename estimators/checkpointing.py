@@ -162,6 +162,8 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
     if plan.kind == "offload":
         recompute = Recompute(ops=0, flops=0, offloaded_bytes=_offload(schedule, holds))
     elif plan.kind != "none":
+        if graph.graph["nested_units"]:
+            raise NotImplementedError("checkpointed blocks nested in other checkpointed blocks are not modelled")
         units = {i: unit for i, unit in enumerate(graph.graph["units"]) if plan.checkpointed(unit.index)}
         if not units:
             raise ValueError("the traced program has no blocks to checkpoint (the model has no checkpointing call sites)")

@@ -81,7 +81,7 @@ class MemoryTracer(TorchDispatchMode):
         self.scope = scope
         self.trace = Trace()
         self.data_dependent = DataDependentPolicy(scope, self.trace.notes, moe_routing=moe_routing)
-        """Values and data-dependent sizes a meta tensor lacks (``tracer/data_dependent.py``)."""
+        """Values and data-dependent sizes a meta tensor lacks (``tracer/data_dependent/``)."""
         self._devices = frozenset(devices)
         self._sids: dict[int, int] = {}
         """``id(UntypedStorage)`` of each live storage -> its sid."""
@@ -95,6 +95,7 @@ class MemoryTracer(TorchDispatchMode):
         self._packing = False
         self._unit: tuple[str, int, int, tuple[int, ...]] | None = None
         self._unit_order: dict[str, int] = {}
+        self._nested_units = 0
         self._saved_hooks = saved_tensors_hooks(self._pack, self._unpack)
         self._patches = contextlib.ExitStack()
 
@@ -174,11 +175,19 @@ class MemoryTracer(TorchDispatchMode):
                 self.mark(item, category)
 
     def begin_unit(self, module: str, tensors: Iterable[Any]) -> None:
-        """A checkpointable block begins, called with ``tensors`` (see ``UnitRecord``)."""
+        """A checkpointable block begins, called with ``tensors`` (see ``UnitRecord``). A block
+        inside another (Zamba's shared layer, Swin's blocks in a stage) is only counted."""
+        if self._unit is not None:
+            self._nested_units += 1
+            self.trace.nested_units = True
+            return
         inputs = tuple(dict.fromkeys(self._sid_or_existing(t) for t in tensors if self._counts(t)))
         self._unit = (module, len(self.trace.events), len(self.trace.ops), inputs)
 
     def end_unit(self) -> None:
+        if self._nested_units:
+            self._nested_units -= 1
+            return
         assert self._unit is not None, "end_unit without begin_unit"
         module, first_clock, first_op, inputs = self._unit
         self._unit = None

@@ -114,5 +114,7 @@ class Trace:
     """``(first_clock, last_clock)`` of each step, in order."""
     holds: list[HoldRecord] = field(default_factory=list)
     units: list[UnitRecord] = field(default_factory=list)
+    nested_units: bool = False
+    """Whether a checkpointable block ran inside another (only the outer ones are in ``units``)."""
     notes: list[str] = field(default_factory=list)
     """Assumptions the run made (data-dependent values, emulated kernels)."""

@@ -17,14 +17,14 @@ from . import summary
 from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
-from .errors import ConfigError
+from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
 from .program import Program
 from .report import Assumption, CheckpointChoice, Report, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
-__all__ = ["build_and_trace", "count_parameters", "simulate"]
+__all__ = ["Analysis", "build_and_trace", "count_parameters", "simulate"]
 
 
 def simulate(model: ModelSource, **options: Any) -> Report:
@@ -47,7 +47,7 @@ def simulate(model: ModelSource, **options: Any) -> Report:
     _check_checkpointing(plan, config, target)
     started = time.perf_counter()
     program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
-    analysis = _Analysis(build_graph(trace), target, config)
+    analysis = Analysis(build_graph(trace), target, config)
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.what_if.timeline, chosen.memory)
     memory = chosen.memory
@@ -101,7 +101,7 @@ class _Outcome:
     memory: DeviceMemory
 
 
-class _Analysis:
+class Analysis:
     """Checkpointing what-ifs over one traced graph, each replayed on the target."""
 
     def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
@@ -116,6 +116,8 @@ class _Analysis:
             outcome = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
         except ValueError as exc:
             raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
+        except NotImplementedError as exc:
+            raise UnsupportedError(f"--checkpointing {plan.spec}: {exc}") from None
         memory = device_memory(outcome.timeline, self._target, training=self._config.task == "train",
                                expandable_segments=self._config.expandable_segments)  # fmt: skip
         return _Outcome(outcome, memory)

@@ -16,7 +16,7 @@ from vramsim.tracer.kernels.emulation import KernelEmulation
 
 from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
 from .config import SimulationConfig
-from .errors import ConfigError, TraceError
+from .errors import ConfigError
 from .inputs import default_inputs
 from .models import ModelSource, build_model, load_builder, load_config
 from .program import STEPS, Program
@@ -144,12 +144,14 @@ def _make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) ->
         if not isinstance(made, torch.optim.Optimizer):
             raise ConfigError(f"the optimizer factory returned {type(made).__name__}, not a torch.optim.Optimizer")
         return made
-    if optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
-    if optimizer == "adam":
-        return torch.optim.Adam(params, lr=1e-4, foreach=foreach)
-    if optimizer == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
-    if optimizer == "adafactor":
-        return torch.optim.Adafactor(params, lr=1e-2, foreach=foreach)
-    raise TraceError(f"optimizer {optimizer!r} passed the config check but has no factory")
+    assert optimizer in _OPTIMIZERS, f"optimizer {optimizer!r} passed the config check but has no factory"
+    return _OPTIMIZERS[optimizer](params, foreach)
+
+
+_OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]] = {
+    "adamw": lambda params, foreach: torch.optim.AdamW(params, lr=1e-4, foreach=foreach),
+    "adam": lambda params, foreach: torch.optim.Adam(params, lr=1e-4, foreach=foreach),
+    "sgd": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach),
+    "adafactor": lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach),
+}
+"""The named optimizers, with the target's implementation choice (foreach or for-loop) made explicit."""

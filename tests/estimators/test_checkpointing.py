@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import vramsim
-from vramsim.api import _Analysis, build_and_trace
+from vramsim.api import Analysis, build_and_trace
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
@@ -52,7 +52,7 @@ def retrace_peak(model: str, device: str, checkpointing: str) -> int:
     config = SimulationConfig(device=device, checkpointing=checkpointing, **options)
     _, _, trace = build_and_trace(source(), config, target, checkpointing="applied")
     plain = SimulationConfig(device=device, **options)
-    return _Analysis(build_graph(trace), target, plain).run(CheckpointPlan("none")).memory.peak_bytes
+    return Analysis(build_graph(trace), target, plain).run(CheckpointPlan("none")).memory.peak_bytes
 
 
 @pytest.mark.parametrize("device", sorted(CHOICES))
@@ -120,3 +120,19 @@ def test_parse() -> None:
     assert parse_checkpointing("every:1") == CheckpointPlan("full")
     assert parse_checkpointing(" Every:3 ").spec == "every:3"
     assert [parse_checkpointing("every:3").checkpointed(i) for i in range(4)] == [True, False, False, True]
+
+
+def test_nested_blocks_are_unsupported() -> None:
+    """Swin checkpoints its stages and the blocks inside them: nested checkpoints are refused, not guessed."""
+    import transformers
+
+    from vramsim.errors import UnsupportedError
+
+    config = transformers.SwinConfig(
+        image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=2,
+        architectures=["SwinForImageClassification"],
+    )  # fmt: skip
+    options = {"device": "h100", "batch_size": 2, "seq_len": 1}
+    assert vramsim.simulate(config, **options).peak_bytes > 0
+    with pytest.raises(UnsupportedError, match="nested"):
+        vramsim.simulate(config, checkpointing="full", **options)
