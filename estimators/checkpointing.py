@@ -25,7 +25,8 @@ from vramsim.tracer.records import UnitRecord
 from .timeline import Block, Position, Timeline, derive_timeline
 
 __all__ = [
-    "CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointPlan", "Recompute", "WhatIf", "parse_checkpointing", "what_if",
+    "CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointCost", "CheckpointPlan", "WhatIf", "parse_checkpointing",
+    "what_if",
 ]  # fmt: skip
 
 CHECKPOINTING_CHOICES = ("none", "full", "every:K", "selective", "offload", "all")
@@ -72,15 +73,15 @@ def parse_checkpointing(value: object) -> CheckpointPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Recompute:
-    """What a checkpointing choice costs in backward."""
+class CheckpointCost:
+    """What a checkpointing choice costs per training step, besides memory."""
 
-    ops: int
-    """Ops run again (per training step)."""
-    flops: int
+    recomputed_ops: int = 0
+    """Ops backward runs again."""
+    recomputed_flops: int = 0
     """Their floating-point operations (matmuls, convolutions, attention; elementwise ops count 0)."""
     offloaded_bytes: int = 0
-    """Bytes copied to host memory in forward (and back in backward), per training step."""
+    """Bytes copied to host memory in forward and back in backward (saved weights included)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +90,7 @@ class WhatIf:
 
     plan: CheckpointPlan
     timeline: Timeline
-    recompute: Recompute
+    cost: CheckpointCost
 
 
 @dataclass(slots=True, kw_only=True)
@@ -158,17 +159,17 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
         for sid, op, a in saved_edges(graph)
     ]
     schedule = _Schedule(graph)
-    recompute = Recompute(ops=0, flops=0)
+    cost = CheckpointCost()
     if plan.kind == "offload":
-        recompute = Recompute(ops=0, flops=0, offloaded_bytes=_offload(schedule, holds))
+        cost = CheckpointCost(offloaded_bytes=_offload(schedule, holds))
     elif plan.kind != "none":
         if graph.graph["nested_units"]:
             raise NotImplementedError("checkpointed blocks nested in other checkpointed blocks are not modelled")
         units = {i: unit for i, unit in enumerate(graph.graph["units"]) if plan.checkpointed(unit.index)}
         if not units:
             raise ValueError("the traced program has no blocks to checkpoint (the model has no checkpointing call sites)")
-        recompute = _Checkpoints(schedule, holds, units, plan.kind == "selective", rng_state_bytes).apply()
-    return WhatIf(plan=plan, timeline=schedule.timeline(), recompute=recompute)
+        cost = _Checkpoints(schedule, holds, units, plan.kind == "selective", rng_state_bytes).apply()
+    return WhatIf(plan=plan, timeline=schedule.timeline(), cost=cost)
 
 
 def _latest(moments: list[Position | None]) -> Position | None:
@@ -237,7 +238,7 @@ class _Checkpoints:
             else:
                 self.kept.setdefault(hold.sid, []).append(schedule.at(hold.release))
 
-    def apply(self) -> Recompute:
+    def apply(self) -> CheckpointCost:
         ops = flops = 0
         for index, unit in self.units.items():
             unit_ops, unit_flops = self._unit(unit, self.unit_holds.get(index, []))
@@ -251,7 +252,7 @@ class _Checkpoints:
             self.schedule.free_at[sid] = _latest([self.schedule.program_free(sid), *moments])
             if not moments:
                 self.schedule.category[sid] = "temporaries"
-        return Recompute(ops=ops, flops=flops)
+        return CheckpointCost(recomputed_ops=ops, recomputed_flops=flops)
 
     def _hold_extra(self, sid: int, at: Position | None) -> None:
         self.extra.setdefault(sid, []).append(at)

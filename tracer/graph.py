@@ -2,8 +2,9 @@
 
 Nodes:
 
-- ``("op", i)``: one aten op, with ``name``, ``module``, ``phase``, ``step``, ``clock_after`` and
-  ``flops``.
+- ``("op", i)``: one aten op, with ``name`` (the op as the target's kernel choice ran it: SDPA is
+  ``_scaled_dot_product_cudnn_attention`` on an H100, ``_scaled_dot_product_flash_attention_for_cpu``
+  on the CPU), ``module``, ``phase``, ``step``, ``clock_after`` and ``flops``.
 - ``("storage", sid)``: one storage, with ``nbytes``, ``dtype``, ``shape``, ``category`` (its role),
   ``owner`` (the parameter a gradient or optimizer state belongs to), ``module``, ``phase``,
   ``step``, ``op`` (the op that allocated it), ``alloc_at`` and ``free_at`` (timeline positions,

@@ -130,8 +130,7 @@ class Analysis:
         return CheckpointChoice(
             checkpointing=outcome.what_if.plan.spec, peak_bytes=outcome.memory.peak_bytes,
             reserved_bytes=outcome.memory.reserved_bytes, device_bytes=outcome.memory.device_bytes,
-            fits=self.fits(outcome.memory), recomputed_ops=outcome.what_if.recompute.ops,
-            recomputed_flops=outcome.what_if.recompute.flops, offloaded_bytes=outcome.what_if.recompute.offloaded_bytes,
+            fits=self.fits(outcome.memory), cost=outcome.what_if.cost,
         )  # fmt: skip
 
 

@@ -57,13 +57,14 @@ def render_report(report: Report, console: Console) -> None:
 
 def _checkpointing(report: Report) -> Table:
     table = Table(title="Activation checkpointing, each choice from this one trace", title_justify="left")
-    for name in ("choice", "peak", "reserved", "device", "fits", "recomputed", "TFLOP", "to host"):
-        table.add_column(name, justify="left" if name == "choice" else "right")
+    for name in ("choice", "peak", "device", "fits", "recomputed", "TFLOP", "to host"):
+        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=True)
     for choice in report.checkpointing:
         fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
-        table.add_row(choice.checkpointing, format_bytes(choice.peak_bytes), format_bytes(choice.reserved_bytes),
-                      format_bytes(choice.device_bytes), fits, f"{choice.recomputed_ops:,}",
-                      f"{choice.recomputed_flops / 1e12:,.2f}", format_bytes(choice.offloaded_bytes))  # fmt: skip
+        cost = choice.cost
+        table.add_row(choice.checkpointing, format_bytes(choice.peak_bytes), format_bytes(choice.device_bytes), fits,
+                      f"{cost.recomputed_ops:,}", f"{cost.recomputed_flops / 1e12:,.1f}",
+                      format_bytes(cost.offloaded_bytes))  # fmt: skip
     return table
 
 

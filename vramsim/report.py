@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vramsim.estimators.checkpointing import CheckpointCost
+
 __all__ = ["Assumption", "CheckpointChoice", "LayerRow", "PeakSite", "Report"]
 
 
@@ -42,12 +44,8 @@ class CheckpointChoice:
     reserved_bytes: int
     device_bytes: int
     fits: bool | None
-    recomputed_ops: int
-    """Ops backward runs again, per training step."""
-    recomputed_flops: int
-    """Their floating-point operations (matmuls, convolutions, attention)."""
-    offloaded_bytes: int
-    """Bytes ``offload`` copies to host memory and back, per step (saved weights included)."""
+    cost: CheckpointCost
+    """Recompute and host traffic per step."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -70,10 +70,10 @@ def test_recompute_cost_counts_replayed_ops() -> None:
     source, options = MODELS["llama-gqa"]
     report = vramsim.simulate(source(), device="h100", checkpointing="all", **options)
     choices = {choice.checkpointing: choice for choice in report.checkpointing}
-    assert choices["none"].recomputed_ops == 0
-    assert choices["full"].recomputed_flops > choices["every:2"].recomputed_flops > 0
-    assert choices["selective"].recomputed_flops == 0 < choices["selective"].recomputed_ops
-    assert choices["offload"].recomputed_ops == 0
+    assert choices["none"].cost.recomputed_ops == 0
+    assert choices["full"].cost.recomputed_flops > choices["every:2"].cost.recomputed_flops > 0
+    assert choices["selective"].cost.recomputed_flops == 0 < choices["selective"].cost.recomputed_ops
+    assert choices["offload"].cost.recomputed_ops == 0
 
 
 def test_gradient_checkpointing_is_full(tiny_llama: Any) -> None:
