@@ -105,6 +105,8 @@ def layers_from_samples(samples: list[CacheSample]) -> list[LayerCache]:
 
 
 def _layer(samples: list[CacheSample]) -> LayerCache:
+    if samples[0].cross:
+        return _cross_layer(samples[-1])
     if len({s.tokens for s in samples}) < 3:
         raise ValueError(f"layer {samples[0].layer}: need samples at three token counts, got {len(samples)}")
     first, second, last = samples[0], samples[1], samples[-1]
@@ -132,6 +134,18 @@ def _layer(samples: list[CacheSample]) -> LayerCache:
         window=window, state_bytes=fixed if kind == "state" else 0, dtype=data[0].dtype if data else "",
         shapes=tuple(t.shape for t in last.tensors), model_bytes_per_token=per_token,
     )  # fmt: skip
+
+
+def _cross_layer(sample: CacheSample) -> LayerCache:
+    """A cross-attention layer holds the encoder's tokens, however many the decoder has seen."""
+    if not sample.tokens or sample.nbytes % sample.tokens:
+        raise ValueError(f"cross layer {sample.layer}: {sample.nbytes} B is not a whole number per encoder token")
+    data = [t for t in sample.tensors if t.dtype in _FLOATING]
+    element = min((t.nbytes // max(_numel(t.shape), 1) for t in data if _numel(t.shape)), default=0)
+    per_token = sample.nbytes // sample.tokens
+    return LayerCache(layer=sample.layer, kind="cross", cache_class=sample.cache_class, bytes_per_token=per_token,
+                      element_bytes=element, window=None, state_bytes=0, dtype=data[0].dtype if data else "",
+                      shapes=tuple(t.shape for t in sample.tensors), model_bytes_per_token=per_token)  # fmt: skip
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -231,7 +231,7 @@ def _samples(cache: Any, tokens: int, encoder_tokens: int, latent: dict[int, int
     for cross, layer in found:
         tensors = tuple(
             CacheTensor(shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."), nbytes=t.numel() * t.element_size())
-            for t in tensors_in(layer)
+            for t in {id(t): t for t in tensors_in(layer)}.values()
         )  # fmt: skip
         number = index[cross]
         index[cross] += 1
