@@ -261,7 +261,8 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
     from .api import build_and_trace
 
     def inputs(batch: int, length: int) -> dict[str, Any]:
-        return {"input_ids": torch.zeros(batch, length, dtype=torch.long), "logits_to_keep": seqs}
+        # vLLM's profile run writes no KV cache: no transformers cache either
+        return {"input_ids": torch.zeros(batch, length, dtype=torch.long), "logits_to_keep": seqs, "use_cache": False}
 
     config = SimulationConfig(task="forward", batch_size=1, seq_len=tokens, device=target.name, dtype=dtype,
                               inputs=inputs, optimizer=None)  # fmt: skip
