@@ -90,6 +90,18 @@ def test_serve_budget_and_fp8_cache() -> None:
     assert fp8.kv_blocks in (2 * bf16.kv_blocks, 2 * bf16.kv_blocks + 1)
 
 
+def test_fp8_weights_store_linear_weights_in_one_byte() -> None:
+    """--quantization fp8: each linear weight but the (tied) LM head loses a byte per element, gains a 4-byte scale."""
+    config = load_config("meta-llama/Llama-3.2-1B")
+    bf16 = serve(config, max_model_len=1024, enforce_eager=True)
+    fp8 = serve(config, max_model_len=1024, enforce_eager=True, quantization="fp8")
+    hidden, inter, kv = config.hidden_size, config.intermediate_size, config.num_key_value_heads * config.head_dim
+    per_layer = [hidden * hidden, kv * hidden, kv * hidden, hidden * hidden, inter * hidden, inter * hidden, inter * hidden]
+    saved = config.num_hidden_layers * sum(numel - 512 for numel in per_layer)  # 2 B -> 1 B, plus a scale's 512-B block
+    assert bf16.weights_bytes - fp8.weights_bytes == saved
+    assert fp8.kv_cache_bytes - bf16.kv_cache_bytes == saved
+
+
 def test_cli_serve_prints_tokens_blocks_and_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "meta-llama/Llama-3.2-1B", "--device", "h100", "--max-model-len", "4096"]) == 0
     out = capsys.readouterr().out
@@ -109,6 +121,8 @@ def test_cli_serve_prints_tokens_blocks_and_concurrency(capsys: pytest.CaptureFi
         (["--gpu-memory-utilization", "1.5"], "gpu_memory_utilization must be a fraction"),
         (["--tp", "3"], "tensor parallel 3 must divide the 32 attention heads"),
         (["--device", "cpu"], "serving budgets are for GPUs"),
+        (["--quantization", "awq"], "unknown quantization 'awq'"),
+        (["--gpus", "3", "--tp", "2"], "--gpus 3 is not a multiple of --tp 2"),
     ],
 )
 def test_cli_serve_bad_input_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -147,7 +147,7 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     seqs = min(config.max_num_seqs or default_seqs, tokens)
     rank = rank_config(source, config.tp)
     layers = read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len)
-    weights, activation, peak_notes = _profile(rank, target, dtype, tokens, seqs)
+    weights, activation, peak_notes = _profile(rank, target, dtype, tokens, seqs, config.quantization)
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
     non_torch = _non_torch(target, config.tp, config.engine)
     graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
@@ -255,8 +255,8 @@ def _latent_widths(model: torch.nn.Module) -> dict[int, int]:
     return widths
 
 
-def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, tokens: int, seqs: int
-             ) -> tuple[int, int, list[str]]:  # fmt: skip
+def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, tokens: int, seqs: int,
+             quantization: str | None) -> tuple[int, int, list[str]]:  # fmt: skip
     """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``."""
     from .api import build_and_trace
 
@@ -266,13 +266,27 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
 
     config = SimulationConfig(task="forward", batch_size=1, seq_len=tokens, device=target.name, dtype=dtype,
                               inputs=inputs, optimizer=None)  # fmt: skip
-    _, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
+    program, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
     memory = device_memory(outcome.timeline, target, training=False)
     resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
     weights = sum(_rounded(s.nbytes) for s in trace.storages
                   if s.alloc_clock == BEFORE_TRACE and s.category == Category.PARAMETER)  # fmt: skip
+    if quantization == "fp8":
+        weights -= _fp8_savings(program.model)
     return weights, memory.peak_bytes - resident, list(trace.notes)
+
+
+def _fp8_savings(model: torch.nn.Module) -> int:
+    """Bytes FP8 weights save: every linear layer but the LM head stores its weight in one byte per
+    element plus one fp32 scale (vLLM's ``Fp8LinearMethod``, per-tensor); embeddings and norms keep their dtype."""
+    saved = 0
+    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and module is not output:
+            weight = module.weight
+            saved += _rounded(weight.numel() * weight.element_size()) - _rounded(weight.numel()) - _rounded(4)
+    return saved
 
 
 def _rounded(nbytes: int) -> int:
@@ -303,6 +317,11 @@ def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], gra
                             "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
                             if config.engine == "vllm" else "SGLang's mem_fraction_static applies to the memory free "
                             "after it"))  # fmt: skip
+    if config.quantization == "fp8":
+        found.append(Assumption(name="fp8_weights", detail="linear weights (not the LM head) in one byte per element "
+                                "plus one fp32 scale, as vLLM's Fp8LinearMethod stores them; the profile forward is "
+                                "traced with the model's dtype, so FP8 GEMMs' input-quantization copies are not "
+                                "counted"))  # fmt: skip
     found.append(Assumption(name="profile_forward", detail="one sequence of max_num_batched_tokens tokens keeping "
                             "logits for max_num_seqs rows; vLLM's sampler warm-up and attention-backend metadata "
                             "buffers are not traced" if config.engine == "vllm" else "SGLang subtracts no profile "

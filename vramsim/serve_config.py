@@ -13,6 +13,7 @@ from .errors import ConfigError
 __all__ = ["ENGINES", "ServeConfig", "serve_options"]
 
 ENGINES = ("vllm", "sglang")
+QUANTIZATIONS = ("fp8",)
 MAX_GPUS = 1024
 
 
@@ -57,6 +58,8 @@ class ServeConfig:
         parse=int, report=_same))
     dtype: str | None = field(default=None, metadata=_option(
         help="weight dtype: bf16, fp16, fp32 (default: the config's torch_dtype)", report=_same))
+    quantization: str | None = field(default=None, metadata=_option(
+        help="fp8: linear weights in FP8 (vLLM --quantization fp8)", report=_same))
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -78,6 +81,10 @@ class ServeConfig:
             raise ConfigError(
                 f"unknown kv_cache_dtype {self.kv_cache_dtype!r}; choose one of: auto, {', '.join(KV_CACHE_DTYPE_BYTES)}"
             )
+        if self.quantization is not None:
+            self.quantization = self.quantization.lower()
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise ConfigError(f"unknown quantization {self.quantization!r}; choose one of: {', '.join(QUANTIZATIONS)}")
         if self.gpus is not None and self.tp is not None and self.gpus % self.tp:
             raise ConfigError(f"--gpus {self.gpus} is not a multiple of --tp {self.tp}")
         if self.tp is None:
