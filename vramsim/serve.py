@@ -281,7 +281,8 @@ def _fp8_savings(model: torch.nn.Module) -> int:
     """Bytes FP8 weights save: every linear layer but the LM head stores its weight in one byte per
     element plus one fp32 scale (vLLM's ``Fp8LinearMethod``, per-tensor); embeddings and norms keep their dtype."""
     saved = 0
-    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    getter = getattr(model, "get_output_embeddings", None)
+    output = getter() if callable(getter) else None
     for module in model.modules():
         if isinstance(module, torch.nn.Linear) and module is not output:
             weight = module.weight
