@@ -129,3 +129,12 @@ def test_cli_serve_bad_input_is_one_line(argv: list[str], message: str, capsys: 
     assert main(["serve", "meta-llama/Llama-3.2-1B", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["serve", "google-bert/bert-base-uncased"],
+                                     ["trace", "google-bert/bert-base-uncased", "--task", "generate"]])
+def test_models_that_cannot_generate_are_refused(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """BERT builds no KV cache: generate and serve say so in one line."""
+    assert main(command) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("vramsim: error: BertForMaskedLM cannot generate")

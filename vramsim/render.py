@@ -150,6 +150,12 @@ def render_serve(report: ServeReport, console: Console) -> None:
                   f"{format_bytes(report.kv_bytes_per_token)} per token)")  # fmt: skip
     console.print(f"Maximum concurrency at {report.max_model_len:,} tokens per request: {report.max_concurrency:.2f}x "
                   f"({format_bytes(report.request_bytes)} per request)")  # fmt: skip
+    if report.kv_blocks == 0:
+        console.print("[bold red]No memory is left for the KV cache[/]: vLLM stops at start-up (\"No available memory "
+                      "for the cache blocks\"); lower --max-num-batched-tokens, raise --tp or quantize the weights")
+    elif report.max_concurrency < 1:
+        console.print(f"[bold red]One request of {report.max_model_len:,} tokens does not fit[/]: vLLM refuses to start "
+                      "(max seq len larger than the KV cache); lower --max-model-len or raise --tp")
     if report.concurrency is not None:
         console.print(f"Answer: {report.gpus} x {report.target} (tensor parallel {report.tp}, {report.replicas} "
                       f"replica{'s' if report.replicas > 1 else ''}) serve {report.concurrency:,} requests of "

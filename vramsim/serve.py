@@ -36,7 +36,7 @@ from vramsim.tracer.categories import Category, Phase
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import BEFORE_TRACE
 
-from .build import weight_dtype
+from .build import check_can_generate, weight_dtype
 from .config import DTYPES, SimulationConfig
 from .device_memory import device_memory
 from .errors import ConfigError, UnsupportedError
@@ -182,6 +182,7 @@ def _probe(source: Any, dtype: torch.dtype | None, target: Target, tokens: int) 
     samples: list[CacheSample] = []
     with target.emulation():
         model = build_model(source, device="meta", dtype=dtype, task="generate")
+        check_can_generate(model)
         model.eval()
         with torch.device("meta"):
             batch = default_inputs(model, 1, tokens, train=False)
