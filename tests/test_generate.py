@@ -11,10 +11,16 @@ import vramsim
 @pytest.mark.parametrize(
     "config",
     [
-        transformers.T5Config(architectures=["T5ForConditionalGeneration"], vocab_size=128, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4),
-        transformers.WhisperConfig(architectures=["WhisperForConditionalGeneration"], vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, d_model=32, encoder_layers=1, decoder_layers=2, encoder_attention_heads=4,
-                                   decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
-                                   max_source_positions=1500, max_target_positions=64),
+        transformers.T5Config(
+            architectures=["T5ForConditionalGeneration"], vocab_size=128, pad_token_id=0, eos_token_id=1,
+            decoder_start_token_id=0, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+        ),
+        transformers.WhisperConfig(
+            architectures=["WhisperForConditionalGeneration"], vocab_size=128, pad_token_id=0, bos_token_id=1,
+            eos_token_id=2, decoder_start_token_id=1, d_model=32, encoder_layers=1, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+            num_mel_bins=8, max_source_positions=1500, max_target_positions=64,
+        ),
     ],
     ids=["t5", "whisper"],
 )
