@@ -279,15 +279,21 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
 
 
 def _fp8_savings(model: torch.nn.Module) -> int:
-    """Bytes FP8 weights save: every linear layer but the LM head stores its weight in one byte per
-    element plus one fp32 scale (vLLM's ``Fp8LinearMethod``, per-tensor); embeddings and norms keep their dtype."""
-    saved = 0
+    """Bytes FP8 weights save, as vLLM's ``Fp8LinearMethod`` and ``Fp8MoEMethod`` store them: linear
+    weights (not the LM head, not MoE routers) and fused expert weights in one byte per element plus
+    one fp32 scale per weight (per expert); embeddings, norms and routers keep their dtype."""
     getter = getattr(model, "get_output_embeddings", None)
     output = getter() if callable(getter) else None
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and module is not output:
-            weight = module.weight
-            saved += _rounded(weight.numel() * weight.element_size()) - _rounded(weight.numel()) - _rounded(4)
+    saved = 0
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            if module is output or name.endswith((".gate", ".router")):
+                continue
+            weights = [(module.weight, 1)]
+        else:  # fused experts: (experts, out, in) parameters
+            weights = [(p, p.shape[0]) for p in module.parameters(recurse=False) if p.dim() == 3]
+        for weight, scales in weights:
+            saved += _rounded(weight.numel() * weight.element_size()) - _rounded(weight.numel()) - _rounded(4 * scales)
     return saved
 
 
@@ -320,8 +326,9 @@ def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], gra
                             if config.engine == "vllm" else "SGLang's mem_fraction_static applies to the memory free "
                             "after it"))  # fmt: skip
     if config.quantization == "fp8":
-        found.append(Assumption(name="fp8_weights", detail="linear weights (not the LM head) in one byte per element "
-                                "plus one fp32 scale, as vLLM's Fp8LinearMethod stores them; the profile forward is "
+        found.append(Assumption(name="fp8_weights", detail="linear weights (not the LM head or MoE routers) and fused "
+                                "expert weights in one byte per element plus one fp32 scale per weight (per expert), "
+                                "as vLLM's Fp8LinearMethod / Fp8MoEMethod store them; the profile forward is "
                                 "traced with the model's dtype, so FP8 GEMMs' input-quantization copies are not "
                                 "counted"))  # fmt: skip
     found.append(Assumption(name="profile_forward", detail="one sequence of max_num_batched_tokens tokens keeping "
