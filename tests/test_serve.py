@@ -131,6 +131,11 @@ def test_cli_serve_bad_input_is_one_line(argv: list[str], message: str, capsys: 
     assert message in err and err.count("\n") == 1
 
 
+def test_encoder_decoder_budget_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "google-t5/t5-base"]) == 1
+    assert "is an encoder-decoder" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("command", [["serve", "google-bert/bert-base-uncased"],
                                      ["trace", "google-bert/bert-base-uncased", "--task", "generate"]])
 def test_models_that_cannot_generate_are_refused(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:

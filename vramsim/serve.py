@@ -139,6 +139,11 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     if profile.vendor == "cpu" or profile.memory_bytes is None:
         raise ConfigError("serving budgets are for GPUs; pick one of `vramsim gpus`")
     assert config.tp is not None and config.gpus is not None
+    if getattr(source, "is_encoder_decoder", False):
+        raise UnsupportedError(
+            f"{name} is an encoder-decoder: its self- and cross-attention cache is read (vramsim.serve.read_kv_cache), "
+            "but an engine's encoder budget (encoder cache, cross-attention blocks) is not modelled yet"
+        )
     if config.dtype and config.dtype.lower() not in DTYPES:
         raise ConfigError(f"unsupported dtype {config.dtype!r}; choose one of: {', '.join(DTYPES)}")
     dtype = DTYPES[config.dtype.lower()] if config.dtype else weight_dtype(SimulationConfig(task="generate"), source)
