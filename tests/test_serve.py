@@ -143,3 +143,14 @@ def test_models_that_cannot_generate_are_refused(command: list[str], capsys: pyt
     assert main(command) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("vramsim: error: BertForMaskedLM cannot generate")
+
+
+def test_fewest_gpus_for_a_concurrency() -> None:
+    """--concurrency C: tensor-parallel groups times replicas that hold C requests, and no fewer GPUs would."""
+    wanted = 300
+    answer = serve("meta-llama/Llama-3.2-1B", device="l4", max_model_len=4096, concurrency=wanted)
+    per_group = int(answer.max_concurrency)
+    assert answer.gpus == answer.tp * answer.replicas and answer.concurrency == wanted
+    assert per_group * answer.replicas >= wanted > per_group * (answer.replicas - 1)
+    single = serve("meta-llama/Llama-3.2-1B", device="l4", max_model_len=4096)
+    assert answer.gpus <= -(-wanted // int(single.max_concurrency))
