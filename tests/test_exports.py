@@ -29,8 +29,8 @@ def test_estimators_import_without_torch() -> None:
     """The estimators are arithmetic on records: importing them must not load torch or transformers."""
     code = (
         "import sys, vramsim, vramsim.errors, vramsim.estimators.allocator, vramsim.estimators.assumptions, "
-        "vramsim.estimators.checkpointing, vramsim.estimators.devices, vramsim.estimators.liveness, "
-        "vramsim.estimators.timeline; "
+        "vramsim.estimators.checkpointing, vramsim.estimators.devices, vramsim.estimators.kv_cache, "
+        "vramsim.estimators.liveness, vramsim.estimators.serving, vramsim.estimators.timeline; "
         "heavy = sorted({'torch', 'transformers'} & set(sys.modules)); assert not heavy, heavy"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

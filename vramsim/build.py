@@ -16,12 +16,12 @@ from vramsim.tracer.kernels.emulation import KernelEmulation
 
 from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
 from .config import SimulationConfig
-from .errors import ConfigError
+from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
 from .models import ModelSource, build_model, load_builder, load_config
 from .program import STEPS, Program
 
-__all__ = ["build_program", "weight_dtype"]
+__all__ = ["build_program", "check_can_generate", "weight_dtype"]
 
 
 def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
@@ -68,6 +68,8 @@ def build_program(
         trust_remote_code=config.trust_remote_code,
         task=config.task,
     )
+    if config.task == "generate":
+        check_can_generate(model)
     train = config.task == "train"
     model.train(train)
     plan = parse_checkpointing(config.checkpointing)
@@ -99,6 +101,16 @@ def build_program(
         saved_tensors=saved_tensor_context(plan) if checkpointing == "applied" else contextlib.nullcontext,
         units=units,
     )
+
+
+def check_can_generate(model: torch.nn.Module) -> None:
+    """Refuse a model transformers says cannot generate (an encoder such as BERT): it builds no cache."""
+    can_generate = getattr(model, "can_generate", None)
+    if callable(can_generate) and not can_generate():
+        raise UnsupportedError(
+            f"{type(model).__name__} cannot generate (transformers' can_generate() is False): it builds no KV cache; "
+            "use --task forward, or a model class with a generation head"
+        )
 
 
 def _grad_scaler(model: torch.nn.Module, device: str) -> torch.amp.GradScaler:

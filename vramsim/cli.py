@@ -14,7 +14,8 @@ from vramsim import model_zoo
 from .api import simulate
 from .config import COMMANDS, options
 from .errors import VramsimError
-from .render import render_devices, render_report, render_validations
+from .render import render_devices, render_report, render_serve, render_validations
+from .serve_config import serve_options
 from .validation import validate
 
 __all__ = ["main"]
@@ -47,6 +48,19 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model, then one argument per ``ServeConfig`` option."""
+    parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
+    for spec, option in serve_options():
+        flag = option.flag or "--" + spec.name.replace("_", "-")
+        if isinstance(spec.default, bool):
+            parser.add_argument(flag, dest=spec.name, action="store_true", help=option.help)
+        else:
+            parser.add_argument(flag, dest=spec.name, type=option.parse or str, default=spec.default,
+                                metavar=flag.removeprefix("--").replace("-", "_").upper(), help=option.help)  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -55,6 +69,9 @@ def _build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         sub = commands.add_parser(command, help=helps[command], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         _workload_arguments(sub, command)
+    serve = commands.add_parser("serve", help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    _serve_arguments(serve)
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser
@@ -86,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(report.to_dict(), indent=2))
             else:
                 render_report(report, console)
+        elif args.command == "serve":
+            from .serve import serve
+
+            served = serve(args.model, **{spec.name: getattr(args, spec.name) for spec, _ in serve_options()})
+            if args.json:
+                print(json.dumps(served.to_dict(), indent=2))
+            else:
+                render_serve(served, console)
         elif args.command == "validate":
             result = validate(args.model, **_options(args))
             if args.json:

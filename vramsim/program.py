@@ -171,16 +171,22 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
     model = program.model
     accepted = inspect.signature(model.forward).parameters
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+    cache_key = "cache" if "cache" in accepted else "past_key_values"
+    encoder_decoder = "decoder_input_ids" in program.batch
     with torch.no_grad(), program.autocast():
         model_config: Any = model.config
-        cache = DynamicCache(config=model_config)
-        extra["cache" if "cache" in accepted else "past_key_values"] = cache
+        if not encoder_decoder:  # an encoder-decoder builds its own EncoderDecoderCache (self and cross attention)
+            extra[cache_key] = DynamicCache(config=model_config)
         outputs = model(**program.batch, use_cache=True, **extra)
+        cache = extra.get(cache_key) or getattr(outputs, "past_key_values", None)
+        extra[cache_key] = cache
+        if encoder_decoder:  # the decoder reads the encoder's output, computed once
+            extra["encoder_outputs"] = (outputs.encoder_last_hidden_state,)
         for _ in range(program.max_new_tokens - 1):
             observer.mark(tensors_in(cache), Category.KV_CACHE)
             next_ids = outputs.logits[:, -1:].argmax(dim=-1)
             del outputs
-            outputs = model(input_ids=next_ids, use_cache=True, **extra)
+            outputs = model(**{"decoder_input_ids" if encoder_decoder else "input_ids": next_ids}, use_cache=True, **extra)
         observer.mark(tensors_in(cache), Category.KV_CACHE)
         del outputs, cache, extra
 

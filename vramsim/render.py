@@ -7,9 +7,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .report import Report
+from .serve_report import ServeReport
 from .validation import Validation
 
-__all__ = ["format_bytes", "render_devices", "render_report", "render_validations"]
+__all__ = ["format_bytes", "render_devices", "render_report", "render_serve", "render_validations"]
 
 
 def format_bytes(nbytes: int) -> str:
@@ -117,3 +118,66 @@ def render_validations(results: list[Validation], console: Console) -> None:
         table.add_row(result.model, result.device, format_bytes(result.predicted_bytes),
                       format_bytes(result.measured_bytes), f"{result.error:+.3%}")  # fmt: skip
     console.print(table)
+
+
+def render_serve(report: ServeReport, console: Console) -> None:
+    """The budget term by term, then the lines vLLM logs (``Available KV cache memory``,
+    ``GPU KV cache size``, ``Maximum concurrency``), then the layers and the assumptions."""
+    engine = "vLLM" if report.engine == "vllm" else "SGLang"
+    share = "gpu_memory_utilization" if report.engine == "vllm" else "mem_fraction_static"
+    console.print(Text.assemble((report.model, "bold"), f"  {engine} on {report.gpus} x {report.target}, tensor parallel "
+                                f"{report.tp}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
+                                f"{report.kv_cache_dtype}  (per rank)"))  # fmt: skip
+    rows = [
+        ("total_memory of the device", report.total_bytes, ""),
+        (f"usable: total x {share} {report.utilization:.2f}", report.usable_bytes,
+         "" if report.engine == "vllm" else "total less the CUDA context, times the fraction"),
+        ("- weights (this rank's shard)", report.weights_bytes, "every parameter, as the allocator holds it"),
+        (f"- activation peak of a profile forward over {report.max_num_batched_tokens:,} tokens",
+         report.activation_peak_bytes, f"logits kept for {report.max_num_seqs:,} sequences"),
+        ("- memory outside torch (NCCL, custom all-reduce)", report.non_torch_bytes, "tensor parallel only"),
+        ("- CUDA graph pool", report.cuda_graph_bytes, "0 with --enforce-eager"),
+        ("= KV cache", report.kv_cache_bytes, ""),
+    ]  # fmt: skip
+    table = Table(title="Budget", title_justify="left")
+    for name in ("term", "bytes", "why"):
+        table.add_column(name, justify="right" if name == "bytes" else "left")
+    for term, nbytes, why in rows:
+        table.add_row(term, format_bytes(nbytes), why)
+    console.print(table)
+    console.print(f"Available KV cache memory: {format_bytes(report.kv_cache_bytes)}")
+    console.print(f"KV cache: {report.kv_cache_tokens:,} tokens, {report.kv_blocks:,} blocks "
+                  f"({report.block_size} tokens, {format_bytes(report.block_bytes)} each; "
+                  f"{format_bytes(report.kv_bytes_per_token)} per token)")  # fmt: skip
+    console.print(f"Maximum concurrency at {report.max_model_len:,} tokens per request: {report.max_concurrency:.2f}x "
+                  f"({format_bytes(report.request_bytes)} per request)")  # fmt: skip
+    if report.kv_blocks == 0:
+        console.print("[bold red]No memory is left for the KV cache[/]: vLLM stops at start-up (\"No available memory "
+                      "for the cache blocks\"); lower --max-num-batched-tokens, raise --tp or quantize the weights")
+    elif report.max_concurrency < 1:
+        console.print(f"[bold red]One request of {report.max_model_len:,} tokens does not fit[/]: vLLM refuses to start "
+                      "(max seq len larger than the KV cache); lower --max-model-len or raise --tp")
+    if report.concurrency is not None:
+        console.print(f"Answer: {report.gpus} x {report.target} (tensor parallel {report.tp}, {report.replicas} "
+                      f"replica{'s' if report.replicas > 1 else ''}) serve {report.concurrency:,} requests of "
+                      f"{report.max_model_len:,} tokens")  # fmt: skip
+    console.print(_serve_layers(report))
+    console.print("Assumptions:")
+    for item in report.assumptions:
+        console.print(f"  - {item.name}: {item.detail}" + (f" ({format_bytes(item.bytes)})" if item.bytes else ""))
+    console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _serve_layers(report: ServeReport) -> Table:
+    """Cache layers grouped by what they keep, as measured from the model's own cache."""
+    groups: dict[tuple[str, int, int | None, int, str], int] = {}
+    for layer in report.layers:
+        key = (layer.kind, layer.model_bytes_per_token, layer.window, layer.state_bytes, layer.cache_class)
+        groups[key] = groups.get(key, 0) + 1
+    table = Table(title="KV cache layers (measured from the model's cache)", title_justify="left")
+    for name in ("layers", "kind", "cache class", "per token (model cache)", "window", "state"):
+        table.add_column(name, justify="left" if name in ("kind", "cache class") else "right")
+    for (kind, per_token, window, state, cls), count in groups.items():
+        table.add_row(str(count), kind, cls, format_bytes(per_token), "-" if window is None else f"{window:,}",
+                      format_bytes(state) if state else "-")  # fmt: skip
+    return table

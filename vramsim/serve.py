@@ -1,0 +1,364 @@
+"""Serving budgets: the KV cache a serving engine gets, from the model's real cache and a traced profile forward.
+
+Three traced runs of one tensor-parallel rank's model on the meta device:
+
+- ``read_kv_cache``: a prefill and one decode step with the cache the model builds itself, at
+  three prompt lengths; each cache layer's tensors give its bytes per token
+  (``estimators/kv_cache.py``).
+- ``_profile``: vLLM's profile run, one forward over ``max_num_batched_tokens`` tokens keeping
+  logits for ``max_num_seqs`` of them; its steady-state peak over the weights is the activation
+  peak.
+- the budget arithmetic (``estimators/serving.py``).
+
+A rank's model is the model built from a config with the heads, intermediate sizes and padded
+vocabulary one rank holds under tensor parallel, as vLLM's parallel layers split them (KV
+heads replicated when ``tp`` exceeds them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import math
+import re
+import time
+from typing import Any
+
+import torch
+from transformers import PretrainedConfig
+
+from vramsim.estimators import serving
+from vramsim.estimators.assumptions import CUDA_CONTEXT_BYTES, HIP_CONTEXT_BYTES, overheads_for
+from vramsim.estimators.checkpointing import parse_checkpointing, what_if
+from vramsim.estimators.kv_cache import CacheSample, CacheTensor, LayerCache, layers_from_samples
+from vramsim.tracer.categories import Category, Phase
+from vramsim.tracer.graph import build_graph
+from vramsim.tracer.records import BEFORE_TRACE
+
+from .build import check_can_generate, weight_dtype
+from .config import DTYPES, SimulationConfig
+from .device_memory import device_memory
+from .errors import ConfigError, UnsupportedError
+from .inputs import default_inputs
+from .models import ModelSource, build_model, load_config
+from .program import Program, StepObserver, tensors_in
+from .report import Assumption
+from .serve_config import ServeConfig
+from .serve_report import ServeReport
+from .targets import Target, resolve_target
+from .tracing import trace_program
+
+__all__ = ["rank_config", "read_kv_cache", "serve"]
+
+PROBE_TOKENS = (16, 32)
+"""The two short prompts whose cache growth gives bytes per token (a third, long one finds windows)."""
+
+_ALLOCATION_ROUND = 512
+"""The CUDA caching allocator rounds every block up to 512 B (``kMinBlockSize``)."""
+
+
+def serve(model: str | PretrainedConfig, **options: Any) -> ServeReport:
+    """The KV cache budget of ``model`` served by vLLM or SGLang on ``device``; ``options`` are
+    ``ServeConfig``'s fields. With ``concurrency``, the fewest GPUs that serve that many requests.
+
+    >>> report = serve("meta-llama/Llama-3.2-1B", device="h100", max_model_len=4096)  # doctest: +SKIP
+    >>> report.kv_cache_tokens > 0  # doctest: +SKIP
+    True
+    """
+    config = ServeConfig(**options)
+    started = time.perf_counter()
+    source = load_config(model) if isinstance(model, str) else model
+    name = model if isinstance(model, str) else (getattr(model, "name_or_path", "") or type(model).__name__)
+    if config.concurrency is None:
+        return _budget(name, source, config, started)
+    assert config.tp is not None
+    tried = []
+    for tp in _tp_candidates(source):
+        try:
+            report = _budget(name, source, _with(config, tp=tp, gpus=tp), started)
+        except ConfigError:
+            continue
+        if report.max_concurrency >= 1:
+            replicas = math.ceil(config.concurrency / math.floor(report.max_concurrency))
+            tried.append((tp * replicas, tp, report))
+    if not tried:
+        raise ConfigError(f"{name} does not serve one request of {config.max_model_len} tokens on up to 8 x {config.device}")
+    gpus, tp, report = min(tried, key=lambda item: (item[0], item[1]))
+    return _with_answer(report, gpus=gpus, replicas=gpus // tp, concurrency=config.concurrency)
+
+
+def read_kv_cache(model: ModelSource, *, device: str = "h100", dtype: torch.dtype | None = None,
+                  long_tokens: int = 4096, tp: int = 1) -> list[LayerCache]:  # fmt: skip
+    """Bytes per token per layer of the cache ``model`` builds, from traced prefills of 16, 32
+    and ``long_tokens`` tokens (each followed by one decode step) on one tensor-parallel rank."""
+    source = load_config(model) if isinstance(model, (str,)) else model
+    target = resolve_target(device)
+    if isinstance(source, PretrainedConfig):
+        dtype = dtype or weight_dtype(SimulationConfig(task="generate"), source)
+        source = rank_config(source, tp)
+    lengths = sorted({*PROBE_TOKENS, max(long_tokens, PROBE_TOKENS[-1] + 1)})
+    samples: list[CacheSample] = []
+    for tokens in lengths:
+        samples.extend(_probe(source, dtype, target, tokens))
+    return layers_from_samples(samples)
+
+
+def rank_config(config: PretrainedConfig, tp: int) -> PretrainedConfig:
+    """The config of one tensor-parallel rank: heads, KV heads, intermediate sizes and the
+    (padded) vocabulary divided as vLLM's parallel layers divide them."""
+    config = copy.deepcopy(config)
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int):
+        config.vocab_size = math.ceil(vocab / serving.VLLM_VOCAB_PADDING) * serving.VLLM_VOCAB_PADDING // tp
+    if tp == 1:
+        return config
+    heads = getattr(config, "num_attention_heads", None)
+    if not isinstance(heads, int) or heads % tp:
+        raise ConfigError(f"tensor parallel {tp} must divide the {heads} attention heads")
+    hidden = getattr(config, "hidden_size", None)
+    if getattr(config, "head_dim", None) is None and isinstance(hidden, int):
+        config.head_dim = hidden // heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    if kv >= tp and kv % tp:
+        raise ConfigError(f"tensor parallel {tp} must divide the {kv} KV heads")
+    config.num_attention_heads = heads // tp
+    config.num_key_value_heads = max(kv // tp, 1)  # vLLM replicates KV heads when tp exceeds them
+    for name in ("intermediate_size", "moe_intermediate_size"):
+        size = getattr(config, name, None)
+        if isinstance(size, int):
+            if size % tp:
+                raise ConfigError(f"tensor parallel {tp} must divide {name} {size}")
+            setattr(config, name, size // tp)
+    return config
+
+
+def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: float) -> ServeReport:
+    target = resolve_target(config.device)
+    profile = target.profile
+    if profile.vendor == "cpu" or profile.memory_bytes is None:
+        raise ConfigError("serving budgets are for GPUs; pick one of `vramsim gpus`")
+    assert config.tp is not None and config.gpus is not None
+    if getattr(source, "is_encoder_decoder", False):
+        raise UnsupportedError(
+            f"{name} is an encoder-decoder: its self- and cross-attention cache is read (vramsim.serve.read_kv_cache), "
+            "but an engine's encoder budget (encoder cache, cross-attention blocks) is not modelled yet"
+        )
+    if config.dtype and config.dtype.lower() not in DTYPES:
+        raise ConfigError(f"unsupported dtype {config.dtype!r}; choose one of: {', '.join(DTYPES)}")
+    dtype = DTYPES[config.dtype.lower()] if config.dtype else weight_dtype(SimulationConfig(task="generate"), source)
+    default_tokens, default_seqs = serving.vllm_scheduler_defaults(profile.memory_bytes, profile.label)
+    tokens = config.max_num_batched_tokens or default_tokens
+    seqs = min(config.max_num_seqs or default_seqs, tokens)
+    rank = rank_config(source, config.tp)
+    layers = read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len)
+    weights, activation, peak_notes = _profile(rank, target, dtype, tokens, seqs, config.quantization)
+    element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
+    non_torch = _non_torch(target, config.tp, config.engine)
+    graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
+    context = HIP_CONTEXT_BYTES if profile.vendor == "amd" else CUDA_CONTEXT_BYTES[profile.architecture]
+    utilization = config.gpu_memory_utilization or (
+        serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp))
+    inputs = serving.BudgetInputs(
+        total_bytes=profile.memory_bytes, utilization=utilization, weights_bytes=weights,
+        activation_peak_bytes=activation if config.engine == "vllm" else 0,
+        non_torch_bytes=sum(b for _, b, _ in non_torch), cuda_graph_bytes=graphs, context_bytes=context,
+        layers=layers, kv_element_bytes=element, block_size=serving.VLLM_BLOCK_SIZE if config.engine == "vllm" else 1,
+        max_model_len=config.max_model_len, max_num_batched_tokens=tokens,
+    )  # fmt: skip
+    budget = serving.vllm_budget(inputs) if config.engine == "vllm" else serving.sglang_budget(inputs)
+    return ServeReport(
+        model=name, engine=config.engine, target=target.name, gpus=config.gpus, tp=config.tp,
+        max_model_len=config.max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs,
+        kv_cache_dtype=config.kv_cache_dtype, utilization=utilization, total_bytes=profile.memory_bytes,
+        usable_bytes=budget.usable_bytes, weights_bytes=weights, activation_peak_bytes=inputs.activation_peak_bytes,
+        non_torch_bytes=inputs.non_torch_bytes, cuda_graph_bytes=graphs, context_bytes=context,
+        kv_cache_bytes=budget.kv_cache_bytes, kv_bytes_per_token=serving.token_bytes(layers, element),
+        block_size=inputs.block_size, block_bytes=budget.block_bytes, kv_blocks=budget.kv_blocks,
+        kv_cache_tokens=budget.kv_cache_tokens, request_bytes=budget.request_bytes,
+        max_concurrency=budget.max_concurrency, layers=layers,
+        assumptions=_assumptions(config, non_torch, graphs, context, peak_notes),
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )  # fmt: skip
+
+
+def _probe(source: Any, dtype: torch.dtype | None, target: Target, tokens: int) -> list[CacheSample]:
+    """Trace a prefill of ``tokens`` tokens and one decode step; sample the cache it left."""
+    samples: list[CacheSample] = []
+    with target.emulation():
+        model = build_model(source, device="meta", dtype=dtype, task="generate")
+        check_can_generate(model)
+        model.eval()
+        with torch.device("meta"):
+            batch = default_inputs(model, 1, tokens, train=False)
+        weights = next(model.parameters()).dtype
+        batch = {k: v.to(weights) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in batch.items()}
+        latent = _latent_widths(model)
+        program = Program(modules={"": model}, step=lambda p, o: _prefill_decode(p, o, samples, latent), batch=batch,
+                          loss=None, optimizer=None, autocast=contextlib.nullcontext, max_new_tokens=1, steps=1)  # fmt: skip
+        trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
+    return samples
+
+
+def _prefill_decode(program: Program, observer: StepObserver, samples: list[CacheSample], latent: dict[int, int]) -> None:
+    """Prefill with the model's own cache, then decode one token; record every cache layer."""
+    observer.set_phase(Phase.FORWARD)
+    model = program.model
+    accepted = inspect.signature(model.forward).parameters
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+    with torch.no_grad():
+        outputs = model(**program.batch, use_cache=True, **keep)
+        cache = getattr(outputs, "past_key_values", None) or getattr(outputs, "cache", None)
+        if cache is None:
+            raise UnsupportedError(f"{type(model).__name__} returned no cache from a prefill with use_cache=True")
+        decoder = "decoder_input_ids" if "decoder_input_ids" in program.batch else "input_ids"
+        step: dict[str, Any] = {decoder: outputs.logits[:, -1:].argmax(dim=-1), "use_cache": True, **keep,
+                                "cache" if "cache" in accepted else "past_key_values": cache}  # fmt: skip
+        encoded = getattr(outputs, "encoder_last_hidden_state", None)
+        if encoded is not None:
+            step["encoder_outputs"] = (encoded,)
+        del outputs
+        outputs = model(**step)
+        observer.mark(tensors_in(cache), Category.KV_CACHE)
+        prompt = program.batch[decoder].shape[-1]
+        encoder_tokens = encoded.shape[1] if encoded is not None else 0
+        samples.extend(_samples(cache, prompt + 1, encoder_tokens, latent))
+        del outputs, cache, step, encoded
+
+
+def _samples(cache: Any, tokens: int, encoder_tokens: int, latent: dict[int, int]) -> list[CacheSample]:
+    """Each layer of ``cache``: its tensors' shapes, dtypes and own bytes."""
+    if hasattr(cache, "self_attention_cache"):
+        found = [(False, layer) for layer in cache.self_attention_cache.layers]
+        found += [(True, layer) for layer in cache.cross_attention_cache.layers]
+    else:
+        found = [(False, layer) for layer in cache.layers]
+    samples, index = [], {False: 0, True: 0}
+    for cross, layer in found:
+        tensors = tuple(
+            CacheTensor(shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."), nbytes=t.numel() * t.element_size())
+            for t in {id(t): t for t in tensors_in(layer)}.values()
+        )  # fmt: skip
+        number = index[cross]
+        index[cross] += 1
+        samples.append(CacheSample(layer=number, cross=cross, cache_class=type(layer).__name__,
+                                   tokens=encoder_tokens if cross else tokens, tensors=tensors,
+                                   latent_width=None if cross else latent.get(number)))  # fmt: skip
+    return samples
+
+
+_LAYER_NUMBER = re.compile(r"layers\.(\d+)\.")
+
+
+def _latent_widths(model: torch.nn.Module) -> dict[int, int]:
+    """Per decoder layer, the width of an MLA attention's compressed KV (DeepSeek-V2/V3's
+    ``kv_a_proj_with_mqa``: latent plus the shared rope key), which serving engines cache."""
+    widths = {}
+    for name, module in model.named_modules():
+        match = _LAYER_NUMBER.search(name + ".")
+        if name.endswith("kv_a_proj_with_mqa") and match and isinstance(module, torch.nn.Linear):
+            widths[int(match.group(1))] = module.out_features
+    return widths
+
+
+def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, tokens: int, seqs: int,
+             quantization: str | None) -> tuple[int, int, list[str]]:  # fmt: skip
+    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``."""
+    from .api import build_and_trace
+
+    def inputs(batch: int, length: int) -> dict[str, Any]:
+        # vLLM's profile run writes no KV cache: no transformers cache either
+        return {"input_ids": torch.zeros(batch, length, dtype=torch.long), "logits_to_keep": seqs, "use_cache": False}
+
+    config = SimulationConfig(task="forward", batch_size=1, seq_len=tokens, device=target.name, dtype=dtype,
+                              inputs=inputs, optimizer=None)  # fmt: skip
+    program, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
+    outcome = what_if(build_graph(trace), parse_checkpointing("none"))
+    memory = device_memory(outcome.timeline, target, training=False)
+    resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
+    weights = sum(_rounded(s.nbytes) for s in trace.storages
+                  if s.alloc_clock == BEFORE_TRACE and s.category == Category.PARAMETER)  # fmt: skip
+    if quantization == "fp8":
+        weights -= _fp8_savings(program.model)
+    return weights, memory.peak_bytes - resident, list(trace.notes)
+
+
+def _fp8_savings(model: torch.nn.Module) -> int:
+    """Bytes FP8 weights save, as vLLM's ``Fp8LinearMethod`` and ``Fp8MoEMethod`` store them: linear
+    weights (not the LM head, not MoE routers) and fused expert weights in one byte per element plus
+    one fp32 scale per weight (per expert); embeddings, norms and routers keep their dtype."""
+    getter = getattr(model, "get_output_embeddings", None)
+    output = getter() if callable(getter) else None
+    saved = 0
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            if module is output or name.endswith((".gate", ".router")):
+                continue
+            weights = [(module.weight, 1)]
+        else:  # fused experts: (experts, out, in) parameters
+            weights = [(p, p.shape[0]) for p in module.parameters(recurse=False) if p.dim() == 3]
+        for weight, scales in weights:
+            saved += _rounded(weight.numel() * weight.element_size()) - _rounded(weight.numel()) - _rounded(4 * scales)
+    return saved
+
+
+def _rounded(nbytes: int) -> int:
+    return -(-nbytes // _ALLOCATION_ROUND) * _ALLOCATION_ROUND
+
+
+def _non_torch(target: Target, tp: int, engine: str) -> list[tuple[str, int, str]]:
+    """Memory outside torch an engine adds after its first snapshot: NCCL buffers and vLLM's
+    custom all-reduce buffer, with tensor parallel only."""
+    if tp == 1:
+        return []
+    found = [(o.name, o.bytes, o.source) for o in overheads_for(target.profile, world_size=tp) if "NCCL" in o.name
+             or "RCCL" in o.name]  # fmt: skip
+    if engine == "vllm":
+        found.append(("vLLM custom all-reduce buffer", serving.VLLM_CUSTOM_ALLREDUCE_BYTES,
+                      "custom_all_reduce.py max_size=8192*1024, cudaMalloc outside torch"))  # fmt: skip
+    return found
+
+
+def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: int, context: int,
+                 notes: list[str]) -> list[Assumption]:  # fmt: skip
+    found = [Assumption(name=name, detail=source, bytes=nbytes) for name, nbytes, source in non_torch]
+    if graphs:
+        found.append(Assumption(name="cuda_graph_pool", bytes=graphs, detail="estimators/serving.py "
+                                "VLLM_CUDA_GRAPH_BYTES: 0.21 GiB measured for Llama-3.2-1B (vllm#11349); subtracted "
+                                "as vLLM >= 0.19 does; --enforce-eager drops it"))  # fmt: skip
+    found.append(Assumption(name="cuda_context", bytes=context, detail="estimators/assumptions.py CUDA_CONTEXT_BYTES; "
+                            "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
+                            if config.engine == "vllm" else "SGLang's mem_fraction_static applies to the memory free "
+                            "after it"))  # fmt: skip
+    if config.quantization == "fp8":
+        found.append(Assumption(name="fp8_weights", detail="linear weights (not the LM head or MoE routers) and fused "
+                                "expert weights in one byte per element plus one fp32 scale per weight (per expert), "
+                                "as vLLM's Fp8LinearMethod / Fp8MoEMethod store them; the profile forward is "
+                                "traced with the model's dtype, so FP8 GEMMs' input-quantization copies are not "
+                                "counted"))  # fmt: skip
+    found.append(Assumption(name="profile_forward", detail="one sequence of max_num_batched_tokens tokens keeping "
+                            "logits for max_num_seqs rows; vLLM's sampler warm-up and attention-backend metadata "
+                            "buffers are not traced" if config.engine == "vllm" else "SGLang subtracts no profile "
+                            "forward from its token pool"))  # fmt: skip
+    found.append(Assumption(name="kv_layers", detail="bytes per token per layer measured from the cache transformers "
+                            "builds at three prompt lengths; sliding layers need their window plus one step's tokens "
+                            "per request (SlidingWindowSpec), state layers their state once; MLA layers store the "
+                            "compressed latent (kv_a_proj_with_mqa output)"))  # fmt: skip
+    found.extend(Assumption(name="data_dependent", detail=note) for note in dict.fromkeys(notes))
+    return found
+
+
+def _tp_candidates(source: PretrainedConfig) -> list[int]:
+    heads = getattr(source, "num_attention_heads", 1) or 1
+    return [tp for tp in (1, 2, 4, 8) if heads % tp == 0]
+
+
+def _with(config: ServeConfig, **changes: Any) -> ServeConfig:
+    values = {name: getattr(config, name) for name in config.__dataclass_fields__} | changes | {"concurrency": None}
+    return ServeConfig(**values)
+
+
+def _with_answer(report: ServeReport, *, gpus: int, replicas: int, concurrency: int) -> ServeReport:
+    import dataclasses
+
+    return dataclasses.replace(report, gpus=gpus, replicas=replicas, concurrency=concurrency)
