@@ -5,7 +5,7 @@ Nodes:
 - ``("op", i)``: one aten op, with ``name``, ``module``, ``phase``, ``step``, ``clock_after`` and
   ``flops``.
 - ``("storage", sid)``: one storage, with ``nbytes``, ``dtype``, ``shape``, ``category`` (its role),
-  ``owner`` (the parameter a gradient or optimizer state belongs to), ``module``, ``phase``,
+  ``owner`` (a weight's own name; the parameter a gradient or optimizer state belongs to), ``module``, ``phase``,
   ``step``, ``op`` (the op that allocated it), ``alloc_at`` and ``free_at`` (timeline positions,
   ``free_at`` ``None`` while never freed) and ``unreferenced`` (the clock after which only
   autograd held it, or ``None``).

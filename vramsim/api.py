@@ -10,6 +10,8 @@ import networkx as nx
 import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.sharding import Sharded, shard
+from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
@@ -20,6 +22,7 @@ from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError
 from .models import ModelSource, build_model, load_config
 from .program import Program
+from .ranks import rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_program
@@ -49,7 +52,7 @@ def simulate(model: ModelSource, **options: Any) -> Report:
     program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
     analysis = _Analysis(build_graph(trace), target, config)
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
-    steady = summary.steady_peak(chosen.what_if.timeline, chosen.memory)
+    steady = summary.steady_peak(chosen.timeline, chosen.memory)
     memory = chosen.memory
     capacity = target.profile.memory_bytes
     return Report(
@@ -66,14 +69,16 @@ def simulate(model: ModelSource, **options: Any) -> Report:
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
-        layers=summary.layer_rows(specs, chosen.what_if.timeline, memory),
+        layers=summary.layer_rows(specs, chosen.timeline, memory),
         checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
             *_run_notes(config, program),
+            *(sharding_notes(chosen.sharded) if chosen.sharded else []),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
+        ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
         options=_options(config),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
@@ -99,10 +104,14 @@ def build_and_trace(
 class _Outcome:
     what_if: WhatIf
     memory: DeviceMemory
+    timeline: Timeline
+    """The timeline replayed: the what-if's, or one rank's of it under ``sharded``'s plan."""
+    sharded: Sharded | None = None
 
 
 class _Analysis:
-    """Checkpointing what-ifs over one traced graph, each replayed on the target."""
+    """Checkpointing what-ifs over one traced graph, then the config's data parallelism (one
+    rank of it, ``estimators/sharding.py``), each replayed on the target."""
 
     def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
         self._graph = graph
@@ -116,9 +125,12 @@ class _Analysis:
             outcome = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
         except ValueError as exc:
             raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
-        memory = device_memory(outcome.timeline, self._target, training=self._config.task == "train",
-                               expandable_segments=self._config.expandable_segments)  # fmt: skip
-        return _Outcome(outcome, memory)
+        sharding = self._config.sharding
+        sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
+        timeline = outcome.timeline if sharded is None else sharded.timeline
+        memory = device_memory(timeline, self._target, training=self._config.task == "train",
+                               expandable_segments=self._config.expandable_segments, world_size=sharding.gpus)  # fmt: skip
+        return _Outcome(outcome, memory, timeline, sharded)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
         capacity = self._target.profile.memory_bytes
