@@ -27,7 +27,7 @@ from .report import Assumption, CheckpointChoice, Report, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
-__all__ = ["build_and_trace", "count_parameters", "simulate"]
+__all__ = ["ANALYSIS_OPTIONS", "build_and_trace", "count_parameters", "simulate", "simulate_each"]
 
 
 def simulate(model: ModelSource, **options: Any) -> Report:
@@ -35,22 +35,60 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
     ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
     (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
-    ``optimizer``, ``checkpointing``, ``lora``, ``inputs``, ``loss``...); an unknown one is a
-    ``ConfigError`` naming the choices.
+    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``lora``, ``inputs``,
+    ``loss``...); an unknown one is a ``ConfigError`` naming the choices.
 
     >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
     >>> report.peak_bytes > 0
     True
     """
+    return simulate_each(model, [{}], **options)[0]
+
+
+ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "headroom",
+                              "expandable_segments"})  # fmt: skip
+"""Options computed from the graph, not traced: variants of one trace may differ in these only."""
+
+
+def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options: Any) -> list[Report]:
+    """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
+    data parallelism, headroom, expandable segments), which are what-ifs over the traced graph.
+
+    >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
+    >>> reports[0].peak_bytes > reports[1].peak_bytes
+    True
+    """
     config = SimulationConfig.from_options(**options)
+    configs = []
+    for variant in variants:
+        fixed = sorted(set(variant) - ANALYSIS_OPTIONS)
+        if fixed:
+            raise ConfigError(f"a variant cannot set {fixed[0]!r} (it changes the trace); a variant may set: "
+                              f"{', '.join(sorted(ANALYSIS_OPTIONS))}")  # fmt: skip
+        configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
     if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
         raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
-    plan = parse_checkpointing(config.checkpointing)
-    _check_checkpointing(plan, config, target)
+    for each in configs:
+        _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     started = time.perf_counter()
     program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
-    analysis = _Analysis(build_graph(trace), target, config)
+    graph = build_graph(trace)
+    traced = time.perf_counter() - started
+    reports = []
+    for each in configs:
+        began = time.perf_counter()
+        reports.append(_report(model, each, target, program, specs, trace, graph,
+                               seconds=traced + time.perf_counter() - began))  # fmt: skip
+    return reports
+
+
+def _report(model: ModelSource, config: SimulationConfig, target: Target, program: Program,
+            specs: list[summary.LayerSpec], trace: Trace, graph: nx.MultiDiGraph, *, seconds: float) -> Report:  # fmt: skip
+    """One variant's report from the shared trace."""
+    plan = parse_checkpointing(config.checkpointing)
+    started = time.perf_counter()
+    analysis = _Analysis(graph, target, config)
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.timeline, chosen.memory)
     memory = chosen.memory
@@ -75,12 +113,12 @@ def simulate(model: ModelSource, **options: Any) -> Report:
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
             *_run_notes(config, program),
-            *(sharding_notes(chosen.sharded) if chosen.sharded else []),
+            *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
         options=_options(config),
-        trace_seconds=round(time.perf_counter() - started, 3),
+        trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 
 

@@ -17,8 +17,9 @@ def rank_memory(sharded: Sharded) -> RankMemory:
                       buffers=dict(sharded.buffers))  # fmt: skip
 
 
-def sharding_notes(sharded: Sharded) -> list[Assumption]:
-    """Every figure and policy the rank's memory rests on, with its source."""
+def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
+    """Every figure and policy the rank's memory rests on, with its source; ``autocast``: the program
+    casts weights under torch.autocast."""
     plan = sharded.plan
     buffers = sharded.buffers
     notes = [
@@ -62,6 +63,14 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
             "all-gathered one block ahead through a flat output copied out and dropped; reshard_after_forward="
             f"{plan.fsdp == 'full'}; the root stays gathered from forward to the end of backward; a block's gradients "
             "go through a reduce-scatter input kept until the next block's reduce-scatter",
+        ))  # fmt: skip
+    if autocast and plan.shards_parameters:
+        notes.append(Assumption(
+            name="autocast_casts_gathered_weights",
+            detail="the traced program keeps fp32 weights and casts them under torch.autocast, whose cache holds the "
+            "cast copy of every weight a forward used until the forward ends (temporaries, aten._to_copy): with "
+            "sharded weights those copies are whole; DeepSpeed's bf16 mode and FSDP2's MixedPrecisionPolicy gather "
+            "bf16 weights instead (not modelled)",
         ))  # fmt: skip
     notes.extend(Assumption(name="sharding", detail=note) for note in sharded.notes)
     return notes

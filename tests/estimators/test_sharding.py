@@ -171,3 +171,14 @@ def test_plan_names() -> None:
     assert sharding_plan(8, 3, "no").scheme == "ZeRO-3"
     assert sharding_plan(8, 0, "GRAD-OP").scheme == "FSDP2 grad-op"
     assert not sharding_plan().active
+
+
+def test_one_trace_many_plans(llama: transformers.LlamaConfig) -> None:
+    """simulate_each analyses one trace per variant; each report equals its own simulate."""
+    variants = [{"gpus": N, "zero": 3}, {"gpus": N, "fsdp": "grad-op", "checkpointing": "full"}, {}]
+    reports = vramsim.simulate_each(llama, variants, device="h100", **OPTIONS)
+    for variant, report in zip(variants, reports, strict=True):
+        alone = vramsim.simulate(llama, device="h100", **OPTIONS, **variant)
+        assert (report.peak_bytes, report.device_bytes, report.ranks) == (alone.peak_bytes, alone.device_bytes, alone.ranks)
+    with pytest.raises(ConfigError, match="a variant cannot set 'seq_len'"):
+        vramsim.simulate_each(llama, [{"seq_len": 64}], device="h100", **OPTIONS)
