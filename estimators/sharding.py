@@ -5,7 +5,8 @@ stands for all):
 
 - DDP (``gpus > 1``, no ZeRO, no FSDP): each replica holds the whole program plus DDP's gradient
   buckets: flat buffers (the first 1 MiB, the others 25 MiB) made when DDP wraps the model and
-  kept for the run (``gradient_as_bucket_view=False``, DDP's default, so ``.grad`` stays separate).
+  kept for the run; with ``gradient_as_bucket_view=False`` (DDP's default) ``.grad`` stays
+  separate, with True each ``.grad`` is a view into its bucket and the buckets are the gradients.
 - ZeRO-1/2/3 (DeepSpeed): optimizer states (1), + gradients (2), + weights (3) partitioned over the
   ranks; the reduce bucket (``reduce_bucket_size``); ZeRO-3 gathers a block's weights around its
   forward and its backward, prefetches up to ``stage3_prefetch_bucket_size`` elements of the next
@@ -78,6 +79,9 @@ class ShardingPlan:
     """DeepSpeed ZeRO stage, 0 (none) to 3."""
     fsdp: str = "no"
     """``no``, ``full`` (FSDP2 reshard_after_forward=True) or ``grad-op`` (False)."""
+    bucket_view: bool = False
+    """DDP's ``gradient_as_bucket_view=True``: each ``.grad`` is a view into its bucket, so the buckets
+    are the gradients, kept for the run, and no separate gradient is allocated."""
 
     @property
     def scheme(self) -> str:
@@ -105,7 +109,7 @@ class ShardingPlan:
         return self.gpus > 1 or self.zero > 0 or self.fsdp != "no"
 
 
-def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no") -> ShardingPlan:
+def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucket_view: bool = False) -> ShardingPlan:
     """The plan for these options; ``ValueError`` naming the choices otherwise."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
         raise ValueError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
@@ -116,7 +120,9 @@ def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no") -> Sh
         raise ValueError(f"unknown fsdp {fsdp!r}; choose one of: {', '.join(FSDP_CHOICES)}")
     if zero and text != "no":
         raise ValueError(f"ZeRO-{zero} and FSDP {text} both shard the model; choose one (--zero 0 or --fsdp no)")
-    return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text)  # type: ignore[call-overload]
+    if bucket_view and (zero or text != "no"):
+        raise ValueError("gradient_as_bucket_view is DDP's; it applies with --zero 0 and --fsdp no")
+    return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view))  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,9 +238,14 @@ class _Rank:
         trainable = {self.attrs[sid]["owner"] for sids in self.grads.values() for sid in sids}
         weights = sorted(self.weights.values(), key=lambda w: w.sid, reverse=True)
         sizes = [w.nbytes for w in weights if w.name in trainable]
+        category = "gradients" if self.plan.bucket_view else _COMM
         for index, nbytes in enumerate(_bucket_sizes(sizes)):
-            self.add(nbytes, _COMM, "ddp.bucket", alloc_at=self.at(0, 4), free_at=None)
+            self.add(nbytes, category, "ddp.bucket", alloc_at=self.at(0, 4), free_at=None)
             self.buffers[f"DDP bucket {index}"] = nbytes
+        if self.plan.bucket_view:  # .grad is a view into its bucket: autograd allocates no gradient
+            for sids in self.grads.values():
+                for sid in sids:
+                    self.blocks[sid].nbytes = 0
 
     def _training_windows(self) -> None:
         units = self.graph.graph["units"]

@@ -45,8 +45,8 @@ def simulate(model: ModelSource, **options: Any) -> Report:
     return simulate_each(model, [{}], **options)[0]
 
 
-ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "headroom",
-                              "expandable_segments"})  # fmt: skip
+ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
+                              "headroom", "expandable_segments"})  # fmt: skip
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
 
 

@@ -130,6 +130,9 @@ class SimulationConfig:
     fsdp: str = field(default="no", metadata=_option(
         help="FSDP2 fully_shard per block: full (reshard_after_forward=True, FULL_SHARD), grad-op (False, "
         "SHARD_GRAD_OP) or no", report=_same))
+    gradient_as_bucket_view: bool = field(default=False, metadata=_option(
+        help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
+        report=_same))
     moe_routing: str = field(default="balanced", metadata=_option(
         help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
@@ -138,7 +141,7 @@ class SimulationConfig:
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus, self.zero, self.fsdp)
+        return sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
 
     @classmethod
     def from_options(cls, **options: Any) -> SimulationConfig:
@@ -186,7 +189,7 @@ class SimulationConfig:
         self.checkpointing = plan.spec
         self.gradient_checkpointing = plan.kind == "full"
         try:
-            sharding = sharding_plan(self.gpus, self.zero, self.fsdp)
+            sharding = sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp

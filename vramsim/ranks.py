@@ -35,7 +35,8 @@ def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
             detail=f"DDP's Reducer fills flat gradient buckets in reverse parameter order, the first "
             f"{a.DDP_FIRST_BUCKET_BYTES >> 20} MiB, the others bucket_cap_mb={a.DDP_BUCKET_CAP_BYTES >> 20} "
             "(torch/nn/parallel/distributed.py), made when DDP wraps the model and kept for the run; "
-            "gradient_as_bucket_view=False (DDP's default) keeps .grad apart from them",
+            + ("gradient_as_bucket_view=True: each .grad is a view into its bucket, so they are the gradients"
+               if plan.bucket_view else "gradient_as_bucket_view=False (DDP's default) keeps .grad apart from them"),
             bytes=sum(buffers.values()),
         ))  # fmt: skip
     if plan.zero:

@@ -89,6 +89,20 @@ def test_ddp_is_one_gpu_plus_its_buckets(llama: transformers.LlamaConfig, device
         assert not any("NCCL" in a.name for a in one.assumptions)
 
 
+def test_gradient_as_bucket_view(llama: transformers.LlamaConfig) -> None:
+    """With gradient_as_bucket_view the buckets are the gradients: kept for the run, nothing else allocated."""
+    ddp = vramsim.simulate(llama, device="cpu", gpus=N, **OPTIONS)
+    view = vramsim.simulate(llama, device="cpu", gpus=N, gradient_as_bucket_view=True, **OPTIONS)
+    assert view.ranks is not None and ddp.ranks is not None
+    grads = sum(4 * p.numel() for p in _weights(llama))
+    assert view.ranks.model_state["gradients"] == grads == sum(view.ranks.buffers.values())
+    assert "communication" not in view.breakdown and view.breakdown["gradients"] == grads
+    one = vramsim.simulate(llama, device="cpu", **OPTIONS)
+    assert one.peak_bytes < view.peak_bytes < ddp.peak_bytes  # gradients kept all along, but never twice
+    with pytest.raises(ConfigError, match="gradient_as_bucket_view is DDP's"):
+        SimulationConfig(gpus=N, zero=1, gradient_as_bucket_view=True)
+
+
 def test_ddp_buckets_follow_the_caps() -> None:
     MiB = 1 << 20
     assert _bucket_sizes([MiB // 2, MiB // 2, 10 * MiB, 20 * MiB, MiB]) == [MiB, 30 * MiB, MiB]
