@@ -366,7 +366,8 @@ class _StepWindows:
                    for _, u in self.calls]  # fmt: skip
         self._gather_chain(forward, "forward")
         if reshard:
-            backward = sorted(((m, s, e) for m, (s, e) in self.backward.items() if m), key=lambda item: item[1])
+            # gathered before the clock of the first saved-tensor read, so before a checkpoint's recompute there
+            backward = sorted(((m, s - 1, e) for m, (s, e) in self.backward.items() if m), key=lambda item: item[1])
             self._gather_chain(backward, "backward")
         root = [w for w in self.groups.get("", []) if rank.sharded_weight(w)]
         self._gather(root, "", self.first_clock, self.first_clock, self.backward[""][1], "forward")
