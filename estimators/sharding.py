@@ -8,7 +8,8 @@ stands for all):
   kept for the run; with ``gradient_as_bucket_view=False`` (DDP's default) ``.grad`` stays
   separate, with True each ``.grad`` is a view into its bucket and the buckets are the gradients.
 - ZeRO-1/2/3 (DeepSpeed): optimizer states (1), + gradients (2), + weights (3) partitioned over the
-  ranks; the reduce bucket (``reduce_bucket_size``); ZeRO-3 gathers a block's weights around its
+  ranks; the fp32 master copy of the rank's partition its optimizer updates (stages 1-2 always,
+  stage 3 when the weights are not fp32); the reduce bucket (``reduce_bucket_size``); ZeRO-3 gathers a block's weights around its
   forward and its backward, prefetches up to ``stage3_prefetch_bucket_size`` elements of the next
   block, keeps weights under ``stage3_param_persistence_threshold`` whole, and reduces gradients
   into a flat buffer of its partitions made at start-up.
@@ -211,6 +212,7 @@ class _Rank:
         self._shard_states()
         if self.plan.zero or self.plan.fsdp != "no":
             self._training_windows()
+            self._master_partition()
         elif self.plan.gpus > 1 and any(self.grads.values()):
             self._ddp_buckets()
         for block in self.blocks:  # weights as held (not gathered), optimizer states, one step's gradients
@@ -232,6 +234,23 @@ class _Rank:
                 block.nbytes = ceil(block.nbytes / self.n)  # the step runs on the rank's shard only
             elif block.category == "parameters" and self.sharded_weight(self.weights[self.attrs[sid]["owner"]]):
                 block.nbytes = self.shard_of(sid)
+
+    def _master_partition(self) -> None:
+        """DeepSpeed's optimizer updates an fp32 copy of the rank's partition of the trainable weights:
+        stages 1-2 always clone it (stage_1_and_2.py ``single_partition_of_fp32_groups``), stage 3 only
+        when the weights are not fp32 already (stage3.py ``fp32_partitioned_groups_flat``)."""
+        trainable = {self.attrs[sid]["owner"] for sids in self.grads.values() for sid in sids}
+        weights = [w for w in self.weights.values() if w.name in trainable]
+        if not self.plan.zero or not weights:
+            return
+        fp32 = all(_itemsize(self.attrs[w.sid]) == 4 for w in weights)
+        if self.plan.zero == 3 and fp32:
+            return
+        nbytes = sum(4 * ceil(w.numel / self.n) for w in weights)
+        self.add(nbytes, "parameters", "zero.fp32_master_partition", alloc_at=self.at(0, 4), free_at=None)
+        if not fp32:
+            self.notes.append("DeepSpeed keeps optimizer states with its fp32 master partition; the traced optimizer "
+                              "keeps them in the weights' dtype (DeepSpeed's bf16/fp16 modes are not modelled)")
 
     def _ddp_buckets(self) -> None:
         """DDP's Reducer: buckets over the trainable weights in reverse order, kept for the run."""

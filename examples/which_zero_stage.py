@@ -4,6 +4,10 @@ Llama-3.1-70B with bf16 weights (gradients and AdamW states in bf16 too), full a
 checkpointing, one sequence of 4,096 tokens per GPU. One trace; every data-parallel setting, and
 every cluster size, is computed from its graph (``vramsim.simulate_each``).
 
+DeepSpeed's optimizer updates an fp32 copy of each rank's partition, which is counted; it would
+keep its optimizer states in fp32 too, which is not modelled yet (the trace's AdamW keeps them in
+bf16), so ZeRO's figures here are a lower bound.
+
 (With fp32 weights under bf16 autocast, vramsim's default training program, nothing fits even on
 64 GPUs: autocast caches a whole bf16 copy of every weight the forward used until the forward
 ends, sharded or not; the report names it.)

@@ -41,8 +41,10 @@ def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
         ))  # fmt: skip
     if plan.zero:
         notes.append(Assumption(
-            name="zero_reduce_bucket",
-            detail=f"DeepSpeed reduce_bucket_size={a.DEEPSPEED_REDUCE_BUCKET_ELEMENTS:.0e} elements in the gradients' "
+            name="zero_master_and_reduce_bucket",
+            detail="the optimizer updates an fp32 copy of the rank's partition (stages 1-2 always; stage 3 when the "
+            "weights are not fp32), counted with the weights; "
+            f"DeepSpeed reduce_bucket_size={a.DEEPSPEED_REDUCE_BUCKET_ELEMENTS:.0e} elements in the gradients' "
             "dtype (zero/config.py default); stages 1-2 hold it through backward (overlap_comm off by default: one "
             "buffer), stage 3 from start-up; allgather_bucket_size adds nothing (in-place all-gather)",
             bytes=buffers.get("ZeRO reduce bucket", 0),

@@ -58,8 +58,9 @@ def closed_form(weights: list[torch.nn.Parameter], zero: int, fsdp: str) -> dict
         return {"parameters": share, "gradients": share, "optimizer_states": 2 * share + steps}
     share = sum(4 * _elements(p) for p in weights)
     kept = sum(4 * (_elements(p) if p.numel() >= 100_000 else p.numel()) for p in weights)
+    master = share if zero in (1, 2) else 0  # DeepSpeed's fp32 copy of the partition (stage 3: the weights are it)
     return {
-        "parameters": kept if zero == 3 else whole,
+        "parameters": kept if zero == 3 else whole + master,
         "gradients": share if zero >= 2 else whole,
         "optimizer_states": (2 * share if zero >= 1 else 2 * whole) + steps,
     }
