@@ -13,14 +13,17 @@ stands for all):
   forward and its backward, prefetches up to ``stage3_prefetch_bucket_size`` elements of the next
   block, keeps weights under ``stage3_param_persistence_threshold`` whole, and reduces gradients
   into a flat buffer of its partitions made at start-up.
-- FSDP2 (``fully_shard`` on each block, then on the root): weights, gradients and optimizer
-  states sharded on dim 0; a block's weights are all-gathered (through a flat all-gather output
-  that is copied out and dropped) around its forward and its backward, one block ahead;
-  ``full`` (``reshard_after_forward=True``) frees them after the forward, ``grad-op`` (False)
-  keeps them to the backward; the root's weights (embeddings, final norm, head) stay gathered
-  from forward to the end of backward (FSDP2 does not reshard the root after forward); after a
-  block's backward its gradients are copied into a reduce-scatter input, kept until the next
-  block's reduce-scatter, and the rank keeps its shard.
+- FSDP2 (``fully_shard`` on each block, then on the root), as torch 2.13's
+  ``_fsdp_param_group.py`` runs it: weights, gradients and optimizer states sharded on dim 0; a
+  block's weights are all-gathered into a flat output and copied out; in forward the output is
+  kept until the next block's copy-out is done, in backward it is dropped after the copy-out and
+  the next block's all-gather is prefetched; ``full`` (``reshard_after_forward=True``) frees the
+  weights after the forward, ``grad-op`` (False) keeps them to the backward; the root's weights
+  (embeddings, final norm, head) stay gathered from forward to the end of backward (FSDP2 does
+  not reshard the root after forward); after a block's backward it reshards, copies its gradients
+  into a reduce-scatter input (freed when the next block's reduce begins) and keeps its shard.
+  Checked against torch's FSDP2 run for real under a fake process group
+  (``tests/ground_truth/test_data_parallel_ground_truth.py``).
 
 It transforms a ``Timeline`` (the traced one, or the one a checkpointing what-if made: apply
 checkpointing first, then sharding) and reads the graph it came from for what each traced block
@@ -82,7 +85,8 @@ class ShardingPlan:
     """``no``, ``full`` (FSDP2 reshard_after_forward=True) or ``grad-op`` (False)."""
     bucket_view: bool = False
     """DDP's ``gradient_as_bucket_view=True``: each ``.grad`` is a view into its bucket, so the buckets
-    are the gradients, kept for the run, and no separate gradient is allocated."""
+    are the gradients, kept for the run; the gradient autograd makes (``.grad`` was set to None) is
+    copied in and dropped at once."""
 
     @property
     def scheme(self) -> str:
@@ -177,6 +181,18 @@ class _Rank:
         self.buffers: dict[str, int] = {}
         self.notes: list[str] = []
         self.gathered = 0
+        self.phase_bounds: dict[int, tuple[int, int]] = {}
+        """Step -> (last clock of its forward, first clock of its backward)."""
+        forward_end: dict[int, int] = defaultdict(int)
+        backward_start: dict[int, int] = {}
+        for node, attrs in graph.nodes(data=True):
+            if node[0] == "op" and attrs["phase"] == "forward":
+                forward_end[attrs["step"]] = max(forward_end[attrs["step"]], attrs["clock_after"])
+            elif node[0] == "op" and attrs["phase"] == "backward":
+                step = attrs["step"]
+                backward_start[step] = min(backward_start.get(step, attrs["clock_after"]), attrs["clock_after"])
+        for step, end in forward_end.items():
+            self.phase_bounds[step] = (end, backward_start.get(step, end + 1))
         self._seq = 0
 
     # -- positions ------------------------------------------------------------------------------
@@ -261,10 +277,12 @@ class _Rank:
         for index, nbytes in enumerate(_bucket_sizes(sizes)):
             self.add(nbytes, category, "ddp.bucket", alloc_at=self.at(0, 4), free_at=None)
             self.buffers[f"DDP bucket {index}"] = nbytes
-        if self.plan.bucket_view:  # .grad is a view into its bucket: autograd allocates no gradient
+        if self.plan.bucket_view:  # the Reducer copies autograd's new gradient into its bucket and drops it
             for sids in self.grads.values():
                 for sid in sids:
-                    self.blocks[sid].nbytes = 0
+                    block = self.blocks[sid]
+                    block.free_at = self.at(block.alloc_at[0], 5)
+                    block.category = "temporaries"
 
     def _training_windows(self) -> None:
         units = self.graph.graph["units"]
@@ -279,9 +297,9 @@ class _Rank:
             if not grads:
                 continue
             window = _StepWindows(self, step, first_clock, calls, unpacks, groups)
-            window.gradients()
-            if self.plan.shards_parameters:
+            if self.plan.shards_parameters:  # first: a block reshards before its reduce-scatter input is made
                 window.gathers()
+            window.gradients()
             self._reduce_buckets(step, grads)
 
     def _reduce_buckets(self, step: int, grads: list[int]) -> None:
@@ -316,6 +334,7 @@ class _StepWindows:
         grad_clock = {rank.attrs[sid]["owner"]: rank.blocks[sid].alloc_at[0] for sid in rank.grads[step]}
         self.grad_sids = {rank.attrs[sid]["owner"]: sid for sid in rank.grads[step]}
         self.end_of_backward = max(grad_clock.values())
+        self.forward_end, self.backward_start = rank.phase_bounds[step]
         self.backward: dict[str, tuple[int, int]] = {}
         """Block module -> (first, last) clock of its backward: first saved-tensor read, last gradient."""
         for index, unit in self.calls:
@@ -341,11 +360,12 @@ class _StepWindows:
             sids = [self.grad_sids[w.name] for w in self.groups.get(module, []) if w.name in self.grad_sids]
             if not sids:
                 continue
-            if plan.fsdp != "no":  # the reduce-scatter input, kept until the next block's reduce-scatter
-                until = self.backward[order[position + 1]][1] if position + 1 < len(order) else self.end_of_backward
+            if plan.fsdp != "no":  # the reduce-scatter input, freed when the next block's reduce begins
+                last = position + 1 == len(order)  # the root's final callback frees the last one
+                until = self.end_of_backward if last else self.backward[order[position + 1]][1]
                 total = sum(rank.shard_of(sid) * rank.n for sid in sids)
                 rank.add(total, _COMM, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
-                         alloc_at=rank.at(end, 2), free_at=rank.at(until, 3 if until > end else 5))  # fmt: skip
+                         alloc_at=rank.at(end, 2), free_at=rank.at(until, 3 if last or until == end else 2))  # fmt: skip
                 rank.buffers["FSDP reduce-scatter input (largest block)"] = max(
                     total, rank.buffers.get("FSDP reduce-scatter input (largest block)", 0))
             for sid in sids:
@@ -378,24 +398,84 @@ class _StepWindows:
             rank.add(total, "gradients", "zero3.grad_partitions", alloc_at=rank.at(0, 4), free_at=None)
 
     def gathers(self) -> None:
-        """Each block's weights gathered around its forward and its backward, one block ahead."""
+        """Each block's weights gathered around its forward and its backward."""
+        if self.rank.plan.fsdp != "no":
+            self._fsdp_gathers()
+        else:
+            self._zero3_gathers()
+
+    def _fsdp_gathers(self) -> None:
+        """FSDP2 as torch 2.13's ``_fsdp_param_group.py`` runs it: in forward a group's flat all-gather
+        output is kept until the next group's copy-out is done (``all_gather_state``) and the root's
+        post-forward frees the last; in backward a group's pre-backward copies its own out, frees that output and
+        prefetches the next group's (``_backward_prefetch``; the root's pre-backward prefetches the first)."""
         rank = self.rank
-        reshard = rank.plan.fsdp != "grad-op"
-        forward = [(u.module, u.first_clock, u.last_clock if reshard else self.backward.get(u.module, (0, u.last_clock))[1])
-                   for _, u in self.calls]  # fmt: skip
+        reshard = rank.plan.fsdp == "full"
+        forward = [("", self.first_clock, self.backward[""][1])] + [
+            (u.module, u.first_clock, u.last_clock if reshard else self.backward.get(u.module, (0, u.last_clock))[1])
+            for _, u in self.calls
+        ]  # fmt: skip
+        kept: Block | None = None
+        for module, start, end in forward:
+            weights = self.groups.get(module, [])
+            if not weights:
+                continue
+            output = self._all_gather_output(weights, module, rank.at(start, 2), "forward")
+            self._unsharded(weights, module, start, end, "forward")
+            if kept is not None:  # ``wait_for_unshard``'s local ``prev_all_gather_state`` holds it past the copy-out
+                kept.free_at = rank.at(start, 5)
+            kept = output
+        if kept is not None:
+            kept.free_at = rank.at(self.forward_end, 3)
+        largest = max((sum(w.numel for w in self.groups.get(m, [])) for m, _, _ in forward[1:]), default=0)
+        rank.gathered = max(rank.gathered, largest + sum(w.numel for w in self.groups.get("", [])))
+        if not reshard:
+            return
+        backward = sorted(((m, s - 1, e) for m, (s, e) in self.backward.items() if m), key=lambda item: item[1])
+        prefetch_at = self.backward_start - 1
+        for module, start, end in backward:
+            weights = self.groups.get(module, [])
+            if not weights:
+                continue
+            output = self._all_gather_output(weights, module, rank.at(prefetch_at, 4), "backward")
+            self._unsharded(weights, module, start, end, "backward")
+            output.free_at = rank.at(start, 4)  # copied out, then dropped, before the next prefetch
+            prefetch_at = start
+
+    def _all_gather_output(self, weights: list[_Weight], module: str, at: Position, phase: str) -> Block:
+        """FSDP2's flat all-gather output of a group (every rank's padded shard; the input is a view into it)."""
+        rank = self.rank
+        total = sum(rank.shard_of(w.sid) * rank.n for w in weights)
+        rank.add(total, _COMM, "fsdp.all_gather_output", module=module, phase=phase, step=self.step, alloc_at=at,
+                 free_at=None)  # fmt: skip
+        key = "FSDP all-gather output (largest block)"
+        rank.buffers[key] = max(total, rank.buffers.get(key, 0))
+        return rank.blocks[-1]
+
+    def _unsharded(self, weights: list[_Weight], module: str, start: int, end: int, phase: str) -> None:
+        """Each weight's unsharded copy from the copy-out to the reshard (a reshard at the next group's
+        start comes before that group's all-gather)."""
+        rank = self.rank
+        for weight in weights:
+            free = rank.at(end, 2) if end > start else rank.at(end, 5)
+            rank.add(weight.nbytes, "parameters", "all_gather", module=module, phase=phase, step=self.step,
+                     alloc_at=rank.at(start, 4), free_at=free)  # fmt: skip
+
+    def _zero3_gathers(self) -> None:
+        """ZeRO-3: a block's weights around its forward and its backward, with part of the next prefetched."""
+        rank = self.rank
+        forward = [(u.module, u.first_clock, u.last_clock) for _, u in self.calls]
         self._gather_chain(forward, "forward")
-        if reshard:
-            # gathered before the clock of the first saved-tensor read, so before a checkpoint's recompute there
-            backward = sorted(((m, s - 1, e) for m, (s, e) in self.backward.items() if m), key=lambda item: item[1])
-            self._gather_chain(backward, "backward")
+        # gathered before the clock of the first saved-tensor read, so before a checkpoint's recompute there
+        backward = sorted(((m, s - 1, e) for m, (s, e) in self.backward.items() if m), key=lambda item: item[1])
+        self._gather_chain(backward, "backward")
         root = [w for w in self.groups.get("", []) if rank.sharded_weight(w)]
         self._gather(root, "", self.first_clock, self.first_clock, self.backward[""][1], "forward")
         largest = max((sum(w.numel for w in self.groups.get(m, []) if rank.sharded_weight(w)) for m, _, _ in forward),
                       default=0)  # fmt: skip
-        ahead = largest if rank.plan.fsdp != "no" else min(largest, DEEPSPEED_PREFETCH_BUCKET_ELEMENTS)
-        live = largest + ahead + sum(w.numel for w in root)
+        live = largest + min(largest, DEEPSPEED_PREFETCH_BUCKET_ELEMENTS) + sum(w.numel for w in root)
         rank.gathered = max(rank.gathered, live)
-        if rank.plan.zero == 3 and live > DEEPSPEED_MAX_LIVE_PARAMETERS:
+        if live > DEEPSPEED_MAX_LIVE_PARAMETERS:
             note = (f"{live:,} weight elements gathered at once exceed stage3_max_live_parameters "
                     f"({DEEPSPEED_MAX_LIVE_PARAMETERS:,}): DeepSpeed would release some sooner")  # fmt: skip
             if note not in rank.notes:
@@ -409,23 +489,17 @@ class _StepWindows:
             self._gather(weights, module, early, start, end, phase)
 
     def _gather(self, weights: list[_Weight], module: str, early: int, start: int, end: int, phase: str) -> None:
-        """Whole copies of ``weights`` from the gather to ``end``; FSDP2's flat all-gather output dies at copy-out."""
+        """ZeRO-3's whole copies of ``weights`` to ``end``: the first prefetch bucket's worth from ``early``."""
         rank = self.rank
         if not weights:
             return
         fetched = 0
         for weight in weights:
-            ahead = rank.plan.fsdp != "no" or fetched + weight.numel <= DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
+            ahead = fetched + weight.numel <= DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
             fetched += weight.numel
             clock = early if ahead else start
             rank.add(weight.nbytes, "parameters", "all_gather", module=module, phase=phase, step=self.step,
                      alloc_at=rank.at(clock, 4), free_at=rank.at(end, 3) if end > clock else rank.at(end, 5))  # fmt: skip
-        if rank.plan.fsdp != "no":
-            total = sum(rank.shard_of(w.sid) * rank.n for w in weights)
-            rank.add(total, _COMM, "fsdp.all_gather_output", module=module, phase=phase, step=self.step,
-                     alloc_at=rank.at(early, 2), free_at=rank.at(early, 5))  # fmt: skip
-            key = "FSDP all-gather output (largest block)"
-            rank.buffers[key] = max(total, rank.buffers.get(key, 0))
 
 
 def _groups(modules: Iterable[str], weights: Iterable[_Weight]) -> dict[str, list[_Weight]]:

@@ -63,9 +63,11 @@ def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
         notes.append(Assumption(
             name="fsdp2_per_block",
             detail=f"fully_shard on each block and on the root; shards by {a.FSDP2_SHARD_RULE}; a block's weights are "
-            "all-gathered one block ahead through a flat output copied out and dropped; reshard_after_forward="
+            "all-gathered into a flat output and copied out (in forward the output waits for the next block's "
+            "copy-out, in backward the next block is prefetched); reshard_after_forward="
             f"{plan.fsdp == 'full'}; the root stays gathered from forward to the end of backward; a block's gradients "
-            "go through a reduce-scatter input kept until the next block's reduce-scatter",
+            "go through a reduce-scatter input freed when the next block's reduce begins (torch 2.13 "
+            "_fsdp_param_group.py)",
         ))  # fmt: skip
     if autocast and plan.shards_parameters:
         notes.append(Assumption(
