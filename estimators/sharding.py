@@ -53,81 +53,28 @@ from vramsim.tracer.graph import saved_edges, storage_nodes
 from vramsim.tracer.records import UnitRecord
 
 from .assumptions import (
-    DDP_BUCKET_CAP_BYTES,
-    DDP_FIRST_BUCKET_BYTES,
     DEEPSPEED_MAX_LIVE_PARAMETERS,
     DEEPSPEED_OVERLAP_COMM_STAGES,
     DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD,
     DEEPSPEED_PREFETCH_BUCKET_ELEMENTS,
     DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
 )
+from .sharding_plan import (
+    FSDP_CHOICES,
+    MAX_GPUS,
+    ZERO_STAGES,
+    ShardingPlan,
+    ddp_bucket_sizes,
+    itemsize,
+    shard_bytes,
+    sharding_plan,
+)
 from .timeline import Block, Position, Timeline, order_blocks
 
 __all__ = ["FSDP_CHOICES", "MAX_GPUS", "ZERO_STAGES", "Sharded", "ShardingPlan", "shard", "sharding_plan"]
 
-ZERO_STAGES = (0, 1, 2, 3)
-FSDP_CHOICES = ("no", "full", "grad-op")
-MAX_GPUS = 1 << 16
-"""More data-parallel ranks than 65,536 are refused: no job runs that many today."""
-
 _MODEL_STATE = ("parameters", "gradients", "optimizer_states")
 _COMM = "communication"
-
-
-@dataclass(frozen=True, slots=True)
-class ShardingPlan:
-    """How the training step is spread over ``gpus`` data-parallel ranks."""
-
-    gpus: int = 1
-    zero: int = 0
-    """DeepSpeed ZeRO stage, 0 (none) to 3."""
-    fsdp: str = "no"
-    """``no``, ``full`` (FSDP2 reshard_after_forward=True) or ``grad-op`` (False)."""
-    bucket_view: bool = False
-    """DDP's ``gradient_as_bucket_view=True``: each ``.grad`` is a view into its bucket, so the buckets
-    are the gradients, kept for the run; the gradient autograd makes (``.grad`` was set to None) is
-    copied in and dropped at once."""
-
-    @property
-    def scheme(self) -> str:
-        """The name the report prints."""
-        if self.fsdp != "no":
-            return f"FSDP2 {self.fsdp}"
-        if self.zero:
-            return f"ZeRO-{self.zero}"
-        return "DDP" if self.gpus > 1 else "one GPU"
-
-    @property
-    def shards_optimizer(self) -> bool:
-        return self.zero >= 1 or self.fsdp != "no"
-
-    @property
-    def shards_gradients(self) -> bool:
-        return self.zero >= 2 or self.fsdp != "no"
-
-    @property
-    def shards_parameters(self) -> bool:
-        return self.zero == 3 or self.fsdp != "no"
-
-    @property
-    def active(self) -> bool:
-        return self.gpus > 1 or self.zero > 0 or self.fsdp != "no"
-
-
-def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucket_view: bool = False) -> ShardingPlan:
-    """The plan for these options; ``ValueError`` naming the choices otherwise."""
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
-        raise ValueError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
-    if isinstance(zero, bool) or zero not in ZERO_STAGES:
-        raise ValueError(f"unknown ZeRO stage {zero!r}; choose one of: {', '.join(map(str, ZERO_STAGES))}")
-    text = str(fsdp).strip().lower()
-    if text not in FSDP_CHOICES:
-        raise ValueError(f"unknown fsdp {fsdp!r}; choose one of: {', '.join(FSDP_CHOICES)}")
-    if zero and text != "no":
-        raise ValueError(f"ZeRO-{zero} and FSDP {text} both shard the model; choose one (--zero 0 or --fsdp no)")
-    if bucket_view and (zero or text != "no"):
-        raise ValueError("gradient_as_bucket_view is DDP's; it applies with --zero 0 and --fsdp no")
-    return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view))  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,7 +161,7 @@ class _Rank:
         weight = self.weights.get(attrs["owner"])
         same_size = weight is not None and weight.nbytes == attrs["nbytes"]  # not AdamW's scalar step
         shape = weight.shape if weight is not None and same_size else tuple(attrs["shape"])
-        return _shard_bytes(attrs["nbytes"], shape, self.n, dim0=self.plan.fsdp != "no")
+        return shard_bytes(attrs["nbytes"], shape, self.n, dim0=self.plan.fsdp != "no")
 
     def sharded_weight(self, weight: _Weight) -> bool:
         if not self.plan.shards_parameters:
@@ -259,7 +206,7 @@ class _Rank:
         weights = [w for w in self.weights.values() if w.name in trainable]
         if not self.plan.zero or not weights:
             return
-        fp32 = all(_itemsize(self.attrs[w.sid]) == 4 for w in weights)
+        fp32 = all(itemsize(self.attrs[w.sid]) == 4 for w in weights)
         if self.plan.zero == 3 and fp32:
             return
         nbytes = sum(4 * ceil(w.numel / self.n) for w in weights)
@@ -274,7 +221,7 @@ class _Rank:
         weights = sorted(self.weights.values(), key=lambda w: w.sid, reverse=True)
         sizes = [w.nbytes for w in weights if w.name in trainable]
         category = "gradients" if self.plan.bucket_view else _COMM
-        for index, nbytes in enumerate(_bucket_sizes(sizes)):
+        for index, nbytes in enumerate(ddp_bucket_sizes(sizes)):
             self.add(nbytes, category, "ddp.bucket", alloc_at=self.at(0, 4), free_at=None)
             self.buffers[f"DDP bucket {index}"] = nbytes
         if self.plan.bucket_view:  # the Reducer copies autograd's new gradient into its bucket and drops it
@@ -306,7 +253,7 @@ class _Rank:
         """DeepSpeed's reduce (ipg) bucket: stage 1/2 for backward, stage 3 for the run."""
         if not self.plan.zero:
             return
-        itemsize = max(_itemsize(self.attrs[sid]) for sid in grads)
+        itemsize = max(itemsize(self.attrs[sid]) for sid in grads)
         nbytes = DEEPSPEED_REDUCE_BUCKET_ELEMENTS * itemsize
         if self.plan.zero == 3:  # one bucket per gradient dtype, made at start-up
             if step == 0:
@@ -510,35 +457,3 @@ def _groups(modules: Iterable[str], weights: Iterable[_Weight]) -> dict[str, lis
         owner = next((m for m in blocks if weight.name.startswith(m + ".")), "")
         found[owner].append(weight)
     return found
-
-
-def _itemsize(attrs: dict[str, Any]) -> int:
-    numel = prod(attrs["shape"])
-    return attrs["nbytes"] // numel if numel and attrs["nbytes"] % numel == 0 else 1
-
-
-def _shard_bytes(nbytes: int, shape: tuple[int, ...], n: int, *, dim0: bool) -> int:
-    """One rank's bytes of a tensor: ceil(numel / n) elements (DeepSpeed pads each weight to a
-    multiple of n, partition_parameters.py ``_padding_size``), or ceil(dim0 / n) rows (FSDP2)."""
-    numel = prod(shape)
-    if not numel or nbytes % numel:
-        return ceil(nbytes / n)
-    itemsize = nbytes // numel
-    if dim0 and shape:
-        return ceil(shape[0] / n) * (numel // shape[0]) * itemsize
-    return ceil(numel / n) * itemsize
-
-
-def _bucket_sizes(sizes: list[int]) -> list[int]:
-    """DDP's bucket assignment (``_compute_bucket_assignment_by_size``): fill a bucket until it
-    reaches its cap (the first 1 MiB, then 25 MiB), then start the next."""
-    buckets: list[int] = []
-    current = 0
-    for nbytes in sizes:
-        current += nbytes
-        if current >= (DDP_FIRST_BUCKET_BYTES if not buckets else DDP_BUCKET_CAP_BYTES):
-            buckets.append(current)
-            current = 0
-    if current:
-        buckets.append(current)
-    return buckets

@@ -17,7 +17,7 @@ from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
 from vramsim.estimators.checkpointing import CheckpointPlan
-from vramsim.estimators.sharding import _bucket_sizes, sharding_plan
+from vramsim.estimators.sharding_plan import ddp_bucket_sizes, sharding_plan
 from vramsim.estimators.timeline import Timeline
 from vramsim.models import build_model
 from vramsim.targets import resolve_target
@@ -106,7 +106,7 @@ def test_gradient_as_bucket_view(llama: transformers.LlamaConfig) -> None:
 
 def test_ddp_buckets_follow_the_caps() -> None:
     MiB = 1 << 20
-    assert _bucket_sizes([MiB // 2, MiB // 2, 10 * MiB, 20 * MiB, MiB]) == [MiB, 30 * MiB, MiB]
+    assert ddp_bucket_sizes([MiB // 2, MiB // 2, 10 * MiB, 20 * MiB, MiB]) == [MiB, 30 * MiB, MiB]
     assert (MiB, 25 * MiB) == (DDP_FIRST_BUCKET_BYTES, DDP_BUCKET_CAP_BYTES)
 
 
