@@ -253,8 +253,8 @@ class _Rank:
         """DeepSpeed's reduce (ipg) bucket: stage 1/2 for backward, stage 3 for the run."""
         if not self.plan.zero:
             return
-        itemsize = max(itemsize(self.attrs[sid]) for sid in grads)
-        nbytes = DEEPSPEED_REDUCE_BUCKET_ELEMENTS * itemsize
+        element = max(itemsize(self.attrs[sid]) for sid in grads)
+        nbytes = DEEPSPEED_REDUCE_BUCKET_ELEMENTS * element
         if self.plan.zero == 3:  # one bucket per gradient dtype, made at start-up
             if step == 0:
                 self.add(nbytes, _COMM, "zero.reduce_bucket", alloc_at=self.at(0, 4), free_at=None)
