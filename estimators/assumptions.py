@@ -23,6 +23,15 @@ __all__ = [
     "CUBLAS_WORKSPACE_BYTES_DEFAULT",
     "CUBLAS_WORKSPACE_BYTES_SM90_PLUS",
     "CUDA_CONTEXT_BYTES",
+    "DDP_BUCKET_CAP_BYTES",
+    "DDP_FIRST_BUCKET_BYTES",
+    "DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS",
+    "DEEPSPEED_MAX_LIVE_PARAMETERS",
+    "DEEPSPEED_OVERLAP_COMM_STAGES",
+    "DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD",
+    "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
+    "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
+    "FSDP2_SHARD_RULE",
     "HIPBLASLT_WORKSPACE_BYTES",
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
     "HIPBLAS_WORKSPACE_BYTES_GFX94_95",
@@ -137,6 +146,49 @@ common on 8-GPU NVLink servers). Real runs print it with ``NCCL_DEBUG=INFO``."""
 NCCL_RING_PEERS = 2
 """Connections per channel in a ring: receive from the previous rank and send to the next.
 Tree, NVLS, CollNet and point-to-point connections (all-to-all, pipeline send/recv) add more."""
+
+
+DDP_FIRST_BUCKET_BYTES = 1 * _MiB
+"""DDP's first gradient bucket: 1 MiB (``dist._DEFAULT_FIRST_BUCKET_BYTES``), so the first
+all-reduce starts early. Source: torch/nn/parallel/distributed.py, ``_DEFAULT_FIRST_BUCKET_BYTES``."""
+
+DDP_BUCKET_CAP_BYTES = 25 * _MiB
+"""DDP's other gradient buckets: ``bucket_cap_mb=25`` (torch/nn/parallel/distributed.py). The
+Reducer fills buckets with the parameters in reverse order, closing one once it reaches the cap
+(``_compute_bucket_assignment_by_size``); each bucket is one flat buffer made when DDP wraps the
+model (reducer.cpp ``initialize_buckets``) and kept for the whole run."""
+
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 500_000_000
+"""DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements (deepspeed/runtime/zero/config.py).
+Stages 1 and 2 allocate it whole, in the weights' dtype, when backward's first gradient arrives
+and release it after the reduction (stage_1_and_2.py ``setup_buckets``/``_release_ipg_buffers``);
+stage 3 allocates it once at start-up (stage3.py, ``bucket.buffer = torch.empty(reduce_bucket_size)``)."""
+
+DEEPSPEED_OVERLAP_COMM_STAGES = frozenset({3})
+"""Stages where DeepSpeed's ``overlap_comm`` defaults to True (config.py ``overlap_comm_valid``:
+``stage == ZeroStageEnum.weights``); with it stages 1 and 2 double the reduce bucket (``buf_1``)."""
+
+DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS = 500_000_000
+"""DeepSpeed ZeRO ``allgather_bucket_size`` default, 5e8 elements (zero/config.py). Stages 1 and 2
+all-gather the updated weights into their own flat buffer in place: it adds no memory here."""
+
+DEEPSPEED_PREFETCH_BUCKET_ELEMENTS = 50_000_000
+"""ZeRO-3 ``stage3_prefetch_bucket_size`` default, 5e7 elements (zero/config.py): the weights of the
+next submodules fetched ahead of use."""
+
+DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD = 100_000
+"""ZeRO-3 ``stage3_param_persistence_threshold`` default, 1e5 elements (zero/config.py): smaller
+weights (norms, biases) stay whole on every rank and are never partitioned."""
+
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
+"""ZeRO-3 ``stage3_max_live_parameters`` default, 1e9 elements (zero/config.py): the most gathered
+weights kept at once. vramsim gathers a block and prefetches part of the next; when that exceeds
+this bound the report says so."""
+
+FSDP2_SHARD_RULE = "torch.chunk on dim 0, padded to the first chunk"
+"""How FSDP2 shards a weight: ``torch.chunk(param, world_size, dim=0)`` with every rank's shard padded
+to the first chunk's size, i.e. ceil(dim0 / N) rows (torch/distributed/fsdp/_fully_shard/_fsdp_param.py,
+``_init_sharded_param``, ``padded_sharded_param_size = chunks[0].size()``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,7 +8,7 @@ allocations in the graph's terms, and a new timeline is derived from that.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -16,11 +16,12 @@ import networkx as nx
 
 from vramsim.tracer.graph import storage_nodes
 
-__all__ = ["Block", "Position", "Timeline", "derive_timeline"]
+__all__ = ["Block", "Position", "Timeline", "derive_timeline", "order_blocks"]
 
 Position = tuple[int, int, int]
 """Where an event sits: ``(clock, 0, 0)`` is the traced event of that clock; ``(clock, 1, n)``
-is the n-th event a what-if placed right after it, before the next traced one."""
+is the n-th event a what-if placed right after it, before the next traced one; the sharding what-if
+places its own after those, at tiers 2-5 (``estimators/sharding.py``)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -73,14 +74,20 @@ def derive_timeline(
             )
         )  # fmt: skip
     blocks.extend(added)
+    return order_blocks(blocks, graph.graph["step_clocks"])
+
+
+def order_blocks(blocks: list[Block], step_clocks: list[tuple[int, int]]) -> Timeline:
+    """The timeline of ``blocks`` (keyed by index), their events sorted by position; a what-if
+    that changes blocks of another timeline (sharding) orders them again here."""
     placed = [(block.alloc_at, key, True) for key, block in enumerate(blocks)]
     placed += [(block.free_at, key, False) for key, block in enumerate(blocks) if block.free_at is not None]
     placed.sort(key=lambda item: (item[0], not item[2]))
     positions = [item[0] for item in placed]
     steps = []
-    for first_clock, last_clock in graph.graph["step_clocks"]:
+    for first_clock, last_clock in step_clocks:
         first = bisect_left(positions, (first_clock, 0, 0))
-        last = bisect_right(positions, (last_clock, 1, 1 << 62)) - 1
+        last = bisect_left(positions, (last_clock + 1, 0, 0)) - 1  # what-ifs place events after a clock
         steps.append((first, last))
     preexisting = bisect_left(positions, (1, 0, 0))
     return Timeline(blocks=blocks, events=[(key, alloc) for _, key, alloc in placed], preexisting=preexisting, steps=steps)

@@ -27,6 +27,21 @@ def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["peak_bytes"] >= 2 * data["parameters"]  # bf16 weights are all live
 
 
+def test_trace_json_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    """--gpus/--zero: the figures are one rank's, with its model states, buffers and fit verdict."""
+    code, out, _ = run(capsys, "trace", "gpt2", "--seq-len", "16", "--device", "h100", "--gpus", "8", "--zero", "3",
+                       "--json")  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    ranks = data["ranks"]
+    assert ranks["scheme"] == "ZeRO-3" and ranks["gpus"] == 8 and ranks["ranks_alike"] is True
+    assert set(ranks["model_state"]) == {"parameters", "gradients", "optimizer_states"}
+    assert ranks["buffers"]["ZeRO reduce bucket"] > 0 and data["breakdown"]["communication"] > 0
+    assert data["fits"] is True and data["options"]["gpus"] == 8 and data["options"]["zero"] == 3
+    names = {a["name"] for a in data["assumptions"]}
+    assert {"data_parallel_ranks_alike", "zero_master_and_reduce_bucket", "zero3_gather"} <= names
+
+
 def test_trace_terminal_view(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "trace", "gpt2", "--seq-len", "16", "--device", "cpu")
     assert code == 0
@@ -67,6 +82,10 @@ BAD_INPUTS = {
     "unknown task": (lambda _: "gpt2", ["--task", "serve"], "unknown task 'serve'"),
     "unknown dtype": (lambda _: "gpt2", ["--dtype", "int3"], "unsupported dtype 'int3'"),
     "unknown device": (lambda _: "gpt2", ["--device", "tpu9"], "unknown device 'tpu9'"),
+    "zero and fsdp together": (lambda _: "gpt2", ["--gpus", "8", "--zero", "3", "--fsdp", "full"], "choose one"),
+    "no gpus": (lambda _: "gpt2", ["--gpus", "0"], "gpus must be an integer between 1 and 65536, got 0"),
+    "unknown zero stage": (lambda _: "gpt2", ["--zero", "4"], "unknown ZeRO stage 4; choose one of: 0, 1, 2, 3"),
+    "unknown fsdp": (lambda _: "gpt2", ["--fsdp", "hybrid"], "choose one of: no, full, grad-op"),
     "model fails on meta": (_fails_on_meta, ["--seq-len", "4"], "failed on the meta device at model.layers.0.self_attn"),
 }
 

@@ -13,7 +13,7 @@ def test_all_is_sorted_and_pinned() -> None:
     assert vramsim.__all__ == sorted(vramsim.__all__)
     assert set(vramsim.__all__) == {
         "Assumption", "ConfigError", "LayerRow", "ModelNotFoundError", "PeakSite", "Report", "TraceError",
-        "UnsupportedError", "Validation", "VramsimError", "count_parameters", "simulate", "validate",
+        "UnsupportedError", "Validation", "VramsimError", "count_parameters", "simulate", "simulate_each", "validate",
     }  # fmt: skip
 
 

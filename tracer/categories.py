@@ -19,6 +19,9 @@ class Category(StrEnum):
     - INPUT: the batch fed to the model.
     - OUTPUT: what the model returns (logits, loss) while the caller holds it.
     - TEMPORARY: everything else: made and dropped inside a phase.
+    - COMMUNICATION: buffers data parallelism adds (DDP gradient buckets, ZeRO reduce buckets,
+      FSDP all-gather and reduce-scatter buffers); the tracer never marks it, the sharding
+      what-if (``estimators/sharding.py``) adds them.
     """
 
     PARAMETER = "parameters"
@@ -30,6 +33,7 @@ class Category(StrEnum):
     INPUT = "inputs"
     OUTPUT = "outputs"
     TEMPORARY = "temporaries"
+    COMMUNICATION = "communication"
 
 
 class Phase(StrEnum):

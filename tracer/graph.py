@@ -6,7 +6,7 @@ Nodes:
   ``_scaled_dot_product_cudnn_attention`` on an H100, ``_scaled_dot_product_flash_attention_for_cpu``
   on the CPU), ``module``, ``phase``, ``step``, ``clock_after`` and ``flops``.
 - ``("storage", sid)``: one storage, with ``nbytes``, ``dtype``, ``shape``, ``category`` (its role),
-  ``owner`` (the parameter a gradient or optimizer state belongs to), ``module``, ``phase``,
+  ``owner`` (a weight's own name; the parameter a gradient or optimizer state belongs to), ``module``, ``phase``,
   ``step``, ``op`` (the op that allocated it), ``alloc_at`` and ``free_at`` (timeline positions,
   ``free_at`` ``None`` while never freed) and ``unreferenced`` (the clock after which only
   autograd held it, or ``None``).

@@ -151,10 +151,11 @@ class MemoryTracer(TorchDispatchMode):
 
     # -- facts reported by the workload -------------------------------------------------------
 
-    def register_module(self, module: torch.nn.Module) -> None:
-        """Account the weights and buffers that existed before tracing began."""
-        for param in module.parameters():
-            self.mark(param, Category.PARAMETER)
+    def register_module(self, module: torch.nn.Module, prefix: str = "") -> None:
+        """Account the weights and buffers that existed before tracing began; a weight's owner is
+        its own name (``prefix`` + ``named_parameters()``'s, the first name of a tied one)."""
+        for name, param in module.named_parameters():
+            self.mark(param, Category.PARAMETER, prefix + name)
         for buffer in module.buffers():
             self.mark(buffer, Category.BUFFER)
 

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import count_parameters, simulate
+    from .api import count_parameters, simulate, simulate_each
     from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from .report import Assumption, LayerRow, PeakSite, Report
     from .validation import Validation, validate
@@ -28,11 +28,12 @@ __all__ = [
     "VramsimError",
     "count_parameters",
     "simulate",
+    "simulate_each",
     "validate",
 ]
 
 _HOMES = {
-    "count_parameters": "api", "simulate": "api",
+    "count_parameters": "api", "simulate": "api", "simulate_each": "api",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",
     "Assumption": "report", "LayerRow": "report", "PeakSite": "report", "Report": "report",

@@ -10,6 +10,8 @@ import networkx as nx
 import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.sharding import Sharded, shard
+from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
@@ -20,11 +22,12 @@ from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
 from .program import Program
+from .ranks import rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
-__all__ = ["Analysis", "build_and_trace", "count_parameters", "simulate"]
+__all__ = ["ANALYSIS_OPTIONS", "Analysis", "build_and_trace", "count_parameters", "simulate", "simulate_each"]
 
 
 def simulate(model: ModelSource, **options: Any) -> Report:
@@ -32,24 +35,62 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
     ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
     (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
-    ``optimizer``, ``checkpointing``, ``lora``, ``inputs``, ``loss``...); an unknown one is a
-    ``ConfigError`` naming the choices.
+    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``lora``, ``inputs``,
+    ``loss``...); an unknown one is a ``ConfigError`` naming the choices.
 
     >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
     >>> report.peak_bytes > 0
     True
     """
+    return simulate_each(model, [{}], **options)[0]
+
+
+ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
+                              "headroom", "expandable_segments"})  # fmt: skip
+"""Options computed from the graph, not traced: variants of one trace may differ in these only."""
+
+
+def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options: Any) -> list[Report]:
+    """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
+    data parallelism, headroom, expandable segments), which are what-ifs over the traced graph.
+
+    >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
+    >>> reports[0].peak_bytes > reports[1].peak_bytes
+    True
+    """
     config = SimulationConfig.from_options(**options)
+    configs = []
+    for variant in variants:
+        fixed = sorted(set(variant) - ANALYSIS_OPTIONS)
+        if fixed:
+            raise ConfigError(f"a variant cannot set {fixed[0]!r} (it changes the trace); a variant may set: "
+                              f"{', '.join(sorted(ANALYSIS_OPTIONS))}")  # fmt: skip
+        configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
     if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
         raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
-    plan = parse_checkpointing(config.checkpointing)
-    _check_checkpointing(plan, config, target)
+    for each in configs:
+        _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     started = time.perf_counter()
     program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
-    analysis = Analysis(build_graph(trace), target, config)
+    graph = build_graph(trace)
+    traced = time.perf_counter() - started
+    reports = []
+    for each in configs:
+        began = time.perf_counter()
+        reports.append(_report(model, each, target, program, specs, trace, graph,
+                               seconds=traced + time.perf_counter() - began))  # fmt: skip
+    return reports
+
+
+def _report(model: ModelSource, config: SimulationConfig, target: Target, program: Program,
+            specs: list[summary.LayerSpec], trace: Trace, graph: nx.MultiDiGraph, *, seconds: float) -> Report:  # fmt: skip
+    """One variant's report from the shared trace."""
+    plan = parse_checkpointing(config.checkpointing)
+    started = time.perf_counter()
+    analysis = Analysis(graph, target, config)
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
-    steady = summary.steady_peak(chosen.what_if.timeline, chosen.memory)
+    steady = summary.steady_peak(chosen.timeline, chosen.memory)
     memory = chosen.memory
     capacity = target.profile.memory_bytes
     return Report(
@@ -66,16 +107,18 @@ def simulate(model: ModelSource, **options: Any) -> Report:
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
-        layers=summary.layer_rows(specs, chosen.what_if.timeline, memory),
+        layers=summary.layer_rows(specs, chosen.timeline, memory),
         checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
             *_run_notes(config, program),
+            *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
+        ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
         options=_options(config),
-        trace_seconds=round(time.perf_counter() - started, 3),
+        trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 
 
@@ -99,10 +142,14 @@ def build_and_trace(
 class _Outcome:
     what_if: WhatIf
     memory: DeviceMemory
+    timeline: Timeline
+    """The timeline replayed: the what-if's, or one rank's of it under ``sharded``'s plan."""
+    sharded: Sharded | None = None
 
 
 class Analysis:
-    """Checkpointing what-ifs over one traced graph, each replayed on the target."""
+    """Checkpointing what-ifs over one traced graph, then the config's data parallelism (one
+    rank of it, ``estimators/sharding.py``), each replayed on the target."""
 
     def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
         self._graph = graph
@@ -118,9 +165,12 @@ class Analysis:
             raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
         except NotImplementedError as exc:
             raise UnsupportedError(f"--checkpointing {plan.spec}: {exc}") from None
-        memory = device_memory(outcome.timeline, self._target, training=self._config.task == "train",
-                               expandable_segments=self._config.expandable_segments)  # fmt: skip
-        return _Outcome(outcome, memory)
+        sharding = self._config.sharding
+        sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
+        timeline = outcome.timeline if sharded is None else sharded.timeline
+        memory = device_memory(timeline, self._target, training=self._config.task == "train",
+                               expandable_segments=self._config.expandable_segments, world_size=sharding.gpus)  # fmt: skip
+        return _Outcome(outcome, memory, timeline, sharded)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
         capacity = self._target.profile.memory_bytes

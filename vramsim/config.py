@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 
 from vramsim.estimators.checkpointing import parse_checkpointing
+from vramsim.estimators.sharding import ShardingPlan, sharding_plan
 from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError
@@ -120,10 +121,27 @@ class SimulationConfig:
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
     headroom: float = field(default=0.10, metadata=_option(
         help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
+    gpus: int = field(default=1, metadata=_option(
+        help="data-parallel ranks: DDP replicas, or the ranks --zero / --fsdp shard over (estimators/sharding.py)",
+        parse=int, report=_same))
+    zero: int = field(default=0, metadata=_option(
+        help="DeepSpeed ZeRO stage: 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ weights) sharded "
+        "over --gpus", parse=int, report=_same))
+    fsdp: str = field(default="no", metadata=_option(
+        help="FSDP2 fully_shard per block: full (reshard_after_forward=True, FULL_SHARD), grad-op (False, "
+        "SHARD_GRAD_OP) or no", report=_same))
+    gradient_as_bucket_view: bool = field(default=False, metadata=_option(
+        help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
+        report=_same))
     moe_routing: str = field(default="balanced", metadata=_option(
         help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
         help="steps run; the last one is the steady state that is reported", cli=False))
+
+    @property
+    def sharding(self) -> ShardingPlan:
+        """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
+        return sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
 
     @classmethod
     def from_options(cls, **options: Any) -> SimulationConfig:
@@ -170,6 +188,13 @@ class SimulationConfig:
             )
         self.checkpointing = plan.spec
         self.gradient_checkpointing = plan.kind == "full"
+        try:
+            sharding = sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.fsdp = sharding.fsdp
+        if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
+            raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
 

@@ -32,16 +32,19 @@ class DeviceMemory:
     overheads: list[Overhead]
 
 
-def device_memory(timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False) -> DeviceMemory:
+def device_memory(
+    timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False, world_size: int = 1
+) -> DeviceMemory:
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
-    (no caching allocator and no context to add: all three counters are the peak)."""
+    (no caching allocator and no context to add: all three counters are the peak). ``world_size``
+    > 1 adds NCCL's buffers."""
     first, last = timeline.steps[-1]
     if target.profile.vendor == "cpu":
         live = liveness(timeline)
         peak, index = live.peak(first, last)
         return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak,
                             overheads=[])  # fmt: skip
-    overheads = overheads_for(target.profile, training=training)
+    overheads = overheads_for(target.profile, world_size=world_size, training=training)
     added = totals(overheads)
     platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))

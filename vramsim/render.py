@@ -29,7 +29,8 @@ def render_report(report: Report, console: Console) -> None:
         Text.assemble(
             (f"{report.model}", "bold"),
             f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
-            f" checkpointing={opts.get('checkpointing')}",
+            f" checkpointing={opts.get('checkpointing')}"
+            + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
             f"  parameters={report.parameters:,}",
         )
     )
@@ -46,6 +47,8 @@ def render_report(report: Report, console: Console) -> None:
                       f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)")  # fmt: skip
         for hint in report.advice:
             console.print(f"  try: {hint}")
+    if report.ranks is not None:
+        console.print(_ranks(report))
     if report.checkpointing:
         console.print(_checkpointing(report))
     console.print(Group(_breakdown(report), _layers(report)))
@@ -54,6 +57,28 @@ def render_report(report: Report, console: Console) -> None:
         for item in report.assumptions:
             console.print(f"  - {item.name}: {item.detail}")
     console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _ranks(report: Report) -> Table:
+    """One rank's figures: pure data parallelism gives every rank the same."""
+    ranks = report.ranks
+    assert ranks is not None
+    alike = "every rank holds the same; one rank's figures" if ranks.ranks_alike else "rank 0's figures"
+    table = Table(title=f"Per rank: {ranks.scheme} over {ranks.gpus} GPUs ({alike})", title_justify="left")
+    table.add_column("per rank")
+    table.add_column("bytes", justify="right")
+    for category, nbytes in ranks.model_state.items():
+        table.add_row(f"{category} (held between steps)" if category != "gradients" else "gradients (one step)",
+                      format_bytes(nbytes))  # fmt: skip
+    for name, nbytes in ranks.buffers.items():
+        table.add_row(f"communication: {name}", format_bytes(nbytes))
+    if ranks.gathered_elements:
+        table.add_row("most weight elements gathered at once", f"{ranks.gathered_elements:,}")
+    table.add_row("peak allocated", format_bytes(report.peak_bytes))
+    table.add_row("on the device (nvidia-smi)", format_bytes(report.device_bytes))
+    if report.fits is not None:
+        table.add_row("fits", "yes" if report.fits else "no")
+    return table
 
 
 def _checkpointing(report: Report) -> Table:

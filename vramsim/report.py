@@ -7,7 +7,7 @@ from typing import Any
 
 from vramsim.estimators.checkpointing import CheckpointCost
 
-__all__ = ["Assumption", "CheckpointChoice", "LayerRow", "PeakSite", "Report"]
+__all__ = ["Assumption", "CheckpointChoice", "LayerRow", "PeakSite", "RankMemory", "Report"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,8 +59,25 @@ class Assumption:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RankMemory:
+    """What one data-parallel rank holds besides the peak figures (``estimators/sharding.py``)."""
+
+    scheme: str
+    """``DDP``, ``ZeRO-1`` .. ``ZeRO-3``, ``FSDP2 full``, ``FSDP2 grad-op``."""
+    gpus: int
+    ranks_alike: bool
+    """True: every rank holds what this one does (pure data parallelism), so one rank's figures are all of them."""
+    model_state: dict[str, int]
+    """Weights as held (sharded, not gathered), one step's gradients and optimizer states, as allocated."""
+    gathered_elements: int
+    """Most weight elements gathered at once (ZeRO-3/FSDP: the current block, the prefetched part, the root)."""
+    buffers: dict[str, int]
+    """Communication buffers by kind (one buffer's bytes); NCCL's own are in ``assumptions``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
-    """A simulated run's memory, per device (one rank)."""
+    """A simulated run's memory, per device (one rank; with data parallelism, the rank ``ranks`` names)."""
 
     model: str
     target: str
@@ -87,6 +104,8 @@ class Report:
     layers: list[LayerRow]
     checkpointing: list[CheckpointChoice] = field(default_factory=list)
     """With ``checkpointing="all"``: every choice's figures, from this one trace."""
+    ranks: RankMemory | None = None
+    """With ``gpus`` > 1, ``zero`` or ``fsdp``: the rank the figures above describe."""
     assumptions: list[Assumption] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     trace_seconds: float = 0.0

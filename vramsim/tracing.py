@@ -70,8 +70,8 @@ def trace_program(
     """
     scope = ModuleScope(program.modules)
     tracer = MemoryTracer(scope, devices=devices, workspaces=workspaces, moe_routing=moe_routing)
-    for module in program.modules.values():
-        tracer.register_module(module)
+    for name, module in program.modules.items():
+        tracer.register_module(module, f"{name}." if name else "")
     try:
         with scope, tracer:
             run_program(program, _TracerObserver(tracer))

@@ -36,6 +36,8 @@ CASES = [
     Published("meta-llama/Llama-3.1-70B", "AutoModelForCausalLM", "LlamaForCausalLM", 70_553_706_496),
     # Hub safetensors total (BF16 weights); model card: 405B.
     Published("meta-llama/Llama-3.1-405B", "AutoModelForCausalLM", "LlamaForCausalLM", 405_853_388_800),
+    # Hub safetensors total ("13B"): 40 layers x 317,204,480 + embeddings and head 2 x 163,840,000 + norm 5,120.
+    Published("meta-llama/Llama-2-13b-hf", "AutoModelForCausalLM", "LlamaForCausalLM", 13_015_864_320),
     # Hub safetensors total ("1.24B"); the embedding is tied to the LM head.
     Published("meta-llama/Llama-3.2-1B", "AutoModelForCausalLM", "LlamaForCausalLM", 1_235_814_400),
     # Hub safetensors total ("3.21B"); the embedding is tied to the LM head.
@@ -109,7 +111,7 @@ def test_bundled_config_builds_the_published_parameter_count(case: Published) ->
 
 def test_model_ids_lists_every_bundled_model() -> None:
     ids = model_zoo.model_ids()
-    assert len(ids) == 21
+    assert len(ids) == 22
     assert ids == sorted(case.model_id for case in CASES)
 
 

@@ -1,0 +1,252 @@
+"""Data parallelism as a what-if over the traced program: what one rank holds.
+
+The choices (``ShardingPlan``; every rank of pure data parallelism holds the same, so one rank
+stands for all):
+
+- DDP (``gpus > 1``, no ZeRO, no FSDP): each replica holds the whole program plus DDP's gradient
+  buckets: flat buffers (the first 1 MiB, the others 25 MiB) made when DDP wraps the model and
+  kept for the run; with ``gradient_as_bucket_view=False`` (DDP's default) ``.grad`` stays
+  separate, with True each ``.grad`` is a view into its bucket and the buckets are the gradients.
+- ZeRO-1/2/3 (DeepSpeed): optimizer states (1), + gradients (2), + weights (3) partitioned over the
+  ranks; the fp32 master copy of the rank's partition its optimizer updates (stages 1-2 always,
+  stage 3 when the weights are not fp32); the reduce bucket (``reduce_bucket_size``); ZeRO-3 gathers a block's weights around its
+  forward and its backward, prefetches up to ``stage3_prefetch_bucket_size`` elements of the next
+  block, keeps weights under ``stage3_param_persistence_threshold`` whole, and reduces gradients
+  into a flat buffer of its partitions made at start-up.
+- FSDP2 (``fully_shard`` on each block, then on the root), as torch 2.13's
+  ``_fsdp_param_group.py`` runs it: weights, gradients and optimizer states sharded on dim 0; a
+  block's weights are all-gathered into a flat output and copied out; in forward the output is
+  kept until the next block's copy-out is done, in backward it is dropped after the copy-out and
+  the next block's all-gather is prefetched; ``full`` (``reshard_after_forward=True``) frees the
+  weights after the forward, ``grad-op`` (False) keeps them to the backward; the root's weights
+  (embeddings, final norm, head) stay gathered from forward to the end of backward (FSDP2 does
+  not reshard the root after forward); after a block's backward it reshards, copies its gradients
+  into a reduce-scatter input (freed when the next block's reduce begins) and keeps its shard.
+  Checked against torch's FSDP2 run for real under a fake process group
+  (``tests/ground_truth/test_data_parallel_ground_truth.py``).
+
+It transforms a ``Timeline`` (the traced one, or the one a checkpointing what-if made: apply
+checkpointing first, then sharding) and reads the graph it came from for what each traced block
+is: traced storages keep their sid as key, so the graph gives a weight's name and shape, a
+gradient's owner and the blocks' clocks. Its own events sit after a clock's traced and
+checkpointing events: tier 2 (buffers filled before frees), 3 (frees), 4 (allocations), 5 (frees
+of what was just made).
+
+Known limitations: ZeRO-3 gathers at block granularity (DeepSpeed fetches per submodule, so
+fewer weights may be live inside a block) and keeps non-block weights gathered from forward to
+the end of backward as FSDP2's root does; ZeRO-1/2's flat buffers are padded per group to
+2 x N elements, here each tensor is padded alone (a difference under 2 x N elements per tensor);
+the full-size gradient a ZeRO hook copies into the bucket is counted as a moment, not a span.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from math import ceil
+from typing import Any
+
+import networkx as nx
+
+from vramsim.tracer.graph import saved_edges, storage_nodes
+
+from .assumptions import (
+    DEEPSPEED_OVERLAP_COMM_STAGES,
+    DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD,
+    DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
+)
+from .sharding_plan import (
+    FSDP_CHOICES,
+    MAX_GPUS,
+    ZERO_STAGES,
+    ShardingPlan,
+    ddp_bucket_sizes,
+    itemsize,
+    shard_bytes,
+    sharding_plan,
+)
+from .sharding_windows import COMMUNICATION, StepWindows, Weight, block_groups
+from .timeline import Block, Position, Timeline, order_blocks
+
+__all__ = ["FSDP_CHOICES", "MAX_GPUS", "ZERO_STAGES", "Sharded", "ShardingPlan", "shard", "sharding_plan"]
+
+_MODEL_STATE = ("parameters", "gradients", "optimizer_states")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sharded:
+    """One rank's program under a ``ShardingPlan``."""
+
+    plan: ShardingPlan
+    timeline: Timeline
+    model_state: dict[str, int]
+    """Bytes of weights, gradients (of one step) and optimizer states the rank holds, as allocated."""
+    gathered_elements: int
+    """Most weight elements gathered at once (ZeRO-3/FSDP: the current block, the prefetched part, the root)."""
+    buffers: dict[str, int] = field(default_factory=dict)
+    """Communication buffers by name: bytes of one buffer of that kind."""
+    notes: list[str] = field(default_factory=list)
+
+
+def shard(graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan) -> Sharded:
+    """``timeline`` (of the program traced as ``graph``) as one rank of ``plan`` runs it."""
+    return _Rank(graph, timeline, plan).apply()
+
+
+class _Rank:
+    def __init__(self, graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan) -> None:
+        self.graph = graph
+        self.plan = plan
+        self.n = plan.gpus
+        self.blocks = [replace(block) for block in timeline.blocks]
+        self.traced = graph.graph["storage_count"]
+        self.attrs: list[dict[str, Any]] = [attrs for _, attrs in storage_nodes(graph)]
+        self.weights = {a["owner"]: Weight(sid, a["owner"], tuple(a["shape"]), a["nbytes"])
+                        for sid, a in enumerate(self.attrs) if a["category"] == "parameters"}  # fmt: skip
+        self.grads: dict[int, list[int]] = defaultdict(list)
+        """Gradient sids by step."""
+        for sid, a in enumerate(self.attrs):
+            if a["category"] == "gradients" and self.blocks[sid].category == "gradients":
+                self.grads[a["step"]].append(sid)
+        self.model_state: dict[str, int] = dict.fromkeys(_MODEL_STATE, 0)
+        self.buffers: dict[str, int] = {}
+        self.notes: list[str] = []
+        self.gathered = 0
+        self.phase_bounds: dict[int, tuple[int, int]] = {}
+        """Step -> (last clock of its forward, first clock of its backward)."""
+        forward_end: dict[int, int] = defaultdict(int)
+        backward_start: dict[int, int] = {}
+        for node, attrs in graph.nodes(data=True):
+            if node[0] == "op" and attrs["phase"] == "forward":
+                forward_end[attrs["step"]] = max(forward_end[attrs["step"]], attrs["clock_after"])
+            elif node[0] == "op" and attrs["phase"] == "backward":
+                step = attrs["step"]
+                backward_start[step] = min(backward_start.get(step, attrs["clock_after"]), attrs["clock_after"])
+        for step, end in forward_end.items():
+            self.phase_bounds[step] = (end, backward_start.get(step, end + 1))
+        self._seq = 0
+
+    # -- positions ------------------------------------------------------------------------------
+
+    def at(self, clock: int, tier: int) -> Position:
+        self._seq += 1
+        return (clock, tier, self._seq)
+
+    def add(self, nbytes: int, category: str, op: str, *, module: str = "", phase: str = "setup", step: int = -1,
+            alloc_at: Position, free_at: Position | None) -> None:  # fmt: skip
+        self.blocks.append(Block(nbytes=nbytes, category=category, module=module, phase=phase, op=op, step=step,
+                                 alloc_at=alloc_at, free_at=free_at))  # fmt: skip
+
+    # -- sizes ----------------------------------------------------------------------------------
+
+    def shard_of(self, sid: int) -> int:
+        """Bytes of traced storage ``sid`` on one rank, padded as the plan's library pads."""
+        attrs = self.attrs[sid]
+        weight = self.weights.get(attrs["owner"])
+        same_size = weight is not None and weight.nbytes == attrs["nbytes"]  # not AdamW's scalar step
+        shape = weight.shape if weight is not None and same_size else tuple(attrs["shape"])
+        return shard_bytes(attrs["nbytes"], shape, self.n, dim0=self.plan.fsdp != "no")
+
+    def sharded_weight(self, weight: Weight) -> bool:
+        if not self.plan.shards_parameters:
+            return False
+        return self.plan.fsdp != "no" or weight.numel >= DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD
+
+    # -- the transform --------------------------------------------------------------------------
+
+    def apply(self) -> Sharded:
+        last_step = len(self.graph.graph["step_clocks"]) - 1
+        self._shard_states()
+        if self.plan.zero or self.plan.fsdp != "no":
+            self._training_windows()
+            self._master_partition()
+        elif self.plan.gpus > 1 and any(self.grads.values()):
+            self._ddp_buckets()
+        for block in self.blocks:  # weights as held (not gathered), optimizer states, one step's gradients
+            if (block.category == "parameters" and block.op != "all_gather") or block.category == "optimizer_states" or (
+                block.category == "gradients" and block.step in (-1, last_step)
+            ):
+                self.model_state[block.category] += block.nbytes
+        timeline = order_blocks(self.blocks, self.graph.graph["step_clocks"])
+        return Sharded(plan=self.plan, timeline=timeline, model_state=self.model_state,
+                       gathered_elements=self.gathered, buffers=self.buffers, notes=self.notes)  # fmt: skip
+
+    def _shard_states(self) -> None:
+        """Weights, optimizer states and the optimizer step's temporaries shrink to the rank's share."""
+        for sid in range(self.traced):
+            block = self.blocks[sid]
+            if block.category == "optimizer_states" and self.plan.shards_optimizer:
+                block.nbytes = self.shard_of(sid)
+            elif block.category == "temporaries" and block.phase == "optimizer" and self.plan.shards_optimizer:
+                block.nbytes = ceil(block.nbytes / self.n)  # the step runs on the rank's shard only
+            elif block.category == "parameters" and self.sharded_weight(self.weights[self.attrs[sid]["owner"]]):
+                block.nbytes = self.shard_of(sid)
+
+    def _master_partition(self) -> None:
+        """DeepSpeed's optimizer updates an fp32 copy of the rank's partition of the trainable weights:
+        stages 1-2 always clone it (stage_1_and_2.py ``single_partition_of_fp32_groups``), stage 3 only
+        when the weights are not fp32 already (stage3.py ``fp32_partitioned_groups_flat``)."""
+        trainable = {self.attrs[sid]["owner"] for sids in self.grads.values() for sid in sids}
+        weights = [w for w in self.weights.values() if w.name in trainable]
+        if not self.plan.zero or not weights:
+            return
+        fp32 = all(itemsize(self.attrs[w.sid]) == 4 for w in weights)
+        if self.plan.zero == 3 and fp32:
+            return
+        nbytes = sum(4 * ceil(w.numel / self.n) for w in weights)
+        self.add(nbytes, "parameters", "zero.fp32_master_partition", alloc_at=self.at(0, 4), free_at=None)
+        if not fp32:
+            self.notes.append("DeepSpeed keeps optimizer states with its fp32 master partition; the traced optimizer "
+                              "keeps them in the weights' dtype (DeepSpeed's bf16/fp16 modes are not modelled)")
+
+    def _ddp_buckets(self) -> None:
+        """DDP's Reducer: buckets over the trainable weights in reverse order, kept for the run."""
+        trainable = {self.attrs[sid]["owner"] for sids in self.grads.values() for sid in sids}
+        weights = sorted(self.weights.values(), key=lambda w: w.sid, reverse=True)
+        sizes = [w.nbytes for w in weights if w.name in trainable]
+        category = "gradients" if self.plan.bucket_view else COMMUNICATION
+        for index, nbytes in enumerate(ddp_bucket_sizes(sizes)):
+            self.add(nbytes, category, "ddp.bucket", alloc_at=self.at(0, 4), free_at=None)
+            self.buffers[f"DDP bucket {index}"] = nbytes
+        if self.plan.bucket_view:  # the Reducer copies autograd's new gradient into its bucket and drops it
+            for sids in self.grads.values():
+                for sid in sids:
+                    block = self.blocks[sid]
+                    block.free_at = self.at(block.alloc_at[0], 5)
+                    block.category = "temporaries"
+
+    def _training_windows(self) -> None:
+        units = self.graph.graph["units"]
+        unpacks: dict[int, list[int]] = defaultdict(list)
+        for _, _, hold in saved_edges(self.graph):
+            if hold["unit"] is not None and hold["unpack_clock"] is not None:
+                unpacks[hold["unit"]].append(hold["unpack_clock"])
+        groups = block_groups([unit.module for unit in units], self.weights.values())
+        for step, (first_clock, _) in enumerate(self.graph.graph["step_clocks"]):
+            calls = [(i, unit) for i, unit in enumerate(units) if unit.step == step]
+            grads = self.grads.get(step, [])
+            if not grads:
+                continue
+            window = StepWindows(self, step, first_clock, calls, unpacks, groups)
+            if self.plan.shards_parameters:  # first: a block reshards before its reduce-scatter input is made
+                window.gathers()
+            window.gradients()
+            self._reduce_buckets(step, grads)
+
+    def _reduce_buckets(self, step: int, grads: list[int]) -> None:
+        """DeepSpeed's reduce (ipg) bucket: stage 1/2 for backward, stage 3 for the run."""
+        if not self.plan.zero:
+            return
+        element = max(itemsize(self.attrs[sid]) for sid in grads)
+        nbytes = DEEPSPEED_REDUCE_BUCKET_ELEMENTS * element
+        if self.plan.zero == 3:  # one bucket per gradient dtype, made at start-up
+            if step == 0:
+                self.add(nbytes, COMMUNICATION, "zero.reduce_bucket", alloc_at=self.at(0, 4), free_at=None)
+                self.buffers["ZeRO reduce bucket"] = nbytes
+            return
+        first = min(self.blocks[sid].alloc_at[0] for sid in grads)
+        last = max(self.blocks[sid].alloc_at[0] for sid in grads)
+        for _ in range(2 if self.plan.zero in DEEPSPEED_OVERLAP_COMM_STAGES else 1):  # overlap_comm: double buffer
+            self.add(nbytes, COMMUNICATION, "zero.reduce_bucket", phase="backward", step=step,
+                     alloc_at=self.at(first, 2), free_at=self.at(last, 3))  # fmt: skip
+        self.buffers["ZeRO reduce bucket"] = nbytes

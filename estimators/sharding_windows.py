@@ -1,0 +1,232 @@
+"""When one rank gathers, reshards and reduces each block's weights and gradients, step by step.
+
+``sharding.py`` shrinks the model states to the rank's share; ``StepWindows`` places what ZeRO-3
+and FSDP2 add around each block (a decoder layer, a UNet block: the graph's ``units``) and the
+root: whole weights, all-gather outputs, reduce-scatter inputs, the gradients' hand-over.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from math import prod
+from typing import TYPE_CHECKING
+
+from vramsim.tracer.records import UnitRecord
+
+from .assumptions import DEEPSPEED_MAX_LIVE_PARAMETERS, DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
+from .timeline import Block, Position
+
+if TYPE_CHECKING:
+    from .sharding import _Rank
+
+__all__ = ["COMMUNICATION", "StepWindows", "Weight", "block_groups"]
+
+COMMUNICATION = "communication"
+"""The category of the buffers data parallelism adds."""
+
+
+@dataclass(slots=True)
+class Weight:
+    """A weight as the graph names it: its storage, its name, its shape and its bytes."""
+
+    sid: int
+    name: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+
+class StepWindows:
+    """One step's gather and reduce moments per block (decoder layer) and for the root."""
+
+    def __init__(self, rank: _Rank, step: int, first_clock: int, calls: list[tuple[int, UnitRecord]],
+                 unpacks: dict[int, list[int]], groups: dict[str, list[Weight]]) -> None:  # fmt: skip
+        self.rank = rank
+        self.step = step
+        self.first_clock = first_clock
+        self.calls = sorted(calls, key=lambda item: item[1].first_clock)
+        self.groups = groups
+        grad_clock = {rank.attrs[sid]["owner"]: rank.blocks[sid].alloc_at[0] for sid in rank.grads[step]}
+        self.grad_sids = {rank.attrs[sid]["owner"]: sid for sid in rank.grads[step]}
+        self.end_of_backward = max(grad_clock.values())
+        self.forward_end, self.backward_start = rank.phase_bounds[step]
+        self.backward: dict[str, tuple[int, int]] = {}
+        """Block module -> (first, last) clock of its backward: first saved-tensor read, last gradient."""
+        for index, unit in self.calls:
+            clocks = [grad_clock[w.name] for w in groups.get(unit.module, []) if w.name in grad_clock]
+            reads = unpacks.get(index, [])
+            if clocks or reads:
+                start = min(reads) if reads else min(clocks)
+                self.backward[unit.module] = (start, max(clocks) if clocks else max(reads))
+        root = [grad_clock[w.name] for w in groups.get("", []) if w.name in grad_clock]
+        self.backward[""] = (first_clock, max(root) if root else self.end_of_backward)
+
+    def gradients(self) -> None:
+        """Each gradient is whole until its block's reduce, then the rank keeps its shard."""
+        rank, plan = self.rank, self.rank.plan
+        if not plan.shards_gradients:
+            return
+        if plan.zero == 3:
+            self._zero3_gradients()
+            return
+        order = [module for module, _ in sorted(self.backward.items(), key=lambda item: item[1][1])]
+        for position, module in enumerate(order):
+            end = self.backward[module][1]
+            sids = [self.grad_sids[w.name] for w in self.groups.get(module, []) if w.name in self.grad_sids]
+            if not sids:
+                continue
+            if plan.fsdp != "no":  # the reduce-scatter input, freed when the next block's reduce begins
+                last = position + 1 == len(order)  # the root's final callback frees the last one
+                until = self.end_of_backward if last else self.backward[order[position + 1]][1]
+                total = sum(rank.shard_of(sid) * rank.n for sid in sids)
+                rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
+                         alloc_at=rank.at(end, 2), free_at=rank.at(until, 3 if last or until == end else 2))  # fmt: skip
+                rank.buffers["FSDP reduce-scatter input (largest block)"] = max(
+                    total, rank.buffers.get("FSDP reduce-scatter input (largest block)", 0))
+            for sid in sids:
+                self._reshard_gradient(sid, end if plan.fsdp != "no" else None)
+
+    def _reshard_gradient(self, sid: int, reduced: int | None) -> None:
+        """The whole gradient lives to ``reduced`` (FSDP) or only its own moment (ZeRO-2's bucket copy)."""
+        rank = self.rank
+        block = rank.blocks[sid]
+        whole_free = rank.at(reduced, 3) if reduced is not None and reduced > block.alloc_at[0] else rank.at(
+            block.alloc_at[0], 5)  # fmt: skip
+        sharded_at = rank.at(whole_free[0], 4)
+        rank.add(rank.shard_of(sid), "gradients", "reduce_scatter", module=block.module, phase="backward",
+                 step=block.step, alloc_at=sharded_at, free_at=block.free_at)  # fmt: skip
+        if block.free_at is not None and block.free_at < sharded_at:
+            rank.blocks[-1].free_at = rank.at(sharded_at[0], 5)
+        block.free_at = whole_free
+        block.category = "temporaries"  # the whole gradient is a moment's copy now
+
+    def _zero3_gradients(self) -> None:
+        """ZeRO-3 reduces each gradient into a flat buffer of the rank's partitions, made at start-up."""
+        rank = self.rank
+        sids = list(self.grad_sids.values())
+        for sid in sids:
+            block = rank.blocks[sid]
+            block.free_at = rank.at(block.alloc_at[0], 5)
+            block.category = "temporaries"
+        if self.step == 0:
+            total = sum(rank.shard_of(sid) for sid in sids)
+            rank.add(total, "gradients", "zero3.grad_partitions", alloc_at=rank.at(0, 4), free_at=None)
+
+    def gathers(self) -> None:
+        """Each block's weights gathered around its forward and its backward."""
+        if self.rank.plan.fsdp != "no":
+            self._fsdp_gathers()
+        else:
+            self._zero3_gathers()
+
+    def _fsdp_gathers(self) -> None:
+        """FSDP2 as torch 2.13's ``_fsdp_param_group.py`` runs it: in forward a group's flat all-gather
+        output is kept until the next group's copy-out is done (``all_gather_state``) and the root's
+        post-forward frees the last; in backward a group's pre-backward copies its own out, frees that output and
+        prefetches the next group's (``_backward_prefetch``; the root's pre-backward prefetches the first)."""
+        rank = self.rank
+        reshard = rank.plan.fsdp == "full"
+        forward = [("", self.first_clock, self.backward[""][1])] + [
+            (u.module, u.first_clock, u.last_clock if reshard else self.backward.get(u.module, (0, u.last_clock))[1])
+            for _, u in self.calls
+        ]  # fmt: skip
+        kept: Block | None = None
+        for module, start, end in forward:
+            weights = self.groups.get(module, [])
+            if not weights:
+                continue
+            output = self._all_gather_output(weights, module, rank.at(start, 2), "forward")
+            self._unsharded(weights, module, start, end, "forward")
+            if kept is not None:  # ``wait_for_unshard``'s local ``prev_all_gather_state`` holds it past the copy-out
+                kept.free_at = rank.at(start, 5)
+            kept = output
+        if kept is not None:
+            kept.free_at = rank.at(self.forward_end, 3)
+        largest = max((sum(w.numel for w in self.groups.get(m, [])) for m, _, _ in forward[1:]), default=0)
+        rank.gathered = max(rank.gathered, largest + sum(w.numel for w in self.groups.get("", [])))
+        if not reshard:
+            return
+        backward = sorted(((m, s - 1, e) for m, (s, e) in self.backward.items() if m), key=lambda item: item[1])
+        prefetch_at = self.backward_start - 1
+        for module, start, end in backward:
+            weights = self.groups.get(module, [])
+            if not weights:
+                continue
+            output = self._all_gather_output(weights, module, rank.at(prefetch_at, 4), "backward")
+            self._unsharded(weights, module, start, end, "backward")
+            output.free_at = rank.at(start, 4)  # copied out, then dropped, before the next prefetch
+            prefetch_at = start
+
+    def _all_gather_output(self, weights: list[Weight], module: str, at: Position, phase: str) -> Block:
+        """FSDP2's flat all-gather output of a group (every rank's padded shard; the input is a view into it)."""
+        rank = self.rank
+        total = sum(rank.shard_of(w.sid) * rank.n for w in weights)
+        rank.add(total, COMMUNICATION, "fsdp.all_gather_output", module=module, phase=phase, step=self.step, alloc_at=at,
+                 free_at=None)  # fmt: skip
+        key = "FSDP all-gather output (largest block)"
+        rank.buffers[key] = max(total, rank.buffers.get(key, 0))
+        return rank.blocks[-1]
+
+    def _unsharded(self, weights: list[Weight], module: str, start: int, end: int, phase: str) -> None:
+        """Each weight's unsharded copy from the copy-out to the reshard (a reshard at the next group's
+        start comes before that group's all-gather)."""
+        rank = self.rank
+        for weight in weights:
+            free = rank.at(end, 2) if end > start else rank.at(end, 5)
+            rank.add(weight.nbytes, "parameters", "all_gather", module=module, phase=phase, step=self.step,
+                     alloc_at=rank.at(start, 4), free_at=free)  # fmt: skip
+
+    def _zero3_gathers(self) -> None:
+        """ZeRO-3: a block's weights around its forward and its backward, with part of the next prefetched."""
+        rank = self.rank
+        forward = [(u.module, u.first_clock, u.last_clock) for _, u in self.calls]
+        self._gather_chain(forward, "forward")
+        # gathered before the clock of the first saved-tensor read, so before a checkpoint's recompute there
+        backward = sorted(((m, s - 1, e) for m, (s, e) in self.backward.items() if m), key=lambda item: item[1])
+        self._gather_chain(backward, "backward")
+        root = [w for w in self.groups.get("", []) if rank.sharded_weight(w)]
+        self._gather(root, "", self.first_clock, self.first_clock, self.backward[""][1], "forward")
+        largest = max((sum(w.numel for w in self.groups.get(m, []) if rank.sharded_weight(w)) for m, _, _ in forward),
+                      default=0)  # fmt: skip
+        live = largest + min(largest, DEEPSPEED_PREFETCH_BUCKET_ELEMENTS) + sum(w.numel for w in root)
+        rank.gathered = max(rank.gathered, live)
+        if live > DEEPSPEED_MAX_LIVE_PARAMETERS:
+            note = (f"{live:,} weight elements gathered at once exceed stage3_max_live_parameters "
+                    f"({DEEPSPEED_MAX_LIVE_PARAMETERS:,}): DeepSpeed would release some sooner")  # fmt: skip
+            if note not in rank.notes:
+                rank.notes.append(note)
+
+    def _gather_chain(self, windows: list[tuple[str, int, int]], phase: str) -> None:
+        """Windows in run order; each block's gather starts in the previous block's window (prefetch)."""
+        for position, (module, start, end) in enumerate(windows):
+            weights = [w for w in self.groups.get(module, []) if self.rank.sharded_weight(w)]
+            early = windows[position - 1][1] if position else start
+            self._gather(weights, module, early, start, end, phase)
+
+    def _gather(self, weights: list[Weight], module: str, early: int, start: int, end: int, phase: str) -> None:
+        """ZeRO-3's whole copies of ``weights`` to ``end``: the first prefetch bucket's worth from ``early``."""
+        rank = self.rank
+        if not weights:
+            return
+        fetched = 0
+        for weight in weights:
+            ahead = fetched + weight.numel <= DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
+            fetched += weight.numel
+            clock = early if ahead else start
+            rank.add(weight.nbytes, "parameters", "all_gather", module=module, phase=phase, step=self.step,
+                     alloc_at=rank.at(clock, 4), free_at=rank.at(end, 3) if end > clock else rank.at(end, 5))  # fmt: skip
+
+
+def block_groups(modules: Iterable[str], weights: Iterable[Weight]) -> dict[str, list[Weight]]:
+    """Weights by the block that holds them; ``""`` gathers the rest (FSDP2's root)."""
+    blocks = sorted(set(modules), key=len, reverse=True)
+    found: dict[str, list[Weight]] = defaultdict(list)
+    for weight in weights:
+        owner = next((m for m in blocks if weight.name.startswith(m + ".")), "")
+        found[owner].append(weight)
+    return found

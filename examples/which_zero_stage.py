@@ -1,0 +1,64 @@
+"""Which ZeRO stage or FSDP setting lets a 70B full fine-tune fit on 8 H100s?
+
+Llama-3.1-70B with bf16 weights (gradients and AdamW states in bf16 too), full activation
+checkpointing, one sequence of 4,096 tokens per GPU. One trace; every data-parallel setting, and
+every cluster size, is computed from its graph (``vramsim.simulate_each``).
+
+DeepSpeed's optimizer updates an fp32 copy of each rank's partition, which is counted; it would
+keep its optimizer states in fp32 too, which is not modelled yet (the trace's AdamW keeps them in
+bf16), so ZeRO's figures here are a lower bound.
+
+(With fp32 weights under bf16 autocast, vramsim's default training program, nothing fits even on
+64 GPUs: autocast caches a whole bf16 copy of every weight the forward used until the forward
+ends, sharded or not; the report names it.)
+"""
+
+from __future__ import annotations
+
+import vramsim
+from vramsim.render import format_bytes
+
+SETTINGS = {
+    "DDP": {},
+    "ZeRO-1": {"zero": 1},
+    "ZeRO-2": {"zero": 2},
+    "ZeRO-3": {"zero": 3},
+    "FSDP2 full": {"fsdp": "full"},
+    "FSDP2 grad-op": {"fsdp": "grad-op"},
+}
+CLUSTERS = (8, 16, 32, 64)
+
+
+def main() -> None:
+    runs = [(gpus, name) for gpus in CLUSTERS for name in SETTINGS]
+    variants = [{"gpus": gpus, **SETTINGS[name]} for gpus, name in runs]
+    reports = vramsim.simulate_each("meta-llama/Llama-3.1-70B", variants, task="train", seq_len=4096, device="h100",
+                                    dtype="bf16", checkpointing="full")  # fmt: skip
+    by_setting = dict(zip(runs, reports, strict=True))
+    print(f"{'setting':<14} {'GPUs':>4} {'model states':>13} {'peak':>11} {'on device':>11} {'fits':>5}")
+    for (gpus, name), report in by_setting.items():
+        if gpus != 8 and name not in ("ZeRO-3", "FSDP2 full"):
+            continue
+        states = sum(report.ranks.model_state.values()) if report.ranks else 0
+        print(f"{name:<14} {gpus:>4} {format_bytes(states):>13} {format_bytes(report.peak_bytes):>11} "
+              f"{format_bytes(report.device_bytes):>11} {'yes' if report.fits else 'no':>5}")  # fmt: skip
+    on_eight = [(name, r) for (gpus, name), r in by_setting.items() if gpus == 8 and r.fits]
+    if on_eight:
+        name, best = min(on_eight, key=lambda item: item[1].device_bytes)
+        print(f"Answer: {name} fits 8 H100s ({format_bytes(best.device_bytes)} per GPU).")
+        return
+    fitting = [(gpus, name, r) for (gpus, name), r in by_setting.items() if r.fits]
+    least = min((r for (gpus, _), r in by_setting.items() if gpus == 8), key=lambda r: r.device_bytes)
+    scheme = least.ranks.scheme if least.ranks else "?"
+    if not fitting:
+        where = f"not even {CLUSTERS[-1]} H100s fit"
+    else:
+        fewest = min(gpus for gpus, _, _ in fitting)
+        names = sorted(((r.device_bytes, name) for gpus, name, r in fitting if gpus == fewest))
+        where = f"the fewest H100s that fit are {fewest}, with " + " or ".join(
+            f"{name} ({format_bytes(nbytes)} per GPU)" for nbytes, name in names)
+    print(f"Answer: no setting fits on 8 H100s (the least, {scheme}, needs {format_bytes(least.device_bytes)} per GPU); "
+          f"{where}.")  # fmt: skip
+
+if __name__ == "__main__":
+    main()

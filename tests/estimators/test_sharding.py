@@ -1,0 +1,199 @@
+"""One data-parallel rank, computed from the graph: model states equal the closed forms, DDP is one
+GPU plus its buckets, gathered weights are the blocks the schedule says, bad plans are refused."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from math import ceil
+from typing import Any
+
+import pytest
+import torch
+import transformers
+
+import vramsim
+from vramsim.api import _Analysis, build_and_trace
+from vramsim.config import SimulationConfig
+from vramsim.errors import ConfigError
+from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
+from vramsim.estimators.checkpointing import CheckpointPlan
+from vramsim.estimators.sharding_plan import ddp_bucket_sizes, sharding_plan
+from vramsim.estimators.timeline import Timeline
+from vramsim.models import build_model
+from vramsim.targets import resolve_target
+from vramsim.tracer.graph import build_graph
+
+N = 8
+OPTIONS: dict[str, Any] = {"task": "train", "seq_len": 32, "mixed_precision": "bf16"}
+
+
+@pytest.fixture(scope="module")
+def llama() -> transformers.LlamaConfig:
+    """Weights large enough (>= 1e5 elements) for ZeRO-3 to partition, norms small enough to keep whole."""
+    return transformers.LlamaConfig(
+        hidden_size=512, intermediate_size=1000, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=501, max_position_embeddings=256,
+    )  # fmt: skip
+
+
+def _weights(config: transformers.PretrainedConfig) -> list[torch.nn.Parameter]:
+    return list(build_model(config, device="meta", dtype=None).parameters())
+
+
+def _elements(p: torch.Tensor) -> int:
+    return ceil(p.numel() / N)
+
+
+def _rows(p: torch.Tensor) -> int:
+    return ceil(p.shape[0] / N) * (p.numel() // p.shape[0])
+
+
+def closed_form(weights: list[torch.nn.Parameter], zero: int, fsdp: str) -> dict[str, int]:
+    """fp32 weights, fp32 gradients, AdamW's two fp32 states: whole or each rank's padded share; on the
+    cpu target AdamW's fp32 ``step`` scalars are device memory too (one per weight; a GPU keeps them on the host)."""
+    whole = sum(4 * p.numel() for p in weights)
+    steps = 4 * len(weights)
+    if fsdp != "no":
+        share = sum(4 * _rows(p) for p in weights)
+        return {"parameters": share, "gradients": share, "optimizer_states": 2 * share + steps}
+    share = sum(4 * _elements(p) for p in weights)
+    kept = sum(4 * (_elements(p) if p.numel() >= 100_000 else p.numel()) for p in weights)
+    master = share if zero in (1, 2) else 0  # DeepSpeed's fp32 copy of the partition (stage 3: the weights are it)
+    return {
+        "parameters": kept if zero == 3 else whole + master,
+        "gradients": share if zero >= 2 else whole,
+        "optimizer_states": (2 * share if zero >= 1 else 2 * whole) + steps,
+    }
+
+
+@pytest.mark.parametrize(("zero", "fsdp"), [(0, "no"), (1, "no"), (2, "no"), (3, "no"), (0, "full"), (0, "grad-op")])
+def test_model_state_is_the_closed_form(llama: transformers.LlamaConfig, zero: int, fsdp: str) -> None:
+    report = vramsim.simulate(llama, device="cpu", gpus=N, zero=zero, fsdp=fsdp, **OPTIONS)
+    assert report.ranks is not None and report.ranks.ranks_alike
+    assert report.ranks.model_state == closed_form(_weights(llama), zero, fsdp)
+
+
+@pytest.mark.parametrize("device", ["cpu", "h100"])
+def test_ddp_is_one_gpu_plus_its_buckets(llama: transformers.LlamaConfig, device: str) -> None:
+    one = vramsim.simulate(llama, device=device, **OPTIONS)
+    ddp = vramsim.simulate(llama, device=device, gpus=N, **OPTIONS)
+    assert ddp.ranks is not None and ddp.ranks.scheme == "DDP"
+    buckets = list(ddp.ranks.buffers.values())
+    assert sum(buckets) == sum(4 * p.numel() for p in _weights(llama))  # every gradient has a bucket slot
+    if device == "cpu":  # bytes as they are: exactly one GPU's program plus the buckets
+        assert ddp.peak_bytes == one.peak_bytes + sum(buckets)
+        assert ddp.breakdown["communication"] == sum(buckets)
+    else:  # the caching allocator splits its segments differently once the buckets hold some: within 0.1%
+        assert ddp.peak_bytes == pytest.approx(one.peak_bytes + sum(buckets), rel=1e-3)
+        assert ddp.breakdown["communication"] >= sum(buckets)
+        assert any("NCCL" in a.name for a in ddp.assumptions)  # NCCL's buffers appear only with several ranks
+        assert not any("NCCL" in a.name for a in one.assumptions)
+
+
+def test_gradient_as_bucket_view(llama: transformers.LlamaConfig) -> None:
+    """With gradient_as_bucket_view the buckets are the gradients: kept for the run, nothing else allocated."""
+    ddp = vramsim.simulate(llama, device="cpu", gpus=N, **OPTIONS)
+    view = vramsim.simulate(llama, device="cpu", gpus=N, gradient_as_bucket_view=True, **OPTIONS)
+    assert view.ranks is not None and ddp.ranks is not None
+    grads = sum(4 * p.numel() for p in _weights(llama))
+    assert view.ranks.model_state["gradients"] == grads == sum(view.ranks.buffers.values())
+    assert "communication" not in view.breakdown and view.breakdown["gradients"] == grads
+    one = vramsim.simulate(llama, device="cpu", **OPTIONS)
+    assert one.peak_bytes < view.peak_bytes < ddp.peak_bytes  # gradients kept all along, but never twice
+    with pytest.raises(ConfigError, match="gradient_as_bucket_view is DDP's"):
+        SimulationConfig(gpus=N, zero=1, gradient_as_bucket_view=True)
+
+
+def test_ddp_buckets_follow_the_caps() -> None:
+    MiB = 1 << 20
+    assert ddp_bucket_sizes([MiB // 2, MiB // 2, 10 * MiB, 20 * MiB, MiB]) == [MiB, 30 * MiB, MiB]
+    assert (MiB, 25 * MiB) == (DDP_FIRST_BUCKET_BYTES, DDP_BUCKET_CAP_BYTES)
+
+
+def _live_by_category(timeline: Timeline, sizes: list[int]) -> list[dict[str, int]]:
+    live: dict[str, int] = defaultdict(int)
+    series = []
+    for key, is_alloc in timeline.events:
+        block = timeline.blocks[key]
+        live[block.category] += sizes[key] if is_alloc else -sizes[key]
+        series.append(dict(live))
+    return series
+
+
+def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int:
+    """Most weight bytes live at once over the last step, on the cpu (no rounding)."""
+    target = resolve_target("cpu")
+    options = {**OPTIONS, **sharding}
+    config_ = SimulationConfig(device="cpu", **options)
+    _, _, trace = build_and_trace(config, config_, target, checkpointing="marked")
+    outcome = _Analysis(build_graph(trace), target, config_).run(CheckpointPlan(sharding.get("checkpointing", "none")))
+    series = _live_by_category(outcome.timeline, outcome.memory.live.sizes)
+    first, last = outcome.timeline.steps[-1]
+    return max(series[i].get("parameters", 0) for i in range(first, last + 1))
+
+
+def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> None:
+    """FSDP2 full: shards + the root whole + one block whole (the prefetched one is communication); grad-op: the whole model
+    once the forward is done; ZeRO-3 with the blocks larger than its prefetch bucket: one block and a bit."""
+    weights = dict(build_model(llama, device="meta", dtype=None).named_parameters())
+    shards = closed_form(list(weights.values()), 0, "full")["parameters"]
+    block = sum(4 * p.numel() for name, p in weights.items() if name.startswith("model.layers.0."))
+    root = sum(4 * p.numel() for name, p in weights.items() if not name.startswith("model.layers."))
+    assert _most_weights(llama, gpus=N, fsdp="full") == shards + root + block  # the next one waits as all-gather output
+    assert _most_weights(llama, gpus=N, fsdp="grad-op") == shards + root + 3 * block
+    zero3 = _most_weights(llama, gpus=N, zero=3)
+    kept = closed_form(list(weights.values()), 3, "no")["parameters"]
+    small = sum(4 * p.numel() for p in weights.values() if p.numel() < 100_000)
+    big_root = sum(4 * p.numel() for name, p in weights.items() if not name.startswith("model.layers.") and p.numel() >= 1e5)
+    assert zero3 == kept + big_root + 2 * (block - sum(4 * p.numel() for n, p in weights.items()
+                                                       if n.startswith("model.layers.0.") and p.numel() < 1e5))
+    assert small > 0
+
+
+def test_checkpointing_then_sharding(llama: transformers.LlamaConfig) -> None:
+    """Checkpointing is applied first; sharding leaves its activations and moves the model states."""
+    plain = vramsim.simulate(llama, device="cpu", gpus=N, fsdp="full", **OPTIONS)
+    full = vramsim.simulate(llama, device="cpu", gpus=N, fsdp="full", checkpointing="full", **OPTIONS)
+    assert full.ranks == plain.ranks
+    assert full.breakdown.get("activations", 0) < plain.breakdown.get("activations", 0)
+    table = vramsim.simulate(llama, device="cpu", gpus=N, fsdp="full", checkpointing="all", **OPTIONS)
+    assert {c.checkpointing: c.peak_bytes for c in table.checkpointing}["full"] == full.peak_bytes
+
+
+def test_sharding_shrinks_the_rank(llama: transformers.LlamaConfig) -> None:
+    peaks = {z: vramsim.simulate(llama, device="cpu", gpus=N, zero=z, **OPTIONS).ranks for z in (1, 2, 3)}
+    states = [sum(r.model_state.values()) for r in peaks.values() if r is not None]
+    assert states == sorted(states, reverse=True) and len(set(states)) == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"gpus": 8, "zero": 3, "fsdp": "full"}, "choose one"),
+        ({"gpus": 0}, "gpus must be an integer between 1"),
+        ({"zero": 4}, "unknown ZeRO stage 4; choose one of: 0, 1, 2, 3"),
+        ({"fsdp": "hybrid"}, "unknown fsdp 'hybrid'; choose one of: no, full, grad-op"),
+        ({"zero": 2, "task": "forward"}, "shard training state"),
+    ],
+)
+def test_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SimulationConfig(**options)
+
+
+def test_plan_names() -> None:
+    assert sharding_plan(8, 0, "no").scheme == "DDP"
+    assert sharding_plan(8, 3, "no").scheme == "ZeRO-3"
+    assert sharding_plan(8, 0, "GRAD-OP").scheme == "FSDP2 grad-op"
+    assert not sharding_plan().active
+
+
+def test_one_trace_many_plans(llama: transformers.LlamaConfig) -> None:
+    """simulate_each analyses one trace per variant; each report equals its own simulate."""
+    variants = [{"gpus": N, "zero": 3}, {"gpus": N, "fsdp": "grad-op", "checkpointing": "full"}, {}]
+    reports = vramsim.simulate_each(llama, variants, device="h100", **OPTIONS)
+    for variant, report in zip(variants, reports, strict=True):
+        alone = vramsim.simulate(llama, device="h100", **OPTIONS, **variant)
+        assert (report.peak_bytes, report.device_bytes, report.ranks) == (alone.peak_bytes, alone.device_bytes, alone.ranks)
+    with pytest.raises(ConfigError, match="a variant cannot set 'seq_len'"):
+        vramsim.simulate_each(llama, [{"seq_len": 64}], device="h100", **OPTIONS)
