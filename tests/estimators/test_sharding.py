@@ -12,7 +12,7 @@ import torch
 import transformers
 
 import vramsim
-from vramsim.api import _Analysis, build_and_trace
+from vramsim.api import Analysis, build_and_trace
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
@@ -126,7 +126,7 @@ def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int
     options = {**OPTIONS, **sharding}
     config_ = SimulationConfig(device="cpu", **options)
     _, _, trace = build_and_trace(config, config_, target, checkpointing="marked")
-    outcome = _Analysis(build_graph(trace), target, config_).run(CheckpointPlan(sharding.get("checkpointing", "none")))
+    outcome = Analysis(build_graph(trace), target, config_).run(CheckpointPlan(sharding.get("checkpointing", "none")))
     series = _live_by_category(outcome.timeline, outcome.memory.live.sizes)
     first, last = outcome.timeline.steps[-1]
     return max(series[i].get("parameters", 0) for i in range(first, last + 1))
