@@ -87,10 +87,6 @@ class LayerCache:
             return self.bytes_per_token
         return self.bytes_per_token // self.element_bytes * element_bytes
 
-    def tokens_kept(self, tokens: int) -> int:
-        """Tokens of a ``tokens``-long sequence this layer holds."""
-        return min(tokens, self.window) if self.window is not None else tokens
-
 
 def layers_from_samples(samples: list[CacheSample]) -> list[LayerCache]:
     """One ``LayerCache`` per cache layer from samples at three or more token counts.
