@@ -14,6 +14,7 @@ from vramsim.estimators.assumptions import (
     NCCL_LL128_BUFFER_BYTES,
     NCCL_LL_BUFFER_BYTES,
     Overhead,
+    cuda_context_bytes,
     overheads_for,
     totals,
 )
@@ -50,8 +51,17 @@ def test_cpu_pays_no_overhead() -> None:
 def test_cublas_workspace_follows_compute_capability(name: str, workspace: int) -> None:
     device = get_device(name)
     found = overheads_for(device)
-    assert _by_counter(found) == {"device": CUDA_CONTEXT_BYTES[device.architecture], "allocated": workspace}
+    assert _by_counter(found) == {"device": cuda_context_bytes(device, training=False), "allocated": workspace}
     assert all(item.source for item in found)
+
+
+def test_context_is_the_bare_one_plus_the_kernels_a_step_loads() -> None:
+    """Measured on an H200: 618.8 MiB bare, 694.8 MiB after a forward step, 766.8 MiB after a training step."""
+    h200 = get_device("h200")
+    assert CUDA_CONTEXT_BYTES["hopper"] == 648_871_936
+    assert cuda_context_bytes(h200, training=False) == 728_563_712
+    assert cuda_context_bytes(h200, training=True) == 804_061_184
+    assert _by_counter(overheads_for(h200, training=True))["device"] == 804_061_184
 
 
 def test_training_counts_a_workspace_for_autograds_thread() -> None:
