@@ -324,9 +324,9 @@ def get_device(name: str) -> DeviceProfile:
     key = _LOOKUP.get(_fold(name))
     if key is not None:
         return DEVICES[key]
-    close = difflib.get_close_matches(_fold(name), _LOOKUP, n=3)
-    hint = f" (did you mean {', '.join(repr(_LOOKUP[c]) for c in close)}?)" if close else ""
-    raise ConfigError(f"unknown device {name!r}{hint}; choose one of: {', '.join(DEVICES)} (vramsim gpus lists them)")
+    close = dict.fromkeys(_LOOKUP[c] for c in difflib.get_close_matches(_fold(name), _LOOKUP, n=5, cutoff=0.5))
+    hint = f"did you mean {' or '.join(map(repr, list(close)[:3]))}? " if close else ""
+    raise ConfigError(f"unknown device {name!r}; {hint}`vramsim gpus` lists all {len(DEVICES)} targets")
 
 
 _VENDOR_WORDS = re.compile(r"\b(nvidia|geforce|tesla|amd|instinct)\b")
