@@ -141,18 +141,17 @@ def _estimate(marketed_mib: int, reserved_mib: int, sibling: str) -> tuple[int, 
 
 
 # Driver reservations measured on catalog cards (marketed MiB - reported MiB), used by the estimates.
-_AMPERE_8_10GB = 10_240 - 10_015  # RTX 3080 10 GB
+_AMPERE_8GB = 8_192 - 7_967  # RTX 3070
 _AMPERE_12GB = 12_288 - 12_042  # RTX 3060 12 GB
 _AMPERE_24GB = 24_576 - 24_268  # RTX 3090
 _ADA_8GB = 8_192 - 7_936  # RTX 4060 8 GB (laptop, AD107)
 _ADA_24GB = 24_576 - 24_207  # RTX 4090
 _BLACKWELL_32GB = 32_768 - 32_117  # RTX 5090
 
-_A30 = _estimate(24_576, 40_960 - 40_536, "A100 40GB (HBM2, ECC on)")
 _A100_40GB_PCIE = _estimate(40_960, 40_960 - 40_536, "A100-SXM4-40GB (same HBM2 stacks)")
 _RTX_A6000 = _estimate(49_152, _AMPERE_24GB, "RTX 3090 (GA102, ECC off as A6000s ship)")
 _H200_NVL = _estimate(144_384, 144_384 - 143_156, "H200 (same 141 GB HBM3e)")
-_RTX_8GB_AMPERE = _estimate(8_192, _AMPERE_8_10GB, "RTX 3080 10 GB")
+_RTX_8GB_AMPERE = _estimate(8_192, _AMPERE_8GB, "RTX 3070 (8 GB, GA104)")
 _RTX_12GB_AMPERE = _estimate(12_288, _AMPERE_12GB, "RTX 3060 12 GB")
 _RTX_3090_TI = _estimate(24_576, _AMPERE_24GB, "RTX 3090")
 _RTX_8GB_ADA = _estimate(8_192, _ADA_8GB, "RTX 4060 8 GB")
@@ -189,7 +188,8 @@ _PROFILES: tuple[DeviceProfile, ...] = (
             _OOM.format(gib="21.99", where="Lambda A10, zai-org/CogVLM#236")),
     _nvidia("a10g", "NVIDIA A10G", "datacenter", "ampere", (8, 6), 80, 22_587,
             "_CudaDeviceProperties(name='NVIDIA A10G', total_memory=22587MB) in public logs"),
-    _nvidia("a30", "NVIDIA A30", "datacenter", "ampere", (8, 0), 56, *_A30),
+    _nvidia("a30", "NVIDIA A30", "datacenter", "ampere", (8, 0), 56, 24_095,
+            _OOM.format(gib="23.53", where="'only 24G in A30', google/RB-Modulation#5")),
     _nvidia("a40", "NVIDIA A40", "datacenter", "ampere", (8, 6), 84, 45_416,
             "cudaDeviceProp totalGlobalMem 47622258688 B, ECC on (pyscf/gpu4pyscf#304)"),
     _nvidia("a100-40gb", "NVIDIA A100-SXM4-40GB", "datacenter", "ampere", (8, 0), 108, 40_536,
@@ -235,7 +235,9 @@ _PROFILES: tuple[DeviceProfile, ...] = (
     _nvidia("rtx-3060", "NVIDIA GeForce RTX 3060", "consumer", "ampere", (8, 6), 28, 12_042,
             _OOM.format(gib="11.76", where="RTX 3060 12 GB, TencentARC/PhotoMaker#47")),
     _nvidia("rtx-3060-ti", "NVIDIA GeForce RTX 3060 Ti", "consumer", "ampere", (8, 6), 38, *_RTX_8GB_AMPERE),
-    _nvidia("rtx-3070", "NVIDIA GeForce RTX 3070", "consumer", "ampere", (8, 6), 46, *_RTX_8GB_AMPERE),
+    _nvidia("rtx-3070", "NVIDIA GeForce RTX 3070", "consumer", "ampere", (8, 6), 46, 7_967,
+            _OOM.format(gib="7.78", where="RTX 3070, akshitac8/OW-DETR#46 and meta-llama/codellama#82") +
+            "; 7.76 GiB with 2021 drivers (sshan-zhao/GASDA#19)"),
     _nvidia("rtx-3070-ti", "NVIDIA GeForce RTX 3070 Ti", "consumer", "ampere", (8, 6), 48, *_RTX_8GB_AMPERE),
     _nvidia("rtx-3080", "NVIDIA GeForce RTX 3080", "consumer", "ampere", (8, 6), 68, 10_015,
             _OOM.format(gib="9.78", where="RTX 3080 10 GB, zai-org/CogVideo#34")),
@@ -294,7 +296,6 @@ ALIASES: dict[str, str] = {
     "rtx-6000-ada-generation": "rtx-6000-ada",
     "3080-10gb": "rtx-3080",
     "4060-ti-8gb": "rtx-4060-ti",
-    "mi250": "mi250x",
 }
 """Names users type beyond the keys themselves (and the keys' ``rtx``-less forms), with the key each means."""
 

@@ -3,7 +3,9 @@ well-formed entries and the mapping from ``torch.cuda``'s device names to entrie
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -164,3 +166,11 @@ def test_a_gpu_outside_the_catalog_says_so(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(UnsupportedError, match="GTX 1080 is not in the catalog"):
         cuda_target_name()
     assert match_reported_name("NVIDIA GeForce RTX 30", 8 * _GIB) is None
+
+
+def test_the_measured_h200_record_maps_to_its_catalog_entry() -> None:
+    """benchmarks/measured/h200.json: torch's own name and total_memory pick ``h200``, within a MiB."""
+    machine = json.loads((Path(__file__).parents[2] / "benchmarks" / "measured" / "h200.json").read_text())["machine"]
+    profile = match_reported_name(machine["device_name"], machine["total_memory"])
+    assert profile is not None and profile.name == "h200"
+    assert abs((profile.memory_bytes or 0) - machine["total_memory"]) < 2**20
