@@ -6,13 +6,15 @@ keeps some back. The value moves by a few MiB between driver releases; each prof
 ``memory_source`` says where its figure was seen. Figures printed by
 ``_CudaDeviceProperties(..., total_memory=NMB)`` and deviceQuery's "MBytes" are MiB; an OOM
 message's "total capacity of X GiB" pins it to +-5 MiB. Where no reported figure was found the
-source starts with "estimate" and gives the rule: the marketed size less the driver reservation
-(marketed MiB minus reported MiB) measured on the nearest-sized card of the same generation.
+source starts with "estimate" and names its rule, mostly: the marketed size less the driver
+reservation (marketed MiB minus reported MiB) measured on the nearest-sized card of the same
+generation.
 On ROCm, ``total_memory`` is the VRAM pool rocminfo lists (16 MiB under the full size on MI210
 and MI300X).
 
 ``multiprocessors`` is ``multi_processor_count``: SMs on NVIDIA, compute units on AMD (one GCD
-of an MI250X, as ROCm exposes each die as its own device), from the vendors' spec sheets.
+of an MI250X, as ROCm exposes each die as its own device), from the vendors' spec sheets and
+deviceQuery/rocminfo/clinfo logs; the GB200's 152 is the one figure not seen in a log.
 
 Names are matched case-insensitively, ignoring spaces, ``-`` and ``_`` (``"H100 SXM"``,
 ``"h100_sxm"`` and ``"h100-sxm"`` are the same); every ``rtx-...`` key also answers without its
