@@ -90,6 +90,9 @@ Source: CublasHandlePool.cpp ``parseChosenWorkspaceSize`` under ``USE_ROCM``.
 HIPBLASLT_WORKSPACE_BYTES = 76 * _MiB
 """hipBLASLt workspace: ``76*1024`` KiB, "Use 76 MB for hipBLASLt" (pytorch/pytorch#139300).
 
+Every Instinct GPU in the catalog pays it: ``Context::blasPreferredBackend`` defaults to hipBLASLt
+when every device is in ``CUDAHooks::getHipblasltPreferredArchs`` (gfx90a, gfx942; gfx950 from ROCm 7).
+
 Source: CublasHandlePool.cpp ``parseCUDABlasLtWorkspaceSize``. On ROCm the Lt workspace is a
 separate pool per (handle, stream) (``getCUDABlasLtWorkspace``), taken from the caching allocator.
 AMD's ROCm/pytorch release branches raise it to 80 MiB (ROCm/pytorch#3657, upstream #197201);
@@ -270,7 +273,8 @@ def _hipblas(device: DeviceProfile, handles: int) -> list[Overhead]:
             name=f"hipBLASLt workspace x{handles}",
             bytes=HIPBLASLT_WORKSPACE_BYTES * handles,
             source="CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize (ROCm): 76 MiB, not unified with "
-            f"hipBLAS; assumes the run uses hipBLASLt; {_handles_note(handles)}",
+            "hipBLAS; Context.cpp blasPreferredBackend picks hipBLASLt on Instinct GPUs (CUDAHooks "
+            f"getHipblasltPreferredArchs: gfx90a, gfx942, gfx950 with ROCm >= 7); {_handles_note(handles)}",
             counted_in="allocated",
         ),
     ]
