@@ -8,10 +8,12 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.api import build_and_trace
+from vramsim.api import Analysis, build_and_trace
 from vramsim.cli import main
 from vramsim.config import SimulationConfig
+from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.targets import resolve_target
+from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import StorageRecord, Trace
 
 B, H, KV, D, S = 2, 4, 2, 16, 128  # batch, query heads, key/value heads, head dim, sequence
@@ -125,3 +127,25 @@ def test_cli_flag_and_report_name_the_kernel(capsys: pytest.CaptureFixture[str])
     assert json.loads(capsys.readouterr().out)["options"]["attn_implementation"] == "sdpa"
     assert main(["trace", "gpt2", "--attn-implementation", "flash", "--seq-len", "16"]) == 1
     assert "unknown attn_implementation 'flash'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("attention", ["flash_attention_2", "flash_attention_3"])
+def test_checkpointing_from_the_graph_equals_a_retrace(attention: str) -> None:
+    """selective keeps flash-attn's output like SDPA's; full and selective computed from one trace match
+    torch's own checkpointing re-traced with the stand-ins (recompute runs them again)."""
+    options = {
+        "task": "train",
+        "batch_size": B,
+        "seq_len": S,
+        "device": "h100",
+        "dtype": "bf16",
+        "attn_implementation": attention,
+    }
+    report = vramsim.simulate(_llama(), checkpointing="all", **options)
+    answers = {choice.checkpointing: choice.peak_bytes for choice in report.checkpointing}
+    target = resolve_target("h100")
+    for choice in ("full", "selective"):
+        config = SimulationConfig(checkpointing=choice, **options)
+        trace = build_and_trace(_llama(), config, target, checkpointing="applied")[2]
+        plain = SimulationConfig(**options)
+        assert answers[choice] == Analysis(build_graph(trace), target, plain).run(CheckpointPlan("none")).memory.peak_bytes
