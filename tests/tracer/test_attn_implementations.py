@@ -149,3 +149,9 @@ def test_checkpointing_from_the_graph_equals_a_retrace(attention: str) -> None:
         trace = build_and_trace(_llama(), config, target, checkpointing="applied")[2]
         plain = SimulationConfig(**options)
         assert answers[choice] == Analysis(build_graph(trace), target, plain).run(CheckpointPlan("none")).memory.peak_bytes
+
+
+def test_eager_matches_a_real_cpu_run() -> None:
+    """attn_implementation reaches the real run too: eager training on the CPU, measured by the profiler."""
+    validation = vramsim.validate(_llama(), task="train", batch_size=B, seq_len=S, attn_implementation="eager")
+    assert abs(validation.error) < 0.005
