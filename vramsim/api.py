@@ -16,7 +16,7 @@ from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
 from . import summary
-from .attention import attention_in_force, attention_stand_in, check_attention
+from .attention import attention_in_force, attention_notes, attention_stand_in, check_attention
 from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
@@ -114,6 +114,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
+            *attention_notes(config.attn_implementation),
             *_run_notes(config, program),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),

@@ -13,8 +13,9 @@ from vramsim.tracer.kernels.flash_attn import FLASH_FUNCTIONS
 from vramsim.tracer.patches import flash_attn_installed
 
 from .errors import UnsupportedError
+from .report import Assumption
 
-__all__ = ["attention_in_force", "attention_stand_in", "check_attention"]
+__all__ = ["attention_in_force", "attention_notes", "attention_stand_in", "check_attention"]
 
 FLASH_ATTENTION_2_MIN_CAPABILITY = (8, 0)
 """flash-attn's README: FlashAttention-2 needs "Ampere, Ada, or Hopper GPUs" (setup.py builds sm80,
@@ -65,3 +66,15 @@ def attention_in_force(modules: dict[str, torch.nn.Module]) -> str | None:
         if isinstance(chosen, str):
             return chosen
     return None
+
+
+def attention_notes(name: str | None) -> tuple[Assumption, ...]:
+    """What a flash-attn prediction rests on: its source, and what of it is not counted."""
+    if name not in FLASH_FUNCTIONS:
+        return ()
+    detail = (
+        f"{name} is flash-attn 2.8.4's Python layer on stand-in kernels allocating what its CUDA code allocates "
+        "(tracer/kernels/flash_attn.py); not counted: FA2's split-KV forward accumulators and FA3's scheduler "
+        "semaphore; the backward is the non-deterministic one"
+    )
+    return (Assumption(name="flash_attn", detail=detail),)
