@@ -121,6 +121,7 @@ class SimulationConfig:
     attn_implementation: str | None = field(default=None, metadata=_option(
         help="transformers' attention kernel: eager, sdpa, flash_attention_2, flash_attention_3 or flex_attention; "
         "none given: what transformers picks (sdpa where the model supports it, else eager)"))
+    # The report's options name the implementation in force (the model's config after the build), not this request.
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
