@@ -69,20 +69,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mixtral-8x7b forward bf16": ("mistralai/Mixtral-8x7B-v0.1",
         dict(task="forward", batch_size=1, seq_len=2048, dtype="bf16")),
 }  # fmt: skip
-"""Case name -> (bundled model id, options). ``attn_implementation`` is set on the config."""
-
-
-def _source(model: str, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The model source and the remaining simulator options of one case."""
-    options = dict(options)
-    attention = options.pop("attn_implementation", None)
-    if attention is None:
-        return model, options
-    from vramsim.models import load_config
-
-    config = load_config(model)
-    config._attn_implementation = attention
-    return config, options
+"""Case name -> (bundled model id, options)."""
 
 
 # ---- measure (on the GPU) ---------------------------------------------------------------------
@@ -123,7 +110,6 @@ def _measure_case(model: str, options: dict[str, Any]) -> tuple[dict[str, Any], 
     from vramsim.measure import RealRun
     from vramsim.program import run_program
 
-    source, options = _source(model, options)
     config = SimulationConfig.from_options(device="h100", **options)
     last = config.steps - 1
 
@@ -142,7 +128,7 @@ def _measure_case(model: str, options: dict[str, Any]) -> tuple[dict[str, Any], 
     torch.manual_seed(0)
     observer = LastStep()
     torch.cuda.memory._record_memory_history(context=None, stacks="python", max_entries=3_000_000)
-    program = build_program(source, config, device="cuda", foreach=True)
+    program = build_program(model, config, device="cuda", foreach=True)
     run_program(program, observer)
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
@@ -228,15 +214,14 @@ def compare(path: Path, target: str) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, row in measured["cases"].items():
         base = name.removesuffix(" expandable")
-        model, options = CASES[base]
-        source, options = _source(model, options)
+        model, options = CASES[base][0], dict(CASES[base][1])
         if name != base:
             options["expandable_segments"] = True
         if "error" in row:
             print(f"| {name} | failed on the GPU: {row['error']} | | | | | | | | |")
             continue
         try:
-            report = vramsim.simulate(source, device=target, **options)
+            report = vramsim.simulate(model, device=target, **options)
         except vramsim.VramsimError as exc:
             print(f"| {name} | {row['allocated_bytes'] / gib:.2f} GiB | not predicted: {exc} | | | | | | | |")
             continue

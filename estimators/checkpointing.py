@@ -34,11 +34,12 @@ CHECKPOINTING_CHOICES = ("none", "full", "every:K", "selective", "offload", "all
 SELECTIVE_SAVED_OPS = frozenset(
     "aten.mm aten.addmm aten.bmm aten.baddbmm aten._scaled_mm aten.convolution "
     "aten._scaled_dot_product_flash_attention aten._scaled_dot_product_efficient_attention "
-    "aten._scaled_dot_product_cudnn_attention aten._flash_attention_forward aten._efficient_attention_forward".split()
+    "aten._scaled_dot_product_cudnn_attention aten._flash_attention_forward aten._efficient_attention_forward "
+    "vramsim_flash_attn.fa2_forward vramsim_flash_attn.fa3_forward".split()
 )
-"""Ops whose outputs ``selective`` keeps (matmuls, convolutions, fused attention): the costly
-FLOPs; everything else in a checkpointed block is recomputed (torchtitan's op-level SAC policy,
-Megatron's selective recompute)."""
+"""Ops whose outputs ``selective`` keeps (matmuls, convolutions, fused attention, flash-attn's
+included): the costly FLOPs; everything else in a checkpointed block is recomputed (torchtitan's
+op-level SAC policy, Megatron's selective recompute)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from torch.utils._mode_utils import no_dispatch
 from torch.utils._pytree import tree_map
 
 __all__ = [
-    "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "host_checkpoint_device",
-    "leftovers",
+    "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "flash_attn_installed",
+    "host_checkpoint_device", "leftovers",
 ]  # fmt: skip
 
 _MARK = "__vramsim_patch__"
@@ -41,12 +41,22 @@ class Patch:
     """Other modules import the attribute by name (``from m import f``): every loaded module
     holding the original gets the replacement, and on exit every module holding the
     replacement (one imported meanwhile too) gets the original back."""
+    owner: str | None = None
+    """A class of ``module`` whose attribute (a method) is replaced, instead of the module's own."""
+
+    def current(self) -> Any:
+        """The attribute as it is now (a method: the function the class holds)."""
+        return vars(self._owner()).get(self.attribute) if self.owner else getattr(self._owner(), self.attribute)
+
+    def _owner(self) -> Any:
+        module = importlib.import_module(self.module)
+        return getattr(module, self.owner) if self.owner else module
 
     @contextlib.contextmanager
     def applied(self, make: Callable[[Any], Callable[..., Any]]) -> Iterator[None]:
         """Replace the attribute with ``make(original)`` until exit; re-entrant."""
-        owner = importlib.import_module(self.module)
-        original = getattr(owner, self.attribute)
+        owner = self._owner()
+        original = self.current()
         replacement = _marked(make(original), self.name)
         holders = _holders(original, self.attribute) if self.by_name else [owner]
         for module in holders:
@@ -62,7 +72,12 @@ RNG_STATE = Patch("rng_state", "torch", "get_rng_state")
 MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_autocast", by_name=True)
 MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
 CHECKPOINT_DEVICE = Patch("checkpoint_device", "torch.utils.checkpoint", "_infer_device_type")
-PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE)
+FLASH_INSTALLED = Patch("flash_installed", "transformers.modeling_utils", "_flash_attn_import_error", owner="PreTrainedModel")
+FLASH_IMPORTS = Patch("flash_imports", "transformers.modeling_flash_attention_utils", "lazy_import_flash_attention",
+                      by_name=True)  # fmt: skip
+FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flash_attention", "get_target_dtype",
+                           by_name=True)  # fmt: skip
+PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE)
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -111,14 +126,65 @@ def _any_mode_grad_hook(tensors: Any, fn: Callable[..., None], mode: str = "all"
     return torch.autograd.graph.register_multi_grad_hook(tensors, lambda _grad: fn(), mode="any")
 
 
+def flash_attn_installed(
+    functions: tuple[Callable[..., Any], Callable[..., Any]], autocast_dtype: Callable[[], torch.dtype | None]
+) -> contextlib.ExitStack[bool | None]:
+    """transformers accepts ``flash_attention_N`` only where flash-attn is installed on a CUDA
+    machine (``PreTrainedModel._flash_attn_import_error``) and imports its functions when the
+    model is built and at each call (``lazy_import_flash_attention``). For a target that runs
+    flash-attn, pass that check and hand transformers ``functions``, stand-ins for
+    ``flash_attn_func`` and ``flash_attn_varlen_func``; the rest of its flash path (transposes,
+    casts, unpadding) runs as it is. ``get_target_dtype``, which casts float32 queries to the
+    autocast dtype, asks ``torch.is_autocast_enabled`` about the tensors' device: for meta
+    tensors it asks ``autocast_dtype``, the emulated autocast, instead."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(FLASH_INSTALLED.applied(lambda original: _installed))
+    stack.enter_context(FLASH_IMPORTS.applied(lambda original: functools.partial(_stand_in_imports, functions)))
+    stack.enter_context(FLASH_TARGET_DTYPE.applied(lambda original: functools.partial(_target_dtype, original, autocast_dtype)))
+    return stack
+
+
+def _target_dtype(
+    original: Callable[..., Any], autocast_dtype: Callable[[], torch.dtype | None], query: torch.Tensor, module: Any
+) -> torch.dtype | None:
+    """integrations/flash_attention.py ``get_target_dtype``, its autocast question answered by the
+    emulation on meta: a float32 query is cast to the autocast dtype, else to the quantized
+    model's dtype, else to its first Linear's weight dtype."""
+    if query.dtype != torch.float32 or query.device.type != "meta":
+        return original(query, module)
+    dtype = autocast_dtype()
+    if dtype is not None:
+        return dtype
+    if hasattr(module.config, "_is_quantized"):
+        return module.config.dtype
+    return next(layer for layer in module.modules() if isinstance(layer, torch.nn.Linear)).weight.dtype
+
+
+def _installed(self: Any, *args: Any, **kwargs: Any) -> None:
+    """The check passes: flash-attn is installed and the device can run it (vramsim checks the target)."""
+
+
+def _stand_in_imports(functions: tuple[Callable[..., Any], Callable[..., Any]], *args: Any, **kwargs: Any) -> Any:
+    """What ``lazy_import_flash_attention`` returns, with ``functions`` as flash-attn's; transformers'
+    own pad/unpad and keyword filtering (read from the stand-ins' signatures)."""
+    from transformers import modeling_flash_attention_utils as fa_utils
+
+    flash, varlen = functions
+    process = fa_utils._lazy_define_process_function(varlen)
+    return (flash, varlen, None, fa_utils._pad_input, fa_utils._unpad_input), (process, dict)
+
+
 def leftovers() -> list[str]:
-    """``module.attribute`` of every vramsim replacement a loaded module still holds."""
-    return [
+    """``module.attribute`` of every vramsim replacement a loaded module (or a patched class) still holds."""
+    in_modules = [
         f"{module.__name__}.{name}"
         for module in _modules()
         for name, value in list(vars(module).items())
         if _is_replacement(value)
     ]
+    in_classes = [f"{p.module}.{p.owner}.{p.attribute}" for p in PATCHES
+                  if p.owner and p.module in sys.modules and _is_replacement(p.current())]  # fmt: skip
+    return in_modules + in_classes
 
 
 def _marked(function: Callable[..., Any], name: str) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
 from . import summary
+from .attention import attention_in_force, attention_notes, attention_stand_in, check_attention
 from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
@@ -67,6 +68,7 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
                               f"{', '.join(sorted(ANALYSIS_OPTIONS))}")  # fmt: skip
         configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
+    check_attention(config.attn_implementation, target.profile)
     if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
         raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
     for each in configs:
@@ -112,12 +114,13 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
+            *attention_notes(config.attn_implementation),
             *_run_notes(config, program),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
-        options=_options(config),
+        options={**_options(config), "attn_implementation": attention_in_force(program.modules)},
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 
@@ -128,7 +131,7 @@ def build_and_trace(
     """Build the workload on meta and trace it for ``target``. ``simulate`` traces it with the
     checkpointable blocks marked and computes every checkpointing choice from the graph; a
     re-trace with the choice ``applied`` for real is how the tests check that computation."""
-    with target.emulation() as emulation:
+    with target.emulation() as emulation, attention_stand_in(config.attn_implementation, emulation):
         program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach,
                               checkpointing=checkpointing)  # fmt: skip
         specs = summary.layer_specs(program.modules)

@@ -67,6 +67,7 @@ def build_program(
         model_class=config.model_class,
         trust_remote_code=config.trust_remote_code,
         task=config.task,
+        attn_implementation=config.attn_implementation,
     )
     if config.task == "generate":
         check_can_generate(model)

@@ -25,6 +25,8 @@ MIXED_PRECISION = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": t
 MAX_SEQ_LEN = 1 << 22
 """Longer sequences than 4M tokens are rejected: no model is trained at that length today."""
 MAX_BATCH = 1 << 20
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+"""transformers' ``attn_implementation`` names (``ALL_ATTENTION_FUNCTIONS`` plus ``eager``)."""
 
 
 COMMANDS = ("trace", "validate")
@@ -116,6 +118,10 @@ class SimulationConfig:
         help="the model's output -> the loss to minimise", cli=False))
     model_class: str | None = field(default=None, metadata=_option(
         help="transformers class, e.g. AutoModelForSequenceClassification"))
+    attn_implementation: str | None = field(default=None, metadata=_option(
+        help="transformers' attention kernel: eager, sdpa, flash_attention_2, flash_attention_3 or flex_attention; "
+        "none given: what transformers picks (sdpa where the model supports it, else eager)"))
+    # The report's options name the implementation in force (the model's config after the build), not this request.
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
@@ -168,6 +174,10 @@ class SimulationConfig:
                 )
         elif self.optimizer is not None and not callable(self.optimizer):
             raise ConfigError(f"optimizer must be a name or a callable, not {type(self.optimizer).__name__}")
+        if self.attn_implementation is not None and self.attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise ConfigError(
+                f"unknown attn_implementation {self.attn_implementation!r}; choose one of: {', '.join(ATTN_IMPLEMENTATIONS)}"
+            )
         if self.max_new_tokens is None:
             self.max_new_tokens = 16 if self.task == "generate" else 0
         _check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")

@@ -14,7 +14,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
 
-from .errors import ConfigError, ModelNotFoundError, TraceError, first_line
+from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, first_line
 from .guards import check_config
 
 __all__ = ["ModelSource", "build_model", "load_config"]
@@ -70,8 +70,18 @@ def build_model(
     model_class: str | None = None,
     trust_remote_code: bool = False,
     task: str = "train",
+    attn_implementation: str | None = None,
 ) -> torch.nn.Module:
-    """Build the model with its weights on ``device`` (``meta`` for simulation, ``cpu`` to measure)."""
+    """Build the model with its weights on ``device`` (``meta`` for simulation, ``cpu`` to measure).
+
+    ``attn_implementation`` is passed as ``from_pretrained(..., attn_implementation=...)`` passes
+    it: transformers checks the model supports it and writes it into the config (sub-configs too).
+    """
+    if attn_implementation is not None and not isinstance(source, (str, Path, PretrainedConfig)):
+        raise ConfigError(
+            f"attn_implementation={attn_implementation!r} applies to a transformers model built from its config; "
+            "a module or builder runs its own attention"
+        )
     if isinstance(source, torch.nn.Module):
         return source.to(dtype) if dtype is not None else source
     if callable(source) and not isinstance(source, PretrainedConfig):
@@ -83,13 +93,20 @@ def build_model(
     config = source if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust_remote_code)
     check_config(config)
     model_cls = _model_class(config, model_class, task)
+    attention = {"attn_implementation": attn_implementation} if attn_implementation is not None else {}
     try:
         with torch.device(device):
             if hasattr(model_cls, "from_config"):  # an Auto class, which may load the Hub repo's own code
-                model = model_cls.from_config(config, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code)
+                model = model_cls.from_config(
+                    config, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code, **attention
+                )
             else:
-                model = model_cls._from_config(config, dtype=dtype or torch.float32)
-    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError, ArithmeticError) as exc:
+                model = model_cls._from_config(config, dtype=dtype or torch.float32, **attention)
+    except ValueError as exc:
+        if attention and "does not support" in str(exc):  # transformers' refusal: "X does not support Flash Attention 2 yet"
+            raise UnsupportedError(f"attn_implementation={attn_implementation!r}: {first_line(exc).split('. ')[0]}") from exc
+        raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
+    except (TypeError, KeyError, AttributeError, RuntimeError, ArithmeticError) as exc:
         raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
     if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model.to("meta")  # some models create a tensor on the CPU explicitly; on meta it must hold no memory

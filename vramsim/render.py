@@ -30,6 +30,7 @@ def render_report(report: Report, console: Console) -> None:
             (f"{report.model}", "bold"),
             f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
             f" checkpointing={opts.get('checkpointing')}"
+            + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
             + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
             f"  parameters={report.parameters:,}",
         )

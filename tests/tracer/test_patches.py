@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ from vramsim.tracer.data_dependent.shadows import SEEDS
 
 
 def _originals() -> dict[str, object]:
-    return {p.name: getattr(importlib.import_module(p.module), p.attribute) for p in patches.PATCHES}
+    return {p.name: p.current() for p in patches.PATCHES}
 
 
 def test_a_simulation_leaves_every_patched_attribute_as_it_found_it() -> None:

@@ -104,6 +104,11 @@ class KernelEmulation(TorchFunctionMode):
             if not self._autocast:
                 self._cast_cache.clear()
 
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The emulated autocast's dtype while it is on, else None (``torch.get_autocast_dtype`` on the target)."""
+        enabled, dtype = self._autocast[-1] if self._autocast else (False, torch.float32)
+        return dtype if enabled else None
+
     def __enter__(self) -> KernelEmulation:
         if self._depth == 0:
             self._patches.enter_context(emulated_autocast(self._maybe_autocast))
