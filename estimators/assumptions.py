@@ -31,6 +31,7 @@ __all__ = [
     "DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD",
     "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
     "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
+    "DENOISING_STEPS_TRACED",
     "FSDP2_SHARD_RULE",
     "HIPBLASLT_WORKSPACE_BYTES",
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
@@ -320,3 +321,13 @@ def totals(assumptions: list[Overhead]) -> OverheadTotals:
     reserved = allocated + sum(a.bytes for a in assumptions if a.counted_in == "reserved")
     device = reserved + sum(a.bytes for a in assumptions if a.counted_in == "device")
     return OverheadTotals(allocated=allocated, reserved=reserved, device=device)
+
+
+DENOISING_STEPS_TRACED = 4
+"""Denoising steps of a diffusion pipeline that are traced; the rest repeat the last one's memory.
+
+Each step runs the same tensors: the denoiser on the (guidance-doubled) latents, the guidance
+arithmetic, the scheduler's update into new latents. What a scheduler keeps between steps is full
+after at most 4 of them: PNDM's PLMS history holds the last 4 model outputs (``self.ets``,
+diffusers/schedulers/scheduling_pndm.py), Euler and DDIM keep none.
+"""
