@@ -323,11 +323,12 @@ def totals(assumptions: list[Overhead]) -> OverheadTotals:
     return OverheadTotals(allocated=allocated, reserved=reserved, device=device)
 
 
-DENOISING_STEPS_TRACED = 4
-"""Denoising steps of a diffusion pipeline that are traced; the rest repeat the last one's memory.
+DENOISING_STEPS_TRACED = {"PNDMScheduler": 5}
+"""Denoising steps of a diffusion pipeline traced per scheduler (2 for any other); the rest repeat the last one's memory.
 
 Each step runs the same tensors: the denoiser on the (guidance-doubled) latents, the guidance
-arithmetic, the scheduler's update into new latents. What a scheduler keeps between steps is full
-after at most 4 of them: PNDM's PLMS history holds the last 4 model outputs (``self.ets``,
-diffusers/schedulers/scheduling_pndm.py), Euler and DDIM keep none.
+arithmetic, the scheduler's update into new latents; the second step is the first one again.
+A scheduler that keeps a history is traced until it is full: PNDM's PLMS step keeps the last 4
+model outputs (``self.ets``, diffusers/schedulers/scheduling_pndm.py ``step_plms``), full after
+its 5th step (the 2nd appends nothing). Euler and DDIM keep none.
 """

@@ -21,7 +21,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
-from .pipelines import pipeline_notes, pipeline_phases
+from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .ranks import rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, advice_for
@@ -119,7 +119,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
         components=summary.component_peaks(pipeline_phases(program), chosen.timeline, memory),
-        options=_options(config),
+        options=_options(config) | pipeline_options(program),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 

@@ -11,7 +11,7 @@ pipeline class itself is not run: it needs tokenizers and weights; its tensors a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,15 @@ from .models import build_model, load_config
 from .program import Program, StepObserver
 from .report import Assumption
 
-__all__ = ["COMPONENT_PHASES", "PipelineSpec", "build_pipeline_program", "find_pipeline", "pipeline_notes", "pipeline_phases"]
+__all__ = [
+    "COMPONENT_PHASES",
+    "PipelineSpec",
+    "build_pipeline_program",
+    "find_pipeline",
+    "pipeline_notes",
+    "pipeline_options",
+    "pipeline_phases",
+]
 
 COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "unet": "denoise", "vae": "decode"}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
@@ -115,14 +123,14 @@ def pipeline_notes(program: Program) -> list[Assumption]:
     assert isinstance(program.step, _Generate), "a pipeline program runs _Generate"
     spec, run = program.step.spec, program.step.run
     dtype = str(next(program.modules["unet"].parameters()).dtype).removeprefix("torch.")
-    traced = min(run.num_inference_steps, DENOISING_STEPS_TRACED)
+    traced = program.step.steps_traced
     notes = [
         Assumption(name="pipeline", detail=f"{spec.class_name}.__call__ driven component by component (diffusers "
                    f"{_diffusers_version()}): weights in {dtype}, one prompt, {run.num_images} image(s), "
                    f"{run.height}x{run.width}, guidance {run.guidance_scale}"),
         Assumption(name="denoising_steps_traced", detail=f"{traced} of {run.num_inference_steps} denoising steps "
-                   "traced: every step runs the same tensors (the scheduler's history is full after "
-                   f"{DENOISING_STEPS_TRACED}), so the rest repeat the last one's memory"),
+                   "traced: every step runs the same tensors (and the scheduler's history is full by then), so the "
+                   "rest repeat the last one's memory"),
         Assumption(name="scheduler_on_host", detail="the scheduler's timesteps and sigmas are kept on the host "
                    "(a few hundred bytes; the pipeline puts them on the device)"),
     ]  # fmt: skip
@@ -132,6 +140,11 @@ def pipeline_notes(program: Program) -> list[Assumption]:
         notes.append(Assumption(name="vae_upcast", detail="the VAE is cast to fp32 for the decode and back "
                                 "(config force_upcast, as the pipeline does for fp16 weights)"))  # fmt: skip
     return notes
+
+
+def pipeline_options(program: Program) -> dict[str, Any]:
+    """The call's arguments with the pipeline's defaults filled in, for the report's ``options``; empty otherwise."""
+    return asdict(program.step.run) if isinstance(program.step, _Generate) else {}
 
 
 def pipeline_phases(program: Program) -> dict[str, str]:
@@ -163,7 +176,7 @@ def _pipeline_dtype(spec: PipelineSpec, config: SimulationConfig) -> torch.dtype
     return getattr(torch, stored) if stored in ("float16", "bfloat16", "float32") else torch.float32
 
 
-def _diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
+def _diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dtype) -> Any:
     import diffusers
 
     library, class_name = spec.index[name]
@@ -210,8 +223,13 @@ def _run(config: SimulationConfig, spec: PipelineSpec, unet: torch.nn.Module, va
     vae_config: Any = vae.config
     default = unet_config.sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
     guidance = _GUIDANCE[spec.class_name] if config.guidance_scale is None else float(config.guidance_scale)
-    return _Run(height=config.height or default, width=config.width or default,
-                num_inference_steps=config.num_inference_steps, guidance_scale=guidance, num_images=config.num_images)  # fmt: skip
+    return _Run(
+        height=config.height or default,
+        width=config.width or default,
+        num_inference_steps=config.num_inference_steps,
+        guidance_scale=guidance,
+        num_images=config.num_images,
+    )
 
 
 @dataclass(kw_only=True)
@@ -231,6 +249,11 @@ class _Generate:
             image = self._decode(program, latents)
             observer.mark([image], Category.OUTPUT)
             del image
+
+    @property
+    def steps_traced(self) -> int:
+        """The denoising steps run: enough for every step after them to be alike (assumptions.DENOISING_STEPS_TRACED)."""
+        return min(self.run.num_inference_steps, DENOISING_STEPS_TRACED.get(type(self.scheduler).__name__, 2))
 
     @property
     def _cfg(self) -> bool:
@@ -269,7 +292,7 @@ class _Generate:
         return {"encoder_hidden_states": embeds, "text_embeds": pooled, "time_ids": time_ids.repeat(n, 1)}
 
     def _denoise(self, program: Program, observer: StepObserver, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
-        unet = program.modules["unet"]
+        unet: Any = program.modules["unet"]
         vae_config: Any = program.modules["vae"].config
         scale = 2 ** (len(vae_config.block_out_channels) - 1)
         hidden = embeds["encoder_hidden_states"]
@@ -279,7 +302,7 @@ class _Generate:
         shape = (self.run.num_images, unet.config.in_channels, self.run.height // scale, self.run.width // scale)
         latents = torch.randn(shape, device=hidden.device, dtype=hidden.dtype) * self.scheduler.init_noise_sigma
         added = {k: embeds[k] for k in ("text_embeds", "time_ids") if k in embeds} or None
-        for t in self.scheduler.timesteps[: min(self.run.num_inference_steps, DENOISING_STEPS_TRACED)]:
+        for t in self.scheduler.timesteps[: self.steps_traced]:
             model_input = torch.cat([latents] * 2) if self._cfg else latents
             model_input = self.scheduler.scale_model_input(model_input, t)
             noise = unet(model_input, t, encoder_hidden_states=hidden, added_cond_kwargs=added, return_dict=False)[0]
@@ -299,12 +322,11 @@ class _Generate:
 
         vae: Any = program.modules["vae"]
         upcast = _upcasts_vae(vae, self.spec)
-        if upcast:
-            vae.to(dtype=torch.float32)
+        if upcast:  # vae.to(dtype=...) as the pipeline calls it, without ModelMixin.to's warning
+            torch.nn.Module.to(vae, dtype=torch.float32)
             latents = latents.to(torch.float32)
         image = vae.decode(latents / vae.config.scaling_factor, return_dict=False)[0]
         del latents
         if upcast:
-            vae.to(dtype=torch.float16)
+            torch.nn.Module.to(vae, dtype=torch.float16)
         return VaeImageProcessor().postprocess(image, output_type="pt")
-
