@@ -1,0 +1,41 @@
+"""Will SDXL base generate a 2048x2048 image on a 24 GB card (RTX 4090), and with which option?
+
+The pipeline as diffusers runs it in fp16 (the checkpoint's dtype): both text encoders, 30 Euler
+steps of the UNet with classifier-free guidance (the latents doubled), then the VAE decode, which
+the pipeline upcasts to fp32 (``force_upcast``). At 2048 px the decode's full-resolution feature
+maps set the peak; ``vae.enable_tiling()`` decodes 1024-px tiles and blends them instead.
+Each option is one trace of the whole pipeline (about a minute each on two cores).
+"""
+
+from __future__ import annotations
+
+import vramsim
+from vramsim.render import format_bytes
+
+OPTIONS = {"as is": {}, "--vae-tiling": {"vae_tiling": True}}
+
+
+def main() -> None:
+    reports = {
+        name: vramsim.simulate("stabilityai/stable-diffusion-xl-base-1.0", task="generate", height=2048, width=2048,
+                               num_inference_steps=30, device="rtx-4090", **options)
+        for name, options in OPTIONS.items()
+    }  # fmt: skip
+    print(f"{'option':<14} {'peak':>11} {'on device':>11} {'set by':>8} {'fits':>5}")
+    for name, report in reports.items():
+        top = max(report.components, key=lambda c: c.peak_bytes)
+        print(f"{name:<14} {format_bytes(report.peak_bytes):>11} {format_bytes(report.device_bytes):>11} "
+              f"{top.name:>8} {'yes' if report.fits else 'no':>5}")  # fmt: skip
+    fitting = [name for name, report in reports.items() if report.fits]
+    if not fitting:
+        print("Answer: SDXL at 2048 px does not fit a 24 GB RTX 4090 with these options.")
+        return
+    name = fitting[0]
+    plain, chosen = reports["as is"], reports[name]
+    saved = plain.peak_bytes - chosen.peak_bytes
+    print(f"Answer: SDXL at 2048 px fits a 24 GB RTX 4090 {'as is' if name == 'as is' else 'with ' + name} "
+          f"({format_bytes(chosen.device_bytes)} on the device; tiling lowers the peak by {format_bytes(saved)}).")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

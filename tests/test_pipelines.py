@@ -1,0 +1,53 @@
+"""Diffusion pipelines traced as their ``__call__`` runs them, on a tiny StableDiffusionXLPipeline folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vramsim import Report, simulate
+from vramsim.cli import main
+from vramsim.errors import ConfigError
+
+TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
+_RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def guided() -> Report:
+    """64x64, guidance 5 (the pipeline's default): the VAE decode sets the peak."""
+    return simulate(TINY, height=64, width=64, **_RUN)
+
+
+def test_json_names_each_component_with_its_peak_and_phase(guided: Report, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", TINY, "--task", "generate", "--height", "64", "--width", "64", "--num-inference-steps", "2",
+                 "--device", "cpu", "--vae-tiling", "--json"]) == 0  # fmt: skip
+    tiled = json.loads(capsys.readouterr().out)
+    components = {c["name"]: c for c in tiled["components"]}
+    assert {name: c["phase"] for name, c in components.items()} == {
+        "text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "unet": "denoise", "vae": "decode",
+    }  # fmt: skip
+    assert max(c["peak_bytes"] for c in components.values()) == tiled["peak_bytes"]
+    assert tiled["options"]["guidance_scale"] == 5.0  # StableDiffusionXLPipeline's default
+    assert guided.peak_at.module.startswith("vae.decoder.")
+    untiled_vae = next(c.peak_bytes for c in guided.components if c.name == "vae")
+    assert components["vae"]["peak_bytes"] < untiled_vae  # tiles of 16 px (sample_size) instead of the whole 64
+    assert tiled["peak_bytes"] < guided.peak_bytes
+
+
+def test_guidance_doubles_the_denoiser_batch(guided: Report) -> None:
+    unguided = simulate(TINY, height=64, width=64, guidance_scale=1.0, **_RUN)
+    unet = {r.options["guidance_scale"]: next(c.peak_bytes for c in r.components if c.name == "unet") for r in (guided, unguided)}
+    assert unet[5.0] > unet[1.0]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"task": "forward"}, "use --task generate"), ({"task": "generate", "height": 60}, "multiple of 8"),
+     ({"task": "generate", "num_images": 0}, "num_images")],
+)  # fmt: skip
+def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        simulate(TINY, device="cpu", **options)
