@@ -9,7 +9,7 @@ import pytest
 
 from vramsim import Report, simulate
 from vramsim.cli import main
-from vramsim.errors import ConfigError
+from vramsim.errors import ConfigError, UnsupportedError
 
 TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
 _RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
@@ -51,3 +51,8 @@ def test_guidance_doubles_the_denoiser_batch(guided: Report) -> None:
 def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         simulate(TINY, device="cpu", **options)
+
+
+def test_a_pipeline_not_run_yet_says_so_in_one_line() -> None:
+    with pytest.raises(UnsupportedError, match="FluxPipeline is not run yet"):
+        simulate("black-forest-labs/FLUX.1-dev", task="generate", device="cpu")
