@@ -10,6 +10,7 @@ pipeline class itself is not run: it needs tokenizers and weights; its tensors a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -112,7 +113,7 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         batch={"input_ids": ids},
         loss=None,
         optimizer=None,
-        autocast=_null,
+        autocast=contextlib.nullcontext,
         max_new_tokens=0,
         steps=config.steps,
     )
@@ -152,12 +153,6 @@ def pipeline_phases(program: Program) -> dict[str, str]:
     if not isinstance(program.step, _Generate):
         return {}
     return {name: COMPONENT_PHASES[name] for name in program.modules}
-
-
-def _null() -> Any:
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def _diffusers_version() -> str:
