@@ -56,3 +56,17 @@ def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], me
 def test_a_pipeline_not_run_yet_says_so_in_one_line() -> None:
     with pytest.raises(UnsupportedError, match="FluxPipeline is not run yet"):
         simulate("black-forest-labs/FLUX.1-dev", task="generate", device="cpu")
+
+
+def test_offload_keeps_only_the_running_component_or_layer_on_the_device() -> None:
+    options = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "device": "h100"}
+    model = simulate(TINY, offload="model", **options)
+    sequential = simulate(TINY, offload="sequential", **options)
+    weights = {name: sum(r.parameter_bytes for r in model.layers if r.module.startswith(f"{name}.")) for name in ("unet", "vae")}
+    assert model.peak_at.module.startswith("unet.")
+    # the UNet's weights (each in its 512-byte allocator blocks) and not the VAE's
+    assert weights["unet"] <= model.breakdown["parameters"] < weights["unet"] + weights["vae"]
+    assert sequential.peak_bytes < model.peak_bytes
+    assert sequential.breakdown.get("parameters", 0) < weights["unet"]
+    with pytest.raises(ConfigError, match="host memory"):
+        simulate(TINY, offload="model", task="generate", device="cpu")

@@ -151,6 +151,10 @@ class SimulationConfig:
         help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same))
     vae_slicing: bool = field(default=False, metadata=_option(
         help="diffusion pipelines: vae.enable_slicing(), decode the images one at a time", report=_same))
+    offload: str = field(default="no", metadata=_option(
+        help="diffusion pipelines: CPU offload as diffusers does it: model (enable_model_cpu_offload: only the running "
+        "component's weights on the device), sequential (enable_sequential_cpu_offload: only the running layer's) or no",
+        report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
         help="steps run; the last one is the steady state that is reported", cli=False))
 
@@ -226,6 +230,10 @@ def _check_image(config: SimulationConfig) -> None:
                 raise ConfigError(f"{name} must be a multiple of 8 (the VAE's downsampling), got {value}")
     _check_count("num_inference_steps", config.num_inference_steps, 10_000)
     _check_count("num_images", config.num_images, 1024)
+    if config.offload not in ("no", "model", "sequential"):
+        raise ConfigError(f"unknown offload {config.offload!r}; choose one of: no, model, sequential")
+    if config.offload != "no" and config.device.lower() == "cpu":
+        raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
     scale = config.guidance_scale
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
         raise ConfigError(f"guidance_scale must be a number >= 0, got {scale!r}")

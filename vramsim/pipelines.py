@@ -103,13 +103,14 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     if config.vae_slicing:
         vae.enable_slicing()
     modules["vae"] = vae
+    residency = _Residency(mode=config.offload, modules=modules) if config.offload != "no" else None
     run = _run(config, spec, modules["unet"], vae)
     tokens = spec.max_tokens("tokenizer")
     with torch.device(device):
         ids = torch.zeros(1, tokens, dtype=torch.long)  # one prompt, padded to the tokenizer's length
     return Program(
         modules=modules,
-        step=_Generate(spec=spec, run=run, scheduler=_scheduler(spec)),
+        step=_Generate(spec=spec, run=run, scheduler=_scheduler(spec), residency=residency),
         batch={"input_ids": ids},
         loss=None,
         optimizer=None,
@@ -137,6 +138,11 @@ def pipeline_notes(program: Program) -> list[Assumption]:
     ]  # fmt: skip
     if spec.has("safety_checker"):
         notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
+    if program.step.residency is not None:
+        how = {"model": "each component's weights are on the device only while it runs (enable_model_cpu_offload)",
+               "sequential": "each module's own weights are on the device only during its forward "
+               "(enable_sequential_cpu_offload)"}[program.step.residency.mode]  # fmt: skip
+        notes.append(Assumption(name="cpu_offload", detail=f"{how}; the copies' host memory and PCIe time are not counted"))
     if _upcasts_vae(program.modules["vae"], spec):
         notes.append(Assumption(name="vae_upcast", detail="the VAE is cast to fp32 for the decode and back "
                                 "(config force_upcast, as the pipeline does for fp16 weights)"))  # fmt: skip
@@ -227,6 +233,63 @@ def _run(config: SimulationConfig, spec: PipelineSpec, unet: torch.nn.Module, va
     )
 
 
+class _Residency:
+    """Which weights are on the device under CPU offload, as accelerate's hooks move them.
+
+    ``model`` (``enable_model_cpu_offload``): a component's weights come to the device when it is
+    called and leave when the next component is (the UNet stays for every step); after the call
+    none is left (``maybe_free_model_hooks``). ``sequential`` (``enable_sequential_cpu_offload``):
+    each module's own weights come for its forward and leave after it. Weights start on the host:
+    leaving frees their device storage, coming allocates it again.
+    """
+
+    def __init__(self, *, mode: str, modules: dict[str, torch.nn.Module]) -> None:
+        self.mode = mode
+        self.observer: StepObserver | None = None
+        self._modules = modules
+        self._shapes = {id(t): t.shape for m in modules.values() for t in (*m.parameters(), *m.buffers())}
+        self._current: str | None = None
+        self._placeholders: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+        for module in modules.values():
+            self._leave(module, recurse=True)
+            if mode == "sequential":
+                for sub in module.modules():
+                    if next(sub.parameters(recurse=False), None) is not None:
+                        sub.register_forward_pre_hook(lambda m, _: self._come(m, recurse=False))
+                        sub.register_forward_hook(lambda m, _, __: self._leave(m, recurse=False))
+
+    def use(self, name: str) -> None:
+        """Model offload: ``name`` is called next."""
+        if self.mode != "model" or self._current == name:
+            return
+        if self._current is not None:
+            self._leave(self._modules[self._current], recurse=True)
+        self._come(self._modules[name], recurse=True)
+        self._current = name
+
+    def release(self) -> None:
+        """The end of the call: every component back on the host."""
+        if self._current is not None:
+            self._leave(self._modules[self._current], recurse=True)
+            self._current = None
+
+    def _leave(self, module: torch.nn.Module, *, recurse: bool) -> None:
+        """Free the device copies; what stays keeps the shape and holds no memory (accelerate leaves a meta tensor,
+        whose shape the model may still read), here one shared element expanded."""
+        for tensor in (*module.parameters(recurse=recurse), *module.buffers(recurse=recurse)):
+            key = (tensor.dtype, tensor.device)
+            if key not in self._placeholders:
+                self._placeholders[key] = torch.empty((), dtype=tensor.dtype, device=tensor.device)
+            tensor.data = self._placeholders[key].expand(self._shapes[id(tensor)])
+
+    def _come(self, module: torch.nn.Module, *, recurse: bool) -> None:
+        tensors = [*module.parameters(recurse=recurse), *module.buffers(recurse=recurse)]
+        for tensor in tensors:
+            tensor.data = torch.empty(self._shapes[id(tensor)], dtype=tensor.dtype, device=tensor.device)
+        if self.observer is not None:
+            self.observer.mark(tensors, Category.PARAMETER)
+
+
 @dataclass(kw_only=True)
 class _Generate:
     """One ``pipe(prompt)`` call: encode, denoise, decode, post-process on the device."""
@@ -234,9 +297,13 @@ class _Generate:
     spec: PipelineSpec
     run: _Run
     scheduler: Any
+    residency: _Residency | None = None
+    """Where the weights are under ``--offload``; None: all on the device throughout."""
 
     def __call__(self, program: Program, observer: StepObserver) -> None:
         observer.set_phase(Phase.FORWARD)
+        if self.residency is not None:
+            self.residency.observer = observer
         with torch.no_grad():
             embeds = self._encode(program, observer)
             latents = self._denoise(program, observer, embeds)
@@ -244,6 +311,13 @@ class _Generate:
             image = self._decode(program, latents)
             observer.mark([image], Category.OUTPUT)
             del image
+        if self.residency is not None:
+            self.residency.release()
+            self.residency.observer = None
+
+    def _use(self, name: str) -> None:
+        if self.residency is not None:
+            self.residency.use(name)
 
     @property
     def steps_traced(self) -> int:
@@ -260,6 +334,7 @@ class _Generate:
         n = self.run.num_images
         if "text_encoder_2" not in program.modules:  # StableDiffusionPipeline: CLIP's last hidden state
             encoder = program.modules["text_encoder"]
+            self._use("text_encoder")
             embeds = encoder(ids)[0].repeat(1, n, 1).view(n, ids.shape[1], -1)
             if self._cfg:  # the empty negative prompt goes through the encoder too
                 negative = encoder(ids)[0].repeat(1, n, 1).view(n, ids.shape[1], -1)
@@ -268,6 +343,7 @@ class _Generate:
         hidden: list[torch.Tensor] = []
         pooled: torch.Tensor | None = None
         for name in ("text_encoder", "text_encoder_2"):
+            self._use(name)
             out = program.modules[name](ids, output_hidden_states=True)
             if pooled is None and out[0].ndim == 2:
                 pooled = out[0]
@@ -297,6 +373,7 @@ class _Generate:
         shape = (self.run.num_images, unet.config.in_channels, self.run.height // scale, self.run.width // scale)
         latents = torch.randn(shape, device=hidden.device, dtype=hidden.dtype) * self.scheduler.init_noise_sigma
         added = {k: embeds[k] for k in ("text_embeds", "time_ids") if k in embeds} or None
+        self._use("unet")
         for t in self.scheduler.timesteps[: self.steps_traced]:
             model_input = torch.cat([latents] * 2) if self._cfg else latents
             model_input = self.scheduler.scale_model_input(model_input, t)
@@ -316,6 +393,7 @@ class _Generate:
         from diffusers.image_processor import VaeImageProcessor
 
         vae: Any = program.modules["vae"]
+        self._use("vae")
         upcast = _upcasts_vae(vae, self.spec)
         if upcast:  # vae.to(dtype=...) as the pipeline calls it, without ModelMixin.to's warning
             torch.nn.Module.to(vae, dtype=torch.float32)
