@@ -32,6 +32,7 @@ __all__ = [
     "DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD",
     "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
     "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
+    "DENOISING_STEPS_TRACED",
     "FSDP2_SHARD_RULE",
     "HIPBLASLT_WORKSPACE_BYTES",
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
@@ -346,3 +347,14 @@ def totals(assumptions: list[Overhead]) -> OverheadTotals:
     reserved = allocated + sum(a.bytes for a in assumptions if a.counted_in == "reserved")
     device = reserved + sum(a.bytes for a in assumptions if a.counted_in == "device")
     return OverheadTotals(allocated=allocated, reserved=reserved, device=device)
+
+
+DENOISING_STEPS_TRACED = {"PNDMScheduler": 5}
+"""Denoising steps of a diffusion pipeline traced per scheduler (2 for any other); the rest repeat the last one's memory.
+
+Each step runs the same tensors: the denoiser on the (guidance-doubled) latents, the guidance
+arithmetic, the scheduler's update into new latents; the second step is the first one again.
+A scheduler that keeps a history is traced until it is full: PNDM's PLMS step keeps the last 4
+model outputs (``self.ets``, diffusers/schedulers/scheduling_pndm.py ``step_plms``), full after
+its 5th step (the 2nd appends nothing). Euler and DDIM keep none.
+"""

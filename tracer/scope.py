@@ -33,8 +33,10 @@ class ModuleScope:
         unnamed = (roots or {}).get("")
         self._root_name = type(unnamed).__name__ if unnamed is not None else ""
         for name, root in (roots or {}).items():
-            if name:
-                self._tracker._known_modules[root] = name  # ModTracker names a module by its class otherwise
+            if name:  # ModTracker names a module by its class otherwise, and names children only once the
+                # root's forward runs: a pipeline calls ``vae.decode``, which enters ``vae.decoder`` directly
+                for path, module in root.named_modules():
+                    self._tracker._known_modules[module] = f"{name}.{path}" if path else name
         self._forward_depth = 0
         self.phase: Phase = Phase.SETUP
         self.step: int = -1

@@ -22,6 +22,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
+from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .ranks import rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, advice_for
@@ -115,12 +116,13 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
             *attention_notes(config.attn_implementation),
-            *_run_notes(config, program),
+            *(pipeline_notes(program) if pipeline_phases(program) else _run_notes(config, program)),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
-        options={**_options(config), "attn_implementation": attention_in_force(program.modules)},
+        components=summary.component_peaks(pipeline_phases(program), chosen.timeline, memory),
+        options=_options(config) | {"attn_implementation": attention_in_force(program.modules)} | pipeline_options(program),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 

@@ -19,6 +19,7 @@ from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
 from .models import ModelSource, build_model, load_builder, load_config
+from .pipelines import build_pipeline_program, find_pipeline
 from .program import STEPS, Program
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
@@ -52,6 +53,9 @@ def build_program(
     the config's checkpointing for real; ``"marked"`` runs without it and marks the blocks it
     would wrap, for the graph to compute every choice from one trace.
     """
+    pipeline = find_pipeline(source)
+    if pipeline is not None:
+        return build_pipeline_program(pipeline, config, device=device)
     if isinstance(source, (str, Path)):
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
     if isinstance(source, PretrainedConfig):

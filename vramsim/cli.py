@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "models":
             for model_id in model_zoo.model_ids():
                 print(model_id)
+            for pipeline_id in model_zoo.pipeline_ids():
+                print(f"{pipeline_id}  (diffusion pipeline: --task generate)")
         elif args.command == "gpus":
             render_devices(console)
         elif args.command == "trace":

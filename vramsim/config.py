@@ -141,6 +141,26 @@ class SimulationConfig:
         report=_same))
     moe_routing: str = field(default="balanced", metadata=_option(
         help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
+    height: int | None = field(default=None, metadata=_option(
+        help="diffusion pipelines: image height in pixels (none given: the pipeline's default, e.g. 1024 for SDXL)",
+        parse=int, report=_same))
+    width: int | None = field(default=None, metadata=_option(
+        help="diffusion pipelines: image width in pixels (none given: the pipeline's default)", parse=int, report=_same))
+    num_inference_steps: int = field(default=50, metadata=_option(
+        help="diffusion pipelines: denoising steps", parse=int, report=_same))
+    guidance_scale: float | None = field(default=None, metadata=_option(
+        help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
+        "pipeline's default)", parse=float, report=_same))
+    num_images: int = field(default=1, metadata=_option(
+        help="diffusion pipelines: images per prompt (num_images_per_prompt)", parse=int, report=_same))
+    vae_tiling: bool = field(default=False, metadata=_option(
+        help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same))
+    vae_slicing: bool = field(default=False, metadata=_option(
+        help="diffusion pipelines: vae.enable_slicing(), decode the images one at a time", report=_same))
+    offload: str = field(default="no", metadata=_option(
+        help="diffusion pipelines: CPU offload as diffusers does it: model (enable_model_cpu_offload: only the running "
+        "component's weights on the device), sequential (enable_sequential_cpu_offload: only the running layer's) or no",
+        report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
         help="steps run; the last one is the steady state that is reported", cli=False))
 
@@ -205,8 +225,28 @@ class SimulationConfig:
         self.fsdp = sharding.fsdp
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
             raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
+        _check_image(self)
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
+
+
+def _check_image(config: SimulationConfig) -> None:
+    """Diffusion options: sizes the VAE can decode (multiples of 8, as the pipelines require), counts of at least 1."""
+    for name in ("height", "width"):
+        value = getattr(config, name)
+        if value is not None:
+            _check_count(name, value, 1 << 16)
+            if value % 8:
+                raise ConfigError(f"{name} must be a multiple of 8 (the VAE's downsampling), got {value}")
+    _check_count("num_inference_steps", config.num_inference_steps, 10_000)
+    _check_count("num_images", config.num_images, 1024)
+    if config.offload not in ("no", "model", "sequential"):
+        raise ConfigError(f"unknown offload {config.offload!r}; choose one of: no, model, sequential")
+    if config.offload != "no" and config.device.lower() == "cpu":
+        raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
+    scale = config.guidance_scale
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
+        raise ConfigError(f"guidance_scale must be a number >= 0, got {scale!r}")
 
 
 def _check_count(name: str, value: Any, limit: int, *, allow_zero: bool = False) -> None:

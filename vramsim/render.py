@@ -28,9 +28,15 @@ def render_report(report: Report, console: Console) -> None:
     console.print(
         Text.assemble(
             (f"{report.model}", "bold"),
-            f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
-            f" checkpointing={opts.get('checkpointing')}"
-            + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
+            (
+                f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
+                f" checkpointing={opts.get('checkpointing')}"
+                + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
+                if not report.components
+                else f"  task={report.task} target={report.target} {opts.get('height')}x{opts.get('width')}"
+                f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"
+                f" guidance={opts.get('guidance_scale')}"
+            )
             + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
             f"  parameters={report.parameters:,}",
         )
@@ -48,6 +54,8 @@ def render_report(report: Report, console: Console) -> None:
                       f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)")  # fmt: skip
         for hint in report.advice:
             console.print(f"  try: {hint}")
+    if report.components:
+        console.print(_components(report))
     if report.ranks is not None:
         console.print(_ranks(report))
     if report.checkpointing:
@@ -58,6 +66,21 @@ def render_report(report: Report, console: Console) -> None:
         for item in report.assumptions:
             console.print(f"  - {item.name}: {item.detail}")
     console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _components(report: Report) -> Table:
+    """A pipeline's components, each with the peak while it runs; the largest sets the pipeline's."""
+    top = max(report.components, key=lambda c: c.peak_bytes)
+    table = Table(title=f"Pipeline components (the peak is set by {top.name}, {top.phase})", title_justify="left")
+    for name in ("component", "phase", "peak while running", "weights"):
+        table.add_column(name, justify="left" if name in ("component", "phase") else "right", no_wrap=True)
+    weights = {row.module.partition(".")[0]: 0 for row in report.layers}
+    for row in report.layers:
+        weights[row.module.partition(".")[0]] += row.parameter_bytes
+    for component in report.components:
+        table.add_row(component.name, component.phase, format_bytes(component.peak_bytes),
+                      format_bytes(weights.get(component.name, 0)))  # fmt: skip
+    return table
 
 
 def _ranks(report: Report) -> Table:

@@ -7,7 +7,7 @@ from typing import Any
 
 from vramsim.estimators.checkpointing import CheckpointCost
 
-__all__ = ["Assumption", "CheckpointChoice", "LayerRow", "PeakSite", "RankMemory", "Report"]
+__all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +33,17 @@ class LayerRow:
     """Bytes its forward saved for backward in the steady-state step."""
     peak_bytes: int
     """Highest live bytes (whole device) while this module ran in the steady-state step; 0 if it never ran."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComponentPeak:
+    """One component of a diffusion pipeline (text encoder, denoiser, VAE) and the peak while it runs."""
+
+    name: str
+    peak_bytes: int
+    """Highest allocated bytes (whole device) while this component ran in the steady-state call."""
+    phase: str
+    """The pipeline phase it runs in: ``encode_prompt``, ``denoise`` or ``decode``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +118,8 @@ class Report:
     ranks: RankMemory | None = None
     """With ``gpus`` > 1, ``zero`` or ``fsdp``: the rank the figures above describe."""
     assumptions: list[Assumption] = field(default_factory=list)
+    components: list[ComponentPeak] = field(default_factory=list)
+    """A diffusion pipeline's components, each with its own peak; the largest sets ``peak_bytes``."""
     options: dict[str, Any] = field(default_factory=dict)
     trace_seconds: float = 0.0
 

@@ -14,9 +14,9 @@ from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.categories import Category, Phase
 
 from .device_memory import DeviceMemory
-from .report import LayerRow, PeakSite
+from .report import ComponentPeak, LayerRow, PeakSite
 
-__all__ = ["LayerSpec", "Steady", "count_parameters", "layer_rows", "layer_specs", "steady_peak"]
+__all__ = ["LayerSpec", "Steady", "component_peaks", "count_parameters", "layer_rows", "layer_specs", "steady_peak"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +123,17 @@ def _row_finder(names: tuple[str, ...]) -> Callable[[str], str | None]:
         return None
 
     return row_of
+
+
+def component_peaks(phases: dict[str, str], timeline: Timeline, memory: DeviceMemory) -> list[ComponentPeak]:
+    """Each named module's own peak over the last step: the most allocated at one of its allocations."""
+    first, last = timeline.steps[-1]
+    allocated = memory.live.allocated
+    peaks: dict[str, int] = dict.fromkeys(phases, 0)
+    for index in range(first, last + 1):
+        key, is_alloc = timeline.events[index]
+        if is_alloc:
+            name = timeline.blocks[key].module.partition(".")[0]
+            if name in peaks:
+                peaks[name] = max(peaks[name], allocated[index])
+    return [ComponentPeak(name=name, peak_bytes=peak, phase=phases[name]) for name, peak in peaks.items()]

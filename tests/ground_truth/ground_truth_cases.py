@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -191,6 +192,24 @@ def vae_decoder() -> Callable[[], torch.nn.Module]:
     return VaeDecoder
 
 
+class TiledVaeDecoder(VaeDecoder):
+    """The same decode after ``vae.enable_tiling()``: latents wider than 16 (sample_size 32 / 2) are
+    decoded in overlapping tiles, blended and concatenated, diffusers' own tiled path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vae.enable_tiling()
+
+
+def tiled_vae_decoder() -> Callable[[], torch.nn.Module]:
+    return TiledVaeDecoder
+
+
+def tiny_sdxl() -> str:
+    """A StableDiffusionXLPipeline folder (two CLIP text encoders, a text-time UNet, an fp32 VAE)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-sdxl")
+
+
 def vae_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
     """``seq_len`` is the latent side."""
     return {"latents": torch.randn(batch_size, 4, seq_len, seq_len)}
@@ -293,6 +312,13 @@ CASES: list[Case] = [
         {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss},
     ),
     Case("vae-decode-forward", vae_decoder, {"task": "forward", "batch_size": 1, "seq_len": 8, "inputs": vae_inputs}),
+    # The VAE decode of 24x24 latents, whole and tiled (2x2 tiles of 16 with 4 overlapping, blended row by row).
+    Case("vae-decode-untiled-24-forward", vae_decoder, {"task": "forward", "batch_size": 1, "seq_len": 24, "inputs": vae_inputs}),
+    Case("vae-decode-tiled-24-forward", tiled_vae_decoder,
+         {"task": "forward", "batch_size": 1, "seq_len": 24, "inputs": vae_inputs}),
+    # A diffusion pipeline by folder, run as StableDiffusionXLPipeline.__call__: two text encoders, 2 denoising
+    # steps with guidance (batch doubled), the decode (which sets the peak at 64x64) and the on-device postprocess.
+    Case("sdxl-pipeline-generate", tiny_sdxl, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}),
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),

@@ -1,0 +1,61 @@
+"""Every bundled diffusion pipeline's components build, on the meta device, the parameter counts their publishers report.
+
+The figures are the published ones: the denoisers' and VAEs' safetensors totals on the Hub, and the text encoders'
+(CLIP ViT-L/14's text tower, 123,060,480; OpenCLIP ViT-bigG/14's with its projection, 694,659,840).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vramsim import model_zoo
+from vramsim.pipelines import find_pipeline
+
+SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"
+SDXL = "stabilityai/stable-diffusion-xl-base-1.0"
+FLUX_DEV = "black-forest-labs/FLUX.1-dev"
+FLUX_SCHNELL = "black-forest-labs/FLUX.1-schnell"
+
+PUBLISHED = {
+    # SD 1.5 UNet: 859,520,964 (Hub safetensors total; "860M UNet" in the model card); the VAE is SD's kl-f8, 83,653,863.
+    SD15: {"text_encoder": 123_060_480, "unet": 859_520_964, "vae": 83_653_863},
+    # SDXL base: UNet 2,567,463,684 ("2.6B"), the same kl-f8 VAE architecture, CLIP ViT-L and OpenCLIP bigG.
+    SDXL: {"text_encoder": 123_060_480, "text_encoder_2": 694_659_840, "unet": 2_567_463_684, "vae": 83_653_863},
+    # FLUX.1-dev: transformer 11,901,408,320 (Hub safetensors total, "12B"); T5-v1.1-XXL's encoder 4,762,310,656; the
+    # 16-channel VAE without quant convs 83,819,683. schnell has no guidance embedder: 10,229,760 fewer.
+    FLUX_DEV: {"text_encoder": 123_060_480, "text_encoder_2": 4_762_310_656, "transformer": 11_901_408_320,
+               "vae": 83_819_683},
+    FLUX_SCHNELL: {"text_encoder": 123_060_480, "text_encoder_2": 4_762_310_656, "transformer": 11_891_178_560,
+                   "vae": 83_819_683},
+}  # fmt: skip
+
+
+def _build(folder: object, name: str, library: str, class_name: str) -> torch.nn.Module:
+    import diffusers
+    import transformers
+
+    path = f"{folder}/{name}"
+    with torch.device("meta"):
+        if library == "transformers":
+            config = transformers.AutoConfig.from_pretrained(path)
+            return getattr(transformers, class_name)(config)
+        cls = getattr(diffusers, class_name)
+        return cls.from_config(cls.load_config(path))
+
+
+@pytest.mark.parametrize("pipeline_id", sorted(PUBLISHED))
+def test_bundled_pipeline_components_have_the_published_parameter_counts(pipeline_id: str) -> None:
+    spec = find_pipeline(pipeline_id)
+    assert spec is not None
+    counts = {}
+    for name in PUBLISHED[pipeline_id]:
+        library, class_name = spec.index[name]
+        counts[name] = sum(p.numel() for p in _build(spec.folder, name, library, class_name).parameters())
+    assert counts == PUBLISHED[pipeline_id]
+
+
+def test_pipeline_ids_are_listed_and_the_old_sd15_id_resolves() -> None:
+    assert model_zoo.pipeline_ids() == sorted(PUBLISHED)
+    assert model_zoo.find_pipeline("runwayml/stable-diffusion-v1-5") == model_zoo.find_pipeline(SD15)
+    assert model_zoo.find(SDXL) is None  # a pipeline is no single model's config
