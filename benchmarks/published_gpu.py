@@ -97,9 +97,19 @@ def _ids_and_class_labels(batch: int, seq: int) -> dict[str, torch.Tensor]:
     return {"input_ids": torch.zeros(batch, seq, dtype=torch.long), "labels": torch.zeros(batch, dtype=torch.long)}
 
 
-def _logits_sum(outputs: Any) -> torch.Tensor:
-    """The SDPA benchmark scripts' loss: ``outputs.logits.sum()``."""
-    return outputs.logits.sum()
+class HeldLogitsSum:
+    """The SDPA benchmark scripts' loop: ``outputs = model(**inputs); loss = outputs.logits.sum(); loss.backward()``.
+
+    ``outputs`` is a variable of the loop, so the step's logits stay alive through its backward and through
+    the next step's forward, until ``outputs`` is rebound; this loss holds them the same way. One per case.
+    """
+
+    def __init__(self) -> None:
+        self.outputs: Any = None
+
+    def __call__(self, outputs: Any) -> torch.Tensor:
+        self.outputs = outputs
+        return outputs.logits.sum()
 
 
 # ---- transformers "Model training anatomy" / "Efficient training on a single GPU" (V100 16GB) ---------------------
@@ -108,9 +118,33 @@ _ANATOMY = "https://huggingface.co/docs/transformers/model_memory_anatomy"
 _ONE_GPU = "https://huggingface.co/docs/transformers/v4.20.0/en/perf_train_gpu_one"
 _ANATOMY_STACK = ("Tesla V100-SXM2-16GB, driver 460.91.03 / CUDA 11.2 (nvidia-smi in the page), transformers Trainer "
                   "of Jan 2022 (default optim adamw_hf, model.zero_grad()), NVML used memory after trainer.train()")  # fmt: skip
+
+
+class Trainer2022AdamW(torch.optim.AdamW):
+    """The Trainer of early 2022: AdamW stepping one parameter at a time (its default ``adamw_hf`` did), and
+    ``model.zero_grad()`` on torch 1.x, which zeroes the gradients in place, so they stay allocated all step."""
+
+    def __init__(self, params: Any) -> None:
+        super().__init__(params, lr=5e-5, foreach=False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        super().zero_grad(set_to_none=False)
+
+
+class Trainer2022Adafactor(torch.optim.Adafactor):
+    """``optim="adafactor"`` in the Trainer of early 2022 (factored states, one parameter at a time), gradients
+    zeroed in place as above."""
+
+    def __init__(self, params: Any) -> None:
+        super().__init__(params, lr=5e-5, foreach=False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        super().zero_grad(set_to_none=False)
+
+
 _ANATOMY_BASE: dict[str, Any] = dict(
     model_class="AutoModelForSequenceClassification", seq_len=512, attn_implementation="eager",
-    inputs=_ids_and_class_labels, optimizer="adamw")  # fmt: skip
+    inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW)  # fmt: skip
 
 
 def _anatomy(name: str, source: str, quote: str, mib: int, **options: Any) -> Case:
@@ -135,10 +169,10 @@ ANATOMY = [
              batch_size=1, checkpointing="full", mixed_precision="fp16"),
     _anatomy("bert-large train b4 adafactor", _ONE_GPU,
              'per_device_train_batch_size=4, optim="adafactor" ... GPU memory occupied: 12295 MB.', 12295,
-             batch_size=4, optimizer="adafactor"),
+             batch_size=4, optimizer=Trainer2022Adafactor),
     _anatomy("bert-large train b1x4 grad-ckpt fp16 adafactor", _ONE_GPU,
              'gradient_checkpointing=True, fp16=True, optim="adafactor" ... GPU memory occupied: 4847 MB.', 4847,
-             batch_size=1, checkpointing="full", mixed_precision="fp16", optimizer="adafactor"),
+             batch_size=1, checkpointing="full", mixed_precision="fp16", optimizer=Trainer2022Adafactor),
     _anatomy("bert-large train b4 8-bit Adam", _ONE_GPU,
              "bnb.optim.Adam8bit ... GPU memory occupied: 13085 MB.", 13085, batch_size=4, optimizer="adamw8bit"),
     _anatomy("bert-large train b1x4 grad-ckpt fp16 8-bit Adam", _ONE_GPU,
@@ -165,7 +199,7 @@ def _sdpa_table_case(
     return Case(
         f"{label} train b{batch} s{seq} fp16 {attention}", source,
         f"|{batch}|{seq}|...| {column} peak mem (MB): {mb}", stack, device, model,
-        dict(task="train", batch_size=batch, seq_len=seq, dtype="fp16", optimizer=None, loss=_logits_sum,
+        dict(task="train", batch_size=batch, seq_len=seq, dtype="fp16", optimizer=None, loss=HeldLogitsSum(),
              model_class=model_class, inputs=inputs, attn_implementation=attention),
         "allocated", round(mb * MB),
     )  # fmt: skip
@@ -198,7 +232,8 @@ NEOX_SDPA = [
 
 _LLM_GUIDE = "https://huggingface.co/docs/transformers/llm_tutorial_optimization"
 _LLM_STACK = ("A100 (the guide: 'can be run on a single 40 GB A100'), transformers pipeline('text-generation'), "
-              "device_map='auto', max_new_tokens=60; torch.cuda.max_memory_allocated() / 1024**3")  # fmt: skip
+              "device_map='auto', max_new_tokens=60; load_in_8bit / load_in_4bit (bitsandbytes LLM.int8 / fp4, the "
+              "unquantized modules in float16); torch.cuda.max_memory_allocated() / 1024**3")  # fmt: skip
 _PROMPT_TOKENS = 20
 """'Question: Please write a function in Python that transforms bytes to Giga bytes.\\n\\nAnswer:' is about 20
 StarCoder tokens (the page does not print the count; each token of KV cache is 80 KiB, so +-5 tokens is 0.4 MiB)."""
@@ -209,10 +244,10 @@ OCTOCODER = [
          "bytes_to_giga_bytes(torch.cuda.max_memory_allocated()) ... 29.0260648727417", _LLM_STACK, "a100-40gb",
          "bigcode/octocoder", {**_OCTO, "dtype": "bf16"}, "allocated", round(29.0260648727417 * GiB)),
     Case("octocoder-15.5b generate 8-bit (bnb)", _LLM_GUIDE, "load_in_8bit=True ... 15.219234466552734", _LLM_STACK,
-         "a100-40gb", "bigcode/octocoder", {**_OCTO, "quantization": "bnb-int8"}, "allocated",
+         "a100-40gb", "bigcode/octocoder", {**_OCTO, "dtype": "fp16", "quantization": "bnb-8bit"}, "allocated",
          round(15.219234466552734 * GiB)),
     Case("octocoder-15.5b generate 4-bit (bnb)", _LLM_GUIDE, "load_in_4bit=True ... 9.543574333190918", _LLM_STACK,
-         "a100-40gb", "bigcode/octocoder", {**_OCTO, "quantization": "bnb-nf4"}, "allocated",
+         "a100-40gb", "bigcode/octocoder", {**_OCTO, "dtype": "fp16", "quantization": "bnb-4bit"}, "allocated",
          round(9.543574333190918 * GiB)),
 ]  # fmt: skip
 
@@ -246,7 +281,7 @@ def _ask(case: Case) -> Row:
     try:
         report = simulate(source, device=case.device, **options)
     except VramsimError as exc:
-        return Row(case, refused=str(exc).splitlines()[0])
+        return Row(case, refused=str(exc).splitlines()[0].split(";")[0])
     return Row(case, predicted=getattr(report, REPORT_FIELD[case.measured]), seconds=time.perf_counter() - started)
 
 
