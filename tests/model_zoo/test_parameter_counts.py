@@ -83,6 +83,11 @@ CASES = [
     Published(
         "google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656
     ),
+    # Pythia paper (Biderman et al. 2023, table 1): 405,334,016 total parameters for "410M" (untied embed_in/out).
+    Published("EleutherAI/pythia-410m-deduped", "AutoModelForCausalLM", "GPTNeoXForCausalLM", 405_334_016),
+    # StarCoder 15.5B architecture (OctoCoder is its instruction-tuned copy): 15,517,456,384 with the LM head tied
+    # to wte. The causal-mask buffer transformer.bias (8192 x 8192 bool) is non-persistent, so not counted.
+    Published("bigcode/octocoder", "AutoModelForCausalLM", "GPTBigCodeForCausalLM", 15_517_456_384),
     # Hub safetensors total ("242M"); proj_out is tied to the decoder embedding. Whisper paper: 244M.
     Published(
         "openai/whisper-small", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 241_734_912
@@ -111,7 +116,7 @@ def test_bundled_config_builds_the_published_parameter_count(case: Published) ->
 
 def test_model_ids_lists_every_bundled_model() -> None:
     ids = model_zoo.model_ids()
-    assert len(ids) == 22
+    assert len(ids) == 24
     assert ids == sorted(case.model_id for case in CASES)
 
 
