@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import networkx as nx
 import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import build_graph
@@ -22,8 +23,8 @@ from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
 from .program import Program
-from .ranks import rank_memory, sharding_notes
-from .report import Assumption, CheckpointChoice, Report, advice_for
+from .ranks import model_parallel_notes, rank_memory, sharding_notes
+from .report import Assumption, CheckpointChoice, Report, StageMemory, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
@@ -46,7 +47,8 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
 
 ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
-                              "headroom", "expandable_segments"})  # fmt: skip
+                              "headroom", "expandable_segments", "pp", "pp_schedule", "micro_batches",
+                              "pp_virtual_stages"})  # fmt: skip
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
 
 
@@ -114,9 +116,11 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *target.notes,
             *_run_notes(config, program),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
+            *model_parallel_notes(config.tp, config.pipeline),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
-        ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
+        ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
+                          stages=chosen.stages) if chosen.sharded or config.gpus > 1 else None,
         options=_options(config),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
@@ -145,6 +149,8 @@ class _Outcome:
     timeline: Timeline
     """The timeline replayed: the what-if's, or one rank's of it under ``sharded``'s plan."""
     sharded: Sharded | None = None
+    stages: list[StageMemory] = field(default_factory=list)
+    """With a pipeline: every stage; ``memory`` and ``timeline`` are the busiest one's."""
 
 
 class Analysis:
@@ -165,12 +171,32 @@ class Analysis:
             raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
         except NotImplementedError as exc:
             raise UnsupportedError(f"--checkpointing {plan.spec}: {exc}") from None
+        if self._config.pipeline.active:
+            return self._pipeline(outcome)
         sharding = self._config.sharding
         sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
         timeline = outcome.timeline if sharded is None else sharded.timeline
-        memory = device_memory(timeline, self._target, training=self._config.task == "train",
-                               expandable_segments=self._config.expandable_segments, world_size=sharding.gpus)  # fmt: skip
-        return _Outcome(outcome, memory, timeline, sharded)
+        return _Outcome(outcome, self._replay(timeline), timeline, sharded)
+
+    def _replay(self, timeline: Timeline) -> DeviceMemory:
+        return device_memory(timeline, self._target, training=self._config.task == "train",
+                             expandable_segments=self._config.expandable_segments, world_size=self._config.gpus)  # fmt: skip
+
+    def _pipeline(self, outcome: WhatIf) -> _Outcome:
+        """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""
+        plan = self._config.pipeline
+        try:
+            stages = stage_timelines(self._graph, outcome.timeline, plan)
+        except ValueError as exc:
+            raise ConfigError(f"--pp {plan.stages}: {exc}") from None
+        except NotImplementedError as exc:
+            raise UnsupportedError(f"--pp {plan.stages}: {exc}") from None
+        replayed = [(stage, self._replay(stage.timeline)) for stage in stages]
+        rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
+                            in_flight=stage.in_flight, peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,
+                            fits=self.fits(memory)) for stage, memory in replayed]  # fmt: skip
+        stage, memory = max(replayed, key=lambda item: item[1].device_bytes)
+        return _Outcome(outcome, memory, stage.timeline, None, rows)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
         capacity = self._target.profile.memory_bytes

@@ -9,10 +9,11 @@ from typing import Any, Literal
 import torch
 
 from vramsim.estimators.checkpointing import parse_checkpointing
+from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import ShardingPlan, sharding_plan
 from vramsim.tracer.data_dependent import parse_routing
 
-from .errors import ConfigError
+from .errors import ConfigError, UnsupportedError
 
 __all__ = ["Option", "SimulationConfig", "options"]
 
@@ -122,8 +123,8 @@ class SimulationConfig:
     headroom: float = field(default=0.10, metadata=_option(
         help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
     gpus: int = field(default=1, metadata=_option(
-        help="data-parallel ranks: DDP replicas, or the ranks --zero / --fsdp shard over (estimators/sharding.py)",
-        parse=int, report=_same))
+        help="world size, dp x tp x pp: the data-parallel ranks (DDP replicas, or the ranks --zero / --fsdp shard "
+        "over, estimators/sharding.py) are gpus / (tp x pp)", parse=int, report=_same))
     zero: int = field(default=0, metadata=_option(
         help="DeepSpeed ZeRO stage: 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ weights) sharded "
         "over --gpus", parse=int, report=_same))
@@ -133,6 +134,19 @@ class SimulationConfig:
     gradient_as_bucket_view: bool = field(default=False, metadata=_option(
         help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
         report=_same))
+    tp: int = field(default=1, metadata=_option(
+        help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
+        parse=int, report=_same))
+    pp: int = field(default=1, metadata=_option(
+        help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last "
+        "(estimators/pipeline.py)", parse=int, report=_same))
+    pp_schedule: str = field(default="1f1b", metadata=_option(
+        help="pipeline schedule: gpipe, 1f1b or interleaved-1f1b (torch.distributed.pipelining)", report=_same))
+    micro_batches: int | None = field(default=None, metadata=_option(
+        help="micro-batches per step through the pipeline, each of --batch-size sequences; none given: --pp",
+        parse=int, report=_same))
+    pp_virtual_stages: int = field(default=2, metadata=_option(
+        help="model chunks per pipeline rank with --pp-schedule interleaved-1f1b", parse=int, report=_same))
     moe_routing: str = field(default="balanced", metadata=_option(
         help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
@@ -141,7 +155,12 @@ class SimulationConfig:
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
+        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
+
+    @property
+    def pipeline(self) -> PipelinePlan:
+        """The pipeline plan of ``pp``, ``pp_schedule`` and ``micro_batches`` (checked in ``__post_init__``)."""
+        return pipeline_plan(self.pp, self.pp_schedule, self.micro_batches, self.pp_virtual_stages)
 
     @classmethod
     def from_options(cls, **options: Any) -> SimulationConfig:
@@ -188,8 +207,9 @@ class SimulationConfig:
             )
         self.checkpointing = plan.spec
         self.gradient_checkpointing = plan.kind == "full"
+        _check_model_parallel(self)
         try:
-            sharding = sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
+            sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp
@@ -197,6 +217,26 @@ class SimulationConfig:
             raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
+
+
+def _check_model_parallel(config: SimulationConfig) -> None:
+    """``gpus`` = dp x tp x pp; the pipeline is a training what-if and does not combine with data parallelism yet."""
+    for name in ("gpus", "tp", "pp"):
+        _check_count(name, getattr(config, name), 1 << 16)
+    if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
+        config.gpus = config.tp * config.pp
+    if config.gpus % (config.tp * config.pp):
+        raise ConfigError(f"--gpus {config.gpus} is dp x tp x pp; it must be a multiple of tp x pp = {config.tp * config.pp}")
+    try:
+        plan = pipeline_plan(config.pp, config.pp_schedule, config.micro_batches, config.pp_virtual_stages)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    config.pp_schedule = plan.schedule
+    if plan.active and config.task != "train":
+        raise ConfigError(f"--pp models a training pipeline's micro-batches in flight; --task {config.task} is not training")
+    if plan.active and (config.gpus > config.tp * config.pp or config.zero or config.fsdp != "no"):
+        raise UnsupportedError("--pp with data parallelism (--gpus > tp x pp, --zero, --fsdp) is not modelled yet; "
+                               "set --gpus to tp x pp")  # fmt: skip
 
 
 def _check_count(name: str, value: Any, limit: int, *, allow_zero: bool = False) -> None:
