@@ -113,6 +113,7 @@ class _Split:
             raise ValueError(f"{len(self.layers)} layers do not split evenly into {chunks} pipeline chunks")
         per_chunk = len(self.layers) // chunks
         self.rank_of_layer = {m: (i // per_chunk) % plan.stages for i, m in enumerate(self.layers)}
+        self.owners: dict[int, str | None] = {}
         first_layer = min(u.first_clock for u in graph.graph["units"] if u.step == 0)
         self.before_layers: set[str] = set()
         """Modules outside the layers whose forward runs before the first layer (the embedding): the first stage's."""
@@ -147,11 +148,31 @@ class _Split:
         if category in _STATE or attrs["owner"]:
             return self._ranks_of_module(str(attrs["owner"]).rpartition(".")[0])
         if attrs["phase"] == "optimizer":
-            return set(range(self.plan.stages))
+            owner = self._owner(sid)
+            return self._ranks_of_module(owner.rpartition(".")[0]) if owner else set(range(self.plan.stages))
         ranks = self._ranks_of_module(str(attrs["module"]))
         for _, op in self.graph.out_edges(("storage", sid)):
             ranks |= self._ranks_of_module(self.graph.nodes[op]["module"])
         return ranks
+
+    def _owner(self, sid: int) -> str | None:
+        """The weight an optimizer temporary belongs to: its own ``owner``, else the owner of the input in its
+        position (a foreach op's i-th output is computed from each input list's i-th tensor)."""
+        if sid in self.owners:
+            return self.owners[sid]
+        self.owners[sid] = None  # no cycles
+        node = ("storage", sid)
+        owner = self.graph.nodes[node]["owner"] or None
+        producers = [op for op, _, key in self.graph.in_edges(node, keys=True) if key == "produced"]
+        if owner is None and producers:
+            op = producers[0]
+            outputs = [s for _, (_, s), key in self.graph.out_edges(op, keys=True) if key == "produced"]
+            inputs = [self._owner(s) for (_, s), _, key in self.graph.in_edges(op, keys=True) if key == "read"]
+            owned = [name for name in inputs if name]
+            if owned and len(owned) % len(outputs) == 0:
+                owner = owned[outputs.index(sid)]
+        self.owners[sid] = owner
+        return owner
 
     def stages(self) -> list[StageTimeline]:
         kept: dict[int, list[Block]] = defaultdict(list)

@@ -23,7 +23,7 @@ from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
 from .program import Program
-from .ranks import model_parallel_notes, rank_memory, sharding_notes
+from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, StageMemory, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_program
@@ -193,7 +193,8 @@ class Analysis:
             raise UnsupportedError(f"--pp {plan.stages}: {exc}") from None
         replayed = [(stage, self._replay(stage.timeline)) for stage in stages]
         rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
-                            in_flight=stage.in_flight, peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,
+                            in_flight=stage.in_flight, model_state=held_state(stage.timeline),
+                            peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,
                             fits=self.fits(memory)) for stage, memory in replayed]  # fmt: skip
         stage, memory = max(replayed, key=lambda item: item[1].device_bytes)
         return _Outcome(outcome, memory, stage.timeline, None, rows)

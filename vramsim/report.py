@@ -94,6 +94,8 @@ class StageMemory:
     """Activations it holds per micro-batch between a forward and its backward."""
     in_flight: float
     """Micro-batches' worth of those it holds at once under the schedule."""
+    model_state: dict[str, int]
+    """Its weights, optimizer states and one step's gradients, as allocated."""
     peak_bytes: int
     device_bytes: int
     fits: bool | None

@@ -35,7 +35,7 @@ TP_NOT_TRACED = (
     "the row-parallel all-reduces (o_proj, down_proj, the embedding) and the backward all-reduce of the "
     "column-parallel input gradients are not traced: Megatron reduces in place (no buffer), DTensor's functional "
     "all-reduce makes an out-of-place output that replaces the partial sum (one hidden-sized tensor for a moment); "
-    "the vocab-parallel embedding's mask and the loss's max and sum-of-exp all-reduces are [tokens]-sized"
+    "the vocab-parallel embedding's mask and the loss's max and sum-of-exp all-reduces are one value per token"
 )
 
 
