@@ -6,9 +6,11 @@ everything after the last layer (final norm, head, loss) on the last; torchtitan
 split the same way. A stage's timeline keeps the blocks its ops make or read:
 
 - weights, their gradients and optimizer states by the weight's module (``owner``);
-- activations and temporaries by the module of the op that made them, plus every stage whose ops
-  read them, so a layer output that crosses a stage boundary is counted on both sides: the sender
-  keeps it for its backward, the receiver holds its own received copy;
+- activations and temporaries of the forward by the module of the op that made them (of the
+  backward, by the layer whose backward was running: the last whose saved tensors were being
+  read, the last stage before any), plus every stage whose
+  forward ops read them, so a layer output that crosses a stage boundary is counted on both sides:
+  the sender keeps it for its backward, the receiver holds its own received copy;
 - buffers (rotary tables) and the batch on every stage, as every stage builds its own.
 
 In flight: a stage holds the activations of several micro-batches between their forward and
@@ -28,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import networkx as nx
 
-from vramsim.tracer.graph import storage_nodes
+from vramsim.tracer.graph import saved_edges, storage_nodes
 
 from .timeline import Block, Timeline, order_blocks
 
@@ -114,6 +116,13 @@ class _Split:
         per_chunk = len(self.layers) // chunks
         self.rank_of_layer = {m: (i // per_chunk) % plan.stages for i, m in enumerate(self.layers)}
         self.owners: dict[int, str | None] = {}
+        units = graph.graph["units"]
+        self.backward_starts: dict[tuple[int, str], int] = {}
+        """(step, layer) -> first clock its saved tensors were read back."""
+        for _, _, hold in saved_edges(graph):
+            if hold["unit"] is not None and hold["unpack_clock"] is not None:
+                key = (units[hold["unit"]].step, units[hold["unit"]].module)
+                self.backward_starts[key] = min(self.backward_starts.get(key, hold["unpack_clock"]), hold["unpack_clock"])
         first_layer = min(u.first_clock for u in graph.graph["units"] if u.step == 0)
         self.before_layers: set[str] = set()
         """Modules outside the layers whose forward runs before the first layer (the embedding): the first stage's."""
@@ -150,10 +159,24 @@ class _Split:
         if attrs["phase"] == "optimizer":
             owner = self._owner(sid)
             return self._ranks_of_module(owner.rpartition(".")[0]) if owner else set(range(self.plan.stages))
-        ranks = self._ranks_of_module(str(attrs["module"]))
-        for _, op in self.graph.out_edges(("storage", sid)):
-            ranks |= self._ranks_of_module(self.graph.nodes[op]["module"])
+        if attrs["phase"] == "backward":
+            layer = self._backward_layer(attrs)
+            ranks = {self.rank_of_layer[layer] if layer else self.plan.stages - 1}
+        else:
+            ranks = self._ranks_of_module(str(attrs["module"]))
+        for _, op in self.graph.out_edges(("storage", sid)):  # forward readers: backward ops' modules are autograd's
+            if self.graph.nodes[op]["phase"] == "forward":
+                ranks |= self._ranks_of_module(self.graph.nodes[op]["module"])
         return ranks
+
+    def _backward_layer(self, attrs: dict[str, object]) -> str | None:
+        """The layer whose backward ran when a backward block was made: the last one whose saved tensors
+        began to be read back by then (the trace's module of a backward op is not always the layer's);
+        ``None`` before any (the head's and the loss's backward)."""
+        clock = attrs["alloc_at"][0]  # type: ignore[index]
+        started = [(first, layer) for (step, layer), first in self.backward_starts.items()
+                   if step == attrs["step"] and first <= clock]  # fmt: skip
+        return max(started)[1] if started else None
 
     def _owner(self, sid: int) -> str | None:
         """The weight an optimizer temporary belongs to: its own ``owner``, else the owner of the input in its

@@ -10,7 +10,7 @@ import torch
 
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
-from vramsim.estimators.sharding import ShardingPlan, sharding_plan
+from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
 from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError, UnsupportedError
@@ -221,8 +221,11 @@ class SimulationConfig:
 
 def _check_model_parallel(config: SimulationConfig) -> None:
     """``gpus`` = dp x tp x pp; the pipeline is a training what-if and does not combine with data parallelism yet."""
-    for name in ("gpus", "tp", "pp"):
-        _check_count(name, getattr(config, name), 1 << 16)
+    gpus = config.gpus
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
+        raise ConfigError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
+    for name in ("tp", "pp"):
+        _check_count(name, getattr(config, name), MAX_GPUS)
     if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
         config.gpus = config.tp * config.pp
     if config.gpus % (config.tp * config.pp):

@@ -20,8 +20,10 @@ def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: i
     parts = [f"TP {tp}"] if tp > 1 else []
     if pipeline.active:
         parts.append(f"PP {pipeline.stages} {pipeline.schedule} ({pipeline.micro_batches} micro-batches)")
-    if sharded is not None and (sharded.plan.gpus > 1 or not parts):
-        parts.append(sharded.plan.scheme if sharded.plan.gpus == 1 else f"{sharded.plan.scheme} {sharded.plan.gpus}")
+    if sharded is not None and not parts:
+        parts.append(sharded.plan.scheme)
+    elif sharded is not None:  # data parallelism over the model-parallel groups
+        parts.append(f"{sharded.plan.scheme} {sharded.plan.gpus}")
     busiest = max(stages, key=lambda stage: stage.device_bytes).rank if stages else None
     return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active,
                       model_state=dict(sharded.model_state) if sharded else held_state(timeline),
