@@ -5,7 +5,8 @@ The traced step is one micro-batch through the whole model. A pipeline splits th
 everything after the last layer (final norm, head, loss) on the last; torchtitan and Megatron
 split the same way. A stage's timeline keeps the blocks its ops make or read:
 
-- weights, their gradients and optimizer states by the weight's module (``owner``);
+- weights, their gradients and optimizer states by the weight's module (``owner``) and every
+  stage whose forward reads the weight (a tied embedding: the first stage and the last);
 - activations and temporaries of the forward by the module of the op that made them (of the
   backward, by the layer whose backward was running: the last whose saved tensors were being
   read, the last stage before any), plus every stage whose
@@ -116,6 +117,11 @@ class _Split:
         per_chunk = len(self.layers) // chunks
         self.rank_of_layer = {m: (i // per_chunk) % plan.stages for i, m in enumerate(self.layers)}
         self.owners: dict[int, str | None] = {}
+        self.weight_ranks: dict[str, set[int]] = {}
+        self.weight_sids: dict[str, list[int]] = defaultdict(list)
+        for sid, attrs in storage_nodes(graph):
+            if attrs["category"] == "parameters":
+                self.weight_sids[attrs["owner"]].append(sid)
         units = graph.graph["units"]
         self.backward_starts: dict[tuple[int, str], int] = {}
         """(step, layer) -> first clock its saved tensors were read back."""
@@ -155,7 +161,7 @@ class _Split:
         if category in _EVERY_STAGE:
             return set(range(self.plan.stages))
         if category in _STATE or attrs["owner"]:
-            return self._ranks_of_module(str(attrs["owner"]).rpartition(".")[0])
+            return self._weight_ranks(str(attrs["owner"]))
         if attrs["phase"] == "optimizer":
             owner = self._owner(sid)
             return self._ranks_of_module(owner.rpartition(".")[0]) if owner else set(range(self.plan.stages))
@@ -164,7 +170,22 @@ class _Split:
             ranks = {self.rank_of_layer[layer] if layer else self.plan.stages - 1}
         else:
             ranks = self._ranks_of_module(str(attrs["module"]))
-        for _, op in self.graph.out_edges(("storage", sid)):  # forward readers: backward ops' modules are autograd's
+        return ranks | self._forward_readers(sid)
+
+    def _weight_ranks(self, name: str) -> set[int]:
+        """The stages holding a weight (and its gradient and optimizer states): its module's, and every
+        stage whose forward reads it, so a tied embedding is the first stage's and the last's, as torchtitan
+        and Megatron keep a copy on each."""
+        if name not in self.weight_ranks:
+            ranks = self._ranks_of_module(name.rpartition(".")[0])
+            for sid in self.weight_sids.get(name, ()):
+                ranks |= self._forward_readers(sid)
+            self.weight_ranks[name] = ranks
+        return self.weight_ranks[name]
+
+    def _forward_readers(self, sid: int) -> set[int]:
+        ranks: set[int] = set()
+        for _, op in self.graph.out_edges(("storage", sid)):  # backward ops' modules are autograd's, not the layer's
             if self.graph.nodes[op]["phase"] == "forward":
                 ranks |= self._ranks_of_module(self.graph.nodes[op]["module"])
         return ranks

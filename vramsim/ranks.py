@@ -61,7 +61,8 @@ def model_parallel_notes(tp: int, pipeline: PipelinePlan) -> list[Assumption]:
             f"on the last; {pipeline.schedule} with {pipeline.micro_batches} micro-batches of --batch-size "
             "sequences: a stage holds its activations for the micro-batches in flight (torch.distributed.pipelining "
             "schedules.py), copies of one traced micro-batch's held across the traced backward; tensors crossing a "
-            "stage boundary are counted on both sides; tied embeddings' last-stage copy is not modelled",
+            "stage boundary are counted on both sides; a tied embedding is held, with its gradient and optimizer "
+            "states, on the first stage and the last",
         ))  # fmt: skip
     return notes
 

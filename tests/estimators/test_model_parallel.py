@@ -4,6 +4,7 @@ and what is not modelled is refused in one line."""
 
 from __future__ import annotations
 
+import copy
 from math import ceil
 from typing import Any
 
@@ -70,6 +71,17 @@ def test_pipeline_stages_hold_the_model_states_once_between_them(llama: transfor
         assert 0 <= g.peak_bytes - f.peak_bytes <= g.held_bytes * (4 - f.in_flight)
     assert gpipe.stages[0].peak_bytes > onef1b.stages[0].peak_bytes
     assert gpipe.busiest_stage == max(gpipe.stages, key=lambda s: s.device_bytes).rank
+
+
+def test_a_tied_embedding_is_held_on_the_first_stage_and_the_last(llama: transformers.LlamaConfig) -> None:
+    tied = copy.deepcopy(llama)
+    tied.tie_word_embeddings = True
+    ranks = vramsim.simulate(tied, pp=2, **OPTIONS).ranks
+    assert ranks is not None
+    table = 4 * tied.vocab_size * tied.hidden_size
+    first, last = (s.model_state for s in ranks.stages)
+    assert last["parameters"] - first["parameters"] == 4 * tied.hidden_size  # layers alike; the last adds the final norm
+    assert first["optimizer_states"] > 2 * table and last["optimizer_states"] > 2 * table
 
 
 @pytest.mark.parametrize(("p", "m", "v"), [(2, 4, 2), (4, 8, 2), (4, 4, 3), (8, 8, 4), (2, 2, 2)])
