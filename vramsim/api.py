@@ -36,7 +36,7 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
     ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
     (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
-    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``lora``, ``inputs``,
+    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``tp``, ``pp``, ``lora``, ``inputs``,
     ``loss``...); an unknown one is a ``ConfigError`` naming the choices.
 
     >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
@@ -54,7 +54,8 @@ ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus",
 
 def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options: Any) -> list[Report]:
     """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
-    data parallelism, headroom, expandable segments), which are what-ifs over the traced graph.
+    data and pipeline parallelism, headroom, expandable segments), which are what-ifs over the traced graph
+    (``tp`` changes the traced program, so it is fixed across variants).
 
     >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
     >>> reports[0].peak_bytes > reports[1].peak_bytes
@@ -154,8 +155,9 @@ class _Outcome:
 
 
 class Analysis:
-    """Checkpointing what-ifs over one traced graph, then the config's data parallelism (one
-    rank of it, ``estimators/sharding.py``), each replayed on the target."""
+    """Checkpointing what-ifs over one traced graph, then the config's pipeline stages (each,
+    ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding.py``),
+    each replayed on the target."""
 
     def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
         self._graph = graph
