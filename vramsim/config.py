@@ -139,14 +139,16 @@ class SimulationConfig:
         parse=int, report=_same))
     pp: int = field(default=1, metadata=_option(
         help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last "
-        "(estimators/pipeline.py)", parse=int, report=_same))
+        "(estimators/pipeline.py)", parse=int, report=_same, commands=("trace",)))
     pp_schedule: str = field(default="1f1b", metadata=_option(
-        help="pipeline schedule: gpipe, 1f1b or interleaved-1f1b (torch.distributed.pipelining)", report=_same))
+        help="pipeline schedule: gpipe, 1f1b or interleaved-1f1b (torch.distributed.pipelining)", report=_same,
+        commands=("trace",)))
     micro_batches: int | None = field(default=None, metadata=_option(
         help="micro-batches per step through the pipeline, each of --batch-size sequences; none given: --pp",
-        parse=int, report=_same))
+        parse=int, report=_same, commands=("trace",)))
     pp_virtual_stages: int = field(default=2, metadata=_option(
-        help="model chunks per pipeline rank with --pp-schedule interleaved-1f1b", parse=int, report=_same))
+        help="model chunks per pipeline rank with --pp-schedule interleaved-1f1b", parse=int, report=_same,
+        commands=("trace",)))
     moe_routing: str = field(default="balanced", metadata=_option(
         help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
