@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import networkx as nx
 import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import build_graph
@@ -24,8 +25,8 @@ from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
-from .ranks import rank_memory, sharding_notes
-from .report import Assumption, CheckpointChoice, Report, advice_for
+from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
+from .report import Assumption, CheckpointChoice, Report, StageMemory, advice_for
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
@@ -37,7 +38,7 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
     ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
     (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
-    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``lora``, ``inputs``,
+    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``tp``, ``pp``, ``lora``, ``inputs``,
     ``loss``...); an unknown one is a ``ConfigError`` naming the choices.
 
     >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
@@ -48,13 +49,15 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
 
 ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
-                              "headroom", "expandable_segments"})  # fmt: skip
+                              "headroom", "expandable_segments", "pp", "pp_schedule", "micro_batches",
+                              "pp_virtual_stages"})  # fmt: skip
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
 
 
 def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options: Any) -> list[Report]:
     """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
-    data parallelism, headroom, expandable segments), which are what-ifs over the traced graph.
+    data and pipeline parallelism, headroom, expandable segments), which are what-ifs over the traced graph
+    (``tp`` changes the traced program, so it is fixed across variants).
 
     >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
     >>> reports[0].peak_bytes > reports[1].peak_bytes
@@ -118,9 +121,11 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *attention_notes(config.attn_implementation),
             *(pipeline_notes(program) if pipeline_phases(program) else _run_notes(config, program)),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
+            *model_parallel_notes(config.tp, config.pipeline),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
-        ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
+        ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
+                          stages=chosen.stages) if chosen.sharded or config.gpus > 1 else None,
         components=summary.component_peaks(pipeline_phases(program), chosen.timeline, memory),
         options=_options(config) | {"attn_implementation": attention_in_force(program.modules)} | pipeline_options(program),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
@@ -150,11 +155,14 @@ class _Outcome:
     timeline: Timeline
     """The timeline replayed: the what-if's, or one rank's of it under ``sharded``'s plan."""
     sharded: Sharded | None = None
+    stages: list[StageMemory] = field(default_factory=list)
+    """With a pipeline: every stage; ``memory`` and ``timeline`` are the busiest one's."""
 
 
 class Analysis:
-    """Checkpointing what-ifs over one traced graph, then the config's data parallelism (one
-    rank of it, ``estimators/sharding.py``), each replayed on the target."""
+    """Checkpointing what-ifs over one traced graph, then the config's pipeline stages (each,
+    ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding.py``),
+    each replayed on the target."""
 
     def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
         self._graph = graph
@@ -170,12 +178,33 @@ class Analysis:
             raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
         except NotImplementedError as exc:
             raise UnsupportedError(f"--checkpointing {plan.spec}: {exc}") from None
+        if self._config.pipeline.active:
+            return self._pipeline(outcome)
         sharding = self._config.sharding
         sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
         timeline = outcome.timeline if sharded is None else sharded.timeline
-        memory = device_memory(timeline, self._target, training=self._config.task == "train",
-                               expandable_segments=self._config.expandable_segments, world_size=sharding.gpus)  # fmt: skip
-        return _Outcome(outcome, memory, timeline, sharded)
+        return _Outcome(outcome, self._replay(timeline), timeline, sharded)
+
+    def _replay(self, timeline: Timeline) -> DeviceMemory:
+        return device_memory(timeline, self._target, training=self._config.task == "train",
+                             expandable_segments=self._config.expandable_segments, world_size=self._config.gpus)  # fmt: skip
+
+    def _pipeline(self, outcome: WhatIf) -> _Outcome:
+        """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""
+        plan = self._config.pipeline
+        try:
+            stages = stage_timelines(self._graph, outcome.timeline, plan)
+        except ValueError as exc:
+            raise ConfigError(f"--pp {plan.stages}: {exc}") from None
+        except NotImplementedError as exc:
+            raise UnsupportedError(f"--pp {plan.stages}: {exc}") from None
+        replayed = [(stage, self._replay(stage.timeline)) for stage in stages]
+        rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
+                            in_flight=stage.in_flight, model_state=held_state(stage.timeline),
+                            peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,
+                            fits=self.fits(memory)) for stage, memory in replayed]  # fmt: skip
+        stage, memory = max(replayed, key=lambda item: item[1].device_bytes)
+        return _Outcome(outcome, memory, stage.timeline, None, rows)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
         capacity = self._target.profile.memory_bytes

@@ -21,6 +21,7 @@ from .inputs import default_inputs
 from .models import ModelSource, build_model, load_builder, load_config
 from .pipelines import build_pipeline_program, find_pipeline
 from .program import STEPS, Program
+from .tensor_parallel import rank_config
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
 
@@ -58,6 +59,10 @@ def build_program(
         return build_pipeline_program(pipeline, config, device=device)
     if isinstance(source, (str, Path)):
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
+    if config.tp > 1:
+        if not isinstance(source, PretrainedConfig):
+            raise UnsupportedError("--tp splits a transformers decoder by its config; give a model id or a config")
+        source = rank_config(source, config.tp)
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)

@@ -9,10 +9,11 @@ from typing import Any, Literal
 import torch
 
 from vramsim.estimators.checkpointing import parse_checkpointing
-from vramsim.estimators.sharding import ShardingPlan, sharding_plan
+from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
+from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
 from vramsim.tracer.data_dependent import parse_routing
 
-from .errors import ConfigError
+from .errors import ConfigError, UnsupportedError
 
 __all__ = ["Option", "SimulationConfig", "options"]
 
@@ -128,8 +129,8 @@ class SimulationConfig:
     headroom: float = field(default=0.10, metadata=_option(
         help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
     gpus: int = field(default=1, metadata=_option(
-        help="data-parallel ranks: DDP replicas, or the ranks --zero / --fsdp shard over (estimators/sharding.py)",
-        parse=int, report=_same))
+        help="world size, dp x tp x pp: the data-parallel ranks (DDP replicas, or the ranks --zero / --fsdp shard "
+        "over, estimators/sharding.py) are gpus / (tp x pp)", parse=int, report=_same))
     zero: int = field(default=0, metadata=_option(
         help="DeepSpeed ZeRO stage: 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ weights) sharded "
         "over --gpus", parse=int, report=_same))
@@ -139,6 +140,21 @@ class SimulationConfig:
     gradient_as_bucket_view: bool = field(default=False, metadata=_option(
         help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
         report=_same))
+    tp: int = field(default=1, metadata=_option(
+        help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
+        parse=int, report=_same))
+    pp: int = field(default=1, metadata=_option(
+        help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last "
+        "(estimators/pipeline.py)", parse=int, report=_same, commands=("trace",)))
+    pp_schedule: str = field(default="1f1b", metadata=_option(
+        help="pipeline schedule: gpipe, 1f1b or interleaved-1f1b (torch.distributed.pipelining)", report=_same,
+        commands=("trace",)))
+    micro_batches: int | None = field(default=None, metadata=_option(
+        help="micro-batches per step through the pipeline, each of --batch-size sequences; none given: --pp",
+        parse=int, report=_same, commands=("trace",)))
+    pp_virtual_stages: int = field(default=2, metadata=_option(
+        help="model chunks per pipeline rank with --pp-schedule interleaved-1f1b", parse=int, report=_same,
+        commands=("trace",)))
     moe_routing: str = field(default="balanced", metadata=_option(
         help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
     height: int | None = field(default=None, metadata=_option(
@@ -167,7 +183,12 @@ class SimulationConfig:
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
+        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
+
+    @property
+    def pipeline(self) -> PipelinePlan:
+        """The pipeline plan of ``pp``, ``pp_schedule`` and ``micro_batches`` (checked in ``__post_init__``)."""
+        return pipeline_plan(self.pp, self.pp_schedule, self.micro_batches, self.pp_virtual_stages)
 
     @classmethod
     def from_options(cls, **options: Any) -> SimulationConfig:
@@ -218,8 +239,9 @@ class SimulationConfig:
             )
         self.checkpointing = plan.spec
         self.gradient_checkpointing = plan.kind == "full"
+        _check_model_parallel(self)
         try:
-            sharding = sharding_plan(self.gpus, self.zero, self.fsdp, self.gradient_as_bucket_view)
+            sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp
@@ -247,6 +269,29 @@ def _check_image(config: SimulationConfig) -> None:
     scale = config.guidance_scale
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
         raise ConfigError(f"guidance_scale must be a number >= 0, got {scale!r}")
+
+
+def _check_model_parallel(config: SimulationConfig) -> None:
+    """``gpus`` = dp x tp x pp; the pipeline is a training what-if and does not combine with data parallelism yet."""
+    gpus = config.gpus
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
+        raise ConfigError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
+    for name in ("tp", "pp"):
+        _check_count(name, getattr(config, name), MAX_GPUS)
+    if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
+        config.gpus = config.tp * config.pp
+    if config.gpus % (config.tp * config.pp):
+        raise ConfigError(f"--gpus {config.gpus} is dp x tp x pp; it must be a multiple of tp x pp = {config.tp * config.pp}")
+    try:
+        plan = pipeline_plan(config.pp, config.pp_schedule, config.micro_batches, config.pp_virtual_stages)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    config.pp_schedule = plan.schedule
+    if plan.active and config.task != "train":
+        raise ConfigError(f"--pp models a training pipeline's micro-batches in flight; --task {config.task} is not training")
+    if plan.active and (config.gpus > config.tp * config.pp or config.zero or config.fsdp != "no"):
+        raise UnsupportedError("--pp with data parallelism (--gpus > tp x pp, --zero, --fsdp) is not modelled yet; "
+                               "set --gpus to tp x pp")  # fmt: skip
 
 
 def _check_count(name: str, value: Any, limit: int, *, allow_zero: bool = False) -> None:

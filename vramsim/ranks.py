@@ -1,20 +1,70 @@
-"""From one rank's sharding what-if to the report: the rank's figures and the assumptions behind them."""
+"""From one rank's parallelism what-ifs to the report: the rank's figures and the assumptions behind them."""
 
 from __future__ import annotations
 
 from vramsim.estimators import assumptions as a
+from vramsim.estimators.pipeline import PipelinePlan
 from vramsim.estimators.sharding import Sharded
+from vramsim.estimators.timeline import Timeline
 
-from .report import Assumption, RankMemory
+from .report import Assumption, RankMemory, StageMemory
+from .tensor_parallel import TP_NOT_TRACED
 
-__all__ = ["rank_memory", "sharding_notes"]
+__all__ = ["held_state", "model_parallel_notes", "rank_memory", "sharding_notes"]
 
 
-def rank_memory(sharded: Sharded) -> RankMemory:
-    """The report's ``ranks``: pure data parallelism gives every rank the same program."""
-    return RankMemory(scheme=sharded.plan.scheme, gpus=sharded.plan.gpus, ranks_alike=True,
-                      model_state=dict(sharded.model_state), gathered_elements=sharded.gathered_elements,
-                      buffers=dict(sharded.buffers))  # fmt: skip
+def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: int, pipeline: PipelinePlan,
+                stages: list[StageMemory]) -> RankMemory:  # fmt: skip
+    """The report's ``ranks``: the data-parallel rank ``sharded`` describes, or one tensor-parallel rank of
+    ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage)."""
+    parts = [f"TP {tp}"] if tp > 1 else []
+    if pipeline.active:
+        parts.append(f"PP {pipeline.stages} {pipeline.schedule} ({pipeline.micro_batches} micro-batches)")
+    if sharded is not None and not parts:
+        parts.append(sharded.plan.scheme)
+    elif sharded is not None:  # data parallelism over the model-parallel groups
+        parts.append(f"{sharded.plan.scheme} {sharded.plan.gpus}")
+    busiest = max(stages, key=lambda stage: stage.device_bytes).rank if stages else None
+    return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active,
+                      model_state=dict(sharded.model_state) if sharded else held_state(timeline),
+                      gathered_elements=sharded.gathered_elements if sharded else 0,
+                      buffers=dict(sharded.buffers) if sharded else {}, tp=tp, pp=pipeline.stages, stages=stages,
+                      busiest_stage=busiest)  # fmt: skip
+
+
+def held_state(timeline: Timeline) -> dict[str, int]:
+    """Weights, optimizer states and the last step's gradients on ``timeline``, as allocated."""
+    last_step = len(timeline.steps) - 1
+    state = dict.fromkeys(("parameters", "gradients", "optimizer_states"), 0)
+    for block in timeline.blocks:
+        if block.category in ("parameters", "optimizer_states") or (
+            block.category == "gradients" and block.step in (-1, last_step)
+        ):
+            state[block.category] += block.nbytes
+    return state
+
+
+def model_parallel_notes(tp: int, pipeline: PipelinePlan) -> list[Assumption]:
+    """What the tensor- and pipeline-parallel figures rest on."""
+    notes = []
+    if tp > 1:
+        notes.append(Assumption(
+            name="tensor_parallel_rank",
+            detail=f"one of {tp} tensor-parallel ranks traced as the decoder it runs: heads, kv heads, intermediate size "
+            "and vocabulary divided by tp (rank 0's vocabulary slice, the largest), hidden size and norms whole "
+            "(Megatron's split, DTensor ColwiseParallel/RowwiseParallel with loss_parallel); " + TP_NOT_TRACED,
+        ))  # fmt: skip
+    if pipeline.active:
+        notes.append(Assumption(
+            name="pipeline_stages",
+            detail=f"{pipeline.stages} stages of equal layer counts, embedding on the first, final norm, head and loss "
+            f"on the last; {pipeline.schedule} with {pipeline.micro_batches} micro-batches of --batch-size "
+            "sequences: a stage holds its activations for the micro-batches in flight (torch.distributed.pipelining "
+            "schedules.py), copies of one traced micro-batch's held across the traced backward; tensors crossing a "
+            "stage boundary are counted on both sides; a tied embedding is held, with its gradient and optimizer "
+            "states, on the first stage and the last",
+        ))  # fmt: skip
+    return notes
 
 
 def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:

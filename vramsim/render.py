@@ -88,6 +88,8 @@ def _ranks(report: Report) -> Table:
     ranks = report.ranks
     assert ranks is not None
     alike = "every rank holds the same; one rank's figures" if ranks.ranks_alike else "rank 0's figures"
+    if ranks.busiest_stage is not None:
+        alike = f"the busiest pipeline stage's figures: stage {ranks.busiest_stage}"
     table = Table(title=f"Per rank: {ranks.scheme} over {ranks.gpus} GPUs ({alike})", title_justify="left")
     table.add_column("per rank")
     table.add_column("bytes", justify="right")
@@ -100,6 +102,10 @@ def _ranks(report: Report) -> Table:
         table.add_row("most weight elements gathered at once", f"{ranks.gathered_elements:,}")
     table.add_row("peak allocated", format_bytes(report.peak_bytes))
     table.add_row("on the device (nvidia-smi)", format_bytes(report.device_bytes))
+    for stage in ranks.stages:
+        fits = "" if stage.fits is None else (", fits" if stage.fits else ", does not fit")
+        table.add_row(f"stage {stage.rank}: {len(stage.layers)} layers, {format_bytes(stage.held_bytes)} held per "
+                      f"micro-batch x {stage.in_flight:g} in flight", f"{format_bytes(stage.device_bytes)}{fits}")  # fmt: skip
     if report.fits is not None:
         table.add_row("fits", "yes" if report.fits else "no")
     return table

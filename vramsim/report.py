@@ -7,7 +7,7 @@ from typing import Any
 
 from vramsim.estimators.checkpointing import CheckpointCost
 
-__all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report"]
+__all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report", "StageMemory"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +71,8 @@ class Assumption:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankMemory:
-    """What one data-parallel rank holds besides the peak figures (``estimators/sharding.py``)."""
+    """What one rank holds besides the peak figures (data parallel ``estimators/sharding.py``, tensor and
+    pipeline parallel)."""
 
     scheme: str
     """``DDP``, ``ZeRO-1`` .. ``ZeRO-3``, ``FSDP2 full``, ``FSDP2 grad-op``."""
@@ -84,6 +85,31 @@ class RankMemory:
     """Most weight elements gathered at once (ZeRO-3/FSDP: the current block, the prefetched part, the root)."""
     buffers: dict[str, int]
     """Communication buffers by kind (one buffer's bytes); NCCL's own are in ``assumptions``."""
+    tp: int = 1
+    """Tensor-parallel ranks: the figures are one rank's slice (``vramsim/tensor_parallel.py``)."""
+    pp: int = 1
+    """Pipeline stages: the figures are the busiest stage's (``stages`` lists each)."""
+    stages: list[StageMemory] = field(default_factory=list)
+    busiest_stage: int | None = None
+    """The pipeline rank with the most device memory, whose figures the report gives."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageMemory:
+    """One pipeline rank (``estimators/pipeline.py``)."""
+
+    rank: int
+    layers: list[str]
+    """The decoder layers it runs (the embedding is rank 0's, head and loss the last rank's)."""
+    held_bytes: int
+    """Activations it holds per micro-batch between a forward and its backward."""
+    in_flight: float
+    """Micro-batches' worth of those it holds at once under the schedule."""
+    model_state: dict[str, int]
+    """Its weights, optimizer states and one step's gradients, as allocated."""
+    peak_bytes: int
+    device_bytes: int
+    fits: bool | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
