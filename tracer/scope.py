@@ -66,7 +66,9 @@ class ModuleScope:
         parents = self._tracker.parents - {"Global"}
         if not parents:
             return ""
-        deepest = max(parents, key=lambda name: name.count("."))
+        # ModTracker keeps a set: in backward, modules of equal depth can be active together (their
+        # multi-grad hooks have not all fired); break ties by name, not by the set's hash order.
+        deepest = max(parents, key=lambda name: (name.count("."), name))
         head, _, rest = deepest.partition(".")
         return rest if head == self._root_name else deepest
 
