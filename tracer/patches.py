@@ -23,8 +23,8 @@ from torch.utils._mode_utils import no_dispatch
 from torch.utils._pytree import tree_map
 
 __all__ = [
-    "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "host_checkpoint_device",
-    "leftovers",
+    "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "fused_optimizers_on_meta",
+    "host_checkpoint_device", "leftovers",
 ]  # fmt: skip
 
 _MARK = "__vramsim_patch__"
@@ -62,7 +62,8 @@ RNG_STATE = Patch("rng_state", "torch", "get_rng_state")
 MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_autocast", by_name=True)
 MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
 CHECKPOINT_DEVICE = Patch("checkpoint_device", "torch.utils.checkpoint", "_infer_device_type")
-PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE)
+FUSED_DEVICES = Patch("fused_devices", "torch.utils._foreach_utils", "_get_fused_kernels_supported_devices", by_name=True)
+PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FUSED_DEVICES)
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -109,6 +110,16 @@ def any_mode_grad_hooks() -> contextlib.AbstractContextManager[None]:
 
 def _any_mode_grad_hook(tensors: Any, fn: Callable[..., None], mode: str = "all") -> Any:
     return torch.autograd.graph.register_multi_grad_hook(tensors, lambda _grad: fn(), mode="any")
+
+
+def fused_optimizers_on_meta() -> contextlib.AbstractContextManager[None]:
+    """``torch.optim``'s ``fused=True`` checks each parameter's device against a list without
+    meta (torch/optim/optimizer.py ``_device_dtype_check_for_fused``), though meta stands for a
+    target whose fused kernels exist (CUDA, CPU) and ``_fused_adam_``/``_fused_adamw_``/
+    ``_fused_sgd_`` have meta kernels. Add meta to that list, so the fused step traces: its meta
+    kernels update in place and allocate nothing, as the CUDA kernels do (the tensor addresses
+    travel as kernel arguments, ``multi_tensor_apply_for_fused_optimizer``)."""
+    return FUSED_DEVICES.applied(lambda original: lambda: [*original(), "meta"])
 
 
 def leftovers() -> list[str]:

@@ -21,6 +21,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
+from .optimizers import describe_optimizer
 from .program import Program
 from .ranks import rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, advice_for
@@ -117,7 +118,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
-        options=_options(config),
+        options=_options(config, program),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 
@@ -216,9 +217,13 @@ def _model_name(model: ModelSource) -> str:
     return getattr(model, "name_or_path", None) or getattr(model, "__name__", None) or type(model).__name__
 
 
-def _options(config: SimulationConfig) -> dict[str, Any]:
-    """The report's JSON ``options``: each field whose ``Option`` says how it is shown."""
-    return {spec.name: option.report(getattr(config, spec.name)) for spec, option in options() if option.report}
+def _options(config: SimulationConfig, program: Program) -> dict[str, Any]:
+    """The report's JSON ``options``: each field whose ``Option`` says how it is shown, and the
+    optimizer implementation that ran (a name such as ``adamw`` depends on the target)."""
+    shown = {spec.name: option.report(getattr(config, spec.name)) for spec, option in options() if option.report}
+    if program.optimizer is not None:
+        shown["optimizer_implementation"] = describe_optimizer(program.optimizer)
+    return shown
 
 
 def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:

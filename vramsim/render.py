@@ -30,7 +30,8 @@ def render_report(report: Report, console: Console) -> None:
             (f"{report.model}", "bold"),
             f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
             f" checkpointing={opts.get('checkpointing')}"
-            + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
+            + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else "")
+            + (f" optimizer={opts['optimizer']}: {opts['optimizer_implementation']}" if "optimizer_implementation" in opts else ""),
             f"  parameters={report.parameters:,}",
         )
     )

@@ -1,0 +1,125 @@
+"""The named optimizers: which implementation each name builds, and how a report names it.
+
+``adamw`` is what transformers' Trainer runs by default: ``optim="adamw_torch_fused"`` on
+torch >= 2.8 (``TrainingArguments.optim``), which builds ``torch.optim.AdamW(fused=True)`` on
+every device (``trainer_optimizer._get_adamw_torch``). Its kernel updates the parameters and
+both states in place and allocates nothing, where torch's default foreach AdamW
+(``adamw-foreach``, the Trainer's ``adamw_torch``) makes a temporary the size of all
+parameters. The 8-bit optimizers and Lion are bitsandbytes' own classes, built as the Trainer
+builds them (``_get_bitsandbytes_optimizer``); their states are traced as bitsandbytes
+allocates them (``Optimizer2State.init_state``: uint8 states with one float32 absmax per
+256-element block, float32 states below ``min_8bit_size`` elements).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .errors import ConfigError
+
+__all__ = ["ALIASES", "OPTIMIZERS", "canonical_name", "describe_optimizer", "make_optimizer"]
+
+Factory = Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """One named optimizer: its factory, given the parameters and whether the target defaults to foreach."""
+
+    build: Factory
+    summary: str
+    """What the name means, for the CLI's help and the docs."""
+
+
+def _bitsandbytes() -> Any:
+    try:
+        import bitsandbytes
+    except ImportError:
+        raise ConfigError("this optimizer is bitsandbytes'; install it: pip install bitsandbytes") from None
+    return bitsandbytes
+
+
+def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=1e-4, fused=True)
+
+
+def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool, *, paged: bool) -> torch.optim.Optimizer:
+    if paged:
+        raise ConfigError(
+            "paged-adamw8bit keeps its large states in CUDA managed memory, outside PyTorch's allocator; "
+            "vramsim does not model managed memory yet: use adamw8bit (the same states, device-resident)"
+        )
+    return _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8, is_paged=paged)  # type: ignore[no-any-return]
+
+
+OPTIMIZERS: dict[str, _Named] = {
+    "adamw": _Named(_adamw_fused, "torch AdamW, fused kernel: transformers' Trainer default (adamw_torch_fused)"),
+    "adamw-foreach": _Named(
+        lambda params, foreach: torch.optim.AdamW(params, lr=1e-4, foreach=foreach),
+        "torch AdamW as torch picks it: foreach on GPUs, for-loop on the CPU (Trainer's adamw_torch)",
+    ),
+    "adam": _Named(lambda params, foreach: torch.optim.Adam(params, lr=1e-4, foreach=foreach), "torch Adam (foreach on GPUs)"),
+    "sgd": _Named(
+        lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach), "torch SGD, momentum 0.9"
+    ),
+    "adafactor": _Named(lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach), "torch Adafactor"),
+    "adamw8bit": _Named(
+        lambda params, foreach: _adamw_8bit(params, foreach, paged=False),
+        "bitsandbytes AdamW, 8-bit block-wise states (Trainer's adamw_bnb_8bit); needs bitsandbytes",
+    ),
+    "lion": _Named(
+        lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32),
+        "bitsandbytes Lion, one fp32 state (Trainer's lion_32bit); needs bitsandbytes",
+    ),
+}
+"""Every named optimizer, by its short name."""
+
+ALIASES = {
+    "adamw-fused": "adamw",
+    "adamw_torch_fused": "adamw",
+    "adamw_torch": "adamw-foreach",
+    "adamw_bnb_8bit": "adamw8bit",
+    "adamw_8bit": "adamw8bit",
+    "lion_32bit": "lion",
+}
+"""Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
+
+
+def canonical_name(name: str) -> str | None:
+    """The short name ``name`` stands for, or None when it names no optimizer."""
+    name = name.lower()
+    name = ALIASES.get(name, name)
+    return name if name in OPTIMIZERS else None
+
+
+def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:
+    """The optimizer over ``model``'s trainable parameters; ``foreach``: the target's default
+    for the implementations torch picks per device."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if optimizer is None:
+        return None
+    if callable(optimizer):
+        made = optimizer(params)
+        if not isinstance(made, torch.optim.Optimizer):
+            raise ConfigError(f"the optimizer factory returned {type(made).__name__}, not a torch.optim.Optimizer")
+        return made
+    assert optimizer in OPTIMIZERS, f"optimizer {optimizer!r} passed the config check but has no factory"
+    return OPTIMIZERS[optimizer].build(params, foreach)
+
+
+def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
+    """The class and the kernel choice that runs, e.g. ``torch.optim.AdamW (fused)``."""
+    cls = type(optimizer)
+    module = cls.__module__
+    name = f"{'torch.optim' if module.startswith('torch.optim') else module.split('.')[0]}.{cls.__name__}"
+    defaults = optimizer.defaults
+    if defaults.get("fused"):
+        return f"{name} (fused)"
+    if "foreach" in defaults:
+        return f"{name} ({'foreach' if defaults['foreach'] else 'for-loop'})"
+    bits = getattr(getattr(optimizer, "args", None), "optim_bits", None)
+    return f"{name} ({bits}-bit states)" if bits else name
