@@ -21,7 +21,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
-from .optimizers import describe_optimizer
+from .optimizers import check_target, describe_optimizer
 from .program import Program
 from .ranks import rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, advice_for
@@ -72,6 +72,7 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
         raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
+    check_target(config.optimizer, target.profile.vendor)
     started = time.perf_counter()
     program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
     graph = build_graph(trace)

@@ -12,7 +12,7 @@ from rich.console import Console
 from vramsim import model_zoo
 
 from .api import simulate
-from .config import COMMANDS, options
+from .config import COMMANDS, lora_of_rank, options
 from .errors import VramsimError
 from .render import render_devices, render_report, render_serve, render_validations
 from .serve_config import serve_options

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from .errors import ConfigError
+from .errors import ConfigError, UnsupportedError
 
-__all__ = ["ALIASES", "OPTIMIZERS", "canonical_name", "describe_optimizer", "make_optimizer"]
+__all__ = ["ALIASES", "OPTIMIZERS", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
 
 Factory = Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]
 
@@ -33,6 +33,9 @@ class _Named:
     build: Factory
     summary: str
     """What the name means, for the CLI's help and the docs."""
+    cpu: bool = True
+    """Whether the CPU target's step is modelled: bitsandbytes' CPU update is a Python composite
+    (``backends/cpu/ops.py``) whose fp32 temporaries the meta kernel it registers does not make."""
 
 
 def _bitsandbytes() -> Any:
@@ -47,13 +50,8 @@ def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim
     return torch.optim.AdamW(params, lr=1e-4, fused=True)
 
 
-def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool, *, paged: bool) -> torch.optim.Optimizer:
-    if paged:
-        raise ConfigError(
-            "paged-adamw8bit keeps its large states in CUDA managed memory, outside PyTorch's allocator; "
-            "vramsim does not model managed memory yet: use adamw8bit (the same states, device-resident)"
-        )
-    return _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8, is_paged=paged)  # type: ignore[no-any-return]
+def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    return _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8)  # type: ignore[no-any-return]
 
 
 OPTIMIZERS: dict[str, _Named] = {
@@ -68,12 +66,14 @@ OPTIMIZERS: dict[str, _Named] = {
     ),
     "adafactor": _Named(lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach), "torch Adafactor"),
     "adamw8bit": _Named(
-        lambda params, foreach: _adamw_8bit(params, foreach, paged=False),
+        _adamw_8bit,
         "bitsandbytes AdamW, 8-bit block-wise states (Trainer's adamw_bnb_8bit); needs bitsandbytes",
+        cpu=False,
     ),
     "lion": _Named(
         lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32),
         "bitsandbytes Lion, one fp32 state (Trainer's lion_32bit); needs bitsandbytes",
+        cpu=False,
     ),
 }
 """Every named optimizer, by its short name."""
@@ -89,11 +89,31 @@ ALIASES = {
 """Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
 
 
+NOT_MODELLED = {
+    name: "bitsandbytes' paged optimizers keep states of 1e5 elements or more in CUDA managed memory "
+    "(cudaMallocManaged, outside PyTorch's allocator, evicted to the host under pressure); vramsim does not model "
+    "managed memory yet: adamw8bit holds the same states on the device"
+    for name in ("paged-adamw8bit", "paged_adamw_8bit")
+}
+"""Names people use that vramsim refuses, with the reason."""
+
+
 def canonical_name(name: str) -> str | None:
     """The short name ``name`` stands for, or None when it names no optimizer."""
     name = name.lower()
+    if name in NOT_MODELLED:
+        raise UnsupportedError(f"--optimizer {name}: {NOT_MODELLED[name]}")
     name = ALIASES.get(name, name)
     return name if name in OPTIMIZERS else None
+
+
+def check_target(optimizer: Any, vendor: str) -> None:
+    """Refuse a named optimizer whose step on this target is not modelled."""
+    if isinstance(optimizer, str) and vendor == "cpu" and not OPTIMIZERS[optimizer].cpu:
+        raise UnsupportedError(
+            f"--optimizer {optimizer} on the cpu target: bitsandbytes' CPU step makes fp32 temporaries vramsim does not "
+            "model yet; use a GPU target, where its CUDA kernel updates in place"
+        )
 
 
 def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:

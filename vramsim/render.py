@@ -25,13 +25,14 @@ def format_bytes(nbytes: int) -> str:
 
 def render_report(report: Report, console: Console) -> None:
     opts = report.options
+    optimizer = opts.get("optimizer_implementation")
     console.print(
         Text.assemble(
             (f"{report.model}", "bold"),
             f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
             f" checkpointing={opts.get('checkpointing')}"
             + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else "")
-            + (f" optimizer={opts['optimizer']}: {opts['optimizer_implementation']}" if "optimizer_implementation" in opts else ""),
+            + (f" optimizer={opts.get('optimizer')}: {optimizer}" if optimizer else ""),
             f"  parameters={report.parameters:,}",
         )
     )
