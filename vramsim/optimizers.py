@@ -13,6 +13,7 @@ allocates them (``Optimizer2State.init_state``: uint8 states with one float32 ab
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,19 +32,17 @@ class _Named:
     """One named optimizer: its factory, given the parameters and whether the target defaults to foreach."""
 
     build: Factory
-    summary: str
-    """What the name means, for the CLI's help and the docs."""
     cpu: bool = True
     """Whether the CPU target's step is modelled: bitsandbytes' CPU update is a Python composite
     (``backends/cpu/ops.py``) whose fp32 temporaries the meta kernel it registers does not make."""
 
 
 def _bitsandbytes() -> Any:
+    """bitsandbytes, an optional dependency (imported by name: tracing needs no GPU, only its package)."""
     try:
-        import bitsandbytes
+        return importlib.import_module("bitsandbytes")
     except ImportError:
         raise ConfigError("this optimizer is bitsandbytes'; install it: pip install bitsandbytes") from None
-    return bitsandbytes
 
 
 def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
@@ -51,30 +50,22 @@ def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim
 
 
 def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
-    return _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8)  # type: ignore[no-any-return]
+    made: torch.optim.Optimizer = _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8)
+    return made
 
 
 OPTIMIZERS: dict[str, _Named] = {
-    "adamw": _Named(_adamw_fused, "torch AdamW, fused kernel: transformers' Trainer default (adamw_torch_fused)"),
-    "adamw-foreach": _Named(
-        lambda params, foreach: torch.optim.AdamW(params, lr=1e-4, foreach=foreach),
-        "torch AdamW as torch picks it: foreach on GPUs, for-loop on the CPU (Trainer's adamw_torch)",
-    ),
-    "adam": _Named(lambda params, foreach: torch.optim.Adam(params, lr=1e-4, foreach=foreach), "torch Adam (foreach on GPUs)"),
-    "sgd": _Named(
-        lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach), "torch SGD, momentum 0.9"
-    ),
-    "adafactor": _Named(lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach), "torch Adafactor"),
-    "adamw8bit": _Named(
-        _adamw_8bit,
-        "bitsandbytes AdamW, 8-bit block-wise states (Trainer's adamw_bnb_8bit); needs bitsandbytes",
-        cpu=False,
-    ),
-    "lion": _Named(
-        lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32),
-        "bitsandbytes Lion, one fp32 state (Trainer's lion_32bit); needs bitsandbytes",
-        cpu=False,
-    ),
+    # torch AdamW, fused kernel: the Trainer's default (adamw_torch_fused)
+    "adamw": _Named(_adamw_fused),
+    # torch AdamW as torch picks it: foreach on GPUs, for-loop on the CPU (the Trainer's adamw_torch)
+    "adamw-foreach": _Named(lambda params, foreach: torch.optim.AdamW(params, lr=1e-4, foreach=foreach)),
+    "adam": _Named(lambda params, foreach: torch.optim.Adam(params, lr=1e-4, foreach=foreach)),
+    "sgd": _Named(lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)),
+    "adafactor": _Named(lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach)),
+    # bitsandbytes AdamW with 8-bit block-wise states (the Trainer's adamw_bnb_8bit)
+    "adamw8bit": _Named(_adamw_8bit, cpu=False),
+    # bitsandbytes Lion with one fp32 state (the Trainer's lion_32bit)
+    "lion": _Named(lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32), cpu=False),
 }
 """Every named optimizer, by its short name."""
 
