@@ -5,12 +5,13 @@ Two halves, so the GPU is needed only for the measurement:
     python benchmarks/gpu_validation.py measure OUT_DIR   # on a GPU machine (about 5 minutes on an H200)
     python benchmarks/gpu_validation.py compare [FILE]    # anywhere: vramsim's prediction beside each figure
 
-``measure`` runs each case with the simulator's own workload code (``vramsim.program``) on
-``cuda:0`` and writes ``gpu_measured.json``: ``max_memory_allocated`` and
-``max_memory_reserved`` over the steady-state step, the allocation count of that step, the
-device memory in use after it (``cudaMemGetInfo``), and the machine's stack (torch, CUDA,
-driver). It also writes ``gpu_traces.json.gz``, the allocator's own event list of each last
-step (``torch.cuda.memory._record_memory_history`` without stacks), for diagnosing a miss.
+``measure`` runs each case, in a process of its own, with the simulator's own workload code
+(``vramsim.program``) on ``cuda:0`` and writes ``gpu_measured.json``: ``max_memory_allocated``
+and ``max_memory_reserved`` over the steady-state step, the device memory in use after it
+(``cudaMemGetInfo``), and the machine's stack (torch, CUDA, driver, the bare context). It also
+writes ``gpu_traces.json.gz``, the allocator's own events from the model's build on
+(``torch.cuda.memory._record_memory_history`` without stacks), so a miss can be split into a
+different event stream and a different allocator rule by replaying them.
 ``compare`` reads a measured file (default: the H200 run under ``benchmarks/measured/``) and
 prints one Markdown row per case.
 """
@@ -46,6 +47,10 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         dict(task="train", batch_size=4, seq_len=2048, dtype="bf16", optimizer=_fused_adamw)),
     "llama3.2-1b forward bf16 eager-attention": ("meta-llama/Llama-3.2-1B",
         dict(task="forward", batch_size=2, seq_len=4096, dtype="bf16", attn_implementation="eager")),
+    "llama3.2-1b train fp32": ("meta-llama/Llama-3.2-1B",
+        dict(task="train", optimizer="adamw-foreach", batch_size=2, seq_len=2048)),
+    "llama3.2-1b train fp16-autocast gradscaler": ("meta-llama/Llama-3.2-1B",
+        dict(task="train", optimizer="adamw-foreach", batch_size=4, seq_len=2048, mixed_precision="fp16")),
     "llama3.2-3b train bf16": ("meta-llama/Llama-3.2-3B",
         dict(task="train", optimizer="adamw-foreach", batch_size=2, seq_len=2048, dtype="bf16")),
     "qwen2.5-0.5b forward bf16": ("Qwen/Qwen2.5-0.5B", dict(task="forward", batch_size=8, seq_len=4096, dtype="bf16")),
@@ -119,6 +124,8 @@ def _machine() -> dict[str, Any]:
 
 
 def _measure_case(model: str, options: dict[str, Any]) -> tuple[dict[str, Any], list[list[Any]]]:
+    """One case in a fresh process: its figures over the last step, and every allocator event from
+    the model's build on (so a replay can tell the event stream apart from the allocator's rules)."""
     from vramsim.build import build_program
     from vramsim.config import SimulationConfig
     from vramsim.measure import RealRun
@@ -136,14 +143,13 @@ def _measure_case(model: str, options: dict[str, Any]) -> tuple[dict[str, Any], 
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
                 self.allocated_before = torch.cuda.memory_allocated()
-                torch.cuda.memory._record_memory_history(context=None, stacks="python", max_entries=3_000_000)
 
         def end_step(self) -> None:
             torch.cuda.synchronize()
 
     torch.manual_seed(0)
-    torch.cuda.empty_cache()
     observer = LastStep()
+    torch.cuda.memory._record_memory_history(context=None, stacks="python", max_entries=3_000_000)
     program = build_program(source, config, device="cuda", foreach=True)
     run_program(program, observer)
     snapshot = torch.cuda.memory._snapshot()
@@ -159,35 +165,58 @@ def _measure_case(model: str, options: dict[str, Any]) -> tuple[dict[str, Any], 
         "alloc_retries": stats.get("num_alloc_retries", 0),
         "parameters": sum(p.numel() for p in program.model.parameters()),
     }
-    events = [[e["action"], e["addr"], e["size"]] for e in snapshot["device_traces"][0]]
-    del program
-    torch.cuda.empty_cache()
-    return row, events
+    return row, [[e["action"], e["addr"], e["size"]] for e in snapshot["device_traces"][0]]
 
 
-def measure(out: Path, only: list[str] | None) -> int:
-    expandable = "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-    suffix, tag = (" expandable", "_expandable") if expandable else ("", "")
-    if not torch.cuda.is_available():
-        print("gpu_validation: no CUDA GPU is visible; run `measure` on a GPU machine", file=sys.stderr)
-        return 1
-    out.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"machine": _machine(), "cases": {}}
-    traces: dict[str, list[list[Any]]] = {}
-    print(json.dumps(result["machine"]), flush=True)
-    for name in only or CASES:
+EXPANDABLE = ("llama3.2-1b train fp32 weights bf16-autocast", "llama3.1-8b train bf16 ckpt", "qwen2.5-0.5b forward bf16")
+"""Cases measured a second time with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``."""
+
+
+def _child(kind: str, name: str, path: Path) -> None:
+    """Runs in its own process, so no case sees another's cuBLAS handles, kernels or cached blocks."""
+    if kind == "machine":
+        result: Any = _machine()
+    else:
         model, options = CASES[name]
         started = time.perf_counter()
         try:
-            row, traces[name + suffix] = _measure_case(model, options)
-        except Exception as exc:  # an OOM or a failure is a result too; the next case still runs
-            row = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-            torch.cuda.empty_cache()
+            row, events = _measure_case(model, options)
+        except Exception as exc:  # an OOM or a failure is a result too
+            row, events = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}, []
         row["seconds"] = round(time.perf_counter() - started, 1)
-        result["cases"][name + suffix] = row
-        print(name + suffix, json.dumps(row), flush=True)
-        (out / f"gpu_measured{tag}.json").write_text(json.dumps(result, indent=1))
-        with gzip.open(out / f"gpu_traces{tag}.json.gz", "wt") as file:
+        result = {"row": row, "events": events}
+    path.write_text(json.dumps(result))
+
+
+def measure(out: Path, only: list[str] | None) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = out / "case.json"
+
+    def run(kind: str, name: str = "", expandable: bool = False) -> Any:
+        env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True" if expandable else ""}
+        done = subprocess.run([sys.executable, __file__, "child", kind, name, str(scratch)], env=env, check=False)
+        if done.returncode != 0 or not scratch.exists():
+            return None
+        result = json.loads(scratch.read_text())
+        scratch.unlink()
+        return result
+
+    machine = run("machine")
+    if machine is None:
+        print("gpu_validation: no CUDA GPU is usable here; run `measure` on a GPU machine", file=sys.stderr)
+        return 1
+    result: dict[str, Any] = {"machine": machine, "cases": {}}
+    traces: dict[str, list[list[Any]]] = {}
+    print(json.dumps(machine), flush=True)
+    names = only or list(CASES)
+    runs = [(name, False) for name in names] + [(name, True) for name in names if name in EXPANDABLE]
+    for name, expandable in runs:
+        label = name + (" expandable" if expandable else "")
+        case = run("case", name, expandable) or {"row": {"error": "the case's process died"}, "events": []}
+        result["cases"][label], traces[label] = case["row"], case["events"]
+        print(label, json.dumps(case["row"]), flush=True)
+        (out / "gpu_measured.json").write_text(json.dumps(result, indent=1))
+        with gzip.open(out / "gpu_traces.json.gz", "wt") as file:
             json.dump(traces, file)
     return 0
 
@@ -202,8 +231,9 @@ def compare(path: Path, target: str) -> int:
     gib = 2**30
     print(f"Measured on {measured['machine']['device_name']} (torch {measured['machine']['torch']}, "
           f"CUDA {measured['machine']['cuda']}); predicted for `{target}` by vramsim on torch {torch.__version__}\n")  # fmt: skip
-    print("| case | measured alloc | predicted | error | measured reserved | predicted | error |")
-    print("|---|---|---|---|---|---|---|")
+    print("| case | measured alloc | predicted | error | measured reserved | predicted | error "
+          "| measured device | predicted | error |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, row in measured["cases"].items():
         base = name.removesuffix(" expandable")
         model, options = CASES[base]
@@ -211,33 +241,42 @@ def compare(path: Path, target: str) -> int:
         if name != base:
             options["expandable_segments"] = True
         if "error" in row:
-            print(f"| {name} | failed on the GPU: {row['error']} | | | | | |")
+            print(f"| {name} | failed on the GPU: {row['error']} | | | | | | | | |")
             continue
         try:
             report = vramsim.simulate(source, device=target, **options)
         except vramsim.VramsimError as exc:
-            print(f"| {name} | {row['allocated_bytes'] / gib:.2f} GiB | not predicted: {exc} | | | | |")
+            print(f"| {name} | {row['allocated_bytes'] / gib:.2f} GiB | not predicted: {exc} | | | | | | | |")
             continue
         alloc_error = report.peak_bytes / row["allocated_bytes"] - 1
         reserved_error = report.reserved_bytes / row["reserved_bytes"] - 1
+        device_error = report.device_bytes / row["device_used_after_step"] - 1
         print(f"| {name} | {row['allocated_bytes'] / gib:.2f} GiB | {report.peak_bytes / gib:.2f} GiB | "
               f"{alloc_error:+.1%} | {row['reserved_bytes'] / gib:.2f} GiB | {report.reserved_bytes / gib:.2f} GiB | "
-              f"{reserved_error:+.1%} |", flush=True)  # fmt: skip
+              f"{reserved_error:+.1%} | {row['device_used_after_step'] / gib:.2f} GiB | "
+              f"{report.device_bytes / gib:.2f} GiB | {device_error:+.1%} |", flush=True)  # fmt: skip
     return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("measure", help="run every case on cuda:0 and write the measurements")
+    run = commands.add_parser("measure", help="run every case on cuda:0, each in its own process, and write the measurements")
     run.add_argument("out", type=Path)
     run.add_argument("--only", nargs="*", choices=list(CASES), help="these cases only")
+    child = commands.add_parser("child", help="(internal) one case or the machine facts, in this process")
+    child.add_argument("kind", choices=("machine", "case"))
+    child.add_argument("name")
+    child.add_argument("path", type=Path)
     check = commands.add_parser("compare", help="print vramsim's prediction beside each measured figure")
     check.add_argument("file", type=Path, nargs="?", default=MEASURED)
     check.add_argument("--device", default="h200", help="the catalog target to predict for")
     args = parser.parse_args()
     if args.command == "measure":
         return measure(args.out, args.only)
+    if args.command == "child":
+        _child(args.kind, args.name, args.path)
+        return 0
     return compare(args.file, args.device)
 
 

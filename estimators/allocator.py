@@ -12,7 +12,12 @@ Replays alloc/free events through the rules of c10/cuda/CUDACachingAllocator.cpp
   (``get_free_block``, ``BlockComparatorSize``), and split when the rest is >= 512 B (small pool)
   or > 1 MiB (large pool) (``should_split``); freed blocks merge with free neighbours of the same
   segment (``free_block``, ``try_merge_blocks``);
-- when no cached block fits a new segment is made (``alloc_block``); under a memory limit a failed
+- when no cached block fits a new segment is made (``alloc_block``), below the segments made before
+  it: cudaMalloc hands out descending addresses (in a whole-run trace on an H200, driver 580, 604 of
+  636 new segments lay below the previous one), so on a size tie best fit takes the newest segment;
+  replaying that trace's own events, ascending addresses left 4 GiB too little reserved for eager
+  attention and 1.7% too much for a 3B training step, descending ones matched both exactly
+  (``benchmarks/gpu_validation.py``); under a memory limit a failed
   one first returns every unsplit cached segment to the device and retries (``release_cached_blocks``),
   and reports out-of-memory if that fails too;
 - with ``expandable_segments`` each pool maps 2 MiB (small) or 20 MiB (large) pages into one
@@ -55,7 +60,8 @@ _MIN_LARGE_ALLOC = 10 << 20
 _ROUND_LARGE = 2 << 20
 """``kRoundLarge``: granularity of those own-size segments."""
 _ADDRESS_SPACE = 1 << 48
-"""Virtual range of one expandable segment; the real one is 1.125 x device memory, never the limit."""
+"""Virtual range of one expandable segment (the real one is 1.125 x device memory, never the limit);
+also where the first plain segment ends, the next ones lying below it."""
 _KEY_STRIDE = 1 << 62
 """Free blocks sort by ``size * _KEY_STRIDE + address``: size first, then address, as one int."""
 _ROCM_EXPANDABLE_MIN = (7, 0)
@@ -417,8 +423,8 @@ class CachingAllocator:
         nbytes = _allocation_size(size)
         if not self._fits(nbytes):
             return None
+        self._next_ptr -= nbytes  # below the segments before it, where cudaMalloc puts it
         block = _Block(self._next_ptr, nbytes, pool, None)
-        self._next_ptr += nbytes
         self._segments += 1
         self._grew(nbytes)
         return block

@@ -23,6 +23,7 @@ __all__ = [
     "CUBLAS_WORKSPACE_BYTES_DEFAULT",
     "CUBLAS_WORKSPACE_BYTES_SM90_PLUS",
     "CUDA_CONTEXT_BYTES",
+    "CUDA_KERNELS_LOADED_BYTES",
     "DDP_BUCKET_CAP_BYTES",
     "DDP_FIRST_BUCKET_BYTES",
     "DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS",
@@ -44,6 +45,7 @@ __all__ = [
     "CountedIn",
     "Overhead",
     "OverheadTotals",
+    "cuda_context_bytes",
     "overheads_for",
     "totals",
 ]
@@ -88,6 +90,9 @@ Source: CublasHandlePool.cpp ``parseChosenWorkspaceSize`` under ``USE_ROCM``.
 HIPBLASLT_WORKSPACE_BYTES = 76 * _MiB
 """hipBLASLt workspace: ``76*1024`` KiB, "Use 76 MB for hipBLASLt" (pytorch/pytorch#139300).
 
+Every Instinct GPU in the catalog pays it: ``Context::blasPreferredBackend`` defaults to hipBLASLt
+when every device is in ``CUDAHooks::getHipblasltPreferredArchs`` (gfx90a, gfx942; gfx950 from ROCm 7).
+
 Source: CublasHandlePool.cpp ``parseCUDABlasLtWorkspaceSize``. On ROCm the Lt workspace is a
 separate pool per (handle, stream) (``getCUDABlasLtWorkspace``), taken from the caching allocator.
 AMD's ROCm/pytorch release branches raise it to 80 MiB (ROCm/pytorch#3657, upstream #197201);
@@ -99,20 +104,32 @@ CUDA_CONTEXT_BYTES: dict[Architecture, int] = {
     "turing": 300 * _MiB,
     "ampere": 400 * _MiB,
     "ada": 426 * _MiB,
-    "hopper": 512 * _MiB,
+    "hopper": 648_871_936,
     "blackwell": 612 * _MiB,
 }
-"""Device memory the CUDA context takes outside PyTorch's allocator (an assumption per architecture).
+"""Device memory a bare CUDA context takes outside PyTorch's allocator (an assumption per architecture).
 
-Public measurements with lazy module loading (CUDA >= 11.7):
+Measured with lazy module loading (CUDA >= 11.7), right after the context is created:
 - volta/turing: "~300MB" (ptrblck, pytorch/pytorch#107667).
 - ampere: "around 400MB" (ptrblck, pytorch/pytorch#109888); a bare context on an RTX 3090 was
   256 MiB (invoke-ai/InvokeAI#9413), so this leans high.
 - ada: 426 MiB on an RTX 6000 Ada, torch 2.10+cu130, after ``mem_get_info`` (unslothai/unsloth-zoo#1053).
+- hopper: 618.8 MiB on an H200, torch 2.11+cu130, driver 580.159.04, after ``torch.zeros(1, device="cuda")``
+  (our own run: ``benchmarks/measured/h200.json``, ``context_bytes_after_init``).
 - blackwell: 612 MiB on a B200 after ``mem_get_info`` (unslothai/unsloth#8669).
-- hopper: no published figure found; assumed between Ada and Blackwell.
-Kernels loaded later (cuDNN, cuBLAS, NCCL, Triton) grow it by tens to hundreds of MiB.
 """
+
+CUDA_KERNELS_LOADED_BYTES: dict[Literal["inference", "training"], int] = {
+    "inference": 728_563_712 - 648_871_936,
+    "training": 804_061_184 - 648_871_936,
+}
+"""What the context grows by once a step's kernels are loaded (cuBLAS, cuBLASLt, the ATen kernels
+the step runs): 76 MiB for a forward or generate step, 148 MiB for a training step (backward and
+optimizer kernels too). Measured on an H200 (torch 2.11+cu130, each case in a fresh process) as
+device memory in use minus ``memory_reserved()`` after the step, less the bare context: the
+medians of 8 inference cases (687-697 MiB) and 14 training cases (751-767 MiB) from 0.1B to 47B
+parameters (``benchmarks/measured/h200.json``). Measured on Hopper only; assumed alike elsewhere."""
+
 
 HIP_CONTEXT_BYTES = 410 * _MiB
 """Device memory the HIP runtime takes outside PyTorch's allocator on ROCm (an assumption).
@@ -120,6 +137,17 @@ HIP_CONTEXT_BYTES = 410 * _MiB
 The only public figure found: ~0.4 GiB per process on an RX 7900 XTX, gfx1100
 (Quartermaster-Labs/Quartermaster#24). Not measured on MI300X.
 """
+
+def cuda_context_bytes(device: DeviceProfile, *, training: bool) -> int:
+    """Device memory outside PyTorch's allocator once a step has run: the context and its loaded kernels."""
+    if device.vendor == "amd":
+        return HIP_CONTEXT_BYTES
+    if device.architecture not in CUDA_CONTEXT_BYTES:
+        raise ConfigError(
+            f"no CUDA context size for architecture {device.architecture!r}; known: {', '.join(CUDA_CONTEXT_BYTES)}"
+        )
+    return CUDA_CONTEXT_BYTES[device.architecture] + CUDA_KERNELS_LOADED_BYTES["training" if training else "inference"]
+
 
 NCCL_SIMPLE_BUFFER_BYTES = 1 << 22
 """4 MiB: NCCL's Simple-protocol buffer per channel and peer (``DEFAULT_BUFFSIZE``, ``NCCL_BUFFSIZE``).
@@ -245,7 +273,8 @@ def _hipblas(device: DeviceProfile, handles: int) -> list[Overhead]:
             name=f"hipBLASLt workspace x{handles}",
             bytes=HIPBLASLT_WORKSPACE_BYTES * handles,
             source="CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize (ROCm): 76 MiB, not unified with "
-            f"hipBLAS; assumes the run uses hipBLASLt; {_handles_note(handles)}",
+            "hipBLAS; Context.cpp blasPreferredBackend picks hipBLASLt on Instinct GPUs (CUDAHooks "
+            f"getHipblasltPreferredArchs: gfx90a, gfx942, gfx950 with ROCm >= 7); {_handles_note(handles)}",
             counted_in="allocated",
         ),
     ]
@@ -294,17 +323,14 @@ def overheads_for(device: DeviceProfile, *, world_size: int = 1, training: bool 
             ),
             *_hipblas(device, handles),
         ]
-    elif device.architecture not in CUDA_CONTEXT_BYTES:
-        raise ConfigError(
-            f"no CUDA context size for architecture {device.architecture!r}; known: {', '.join(CUDA_CONTEXT_BYTES)}"
-        )
     else:
         found = [
             Overhead(
                 name="CUDA context",
-                bytes=CUDA_CONTEXT_BYTES[device.architecture],
-                source=f"assumption for {device.architecture} from public measurements with lazy module "
-                "loading (see assumptions.CUDA_CONTEXT_BYTES); grows with the kernels a run loads",
+                bytes=cuda_context_bytes(device, training=training),
+                source=f"assumption: a bare {device.architecture} context as measured with lazy module loading "
+                "(assumptions.CUDA_CONTEXT_BYTES) plus the kernels a step loads, as measured on an H200 "
+                "(assumptions.CUDA_KERNELS_LOADED_BYTES)",
                 counted_in="device",
             ),
             _cublas(device, handles),

@@ -142,3 +142,17 @@ def test_help_shows_every_default(capsys: pytest.CaptureFixture[str], monkeypatc
     assert out.count("(default: ") == out.count("\n  --")  # every flag (-h, --help is not one)
     for default in ("(default: train)", "(default: h100)", "(default: 0.1)", "(default: all-linear)", "(default: adamw)"):
         assert default in out
+
+
+def test_gpus_lists_the_catalog_by_segment(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``vramsim gpus``: one section per segment, AMD apart, estimated memories marked."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run(capsys, "gpus")
+    assert code == 0
+    headings = ["host", "data centre", "workstation", "consumer", "data centre, AMD (ROCm)"]
+    positions = [out.index(f"│ {heading} ") for heading in headings]
+    assert positions == sorted(positions)
+    row = next(line for line in out.splitlines() if "│ rtx-3080-ti " in line)
+    assert "NVIDIA GeForce RTX 3080 Ti" in row and "11.76 GiB *" in row and "sm_86" in row and "│ 80 " not in row
+    assert "│      80 │" in row  # SMs
+    assert "23.64 GiB │" in next(line for line in out.splitlines() if "│ rtx-4090 " in line)  # measured: no star

@@ -124,17 +124,33 @@ def _layers(report: Report) -> Table:
 
 
 def render_devices(console: Console) -> None:
+    """The catalog, one section per segment: what ``total_memory`` reports, the architecture the
+    emulation follows, bf16/fp8 support, SM (or CU) count, and whether the memory is an estimate."""
     from vramsim.estimators.devices import DEVICES
 
-    table = Table(title="Target devices", title_justify="left")
-    for name in ("name", "device", "memory", "arch", "bf16"):
-        table.add_column(name)
+    table = Table(title="Target devices (--device NAME)", title_justify="left")
+    for name in ("name", "device", "total_memory", "arch", "bf16", "fp8", "SMs/CUs"):
+        table.add_column(name, justify="right" if name in ("total_memory", "SMs/CUs") else "left",
+                         no_wrap=name != "device")  # fmt: skip
+    groups = {"host": "host", "datacenter": "data centre", "workstation": "workstation", "consumer": "consumer"}
+    group = ""
     for profile in DEVICES.values():
+        heading = groups[profile.segment] + (", AMD (ROCm)" if profile.vendor == "amd" else "")
+        if heading != group:
+            if group:
+                table.add_section()
+            table.add_row(Text(heading, style="bold"))
+            group = heading
         memory = format_bytes(profile.memory_bytes) if profile.memory_bytes else "host RAM"
+        if profile.memory_source.startswith("estimate"):
+            memory += " *"
         arch = profile.gfx_arch or (f"sm_{profile.compute_capability[0]}{profile.compute_capability[1]}"
                                     if profile.compute_capability else profile.architecture)  # fmt: skip
-        table.add_row(profile.name, profile.label, memory, arch, "yes" if profile.supports_bf16 else "no")
+        table.add_row(profile.name, profile.label, memory, arch, "yes" if profile.supports_bf16 else "no",
+                      "yes" if profile.supports_fp8 else "no", str(profile.multiprocessors or "-"))  # fmt: skip
     console.print(table)
+    console.print("* estimated from a sibling card's driver reservation (no reported figure found); "
+                  "sources: vramsim.estimators.devices")  # fmt: skip
 
 
 def render_validations(results: list[Validation], console: Console) -> None:

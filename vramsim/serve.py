@@ -29,7 +29,7 @@ import torch
 from transformers import PretrainedConfig
 
 from vramsim.estimators import serving
-from vramsim.estimators.assumptions import CUDA_CONTEXT_BYTES, HIP_CONTEXT_BYTES, overheads_for
+from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for
 from vramsim.estimators.checkpointing import parse_checkpointing, what_if
 from vramsim.estimators.kv_cache import CacheSample, CacheTensor, LayerCache, layers_from_samples
 from vramsim.tracer.categories import Category, Phase
@@ -156,7 +156,7 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
     non_torch = _non_torch(target, config.tp, config.engine)
     graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
-    context = HIP_CONTEXT_BYTES if profile.vendor == "amd" else CUDA_CONTEXT_BYTES[profile.architecture]
+    context = cuda_context_bytes(profile, training=False)
     utilization = config.gpu_memory_utilization or (
         serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp))
     inputs = serving.BudgetInputs(
@@ -326,7 +326,8 @@ def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], gra
         found.append(Assumption(name="cuda_graph_pool", bytes=graphs, detail="estimators/serving.py "
                                 "VLLM_CUDA_GRAPH_BYTES: 0.21 GiB measured for Llama-3.2-1B (vllm#11349); subtracted "
                                 "as vLLM >= 0.19 does; --enforce-eager drops it"))  # fmt: skip
-    found.append(Assumption(name="cuda_context", bytes=context, detail="estimators/assumptions.py CUDA_CONTEXT_BYTES; "
+    found.append(Assumption(name="cuda_context", bytes=context, detail="estimators/assumptions.py "
+                            "cuda_context_bytes (context and loaded kernels); "
                             "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
                             if config.engine == "vllm" else "SGLang's mem_fraction_static applies to the memory free "
                             "after it"))  # fmt: skip

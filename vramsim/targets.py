@@ -64,6 +64,10 @@ _CPU_RULES = KernelRules(
 )
 
 
+MEASURED_CAPABILITY = (9, 0)
+"""The compute capability of the GPU the emulation has been checked on (``benchmarks/gpu_validation.py``)."""
+
+
 def resolve_target(name: str) -> Target:
     """The target named ``name``: ``cpu`` or a GPU of the catalog (``vramsim gpus``)."""
     profile = get_device(name)
@@ -86,10 +90,15 @@ def resolve_target(name: str) -> Target:
         workspaces=combine_workspaces(GpuWorkspaces(capability, rocm), reduction_copies(cuda=True)),
         functions=GPU_FUNCTIONS,
     )
+    checked = (
+        "checked against real runs on an H200, which has its kernels (sm 9.0)"
+        if profile.compute_capability == MEASURED_CAPABILITY
+        else "checked against real runs on an H200 (sm 9.0) only, not on this GPU's kernels"
+    )
     note = Assumption(
         name="gpu_emulation",
         detail=f"{profile.label} is emulated on the meta device (kernel choices, autocast, allocator) "
-        "from PyTorch's source; not yet checked against a run on this GPU",
+        f"from PyTorch's source; {checked} (benchmarks/measured/h200.json)",
     )
     return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True,
                   notes=(note, *_sdpa_notes(rules.attention)))  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from vramsim.estimators.devices import DEVICES
+from vramsim.estimators.devices import match_reported_name
 
 from .api import simulate
 from .config import SimulationConfig
@@ -76,17 +76,9 @@ def _validate_cuda(model: ModelSource, device: str, options: dict[str, Any]) -> 
 
 
 def cuda_target_name() -> str:
-    """The catalog entry of ``cuda:0``: its chip named in the driver's device name, closest in memory."""
+    """The catalog entry of ``cuda:0``, from the name and memory ``torch.cuda`` reports (``match_reported_name``)."""
     reported = torch.cuda.get_device_name(0)
-    words = set(reported.lower().replace("-", " ").split())
-    memory = torch.cuda.get_device_properties(0).total_memory
-    candidates = [p for p in DEVICES.values() if p.vendor != "cpu" and _chip(p.name) in words]
-    if not candidates:
+    profile = match_reported_name(reported, torch.cuda.get_device_properties(0).total_memory)
+    if profile is None:
         raise UnsupportedError(f"{reported} is not in the catalog (vramsim gpus); pass --device NAME")
-    return min(candidates, key=lambda p: abs((p.memory_bytes or 0) - memory)).name
-
-
-def _chip(name: str) -> str:
-    """``h100-sxm`` -> ``h100``; ``rtx-4090`` -> ``4090``."""
-    head, _, rest = name.partition("-")
-    return rest if head == "rtx" else head
+    return profile.name

@@ -14,6 +14,7 @@ from vramsim.estimators.assumptions import (
     NCCL_LL128_BUFFER_BYTES,
     NCCL_LL_BUFFER_BYTES,
     Overhead,
+    cuda_context_bytes,
     overheads_for,
     totals,
 )
@@ -44,14 +45,24 @@ def test_cpu_pays_no_overhead() -> None:
 
 @pytest.mark.parametrize(
     ("name", "workspace"),
-    [("a100-80gb", 8_519_680), ("t4", 8_519_680), ("l4", 8_519_680), ("h100-sxm", 32 * MiB),
-     ("h200", 32 * MiB), ("b200", 32 * MiB), ("rtx-5090", 32 * MiB)],
+    [("a100-80gb", 8_519_680), ("t4", 8_519_680), ("l4", 8_519_680), ("rtx-3080-ti", 8_519_680),
+     ("rtx-6000-ada", 8_519_680), ("h100-sxm", 32 * MiB), ("h20", 32 * MiB), ("gh200", 32 * MiB),
+     ("h200", 32 * MiB), ("b200", 32 * MiB), ("gb200", 32 * MiB), ("rtx-5090", 32 * MiB), ("rtx-5070", 32 * MiB)],
 )  # fmt: skip
 def test_cublas_workspace_follows_compute_capability(name: str, workspace: int) -> None:
     device = get_device(name)
     found = overheads_for(device)
-    assert _by_counter(found) == {"device": CUDA_CONTEXT_BYTES[device.architecture], "allocated": workspace}
+    assert _by_counter(found) == {"device": cuda_context_bytes(device, training=False), "allocated": workspace}
     assert all(item.source for item in found)
+
+
+def test_context_is_the_bare_one_plus_the_kernels_a_step_loads() -> None:
+    """Measured on an H200: 618.8 MiB bare, 694.8 MiB after a forward step, 766.8 MiB after a training step."""
+    h200 = get_device("h200")
+    assert CUDA_CONTEXT_BYTES["hopper"] == 648_871_936
+    assert cuda_context_bytes(h200, training=False) == 728_563_712
+    assert cuda_context_bytes(h200, training=True) == 804_061_184
+    assert _by_counter(overheads_for(h200, training=True))["device"] == 804_061_184
 
 
 def test_training_counts_a_workspace_for_autograds_thread() -> None:
@@ -60,10 +71,15 @@ def test_training_counts_a_workspace_for_autograds_thread() -> None:
     assert training.allocated == 2 * inference.allocated == 64 * MiB
 
 
-def test_mi300x_has_hip_context_and_both_blas_workspaces() -> None:
-    found = overheads_for(get_device("mi300x"))
+@pytest.mark.parametrize(
+    ("name", "hipblas"), [("mi210", 32 * MiB), ("mi250x", 32 * MiB), ("mi300x", 128 * MiB), ("mi325x", 128 * MiB),
+                          ("mi355x", 128 * MiB)],
+)  # fmt: skip
+def test_instinct_gpus_have_hip_context_and_both_blas_workspaces(name: str, hipblas: int) -> None:
+    """hipBLAS: 128 MiB on gfx94x/gfx95x, 32 MiB on gfx90a; hipBLASLt's 76 MiB everywhere."""
+    found = overheads_for(get_device(name))
     assert [item.name for item in found] == ["HIP context", "hipBLAS workspace x1", "hipBLASLt workspace x1"]
-    assert _by_counter(found)["allocated"] == 128 * MiB + 76 * MiB
+    assert _by_counter(found)["allocated"] == hipblas + 76 * MiB
 
 
 def test_world_size_adds_nccl_buffers_outside_the_allocator() -> None:

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from .cpu_layout import suggest_memory_format
 
-__all__ = ["GPU_FUNCTIONS", "GpuWorkspaces", "cuda_cross_entropy", "efficient_backward_workspace", "gpu_rms_norm"]
+__all__ = ["GPU_FUNCTIONS", "GpuWorkspaces", "cuda_cross_entropy", "cuda_dropout", "efficient_backward_workspace", "gpu_rms_norm"]
 
 _FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
 _CUDNN_BACKWARD = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
@@ -308,9 +308,24 @@ def cuda_cross_entropy(
     return F.nll_loss(log_probs, target, weight, size_average, ignore_index, reduce, reduction)
 
 
+# -- dropout ------------------------------------------------------------------------------------
+
+
+def cuda_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+    """aten/src/ATen/native/Dropout.cpp ``dropout``: on a GPU (``is_fused_kernel_acceptable``) a
+    training dropout with 0 < p < 1 runs the fused ``native_dropout``, which keeps a bool mask for
+    backward; meta tensors take ``_dropout_impl``, which keeps noise in the input's dtype (4x the
+    mask in float32). In-place dropout never takes the fused kernel."""
+    if training and not inplace and 0.0 < p < 1.0 and input.numel() > 0:
+        return torch.native_dropout(input, p, True)[0]
+    return F.dropout(input, p, training, inplace)
+
+
 GPU_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     F.rms_norm: gpu_rms_norm,
     torch.rms_norm: gpu_rms_norm,
     F.cross_entropy: cuda_cross_entropy,
+    F.dropout: cuda_dropout,
+    torch.dropout: lambda input, p, train: cuda_dropout(input, p, train),
 }
 """Python-level functions whose CUDA path differs from the one meta tensors take."""
