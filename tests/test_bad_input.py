@@ -90,7 +90,7 @@ CASES: dict[str, tuple[Callable[[Path], str], list[str]]] = {
     "unknown task": (TINY, ["--task", "serve"]),
     "unknown dtype": (TINY, ["--dtype", "int3"]),
     "unknown mixed precision": (TINY, ["--mixed-precision", "fp8"]),
-    "unknown optimizer": (TINY, ["--optimizer", "lion"]),
+    "unknown optimizer": (TINY, ["--optimizer", "lamb"]),
     "negative headroom": (TINY, ["--headroom", "-0.1"]),
     "headroom of 1.5": (TINY, ["--headroom", "1.5"]),
     "headroom nan": (TINY, ["--headroom", "nan"]),

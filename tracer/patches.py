@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_map
 
 __all__ = [
     "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "flash_attn_installed",
+    "fused_optimizers_on_meta",
     "host_checkpoint_device", "leftovers",
 ]  # fmt: skip
 
@@ -77,7 +78,9 @@ FLASH_IMPORTS = Patch("flash_imports", "transformers.modeling_flash_attention_ut
                       by_name=True)  # fmt: skip
 FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flash_attention", "get_target_dtype",
                            by_name=True)  # fmt: skip
-PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE)
+FUSED_DEVICES = Patch("fused_devices", "torch.utils._foreach_utils", "_get_fused_kernels_supported_devices", by_name=True)
+PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE,
+           FUSED_DEVICES)  # fmt: skip
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -172,6 +175,16 @@ def _stand_in_imports(functions: tuple[Callable[..., Any], Callable[..., Any]], 
     flash, varlen = functions
     process = fa_utils._lazy_define_process_function(varlen)
     return (flash, varlen, None, fa_utils._pad_input, fa_utils._unpad_input), (process, dict)
+
+
+def fused_optimizers_on_meta() -> contextlib.AbstractContextManager[None]:
+    """``torch.optim``'s ``fused=True`` checks each parameter's device against a list without
+    meta (torch/optim/optimizer.py ``_device_dtype_check_for_fused``), though meta stands for a
+    target whose fused kernels exist (CUDA, CPU) and ``_fused_adam_``/``_fused_adamw_``/
+    ``_fused_sgd_`` have meta kernels. Add meta to that list, so the fused step traces: its meta
+    kernels update in place and allocate nothing, as the CUDA kernels do (the tensor addresses
+    travel as kernel arguments, ``multi_tensor_apply_for_fused_optimizer``)."""
+    return FUSED_DEVICES.applied(lambda original: lambda: [*original(), "meta"])
 
 
 def leftovers() -> list[str]:

@@ -23,6 +23,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, UnsupportedError
 from .models import ModelSource, build_model, load_config
+from .optimizers import check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
@@ -77,6 +78,7 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
         raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
+    check_target(config.optimizer, target.profile.vendor)
     started = time.perf_counter()
     program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
     graph = build_graph(trace)
@@ -127,7 +129,8 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
                           stages=chosen.stages) if chosen.sharded or config.gpus > 1 else None,
         components=summary.component_peaks(pipeline_phases(program), chosen.timeline, memory),
-        options=_options(config) | {"attn_implementation": attention_in_force(program.modules)} | pipeline_options(program),
+        options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)}
+        | pipeline_options(program),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 
@@ -250,9 +253,13 @@ def _model_name(model: ModelSource) -> str:
     return getattr(model, "name_or_path", None) or getattr(model, "__name__", None) or type(model).__name__
 
 
-def _options(config: SimulationConfig) -> dict[str, Any]:
-    """The report's JSON ``options``: each field whose ``Option`` says how it is shown."""
-    return {spec.name: option.report(getattr(config, spec.name)) for spec, option in options() if option.report}
+def _options(config: SimulationConfig, program: Program) -> dict[str, Any]:
+    """The report's JSON ``options``: each field whose ``Option`` says how it is shown, and the
+    optimizer implementation that ran (a name such as ``adamw`` depends on the target)."""
+    shown = {spec.name: option.report(getattr(config, spec.name)) for spec, option in options() if option.report}
+    if program.optimizer is not None:
+        shown["optimizer_implementation"] = describe_optimizer(program.optimizer)
+    return shown
 
 
 def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:

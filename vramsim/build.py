@@ -19,6 +19,7 @@ from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
 from .models import ModelSource, build_model, load_builder, load_config
+from .optimizers import make_optimizer
 from .pipelines import build_pipeline_program, find_pipeline
 from .program import STEPS, Program
 from .tensor_parallel import rank_config
@@ -94,7 +95,7 @@ def build_program(
         model = _apply_lora(model, config.lora)
     with torch.device(device):
         batch = (config.inputs or (lambda b, s: default_inputs(model, b, s, train=train)))(config.batch_size, config.seq_len)
-    optimizer = _make_optimizer(model, config.optimizer, foreach=foreach) if train else None
+    optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
     assert not isinstance(mixed, str), "SimulationConfig resolves dtype names"
     scaler = _grad_scaler(model, device) if optimizer is not None and mixed == torch.float16 else None
@@ -154,26 +155,3 @@ def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
         return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc
-
-
-def _make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:
-    """Optimizers with the target's implementation choice (foreach or for-loop) made explicit."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    if optimizer is None:
-        return None
-    if callable(optimizer):
-        made = optimizer(params)
-        if not isinstance(made, torch.optim.Optimizer):
-            raise ConfigError(f"the optimizer factory returned {type(made).__name__}, not a torch.optim.Optimizer")
-        return made
-    assert optimizer in _OPTIMIZERS, f"optimizer {optimizer!r} passed the config check but has no factory"
-    return _OPTIMIZERS[optimizer](params, foreach)
-
-
-_OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]] = {
-    "adamw": lambda params, foreach: torch.optim.AdamW(params, lr=1e-4, foreach=foreach),
-    "adam": lambda params, foreach: torch.optim.Adam(params, lr=1e-4, foreach=foreach),
-    "sgd": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach),
-    "adafactor": lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach),
-}
-"""The named optimizers, with the target's implementation choice (foreach or for-loop) made explicit."""

@@ -12,7 +12,7 @@ from rich.console import Console
 from vramsim import model_zoo
 
 from .api import simulate
-from .config import COMMANDS, options
+from .config import COMMANDS, lora_of_rank, options
 from .errors import VramsimError
 from .render import render_devices, render_report, render_serve, render_validations
 from .serve_config import serve_options
@@ -81,9 +81,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R."""
     given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
     if given["lora"] is not None:
-        rank, targets = given["lora"], args.lora_targets
-        given["lora"] = {"r": rank, "lora_alpha": 2 * rank,
-                         "target_modules": targets if targets == "all-linear" else targets.split(",")}  # fmt: skip
+        given["lora"] = lora_of_rank(given["lora"], args.lora_targets)
     return given
 
 

@@ -14,12 +14,12 @@ from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
 from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError, UnsupportedError
+from .optimizers import OPTIMIZERS, canonical_name
 
 __all__ = ["Option", "SimulationConfig", "options"]
 
 Task = Literal["train", "forward", "generate"]
 TASKS = ("train", "forward", "generate")
-OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
 MIXED_PRECISION = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -28,6 +28,12 @@ MAX_SEQ_LEN = 1 << 22
 MAX_BATCH = 1 << 20
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 """transformers' ``attn_implementation`` names (``ALL_ATTENTION_FUNCTIONS`` plus ``eager``)."""
+
+
+def lora_of_rank(rank: int, targets: str = "all-linear") -> dict[str, Any]:
+    """peft ``LoraConfig`` arguments for a LoRA of rank ``rank``: alpha 2r, on every linear layer
+    unless ``targets`` names modules (comma-separated); ``lora=16`` and ``--lora-rank 16`` both mean this."""
+    return {"r": rank, "lora_alpha": 2 * rank, "target_modules": targets if targets == "all-linear" else targets.split(",")}
 
 
 COMMANDS = ("trace", "validate")
@@ -102,14 +108,15 @@ class SimulationConfig:
     mixed_precision: torch.dtype | str | None = field(default=None, metadata=_option(
         help="autocast dtype (bf16 or fp16) around the forward pass; weights stay in --dtype", report=_dtype_name))
     optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(default="adamw", metadata=_option(
-        help="adamw, adam, sgd, adafactor or none (Python: also a callable params -> Optimizer)",
+        help=f"{', '.join(OPTIMIZERS)} or none; adamw is the Trainer's default, fused AdamW (vramsim/optimizers.py; "
+        "transformers' optim names such as adamw_torch work too; Python: also a callable params -> Optimizer)",
         parse=_optimizer_flag, report=_optimizer_name))
     checkpointing: str = field(default="none", metadata=_option(
         help="activation checkpointing: none, full, every:K, selective, offload, or all for a table of each "
         "(estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
     gradient_checkpointing: bool = field(default=False, metadata=_option(help="alias of --checkpointing full"))
     lora: Any = field(default=None, metadata=_option(
-        help="train LoRA adapters of this rank (peft; Python: a peft.LoraConfig or a dict of its arguments)",
+        help="train LoRA adapters of this rank (peft; Python: the rank, a peft.LoraConfig or a dict of its arguments)",
         flag="--lora-rank", parse=int, report=lambda value: value is not None))
     max_new_tokens: int | None = field(default=None, metadata=_option(
         help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))
@@ -207,12 +214,13 @@ class SimulationConfig:
         self.dtype = _dtype("dtype", self.dtype, DTYPES)
         self.mixed_precision = _dtype("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         if isinstance(self.optimizer, str):
-            self.optimizer = self.optimizer.lower()
-            if self.optimizer not in OPTIMIZERS:
+            named = canonical_name(self.optimizer)
+            if named is None:
                 raise ConfigError(
                     f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}, "
                     "or pass a callable params -> torch.optim.Optimizer"
                 )
+            self.optimizer = named
         elif self.optimizer is not None and not callable(self.optimizer):
             raise ConfigError(f"optimizer must be a name or a callable, not {type(self.optimizer).__name__}")
         if self.attn_implementation is not None and self.attn_implementation not in ATTN_IMPLEMENTATIONS:
@@ -247,6 +255,9 @@ class SimulationConfig:
         self.fsdp = sharding.fsdp
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
             raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
+        if isinstance(self.lora, int) and not isinstance(self.lora, bool):
+            _check_count("lora", self.lora, 1 << 16)
+            self.lora = lora_of_rank(self.lora)
         _check_image(self)
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")

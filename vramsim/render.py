@@ -25,6 +25,7 @@ def format_bytes(nbytes: int) -> str:
 
 def render_report(report: Report, console: Console) -> None:
     opts = report.options
+    optimizer = opts.get("optimizer_implementation")
     console.print(
         Text.assemble(
             (f"{report.model}", "bold"),
@@ -32,6 +33,7 @@ def render_report(report: Report, console: Console) -> None:
                 f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
                 f" checkpointing={opts.get('checkpointing')}"
                 + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
+                + (f" optimizer={opts.get('optimizer')}: {optimizer}" if optimizer else "")
                 if not report.components
                 else f"  task={report.task} target={report.target} {opts.get('height')}x{opts.get('width')}"
                 f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"

@@ -252,6 +252,7 @@ CASES: list[Case] = [
     # Llama: GQA decoder, the reference family, across every option.
     Case("llama-train-adamw", llama, _TRAIN),
     Case("llama-train-adamw-batch4", llama, {**_TRAIN, "batch_size": 4}),
+    Case("llama-train-adamw-forloop", llama, {**_TRAIN, "optimizer": "adamw-foreach"}),  # torch's CPU default
     Case("llama-train-sgd-momentum", llama, {**_TRAIN, "optimizer": "sgd"}),
     Case("llama-train-adafactor", llama, {**_TRAIN, "optimizer": "adafactor"}),
     Case("llama-train-custom-rmsprop", llama, {**_TRAIN, "optimizer": rmsprop}),

@@ -51,7 +51,7 @@ def test_adamw_peak_by_hand() -> None:
     CPU). Its for-loop update computes ``exp_avg_sq.sqrt() / bias_correction2_sqrt``: two
     temporaries the size of the weight being updated, live together at the division.
     """
-    report = simulate_mlp(optimizer="adamw")
+    report = simulate_mlp(optimizer="adamw-foreach")
     largest = IN * HIDDEN * FLOAT
     assert report.breakdown == {
         "parameters": PARAM_BYTES,
@@ -62,6 +62,20 @@ def test_adamw_peak_by_hand() -> None:
     }
     assert report.peak_bytes == sum(report.breakdown.values())
     assert (report.peak_at.phase, report.peak_at.op) == ("optimizer", "aten.div")
+
+
+def test_fused_adamw_by_hand() -> None:
+    """The default, fused AdamW, keeps the same states and step counters but updates in place:
+    its step adds nothing to the held state, so the peak moves back into backward (fc1's bias
+    gradient, a sum over the batch), and the real CPU run agrees to the byte."""
+    report = simulate_mlp()
+    assert report.options["optimizer_implementation"] == "torch.optim.AdamW (fused)"
+    assert report.breakdown["optimizer_states"] == 2 * PARAM_BYTES + 4 * FLOAT
+    assert (report.peak_at.phase, report.peak_at.op, report.peak_at.module) == ("backward", "aten.sum", "0")
+    config = SimulationConfig(
+        inputs=lambda batch, _: {"input": torch.randn(batch, IN)}, loss=lambda out: out.sum(), batch_size=BATCH, device="cpu"
+    )
+    assert measure_cpu(mlp, config).peak_bytes == report.peak_bytes
 
 
 def test_sgd_momentum_state() -> None:

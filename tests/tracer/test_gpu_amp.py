@@ -12,9 +12,9 @@ from vramsim.tracer.records import Trace
 from vramsim.tracing import trace_program
 
 
-def trace_on(device: str, model: object, mixed_precision: str) -> Trace:
+def trace_on(device: str, model: object, mixed_precision: str, optimizer: str = "adamw-foreach") -> Trace:
     target = resolve_target(device)
-    config = SimulationConfig(batch_size=2, seq_len=32, device=device, mixed_precision=mixed_precision)
+    config = SimulationConfig(batch_size=2, seq_len=32, device=device, mixed_precision=mixed_precision, optimizer=optimizer)
     with target.emulation() as emulation:
         program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach)
         return trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
@@ -38,6 +38,25 @@ def test_fp16_training_runs_the_grad_scaler(tiny_llama) -> None:  # type: ignore
     ops = {o.name for o in trace.ops if o.step == 1 and o.phase == "optimizer"}
     assert {"aten._amp_foreach_non_finite_check_and_unscale_", "aten._amp_update_scale_", "aten._foreach_lerp_"} <= ops
     assert any("found_inf = 0" in note for note in trace.notes)
+
+
+def test_fp16_training_with_fused_adamw(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """A fused optimizer unscales inside its kernel (``_step_supports_amp_scaling``): GradScaler
+    only checks for infs against a dummy inverse scale of 1, then hands the kernel the scale and
+    found_inf; the kernel itself allocates nothing."""
+    trace = trace_on("h100", tiny_llama, "fp16", optimizer="adamw")
+    step = [s for s in trace.storages if s.step == 1 and s.phase == "optimizer"]
+    assert sorted((s.op, s.dtype) for s in step if s.shape == ()) == [
+        ("aten._to_copy", "float32"),  # found_inf, per device (_MultiDeviceReplicator)
+        ("aten._to_copy", "float32"),  # the dummy inverse scale, per device
+        ("aten.add", "float32"),  # found_inf summed over devices
+        ("aten.full", "float32"),  # found_inf
+        ("aten.full", "float32"),  # the dummy inverse scale of 1.0
+        ("aten.mul", "float32"),  # grad_scale handed to the kernel
+    ]
+    assert len(step) == 6
+    ops = [o.name for o in trace.ops if o.step == 1 and o.phase == "optimizer"]
+    assert ops.index("aten._amp_foreach_non_finite_check_and_unscale_") < ops.index("aten._fused_adamw_")
 
 
 def test_report_names_the_scaler_and_bf16_has_none(tiny_llama) -> None:  # type: ignore[no-untyped-def]

@@ -60,8 +60,25 @@ def test_allocator_rounding_and_reserve(tiny_gpt2) -> None:  # type: ignore[no-u
 
 def test_foreach_optimizer_on_gpu(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
     """torch.optim defaults to foreach on CUDA: AdamW's peak has a whole-model sqrt temporary."""
-    gpu = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100")
+    gpu = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100", optimizer="adamw-foreach")
     assert gpu.peak_at.phase == "optimizer" and gpu.peak_at.op.startswith("aten._foreach")
+    assert gpu.options["optimizer_implementation"] == "torch.optim.AdamW (foreach)"
+
+
+def test_default_adamw_is_fused_on_gpu(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
+    """The default is the Trainer's fused AdamW: its step allocates nothing, so the foreach
+    variant's whole-model temporary is gone and the peak moves out of the optimizer step."""
+    from vramsim.models import build_model
+
+    fused = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100")
+    foreach = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100", optimizer="adamw-foreach")
+    assert fused.options["optimizer_implementation"] == "torch.optim.AdamW (fused)"
+    assert fused.peak_at.phase != "optimizer"
+    assert fused.peak_bytes < foreach.peak_bytes
+    # The fused kernel reads each parameter's fp32 step counter on the device (a 512-byte
+    # allocator block each); foreach keeps them on the host.
+    tensors = len(list(build_model(tiny_gpt2, device="meta", dtype=None).parameters()))
+    assert fused.breakdown["optimizer_states"] - foreach.breakdown["optimizer_states"] == 512 * tensors
 
 
 def test_bf16_autocast_refused_on_v100(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]

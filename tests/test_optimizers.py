@@ -1,0 +1,75 @@
+"""The named optimizers: what each name builds, and the states bitsandbytes' 8-bit AdamW holds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vramsim
+from vramsim.config import SimulationConfig
+from vramsim.models import build_model
+
+
+def test_names_and_transformers_optim_names() -> None:
+    """Short names and transformers' ``optim`` names resolve to one implementation each."""
+    assert SimulationConfig(optimizer="adamw_torch_fused").optimizer == "adamw"
+    assert SimulationConfig(optimizer="ADAMW-FUSED").optimizer == "adamw"
+    assert SimulationConfig(optimizer="adamw_torch").optimizer == "adamw-foreach"
+    assert SimulationConfig(optimizer="adamw_bnb_8bit").optimizer == "adamw8bit"
+    with pytest.raises(vramsim.ConfigError, match="unknown optimizer 'lamb'"):
+        SimulationConfig(optimizer="lamb")
+
+
+def test_implementation_named_per_target(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
+    """``adamw-foreach`` is torch's own choice: foreach on a GPU, the for-loop on the CPU."""
+    cpu = vramsim.simulate(tiny_gpt2, seq_len=8, device="cpu", optimizer="adamw-foreach")
+    assert cpu.options["optimizer_implementation"] == "torch.optim.AdamW (for-loop)"
+    sgd = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100", optimizer="sgd")
+    assert sgd.options["optimizer_implementation"] == "torch.optim.SGD (foreach)"
+
+
+def test_lora_rank_as_an_int(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """``lora=4`` is the CLI's ``--lora-rank 4``: alpha 8 on every linear layer."""
+    assert SimulationConfig(lora=4).lora == {"r": 4, "lora_alpha": 8, "target_modules": "all-linear"}
+    report = vramsim.simulate(tiny_llama, seq_len=16, device="h100", lora=4)
+    dense = vramsim.simulate(tiny_llama, seq_len=16, device="h100")
+    assert 0 < report.breakdown["optimizer_states"] < dense.breakdown["optimizer_states"]
+    with pytest.raises(vramsim.ConfigError, match="lora must be between 1"):
+        SimulationConfig(lora=0)
+
+
+def _block(nbytes: int) -> int:
+    """The CUDA caching allocator's block: 512-byte multiples."""
+    return max(512, -(-nbytes // 512) * 512)
+
+
+def test_adamw8bit_states_are_bitsandbytes(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """bitsandbytes' ``Optimizer2State.init_state``: two uint8 states and one fp32 absmax per
+    256-element block each for tensors of 4096 elements or more, two fp32 states below that,
+    and the two 256-entry quantisation maps, copied to the device once."""
+    pytest.importorskip("bitsandbytes")
+    report = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="adamw8bit")
+    assert report.options["optimizer_implementation"] == "bitsandbytes.AdamW (8-bit states)"
+    expected = 2 * _block(256 * 4)
+    for p in build_model(tiny_llama, device="meta", dtype=torch.float32).parameters():
+        n = p.numel()
+        expected += 2 * (_block(n) + _block(-(-n // 256) * 4)) if n >= 4096 else 2 * _block(4 * n)
+    assert report.breakdown["optimizer_states"] == expected
+
+
+def test_paged_optimizers_are_refused_with_the_reason() -> None:
+    with pytest.raises(vramsim.UnsupportedError, match="managed memory"):
+        SimulationConfig(optimizer="paged_adamw_8bit")
+
+
+def test_bitsandbytes_refused_on_the_cpu(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(vramsim.UnsupportedError, match="bitsandbytes' CPU step"):
+        vramsim.simulate(tiny_gpt2, seq_len=8, device="cpu", optimizer="adamw8bit")
+
+
+def test_lion_holds_one_fp32_state(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """bitsandbytes' 32-bit Lion (the Trainer's ``lion_32bit``): one fp32 momentum per parameter."""
+    pytest.importorskip("bitsandbytes")
+    report = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="lion")
+    params = build_model(tiny_llama, device="meta", dtype=torch.float32).parameters()
+    assert report.breakdown["optimizer_states"] == sum(_block(4 * p.numel()) for p in params)

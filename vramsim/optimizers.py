@@ -1,0 +1,136 @@
+"""The named optimizers: which implementation each name builds, and how a report names it.
+
+``adamw`` is what transformers' Trainer runs by default: ``optim="adamw_torch_fused"`` on
+torch >= 2.8 (``TrainingArguments.optim``), which builds ``torch.optim.AdamW(fused=True)`` on
+every device (``trainer_optimizer._get_adamw_torch``). Its kernel updates the parameters and
+both states in place and allocates nothing, where torch's default foreach AdamW
+(``adamw-foreach``, the Trainer's ``adamw_torch``) makes a temporary the size of all
+parameters. The 8-bit optimizers and Lion are bitsandbytes' own classes, built as the Trainer
+builds them (``_get_bitsandbytes_optimizer``); their states are traced as bitsandbytes
+allocates them (``Optimizer2State.init_state``: uint8 states with one float32 absmax per
+256-element block, float32 states below ``min_8bit_size`` elements).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .errors import ConfigError, UnsupportedError
+
+__all__ = ["ALIASES", "OPTIMIZERS", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
+
+Factory = Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """One named optimizer: its factory, given the parameters and whether the target defaults to foreach."""
+
+    build: Factory
+    cpu: bool = True
+    """Whether the CPU target's step is modelled: bitsandbytes' CPU update is a Python composite
+    (``backends/cpu/ops.py``) whose fp32 temporaries the meta kernel it registers does not make."""
+
+
+def _bitsandbytes() -> Any:
+    """bitsandbytes, an optional dependency (imported by name: tracing needs no GPU, only its package)."""
+    try:
+        return importlib.import_module("bitsandbytes")
+    except ImportError:
+        raise ConfigError("this optimizer is bitsandbytes'; install it: pip install bitsandbytes") from None
+
+
+def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=1e-4, fused=True)
+
+
+def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    made: torch.optim.Optimizer = _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8)
+    return made
+
+
+OPTIMIZERS: dict[str, _Named] = {
+    # torch AdamW, fused kernel: the Trainer's default (adamw_torch_fused)
+    "adamw": _Named(_adamw_fused),
+    # torch AdamW as torch picks it: foreach on GPUs, for-loop on the CPU (the Trainer's adamw_torch)
+    "adamw-foreach": _Named(lambda params, foreach: torch.optim.AdamW(params, lr=1e-4, foreach=foreach)),
+    "adam": _Named(lambda params, foreach: torch.optim.Adam(params, lr=1e-4, foreach=foreach)),
+    "sgd": _Named(lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)),
+    "adafactor": _Named(lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach)),
+    # bitsandbytes AdamW with 8-bit block-wise states (the Trainer's adamw_bnb_8bit)
+    "adamw8bit": _Named(_adamw_8bit, cpu=False),
+    # bitsandbytes Lion with one fp32 state (the Trainer's lion_32bit)
+    "lion": _Named(lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32), cpu=False),
+}
+"""Every named optimizer, by its short name."""
+
+ALIASES = {
+    "adamw-fused": "adamw",
+    "adamw_torch_fused": "adamw",
+    "adamw_torch": "adamw-foreach",
+    "adamw_bnb_8bit": "adamw8bit",
+    "adamw_8bit": "adamw8bit",
+    "lion_32bit": "lion",
+}
+"""Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
+
+
+NOT_MODELLED = {
+    name: "bitsandbytes' paged optimizers keep states of 1e5 elements or more in CUDA managed memory "
+    "(cudaMallocManaged, outside PyTorch's allocator, evicted to the host under pressure); vramsim does not model "
+    "managed memory yet: adamw8bit holds the same states on the device"
+    for name in ("paged-adamw8bit", "paged_adamw_8bit")
+}
+"""Names people use that vramsim refuses, with the reason."""
+
+
+def canonical_name(name: str) -> str | None:
+    """The short name ``name`` stands for, or None when it names no optimizer."""
+    name = name.lower()
+    if name in NOT_MODELLED:
+        raise UnsupportedError(f"--optimizer {name}: {NOT_MODELLED[name]}")
+    name = ALIASES.get(name, name)
+    return name if name in OPTIMIZERS else None
+
+
+def check_target(optimizer: Any, vendor: str) -> None:
+    """Refuse a named optimizer whose step on this target is not modelled."""
+    if isinstance(optimizer, str) and vendor == "cpu" and not OPTIMIZERS[optimizer].cpu:
+        raise UnsupportedError(
+            f"--optimizer {optimizer} on the cpu target: bitsandbytes' CPU step makes fp32 temporaries vramsim does not "
+            "model yet; use a GPU target, where its CUDA kernel updates in place"
+        )
+
+
+def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:
+    """The optimizer over ``model``'s trainable parameters; ``foreach``: the target's default
+    for the implementations torch picks per device."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if optimizer is None:
+        return None
+    if callable(optimizer):
+        made = optimizer(params)
+        if not isinstance(made, torch.optim.Optimizer):
+            raise ConfigError(f"the optimizer factory returned {type(made).__name__}, not a torch.optim.Optimizer")
+        return made
+    assert optimizer in OPTIMIZERS, f"optimizer {optimizer!r} passed the config check but has no factory"
+    return OPTIMIZERS[optimizer].build(params, foreach)
+
+
+def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
+    """The class and the kernel choice that runs, e.g. ``torch.optim.AdamW (fused)``."""
+    cls = type(optimizer)
+    module = cls.__module__
+    name = f"{'torch.optim' if module.startswith('torch.optim') else module.split('.')[0]}.{cls.__name__}"
+    defaults = optimizer.defaults
+    if defaults.get("fused"):
+        return f"{name} (fused)"
+    if "foreach" in defaults:
+        return f"{name} ({'foreach' if defaults['foreach'] else 'for-loop'})"
+    bits = getattr(getattr(optimizer, "args", None), "optim_bits", None)
+    return f"{name} ({bits}-bit states)" if bits else name
