@@ -14,6 +14,7 @@ allocates them (``Optimizer2State.init_state``: uint8 states with one float32 ab
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,10 @@ from .errors import ConfigError, UnsupportedError
 __all__ = ["ALIASES", "OPTIMIZERS", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
 
 Factory = Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]
+
+# bitsandbytes' CPU backend logs a warning when it is imported (by peft or transformers, too) about
+# an optional 4-bit kernel package that nothing vramsim runs calls; keep it off the user's screen.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +43,8 @@ class _Named:
 
 
 def _bitsandbytes() -> Any:
-    """bitsandbytes, an optional dependency (imported by name: tracing needs no GPU, only its package)."""
-    try:
-        return importlib.import_module("bitsandbytes")
-    except ImportError:
-        raise ConfigError("this optimizer is bitsandbytes'; install it: pip install bitsandbytes") from None
+    """bitsandbytes, imported when one of its optimizers is asked for (tracing needs no GPU, only its package)."""
+    return importlib.import_module("bitsandbytes")
 
 
 def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
