@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -15,7 +16,7 @@ from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
-from . import summary
+from . import generation, summary
 from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
@@ -72,23 +73,41 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     started = time.perf_counter()
-    program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
-    graph = build_graph(trace)
+    program, specs, trace, graph, derived = _trace(model, config, target)
     traced = time.perf_counter() - started
     reports = []
     for each in configs:
         began = time.perf_counter()
-        reports.append(_report(model, each, target, program, specs, trace, graph,
+        reports.append(_report(model, each, target, program, specs, trace, graph, derived,
                                seconds=traced + time.perf_counter() - began))  # fmt: skip
     return reports
 
 
+def _trace(
+    model: ModelSource, config: SimulationConfig, target: Target
+) -> tuple[Program, list[summary.LayerSpec], Trace, nx.MultiDiGraph, generation.Generation | None]:
+    """Trace the workload; a long generation as two short runs it is derived from (``vramsim/generation.py``),
+    unless they cannot give it, and then whole."""
+    if generation.derives(config):
+        program, specs, trace = build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
+        graph = build_graph(trace)
+        if "decoder_input_ids" not in program.batch:
+            _, _, probe = build_and_trace(model, generation.tail_config(config), target, checkpointing="marked")
+            try:
+                return program, specs, trace, graph, generation.derive(graph, build_graph(probe), config.max_new_tokens or 0)
+            except ValueError:
+                pass
+    program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
+    return program, specs, trace, build_graph(trace), None
+
+
 def _report(model: ModelSource, config: SimulationConfig, target: Target, program: Program,
-            specs: list[summary.LayerSpec], trace: Trace, graph: nx.MultiDiGraph, *, seconds: float) -> Report:  # fmt: skip
+            specs: list[summary.LayerSpec], trace: Trace, graph: nx.MultiDiGraph,
+            derived: generation.Generation | None, *, seconds: float) -> Report:  # fmt: skip
     """One variant's report from the shared trace."""
     plan = parse_checkpointing(config.checkpointing)
     started = time.perf_counter()
-    analysis = Analysis(graph, target, config)
+    analysis = Analysis(graph, target, config, timeline=None if derived is None else derived.timeline)
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.timeline, chosen.memory)
     memory = chosen.memory
@@ -115,6 +134,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *_run_notes(config, program),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
+            *([derived.note] if derived is not None else []),
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
         options=_options(config),
@@ -151,8 +171,12 @@ class Analysis:
     """Checkpointing what-ifs over one traced graph, then the config's data parallelism (one
     rank of it, ``estimators/sharding.py``), each replayed on the target."""
 
-    def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
+    def __init__(
+        self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig, *, timeline: Timeline | None = None
+    ) -> None:
+        """``timeline``: a derived generation's, standing for the traced one (``vramsim/generation.py``)."""
         self._graph = graph
+        self._timeline = timeline
         self._target = target
         self._config = config
         # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
@@ -165,6 +189,8 @@ class Analysis:
             raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
         except NotImplementedError as exc:
             raise UnsupportedError(f"--checkpointing {plan.spec}: {exc}") from None
+        if self._timeline is not None:  # a generation runs no checkpointing: the what-if is the trace itself
+            outcome = dataclasses.replace(outcome, timeline=self._timeline)
         sharding = self._config.sharding
         sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
         timeline = outcome.timeline if sharded is None else sharded.timeline
