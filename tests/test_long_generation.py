@@ -28,6 +28,12 @@ def _gemma2() -> transformers.PretrainedConfig:
     return transformers.Gemma2Config(**_TINY, head_dim=8, sliding_window=16, architectures=["Gemma2ForCausalLM"])
 
 
+def _t5() -> transformers.PretrainedConfig:
+    """An encoder-decoder: the tail probe lengthens the decoder prompt and keeps the encoder's."""
+    return transformers.T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=32, num_layers=2, num_heads=4, pad_token_id=0,
+                                 decoder_start_token_id=0, architectures=["T5ForConditionalGeneration"])  # fmt: skip
+
+
 def _events(timeline: Timeline) -> list[tuple[bool, int, str, str, str]]:
     return [(alloc, timeline.blocks[key].nbytes, timeline.blocks[key].op, timeline.blocks[key].module,
              timeline.blocks[key].category) for key, alloc in timeline.events]  # fmt: skip
@@ -36,14 +42,17 @@ def _events(timeline: Timeline) -> list[tuple[bool, int, str, str, str]]:
 def _timelines(model: transformers.PretrainedConfig, device: str) -> tuple[Timeline, Timeline]:
     config = SimulationConfig(task="generate", seq_len=6, max_new_tokens=_NEW_TOKENS, device=device)
     target = resolve_target(device)
-    _, _, head = api.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
-    _, _, tail = api.build_and_trace(model, generation.tail_config(config), target, checkpointing="marked")
+    program, _, head = api.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
+    probe, prepare = generation.tail_probe(config, program.batch)
+    _, _, tail = api.build_and_trace(model, probe, target, checkpointing="marked", prepare=prepare)
     derived = generation.derive(build_graph(head), build_graph(tail), _NEW_TOKENS).timeline
     _, _, whole = api.build_and_trace(model, config, target, checkpointing="marked")
     return derived, derive_timeline(build_graph(whole))
 
 
-@pytest.mark.parametrize(("model", "device"), [(_llama, "cpu"), (_gemma2, "h100")], ids=["llama-cpu", "gemma2-h100"])
+@pytest.mark.parametrize(
+    ("model", "device"), [(_llama, "cpu"), (_gemma2, "h100"), (_t5, "cpu")], ids=["llama-cpu", "gemma2-h100", "t5-cpu"]
+)
 def test_derived_generation_is_the_traced_one(model: Any, device: str) -> None:
     """Every event, its bytes and its role: the cache's cat (old and new live), sliding layers capped at the window."""
     derived, whole = _timelines(model(), device)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from . import generation, summary
 from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
-from .errors import ConfigError, UnsupportedError
+from .errors import ConfigError, TraceError, UnsupportedError
 from .models import ModelSource, build_model, load_config
 from .program import Program
 from .ranks import rank_memory, sharding_notes
@@ -91,12 +92,12 @@ def _trace(
     if generation.derives(config):
         program, specs, trace = build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
         graph = build_graph(trace)
-        if "decoder_input_ids" not in program.batch:
-            _, _, probe = build_and_trace(model, generation.tail_config(config), target, checkpointing="marked")
-            try:
-                return program, specs, trace, graph, generation.derive(graph, build_graph(probe), config.max_new_tokens or 0)
-            except ValueError:
-                pass
+        try:
+            probe_config, prepare = generation.tail_probe(config, program.batch)
+            _, _, probe = build_and_trace(model, probe_config, target, checkpointing="marked", prepare=prepare)
+            return program, specs, trace, graph, generation.derive(graph, build_graph(probe), config.max_new_tokens or 0)
+        except (ValueError, TraceError):  # no probe, or steps unalike: the whole trace says what runs
+            pass
     program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
     return program, specs, trace, build_graph(trace), None
 
@@ -143,14 +144,18 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
 
 
 def build_and_trace(
-    model: ModelSource, config: SimulationConfig, target: Target, *, checkpointing: Literal["marked", "applied"]
-) -> tuple[Program, list[summary.LayerSpec], Trace]:
+    model: ModelSource, config: SimulationConfig, target: Target, *, checkpointing: Literal["marked", "applied"],
+    prepare: Callable[[Program], None] | None = None,
+) -> tuple[Program, list[summary.LayerSpec], Trace]:  # fmt: skip
     """Build the workload on meta and trace it for ``target``. ``simulate`` traces it with the
     checkpointable blocks marked and computes every checkpointing choice from the graph; a
-    re-trace with the choice ``applied`` for real is how the tests check that computation."""
+    re-trace with the choice ``applied`` for real is how the tests check that computation.
+    ``prepare`` changes the built program before it is traced (a generation's tail probe)."""
     with target.emulation() as emulation:
         program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach,
                               checkpointing=checkpointing)  # fmt: skip
+        if prepare is not None:
+            prepare(program)
         specs = summary.layer_specs(program.modules)
         trace = trace_program(
             program, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing

@@ -2,25 +2,30 @@
 
 A generation of more than ``DERIVE_ABOVE`` new tokens is traced twice with ``TRACED_NEW_TOKENS``
 new tokens: once with the real prompt (the head) and once with a prompt as long as the last
-decode steps see (the tail probe). The timeline of the whole generation is derived from them. A
-model whose decode steps are not alike, an encoder-decoder (its tail probe would lengthen the
-encoder), or several ranks is traced whole.
+decode steps see (the tail probe; an encoder-decoder's decoder prompt, its encoder input kept). The
+timeline of the whole generation is derived from them. A model whose decode steps are not alike
+(``ValueError`` from the derivation), or several ranks, is traced whole.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
+import torch
 
 from vramsim.estimators.decode import DecodeRun, derive_generation
 from vramsim.estimators.timeline import Timeline, derive_timeline
+from vramsim.tracer.data_dependent import seed
 
 from .config import SimulationConfig
+from .program import Program
 from .report import Assumption
 
-__all__ = ["DERIVE_ABOVE", "TRACED_NEW_TOKENS", "Generation", "derive", "derives", "head_config", "tail_config"]
+__all__ = ["DERIVE_ABOVE", "TRACED_NEW_TOKENS", "Generation", "derive", "derives", "head_config", "tail_probe"]
 
 TRACED_NEW_TOKENS = 5
 """New tokens each short run generates: a prefill and four decode steps (the template is read from
@@ -48,10 +53,23 @@ def head_config(config: SimulationConfig) -> SimulationConfig:
     return dataclasses.replace(config, max_new_tokens=TRACED_NEW_TOKENS)
 
 
-def tail_config(config: SimulationConfig) -> SimulationConfig:
-    """The tail probe: its decode steps see the token counts of the generation's last ones."""
-    longer = config.seq_len + (config.max_new_tokens or 0) - TRACED_NEW_TOKENS
-    return dataclasses.replace(config, seq_len=longer, max_new_tokens=TRACED_NEW_TOKENS)
+def tail_probe(config: SimulationConfig, batch: dict[str, Any]) -> tuple[SimulationConfig, Callable[[Program], None] | None]:
+    """The tail probe (its config, and what changes its built program): a prompt whose decode steps
+    see the token counts of the generation's last ones. ``batch`` is the head's: an encoder-decoder
+    keeps its encoder input and gets a longer decoder prompt."""
+    extra = (config.max_new_tokens or 0) - TRACED_NEW_TOKENS
+    short = dataclasses.replace(config, max_new_tokens=TRACED_NEW_TOKENS)
+    if "decoder_input_ids" not in batch:
+        return dataclasses.replace(short, seq_len=config.seq_len + extra), None
+    decoder = batch["decoder_input_ids"]
+    if decoder.dim() != 2:
+        raise ValueError("no tail probe for a decoder prompt of audio codes in channels")
+    shape = (decoder.shape[0], decoder.shape[1] + extra)
+
+    def longer_decoder_prompt(program: Program) -> None:
+        program.batch["decoder_input_ids"] = seed(torch.zeros(shape, dtype=decoder.dtype), "meta")
+
+    return short, longer_decoder_prompt
 
 
 def derive(head: nx.MultiDiGraph, tail: nx.MultiDiGraph, new_tokens: int) -> Generation:
