@@ -51,14 +51,14 @@ class _Alloc:
     head: dict[int, int]
     tail: dict[int, int]
 
-    def size(self, decode: int) -> int:
-        """Bytes at decode step ``decode``: the head's line, capped at the tail's constant where it has one."""
+    def line(self) -> tuple[int, int, int | None]:
+        """``(bytes at decode step 0, growth per step, cap or None)``: bytes at step d are
+        ``min(base + growth * d, cap)``, the head's line capped at the tail's constant where it has one."""
         first = min(self.head)
         growth = self.head[first + 1] - self.head[first]
-        line = self.head[first] + growth * (decode - first)
+        base = self.head[first] - growth * first
         last = max(self.tail)
-        cap = self.tail[last]
-        return line if cap == self.head[first] + growth * (last - first) else min(line, cap)
+        return base, growth, None if self.tail[last] == base + growth * last else self.tail[last]
 
     def check(self) -> None:
         """The head's bytes on a line; the tail's on it too, or at one constant below it (a cap)."""
@@ -215,18 +215,32 @@ def _emit_step(
             keys[decode, position] = key
             made[key] = (decode, position)
     events.extend(timeline.events[step.first : step.bounds[-1]])
+    lines = [alloc.line() for alloc in allocs]
+    roles = [alloc.block for alloc in allocs]
+    starts: dict[int, int] = {}
+    compiled = [(kind == "alloc", 0 if kind == "alloc" else first, first if kind == "alloc" else second)
+                for kind, first, second in template]  # fmt: skip
+    reach = max((back for _, back, _ in compiled), default=0)
     for decode in range(traced + 1, new_tokens):
-        for kind, first, second in template:
-            if kind == "alloc":
-                keys[decode, first] = len(blocks)
-                blocks.append(replace(allocs[first].block, nbytes=allocs[first].size(decode)))
-                events.append((keys[decode, first], True))
+        starts[decode] = len(blocks)
+        blocks.extend(
+            Block(nbytes=base + growth * decode if cap is None else min(base + growth * decode, cap), category=role.category,
+                  module=role.module, phase=role.phase, op=role.op, step=role.step, alloc_at=role.alloc_at, free_at=None)
+            for (base, growth, cap), role in zip(lines, roles, strict=True)
+        )  # fmt: skip
+        if decode - reach > traced:  # every block it frees was derived: one offset each
+            events.extend([(starts[decode - back] + position, alloc) for alloc, back, position in compiled])
+            continue
+        for alloc, back, position in compiled:
+            if alloc or decode - back > traced:
+                events.append((starts[decode - back] + position, alloc))
             else:
-                events.append((keys[decode - first, second], False))
+                events.append((keys[decode - back, position], False))
     for key, is_alloc in timeline.events[step.bounds[-1] : step.last + 1]:
         if is_alloc:
             raise ValueError("the generate loop allocates after its last decode step")
         if key in made:
             decode, position = made[key]
-            key = keys[new_tokens - 1 - (traced - decode), position]
+            moved = new_tokens - 1 - (traced - decode)
+            key = starts[moved] + position if moved > traced else keys[moved, position]
         events.append((key, False))
