@@ -71,3 +71,16 @@ def test_simulate_derives_long_generations_with_the_traced_peak(monkeypatch: pyt
     assert "decode_steps_derived" not in {a.name for a in whole.assumptions}
     assert (derived.peak_bytes, derived.reserved_bytes, derived.breakdown, derived.peak_at) == (
         whole.peak_bytes, whole.reserved_bytes, whole.breakdown, whole.peak_at)  # fmt: skip
+
+
+def test_steps_that_change_midway_are_refused() -> None:
+    """Mistral slides in every layer: once the window fills, SDPA gets a mask it did not get before,
+    so the tail's decode steps run other ops and the generation is traced whole instead."""
+    model = transformers.MistralConfig(**_TINY, sliding_window=12, architectures=["MistralForCausalLM"])
+    config = SimulationConfig(task="generate", seq_len=6, max_new_tokens=_NEW_TOKENS, device="cpu")
+    target = resolve_target("cpu")
+    program, _, head = api.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
+    probe, prepare = generation.tail_probe(config, program.batch)
+    _, _, tail = api.build_and_trace(model, probe, target, checkpointing="marked", prepare=prepare)
+    with pytest.raises(ValueError, match="runs differently"):
+        generation.derive(build_graph(head), build_graph(tail), _NEW_TOKENS)

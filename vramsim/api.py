@@ -74,7 +74,7 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     started = time.perf_counter()
-    program, specs, trace, graph, derived = _trace(model, config, target)
+    program, specs, trace, graph, derived = _trace(model, config, target, derive=all(map(generation.derives, configs)))
     traced = time.perf_counter() - started
     reports = []
     for each in configs:
@@ -85,11 +85,11 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
 
 
 def _trace(
-    model: ModelSource, config: SimulationConfig, target: Target
+    model: ModelSource, config: SimulationConfig, target: Target, *, derive: bool
 ) -> tuple[Program, list[summary.LayerSpec], Trace, nx.MultiDiGraph, generation.Generation | None]:
-    """Trace the workload; a long generation as two short runs it is derived from (``vramsim/generation.py``),
-    unless they cannot give it, and then whole."""
-    if generation.derives(config):
+    """Trace the workload; with ``derive`` (a long generation, on one rank in every variant), as two short
+    runs it is derived from (``vramsim/generation.py``), unless they cannot give it, and then whole."""
+    if derive:
         program, specs, trace = build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
         graph = build_graph(trace)
         try:
