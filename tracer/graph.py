@@ -23,7 +23,8 @@ Edges, keyed by their kind:
   happened. The op is the one that produced the storage when it is an output saved right after
   its op ran, else the op about to run (an op saves its inputs before it runs).
 
-Graph attributes: ``step_clocks`` (first and last clock of each step), ``units`` (the blocks a
+Graph attributes: ``step_clocks`` (first and last clock of each step), ``decode_clocks``
+(``Trace.decode_clocks``), ``units`` (the blocks a
 checkpoint can wrap, ``UnitRecord``), ``nested_units`` (whether such blocks ran inside others)
 and ``last_clock``.
 """
@@ -50,7 +51,8 @@ def storage_node(sid: int) -> tuple[str, int]:
 
 def build_graph(trace: Trace) -> nx.MultiDiGraph:
     graph = nx.MultiDiGraph(
-        step_clocks=list(trace.step_clocks), units=list(trace.units), nested_units=trace.nested_units,
+        step_clocks=list(trace.step_clocks), decode_clocks=list(trace.decode_clocks), units=list(trace.units),
+        nested_units=trace.nested_units,
         last_clock=len(trace.events),
         storage_count=len(trace.storages),
     )  # fmt: skip

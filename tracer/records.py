@@ -114,6 +114,9 @@ class Trace:
     """``(first_clock, last_clock)`` of each step, in order."""
     holds: list[HoldRecord] = field(default_factory=list)
     units: list[UnitRecord] = field(default_factory=list)
+    decode_clocks: list[int] = field(default_factory=list)
+    """Events recorded when the generate loop marked its cache: where each decode step began, and
+    (the last mark of a step) where the loop ended."""
     nested_units: bool = False
     """Whether a checkpointable block ran inside another (only the outer ones are in ``units``)."""
     notes: list[str] = field(default_factory=list)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -16,12 +18,12 @@ from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
-from . import summary
+from . import generation, summary
 from .attention import attention_in_force, attention_notes, attention_stand_in, check_attention
 from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
-from .errors import ConfigError, UnsupportedError
+from .errors import ConfigError, TraceError, UnsupportedError
 from .models import ModelSource, build_model, load_config
 from .optimizers import check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
@@ -80,23 +82,41 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     check_target(config.optimizer, target.profile.vendor)
     started = time.perf_counter()
-    program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
-    graph = build_graph(trace)
+    program, specs, trace, graph, derived = _trace(model, config, target, derive=all(map(generation.derives, configs)))
     traced = time.perf_counter() - started
     reports = []
     for each in configs:
         began = time.perf_counter()
-        reports.append(_report(model, each, target, program, specs, trace, graph,
+        reports.append(_report(model, each, target, program, specs, trace, graph, derived,
                                seconds=traced + time.perf_counter() - began))  # fmt: skip
     return reports
 
 
+def _trace(
+    model: ModelSource, config: SimulationConfig, target: Target, *, derive: bool
+) -> tuple[Program, list[summary.LayerSpec], Trace, nx.MultiDiGraph, generation.Generation | None]:
+    """Trace the workload; with ``derive`` (a long generation, on one rank in every variant), as two short
+    runs it is derived from (``vramsim/generation.py``), unless they cannot give it, and then whole."""
+    if derive:
+        program, specs, trace = build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
+        graph = build_graph(trace)
+        try:
+            probe_config, prepare = generation.tail_probe(config, program.batch)
+            _, _, probe = build_and_trace(model, probe_config, target, checkpointing="marked", prepare=prepare)
+            return program, specs, trace, graph, generation.derive(graph, build_graph(probe), config.max_new_tokens or 0)
+        except (ValueError, TraceError):  # no probe, or steps unalike: the whole trace says what runs
+            pass
+    program, specs, trace = build_and_trace(model, config, target, checkpointing="marked")
+    return program, specs, trace, build_graph(trace), None
+
+
 def _report(model: ModelSource, config: SimulationConfig, target: Target, program: Program,
-            specs: list[summary.LayerSpec], trace: Trace, graph: nx.MultiDiGraph, *, seconds: float) -> Report:  # fmt: skip
+            specs: list[summary.LayerSpec], trace: Trace, graph: nx.MultiDiGraph,
+            derived: generation.Generation | None, *, seconds: float) -> Report:  # fmt: skip
     """One variant's report from the shared trace."""
     plan = parse_checkpointing(config.checkpointing)
     started = time.perf_counter()
-    analysis = Analysis(graph, target, config)
+    analysis = Analysis(graph, target, config, timeline=None if derived is None else derived.timeline)
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.timeline, chosen.memory)
     memory = chosen.memory
@@ -125,6 +145,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *model_parallel_notes(config.tp, config.pipeline),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
+            *([derived.note] if derived is not None else []),
         ],
         ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
                           stages=chosen.stages) if chosen.sharded or config.gpus > 1 else None,
@@ -136,14 +157,18 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
 
 
 def build_and_trace(
-    model: ModelSource, config: SimulationConfig, target: Target, *, checkpointing: Literal["marked", "applied"]
-) -> tuple[Program, list[summary.LayerSpec], Trace]:
+    model: ModelSource, config: SimulationConfig, target: Target, *, checkpointing: Literal["marked", "applied"],
+    prepare: Callable[[Program], None] | None = None,
+) -> tuple[Program, list[summary.LayerSpec], Trace]:  # fmt: skip
     """Build the workload on meta and trace it for ``target``. ``simulate`` traces it with the
     checkpointable blocks marked and computes every checkpointing choice from the graph; a
-    re-trace with the choice ``applied`` for real is how the tests check that computation."""
+    re-trace with the choice ``applied`` for real is how the tests check that computation.
+    ``prepare`` changes the built program before it is traced (a generation's tail probe)."""
     with target.emulation() as emulation, attention_stand_in(config.attn_implementation, emulation):
         program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach,
                               checkpointing=checkpointing)  # fmt: skip
+        if prepare is not None:
+            prepare(program)
         specs = summary.layer_specs(program.modules)
         trace = trace_program(
             program, devices=target.counted_devices, workspaces=target.rules.workspaces, moe_routing=config.moe_routing
@@ -167,8 +192,12 @@ class Analysis:
     ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding.py``),
     each replayed on the target."""
 
-    def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig) -> None:
+    def __init__(
+        self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig, *, timeline: Timeline | None = None
+    ) -> None:
+        """``timeline``: a derived generation's, standing for the traced one (``vramsim/generation.py``)."""
         self._graph = graph
+        self._timeline = timeline
         self._target = target
         self._config = config
         # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
@@ -181,6 +210,8 @@ class Analysis:
             raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
         except NotImplementedError as exc:
             raise UnsupportedError(f"--checkpointing {plan.spec}: {exc}") from None
+        if self._timeline is not None:  # a generation runs no checkpointing: the what-if is the trace itself
+            outcome = dataclasses.replace(outcome, timeline=self._timeline)
         if self._config.pipeline.active:
             return self._pipeline(outcome)
         sharding = self._config.sharding

@@ -39,6 +39,8 @@ class _TracerObserver:
         self._tracer.scope.phase = phase
 
     def mark(self, tensors: Any, category: Category) -> None:
+        if category == Category.KV_CACHE:  # the generate loop marks its cache as each decode step begins
+            self._tracer.trace.decode_clocks.append(len(self._tracer.trace.events))
         self._tracer.mark_all(tensors, category)
 
     def mark_owned(self, owned: Any, category: Category) -> None:
