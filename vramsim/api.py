@@ -12,6 +12,7 @@ import torch
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
+from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
@@ -117,6 +118,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
+        warnings=[*program.warnings, *_option_warnings(config, trace)],
         options=_options(config),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
@@ -219,6 +221,17 @@ def _model_name(model: ModelSource) -> str:
 def _options(config: SimulationConfig) -> dict[str, Any]:
     """The report's JSON ``options``: each field whose ``Option`` says how it is shown."""
     return {spec.name: option.report(getattr(config, spec.name)) for spec, option in options() if option.report}
+
+
+def _option_warnings(config: SimulationConfig, trace: Trace) -> list[str]:
+    """Options that were taken but change less than their name says on this run."""
+    warnings = []
+    if config.lora is not None and config.task != "train":
+        warnings.append(f"LoRA with --task {config.task}: the adapters are traced unmerged (as peft runs them), not trained")
+    routing = parse_routing(config.moe_routing)
+    if routing.kind != "balanced" and routing.describe() not in trace.notes:
+        warnings.append(f"--moe-routing {routing.spec} changed nothing: no MoE router's expert picks were read in this model")
+    return warnings
 
 
 def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:

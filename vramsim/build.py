@@ -19,6 +19,7 @@ from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
 from .models import ModelSource, build_model, load_builder, load_config
+from .positions import check_positions
 from .program import STEPS, Program
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
@@ -70,6 +71,10 @@ def build_program(
     )
     if config.task == "generate":
         check_can_generate(model)
+    warnings = []
+    if config.inputs is None:  # the user's own inputs say their own length
+        warning = check_positions(model, seq_len=config.seq_len, new_tokens=config.max_new_tokens or 0)
+        warnings += [warning] if warning else []
     train = config.task == "train"
     model.train(train)
     plan = parse_checkpointing(config.checkpointing)
@@ -100,6 +105,7 @@ def build_program(
         scaler=scaler,
         saved_tensors=saved_tensor_context(plan) if checkpointing == "applied" else contextlib.nullcontext,
         units=units,
+        warnings=warnings,
     )
 
 

@@ -170,6 +170,8 @@ class SimulationConfig:
             raise ConfigError(f"optimizer must be a name or a callable, not {type(self.optimizer).__name__}")
         if self.max_new_tokens is None:
             self.max_new_tokens = 16 if self.task == "generate" else 0
+        elif self.max_new_tokens and self.task != "generate":
+            raise ConfigError(f"max_new_tokens is for --task generate; --task {self.task} decodes no new tokens")
         _check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
@@ -195,6 +197,10 @@ class SimulationConfig:
         self.fsdp = sharding.fsdp
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
             raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
+        if sharding.bucket_view and (sharding.gpus == 1 or self.task != "train"):
+            raise ConfigError("gradient_as_bucket_view shapes DDP's gradient buckets: it needs --task train and --gpus N > 1")
+        if self.task != "train" and self.optimizer not in (None, "adamw"):
+            raise ConfigError(f"optimizer {_optimizer_name(self.optimizer)} applies to training; --task {self.task} takes no step")
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
 
