@@ -200,7 +200,7 @@ class SimulationConfig:
         if sharding.bucket_view and (sharding.gpus == 1 or self.task != "train"):
             raise ConfigError("gradient_as_bucket_view shapes DDP's gradient buckets: it needs --task train and --gpus N > 1")
         if self.task != "train" and self.optimizer not in (None, "adamw"):
-            raise ConfigError(f"optimizer {_optimizer_name(self.optimizer)} applies to training; --task {self.task} takes no step")
+            raise ConfigError(f"optimizer {_optimizer_name(self.optimizer)} is for training; --task {self.task} takes no step")
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
 
