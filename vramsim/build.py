@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from torch.utils._pytree import tree_map_only
 from transformers import PretrainedConfig
 
 from vramsim.estimators.checkpointing import parse_checkpointing
+from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
 
 from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
 from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
-from .models import ModelSource, build_model, load_builder, load_config
+from .models import ModelSource, build_model, call_user, load_builder, load_config
 from .positions import check_positions
 from .program import STEPS, Program
 
@@ -88,7 +90,10 @@ def build_program(
     if config.lora is not None:
         model = _apply_lora(model, config.lora)
     with torch.device(device):
-        batch = (config.inputs or (lambda b, s: default_inputs(model, b, s, train=train)))(config.batch_size, config.seq_len)
+        if config.inputs is None:
+            batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+        else:
+            batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
     optimizer = _make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
     assert not isinstance(mixed, str), "SimulationConfig resolves dtype names"
@@ -107,6 +112,16 @@ def build_program(
         units=units,
         warnings=warnings,
     )
+
+
+def _user_batch(batch: Any, device: str) -> dict[str, Any]:
+    """The user's ``inputs=`` result, its tensors on ``device``: on meta, one made on the CPU keeps its
+    values (``seed``) for the program to read, as synthesised inputs do."""
+    if not isinstance(batch, dict):
+        raise ConfigError(f"inputs= returned {type(batch).__name__}; return a dict of the model's keyword arguments")
+    if device != "meta":
+        return batch
+    return tree_map_only(torch.Tensor, lambda t: t if t.device.type == "meta" else seed(t, "meta"), batch)
 
 
 def check_can_generate(model: torch.nn.Module) -> None:

@@ -14,6 +14,7 @@ from vramsim import model_zoo
 from .api import simulate
 from .config import COMMANDS, options
 from .errors import ConfigError, VramsimError
+from .models import load_function
 from .render import render_devices, render_report, render_serve, render_validations
 from .serve_config import serve_options
 from .validation import validate
@@ -84,9 +85,16 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}
+"""Options the command line names as path/to/file.py:function, with what the function must be."""
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R."""
     given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
+    for name, signature in _USER_FUNCTIONS.items():
+        if given[name] is not None:
+            given[name] = load_function(given[name], signature)
     if given["lora"] is None and args.lora_targets is not _ALL_LINEAR:
         raise ConfigError("--lora-targets names where LoRA adapters go; give their rank with --lora-rank R")
     if given["lora"] is not None:

@@ -111,9 +111,9 @@ class SimulationConfig:
     max_new_tokens: int | None = field(default=None, metadata=_option(
         help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))
     inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
-        help="(batch_size, seq_len) -> the model's keyword inputs", cli=False))
+        help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"))
     loss: Callable[[Any], torch.Tensor] | None = field(default=None, metadata=_option(
-        help="the model's output -> the loss to minimise", cli=False))
+        help="the model's output -> the loss to minimise; on the command line path/to/file.py:function"))
     model_class: str | None = field(default=None, metadata=_option(
         help="transformers class, e.g. AutoModelForSequenceClassification"))
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
