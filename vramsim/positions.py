@@ -51,7 +51,8 @@ def _limit(model: torch.nn.Module, config: Any) -> tuple[str, int | None]:
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     if getattr(model, "main_input_name", "input_ids") != "input_ids" and not _takes_decoder_ids(model):
         return "", None
-    names = ("max_target_positions", "max_position_embeddings") if _takes_decoder_ids(model) else ("max_position_embeddings",)
+    names = ("max_position_embeddings", "max_target_positions")  # a seq2seq model's ids go to its decoder
+    names = names[::-1] if _takes_decoder_ids(model) else names
     for name in names:
         value = getattr(text, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
