@@ -74,13 +74,38 @@ def test_huge_synthesised_batch_costs_no_host_memory(tiny_gpt2: transformers.GPT
 
 POSITION_TABLES = {
     "gpt2": (transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=64), {}),
-    "bert": (transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                                     vocab_size=100, max_position_embeddings=64), {"task": "forward"}),  # fmt: skip
-    "whisper-decoder": (transformers.WhisperConfig(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=100, num_mel_bins=8,
-                        max_source_positions=1500, max_target_positions=64, pad_token_id=1, bos_token_id=2, eos_token_id=2,
-                        decoder_start_token_id=3, architectures=["WhisperForConditionalGeneration"]),
-                        {"task": "forward"}),  # fmt: skip
+    "bert": (
+        transformers.BertConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            vocab_size=100,
+            max_position_embeddings=64,
+        ),
+        {"task": "forward"},
+    ),
+    "whisper-decoder": (
+        transformers.WhisperConfig(
+            d_model=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            vocab_size=100,
+            num_mel_bins=8,
+            max_source_positions=1500,
+            max_target_positions=64,
+            pad_token_id=1,
+            bos_token_id=2,
+            eos_token_id=2,
+            decoder_start_token_id=3,
+            architectures=["WhisperForConditionalGeneration"],
+        ),
+        {"task": "forward"},
+    ),
 }
 
 
