@@ -14,6 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 import vramsim
 from vramsim.cli import main
 from vramsim.inputs import default_inputs
+from vramsim.render import format_bytes
 from vramsim.tracer.data_dependent.shadows import SEEDS, SHADOW_LIMIT, forget_seeds
 
 
@@ -255,3 +256,21 @@ def test_user_code_failure_is_one_line_naming_their_file(
     code, out, err = run(capsys, "trace", f"{tmp_path}/{spec}", "--device", "cpu", *argv)
     assert (code, out) == (1, "")
     assert message in err and err.count("\n") == 1
+
+
+# -- 5. advice that counts -------------------------------------------------------------------------
+
+
+def test_advice_states_what_each_choice_saves(tiny_llama: transformers.LlamaConfig) -> None:
+    """Each computed suggestion's figure is what a run with that option reports; the current choice is not suggested."""
+    options = dict(batch_size=2, seq_len=32, headroom=0.999, checkpointing="every:2")
+    report = vramsim.simulate(tiny_llama, **options)
+    assert report.fits is False
+    suggested = [line for line in report.advice if line.startswith("--checkpointing ")]
+    assert suggested and not any(line.startswith("--checkpointing every:2:") for line in suggested)
+    for line in suggested:
+        choice = line.split()[1].rstrip(":")
+        rerun = vramsim.simulate(tiny_llama, **{**options, "checkpointing": choice})
+        saved = report.device_bytes - rerun.device_bytes
+        assert f": {format_bytes(rerun.device_bytes)} on the device (-{format_bytes(saved)})" in line
+        assert saved > 0

@@ -25,6 +25,7 @@ from .models import ModelSource, build_model, load_config
 from .program import Program
 from .ranks import rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, advice_for
+from .settings import run_settings
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
@@ -104,7 +105,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         capacity_bytes=capacity,
         fits=analysis.fits(memory),
         headroom=config.headroom,
-        advice=advice_for(steady.breakdown) if analysis.fits(memory) is False else [],
+        advice=_advice(analysis, config, target, memory, steady.breakdown) if analysis.fits(memory) is False else [],
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
@@ -118,6 +119,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
         ],
         ranks=rank_memory(chosen.sharded) if chosen.sharded else None,
+        settings=run_settings(config, program),
         warnings=[*program.warnings, *_option_warnings(config, trace)],
         options=_options(config),
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
@@ -184,6 +186,27 @@ class Analysis:
             reserved_bytes=outcome.memory.reserved_bytes, device_bytes=outcome.memory.device_bytes,
             fits=self.fits(outcome.memory), cost=outcome.what_if.cost,
         )  # fmt: skip
+
+
+def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory: DeviceMemory,
+            breakdown: dict[str, int]) -> list[str]:  # fmt: skip
+    """What to change first: each checkpointing choice that lowers this run's device memory, computed
+    from the same graph (training), then the largest categories' hints; nothing already set."""
+    from .render import format_bytes  # the report's figures, as the terminal prints them
+
+    computed = []
+    if config.task == "train" and config.checkpointing != "all":
+        for plan in _choices(target):
+            if plan.spec == config.checkpointing:
+                continue
+            other = analysis.run(plan).memory
+            saved = memory.device_bytes - other.device_bytes
+            if saved > 0:
+                fits = " (fits)" if analysis.fits(other) else ""
+                computed.append((other.device_bytes, f"--checkpointing {plan.spec}: {format_bytes(other.device_bytes)} "
+                                                     f"on the device (-{format_bytes(saved)}){fits}"))  # fmt: skip
+    hints = [hint for hint in advice_for(breakdown) if not (config.task == "train" and hint.startswith("activations"))]
+    return [line for _, line in sorted(computed)] + hints
 
 
 def _choices(target: Target) -> list[CheckpointPlan]:

@@ -60,9 +60,13 @@ def build_program(
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
+        stored = getattr(source, "dtype", None) or getattr(source, "torch_dtype", None)
+        from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
+        weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
     else:
         assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
         dtype = config.dtype
+        weights = "given" if dtype is not None else "as built"
     model = build_model(
         source,
         device=device,
@@ -111,6 +115,7 @@ def build_program(
         saved_tensors=saved_tensor_context(plan) if checkpointing == "applied" else contextlib.nullcontext,
         units=units,
         warnings=warnings,
+        weights_from=weights,
     )
 
 

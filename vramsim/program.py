@@ -67,6 +67,8 @@ class Program:
     """Reports the blocks a checkpoint would wrap, where the traced program marks them."""
     warnings: list[str] = field(default_factory=list)
     """What the real run may do differently from the traced one (positions past the configured maximum)."""
+    weights_from: str = "as built"
+    """Where the weights' dtype came from: given, the checkpoint's config, the default, or as built."""
 
     @property
     def model(self) -> torch.nn.Module:

@@ -34,6 +34,8 @@ def render_report(report: Report, console: Console) -> None:
             f"  parameters={report.parameters:,}",
         )
     )
+    if report.settings:
+        console.print("Simulated with: " + ", ".join(f"{name} {value}" for name, value in report.settings.items()))
     at = report.peak_at
     where = f"step {at.step}, {at.phase}, {at.op}" + (f" in {at.module}" if at.module else "")
     console.print(Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"),

@@ -107,6 +107,8 @@ class Report:
     ranks: RankMemory | None = None
     """With ``gpus`` > 1, ``zero`` or ``fsdp``: the rank the figures above describe."""
     assumptions: list[Assumption] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
+    """The choices in force (weights' dtype and where it came from, autocast, optimizer, LoRA...)."""
     warnings: list[str] = field(default_factory=list)
     """What the real run may do differently, or options that changed nothing here: each one line."""
     options: dict[str, Any] = field(default_factory=dict)
