@@ -263,7 +263,7 @@ def test_user_code_failure_is_one_line_naming_their_file(
 
 def test_advice_states_what_each_choice_saves(tiny_llama: transformers.LlamaConfig) -> None:
     """Each computed suggestion's figure is what a run with that option reports; the current choice is not suggested."""
-    options = dict(batch_size=2, seq_len=32, headroom=0.999, checkpointing="every:2")
+    options = dict(batch_size=8, seq_len=256, headroom=0.999, checkpointing="every:2", optimizer="sgd")
     report = vramsim.simulate(tiny_llama, **options)
     assert report.fits is False
     suggested = [line for line in report.advice if line.startswith("--checkpointing ")]
