@@ -151,7 +151,8 @@ def _user_frame(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     from vramsim import estimators, tracer
 
-    ours = tuple(str(Path(package.__file__).parent) for package in (model_zoo, estimators, tracer, torch, transformers))
+    packages = (model_zoo, estimators, tracer, torch, transformers)
+    ours = tuple(str(Path(package.__file__ or "").parent) for package in packages)
     ours += (str(Path(__file__).parent),)
     theirs = [f for f in frames if not f.filename.startswith(ours)]
     return f"{theirs[-1].filename}:{theirs[-1].lineno}: " if theirs else ""

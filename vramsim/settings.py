@@ -15,7 +15,8 @@ __all__ = ["run_settings"]
 def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     """Setting -> what was in force, for the choices that apply to ``config.task``."""
     model = program.model
-    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    get_base_model = getattr(model, "get_base_model", None)
+    base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts
     settings = {"weights": _weights(config, program, base)}
     if config.mixed_precision is not None or config.task == "train":
         settings["autocast"] = _dtype(config.mixed_precision) if isinstance(config.mixed_precision, torch.dtype) else "off"
@@ -45,7 +46,8 @@ def _optimizer(optimizer: torch.optim.Optimizer | None) -> str:
     if optimizer is None:
         return "none"
     foreach = optimizer.defaults.get("foreach")
-    return type(optimizer).__name__ + {True: " (foreach)", False: " (for-loop)"}.get(foreach, "")
+    implementation = "" if foreach is None else " (foreach)" if foreach else " (for-loop)"
+    return type(optimizer).__name__ + implementation
 
 
 def _lora(model: Any) -> str:
