@@ -332,7 +332,7 @@ class _Maker:
         config = config or self.text_config
         vocab = max(int(vocab or getattr(config, "vocab_size", 0) or getattr(self.config, "vocab_size", 0) or 2), 2)
         shape = (rows or self.batch, length)
-        if self._host(shape[0] * shape[1]) == self.device:  # values nobody can read are not drawn
+        if self._host(shape[0] * shape[1]).type == "meta":  # values nobody can read are not drawn
             return torch.empty(shape, dtype=torch.long, device=self.device)
         special = _special_tokens(self.config, config)
         values = torch.randint(low, vocab, shape, generator=self._generator, device="cpu")
