@@ -15,6 +15,7 @@ from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_check
 from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
+from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 
@@ -30,6 +31,7 @@ from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, StageMemory, advice_for
+from .settings import run_settings
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
@@ -131,7 +133,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         capacity_bytes=capacity,
         fits=analysis.fits(memory),
         headroom=config.headroom,
-        advice=advice_for(steady.breakdown) if analysis.fits(memory) is False else [],
+        advice=_advice(analysis, config, target, memory, steady.breakdown) if analysis.fits(memory) is False else [],
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
@@ -152,6 +154,8 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         components=summary.component_peaks(pipeline_phases(program), chosen.timeline, memory),
         options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)}
         | pipeline_options(program),
+        settings=run_settings(config, program),
+        warnings=[*program.warnings, *_option_warnings(config, trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
     )
 
@@ -252,6 +256,27 @@ class Analysis:
         )  # fmt: skip
 
 
+def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory: DeviceMemory,
+            breakdown: dict[str, int]) -> list[str]:  # fmt: skip
+    """What to change first: each checkpointing choice that lowers this run's device memory, computed
+    from the same graph (training), then the largest categories' hints; nothing already set."""
+    from .render import format_bytes  # the report's figures, as the terminal prints them
+
+    computed = []
+    if config.task == "train" and config.checkpointing != "all":
+        for plan in _choices(target):
+            if plan.spec == config.checkpointing:
+                continue
+            other = analysis.run(plan).memory
+            saved = memory.device_bytes - other.device_bytes
+            if saved > 0:
+                fits = " (fits)" if analysis.fits(other) else ""
+                computed.append((other.device_bytes, f"--checkpointing {plan.spec}: {format_bytes(other.device_bytes)} "
+                                                     f"on the device (-{format_bytes(saved)}){fits}"))  # fmt: skip
+    hints = [hint for hint in advice_for(breakdown) if not (config.task == "train" and hint.startswith("activations"))]
+    return [line for _, line in sorted(computed)] + hints
+
+
 def _choices(target: Target) -> list[CheckpointPlan]:
     """What ``--checkpointing all`` compares (offload only where host memory is not the device's)."""
     specs = ["none", "full", "every:2", "selective"] + (["offload"] if target.profile.vendor != "cpu" else [])
@@ -291,6 +316,17 @@ def _options(config: SimulationConfig, program: Program) -> dict[str, Any]:
     if program.optimizer is not None:
         shown["optimizer_implementation"] = describe_optimizer(program.optimizer)
     return shown
+
+
+def _option_warnings(config: SimulationConfig, trace: Trace) -> list[str]:
+    """Options that were taken but change less than their name says on this run."""
+    warnings = []
+    if config.lora is not None and config.task != "train":
+        warnings.append(f"LoRA with --task {config.task}: the adapters are traced unmerged (as peft runs them), not trained")
+    routing = parse_routing(config.moe_routing)
+    if routing.kind != "balanced" and routing.describe() not in trace.notes:
+        warnings.append(f"--moe-routing {routing.spec} changed nothing: no MoE router's expert picks were read in this model")
+    return warnings
 
 
 def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:

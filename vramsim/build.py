@@ -9,18 +9,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from torch.utils._pytree import tree_map_only
 from transformers import PretrainedConfig
 
 from vramsim.estimators.checkpointing import parse_checkpointing
+from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
 
 from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
 from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
-from .models import ModelSource, build_model, load_builder, load_config
+from .models import ModelSource, build_model, call_user, load_builder, load_config
 from .optimizers import make_optimizer
 from .pipelines import build_pipeline_program, find_pipeline
+from .positions import check_positions
 from .program import STEPS, Program
 from .tensor_parallel import rank_config
 
@@ -67,9 +70,13 @@ def build_program(
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
+        stored = getattr(source, "dtype", None) or getattr(source, "torch_dtype", None)
+        from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
+        weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
     else:
         assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
         dtype = config.dtype
+        weights = "given" if dtype is not None else "as built"
     model = build_model(
         source,
         device=device,
@@ -81,6 +88,10 @@ def build_program(
     )
     if config.task == "generate":
         check_can_generate(model)
+    warnings = []
+    if config.inputs is None:  # the user's own inputs say their own length
+        warning = check_positions(model, seq_len=config.seq_len, new_tokens=config.max_new_tokens or 0)
+        warnings += [warning] if warning else []
     train = config.task == "train"
     model.train(train)
     plan = parse_checkpointing(config.checkpointing)
@@ -94,7 +105,10 @@ def build_program(
     if config.lora is not None:
         model = _apply_lora(model, config.lora)
     with torch.device(device):
-        batch = (config.inputs or (lambda b, s: default_inputs(model, b, s, train=train)))(config.batch_size, config.seq_len)
+        if config.inputs is None:
+            batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+        else:
+            batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
     optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
     assert not isinstance(mixed, str), "SimulationConfig resolves dtype names"
@@ -111,7 +125,19 @@ def build_program(
         scaler=scaler,
         saved_tensors=saved_tensor_context(plan) if checkpointing == "applied" else contextlib.nullcontext,
         units=units,
+        warnings=warnings,
+        weights_from=weights,
     )
+
+
+def _user_batch(batch: Any, device: str) -> dict[str, Any]:
+    """The user's ``inputs=`` result, its tensors on ``device``: on meta, one made on the CPU keeps its
+    values (``seed``) for the program to read, as synthesised inputs do."""
+    if not isinstance(batch, dict):
+        raise ConfigError(f"inputs= returned {type(batch).__name__}; return a dict of the model's keyword arguments")
+    if device != "meta":
+        return batch
+    return tree_map_only(torch.Tensor, lambda t: t if t.device.type == "meta" else seed(t, "meta"), batch)
 
 
 def check_can_generate(model: torch.nn.Module) -> None:

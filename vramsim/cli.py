@@ -13,7 +13,8 @@ from vramsim import model_zoo
 
 from .api import simulate
 from .config import COMMANDS, lora_of_rank, options
-from .errors import VramsimError
+from .errors import ConfigError, VramsimError
+from .models import load_function
 from .render import render_devices, render_report, render_serve, render_validations
 from .serve_config import serve_options
 from .validation import validate
@@ -27,6 +28,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"vramsim: error: {message} (see vramsim {self.prog.split()[-1]} --help)", file=sys.stderr)
         sys.exit(2)
+
+
+class _Default(str):
+    """A default told apart from the same text given on the command line (by identity)."""
+
+
+_ALL_LINEAR = _Default("all-linear")
 
 
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -44,7 +52,7 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument(flag, dest=spec.name, type=option.parse or str, default=default, metavar=metavar,
                                 help=option.help)  # fmt: skip
         if spec.name == "lora":
-            parser.add_argument("--lora-targets", default="all-linear", help="comma-separated module names for LoRA")
+            parser.add_argument("--lora-targets", default=_ALL_LINEAR, help="comma-separated module names for --lora-rank")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -77,9 +85,18 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}
+"""Options the command line names as path/to/file.py:function, with what the function must be."""
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R."""
     given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
+    for name, signature in _USER_FUNCTIONS.items():
+        if given[name] is not None:
+            given[name] = load_function(given[name], signature)
+    if given["lora"] is None and args.lora_targets is not _ALL_LINEAR:
+        raise ConfigError("--lora-targets names where LoRA adapters go; give their rank with --lora-rank R")
     if given["lora"] is not None:
         given["lora"] = lora_of_rank(given["lora"], args.lora_targets)
     return given
@@ -99,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             render_devices(console)
         elif args.command == "trace":
             report = simulate(args.model, **_options(args))
+            for warning in report.warnings:
+                print(f"vramsim: warning: {warning}", file=sys.stderr)
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))
             else:

@@ -121,9 +121,9 @@ class SimulationConfig:
     max_new_tokens: int | None = field(default=None, metadata=_option(
         help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))
     inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
-        help="(batch_size, seq_len) -> the model's keyword inputs", cli=False))
+        help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"))
     loss: Callable[[Any], torch.Tensor] | None = field(default=None, metadata=_option(
-        help="the model's output -> the loss to minimise", cli=False))
+        help="the model's output -> the loss to minimise; on the command line path/to/file.py:function"))
     model_class: str | None = field(default=None, metadata=_option(
         help="transformers class, e.g. AutoModelForSequenceClassification"))
     attn_implementation: str | None = field(default=None, metadata=_option(
@@ -229,6 +229,8 @@ class SimulationConfig:
             )
         if self.max_new_tokens is None:
             self.max_new_tokens = 16 if self.task == "generate" else 0
+        elif self.max_new_tokens and self.task != "generate":
+            raise ConfigError(f"max_new_tokens is for --task generate; --task {self.task} decodes no new tokens")
         _check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
@@ -255,6 +257,10 @@ class SimulationConfig:
         self.fsdp = sharding.fsdp
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
             raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
+        if sharding.bucket_view and (sharding.gpus == 1 or self.task != "train"):
+            raise ConfigError("gradient_as_bucket_view shapes DDP's gradient buckets: it needs --task train and --gpus N > 1")
+        if self.task != "train" and self.optimizer not in (None, "adamw"):
+            raise ConfigError(f"optimizer {_optimizer_name(self.optimizer)} is for training; --task {self.task} takes no step")
         if isinstance(self.lora, int) and not isinstance(self.lora, bool):
             _check_count("lora", self.lora, 1 << 16)
             self.lora = lora_of_rank(self.lora)

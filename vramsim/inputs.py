@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from vramsim.tracer.data_dependent import seed
+from vramsim.tracer.data_dependent.shadows import SHADOW_LIMIT
 
 from .errors import UnsupportedError
 from .image_text_inputs import SplicedImage, spliced_image
@@ -205,7 +206,7 @@ class _Maker:
         channels = int(getattr(config, "num_channels", 3) or 3)
         batch: dict[str, Any] = {"pixel_values": torch.randn(self.batch, side * side, channels * patch[0] * patch[1])}
         if "pixel_attention_mask" in self.params:
-            batch["pixel_attention_mask"] = seed(torch.ones(self.batch, side * side, dtype=torch.long, device="cpu"), self.device)
+            batch["pixel_attention_mask"] = self._mask(self.batch, side * side)
         batch["spatial_shapes"] = seed(torch.tensor([[side, side]] * self.batch, dtype=torch.long, device="cpu"), self.device)
         if self.train and "labels" in self.params:
             batch["labels"] = self.class_labels()
@@ -216,7 +217,7 @@ class _Maker:
         batch: dict[str, Any] = {main_input: features, **extra}
         if main_input == "input_features" and "attention_mask" in self.params and not extra:
             frames = features.shape[-1] if features.shape[1] == _mel_bins(self.config) else features.shape[1]
-            batch["attention_mask"] = seed(torch.ones(self.batch, frames, dtype=torch.long, device="cpu"), self.device)
+            batch["attention_mask"] = self._mask(self.batch, frames)
         decoder = self.decoder_ids()
         if decoder is not None:
             batch["decoder_input_ids"] = decoder[0]
@@ -269,7 +270,10 @@ class _Maker:
         if name.endswith(("ForSequenceClassification", "ForImageClassification", "ForAudioClassification")):
             return self.class_labels()
         if name.endswith("ForTokenClassification"):
-            return seed(torch.randint(0, self._num_labels(), ids.shape, generator=self._generator, device="cpu"), self.device)
+            return seed(
+                torch.randint(0, self._num_labels(), ids.shape, generator=self._generator, device=self._host(ids.numel())),
+                self.device,
+            )
         return seed((decoder if decoder is not None else ids).clone(), self.device)
 
     def class_labels(self) -> torch.Tensor:
@@ -316,8 +320,7 @@ class _Maker:
         stacking, expansion = _frame_layout(self.config)
         if stacking * expansion > 1:  # the extractor stacks frames (its backend is missing): its layout, its mask
             frames = -(-frames // stacking)
-            mask = torch.ones(self.batch, frames, dtype=torch.long, device="cpu")
-            extra = {"attention_mask": seed(mask, self.device)} if "attention_mask" in self.params else {}
+            extra = {"attention_mask": self._mask(self.batch, frames)} if "attention_mask" in self.params else {}
             return torch.randn(self.batch, frames, int(bins) * channels * stacking * expansion), extra
         return torch.randn(self.batch, frames, int(bins) * channels), {}
 
@@ -328,13 +331,25 @@ class _Maker:
     ) -> torch.Tensor:
         config = config or self.text_config
         vocab = max(int(vocab or getattr(config, "vocab_size", 0) or getattr(self.config, "vocab_size", 0) or 2), 2)
+        shape = (rows or self.batch, length)
+        if self._host(shape[0] * shape[1]).type == "meta":  # values nobody can read are not drawn
+            return torch.empty(shape, dtype=torch.long, device=self.device)
         special = _special_tokens(self.config, config)
-        values = torch.randint(low, vocab, (rows or self.batch, length), generator=self._generator, device="cpu")
+        values = torch.randint(low, vocab, shape, generator=self._generator, device="cpu")
         ordinary = [i for i in range(low, min(vocab, low + len(special) + 2)) if i not in special]
         if special and ordinary:
             hit = torch.isin(values, torch.tensor(sorted(special), device="cpu"))
             values[hit] = ordinary[0]
         return values
+
+    def _host(self, count: int) -> torch.device:
+        """Where ``count`` input values are made: on the CPU where the program may read them; on meta,
+        beyond the ``SHADOW_LIMIT`` values ``seed`` remembers, they stay unknown and cost no host memory."""
+        return self.device if self.device.type == "meta" and count > SHADOW_LIMIT else torch.device("cpu")
+
+    def _mask(self, *shape: int) -> torch.Tensor:
+        """An all-ones mask (no padding) of ``shape`` on the device, its values known where they can be."""
+        return seed(torch.ones(shape, dtype=torch.long, device=self._host(shape[0] * shape[1])), self.device)
 
     def _num_labels(self) -> int:
         return max(int(getattr(self.config, "num_labels", 2) or 2), 1)

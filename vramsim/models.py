@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,22 +16,35 @@ from transformers import AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
 
-from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, first_line
+from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from .guards import check_config
 
-__all__ = ["ModelSource", "build_model", "load_config"]
+__all__ = ["ModelSource", "build_model", "call_user", "load_config", "meta_copy"]
 
 ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
 
 
 def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:
     """``path/to/model.py:build_fn`` -> that function, imported from the user's own file; else None."""
-    path_text, sep, name = source.rpartition(":")
+    path_text, sep, _ = source.rpartition(":")
+    if not sep and source.endswith(".py"):
+        raise ModelNotFoundError(f"{source} is Python: name the function that builds the model, {source}:build_fn")
     if not sep or not path_text.endswith(".py"):
         return None
+    return load_function(source, "def {name}() -> torch.nn.Module")
+
+
+def load_function(source: str, signature: str) -> Callable[..., Any]:
+    """``path/to/file.py:name`` -> that function, imported from the user's own file.
+
+    ``signature`` (with ``{name}``) is what the error asks the user to define when it is missing.
+    """
+    path_text, sep, name = source.rpartition(":")
+    if not sep or not path_text.endswith(".py") or not name:
+        raise ConfigError(f"{source!r} names no function; pass path/to/file.py:function")
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise ModelNotFoundError(f"{path} does not exist; pass path/to/model.py:build_fn")
+        raise ModelNotFoundError(f"{path} does not exist; pass path/to/file.py:function")
     spec = importlib.util.spec_from_file_location(f"vramsim_user_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise ModelNotFoundError(f"{path} cannot be imported as a Python module")
@@ -37,11 +52,12 @@ def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # the user's own code: any failure is theirs to see, in one line
-        raise ModelNotFoundError(f"importing {path} failed: {type(exc).__name__}: {first_line(exc)}") from exc
-    builder = getattr(module, name, None)
-    if not callable(builder):
-        raise ModelNotFoundError(f"{path} has no callable {name!r}; define def {name}() -> torch.nn.Module")
-    return builder
+        where = f"{exc.filename}:{exc.lineno}: " if isinstance(exc, SyntaxError) else _user_frame(exc)
+        raise ModelNotFoundError(f"importing {path} failed: {where}{type(exc).__name__}: {first_line(exc)}") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ModelNotFoundError(f"{path} has no callable {name!r}; define {signature.format(name=name)}")
+    return function
 
 
 def load_config(source: str | Path, *, trust_remote_code: bool = False) -> PretrainedConfig:
@@ -83,12 +99,15 @@ def build_model(
             "a module or builder runs its own attention"
         )
     if isinstance(source, torch.nn.Module):
-        return source.to(dtype) if dtype is not None else source
+        module = meta_copy(source) if device == "meta" else source
+        return module.to(dtype) if dtype is not None else module
     if callable(source) and not isinstance(source, PretrainedConfig):
         with torch.device(device):
-            module = source()
+            module = call_user(source)
         if not isinstance(module, torch.nn.Module):
             raise ConfigError(f"the model builder returned {type(module).__name__}, not a torch.nn.Module")
+        if device == "meta" and _off_meta(module):
+            module.to("meta")  # tensors the builder placed on a device explicitly; ours to move
         return module.to(dtype) if dtype is not None else module
     config = source if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust_remote_code)
     check_config(config)
@@ -111,6 +130,49 @@ def build_model(
     if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model.to("meta")  # some models create a tensor on the CPU explicitly; on meta it must hold no memory
     return model
+
+
+def meta_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """``module`` itself when it lives on meta; else a copy on meta, the user's model untouched.
+
+    A model built on the CPU (``simulate(MyNet(), ...)``) is the user's: it is deep-copied with
+    each parameter and buffer replaced by a meta tensor of its shape, so no weight is copied.
+    """
+    if not _off_meta(module):
+        return module
+    memo: dict[int, Any] = {}
+    for tensor in (*module.parameters(), *module.buffers()):
+        on_meta = tensor.detach().to("meta")
+        if isinstance(tensor, torch.nn.Parameter):
+            on_meta = torch.nn.Parameter(on_meta, requires_grad=tensor.requires_grad)
+        memo[id(tensor)] = on_meta
+    return copy.deepcopy(module, memo)
+
+
+def _off_meta(module: torch.nn.Module) -> bool:
+    return any(t.device.type != "meta" for t in (*module.parameters(), *module.buffers()))
+
+
+def call_user(function: Callable[..., Any], *args: Any) -> Any:
+    """Run the user's function (a builder, ``inputs=``); its failure is one line naming their file and line."""
+    try:
+        return function(*args)
+    except VramsimError:
+        raise
+    except Exception as exc:  # the user's own code: any failure is theirs to see, in one line
+        raise ConfigError(f"{_user_frame(exc)}{type(exc).__name__}: {first_line(exc)}") from exc
+
+
+def _user_frame(exc: BaseException) -> str:
+    """``file:line: `` of the innermost frame outside vramsim and torch, where the user's code failed."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    from vramsim import estimators, tracer
+
+    packages = (model_zoo, estimators, tracer, torch, transformers)
+    ours = tuple(str(Path(package.__file__ or "").parent) for package in packages)
+    ours += (str(Path(__file__).parent),)
+    theirs = [f for f in frames if not f.filename.startswith(ours)]
+    return f"{theirs[-1].filename}:{theirs[-1].lineno}: " if theirs else ""
 
 
 def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfig:

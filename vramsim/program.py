@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -65,6 +65,10 @@ class Program:
     """What the forward's saved tensors go through (``save_on_cpu`` to offload them)."""
     units: UnitMarker | None = None
     """Reports the blocks a checkpoint would wrap, where the traced program marks them."""
+    warnings: list[str] = field(default_factory=list)
+    """What the real run may do differently from the traced one (positions past the configured maximum)."""
+    weights_from: str = "as built"
+    """Where the weights' dtype came from: given, the checkpoint's config, the default, or as built."""
 
     @property
     def model(self) -> torch.nn.Module:

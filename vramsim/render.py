@@ -25,7 +25,6 @@ def format_bytes(nbytes: int) -> str:
 
 def render_report(report: Report, console: Console) -> None:
     opts = report.options
-    optimizer = opts.get("optimizer_implementation")
     console.print(
         Text.assemble(
             (f"{report.model}", "bold"),
@@ -33,7 +32,6 @@ def render_report(report: Report, console: Console) -> None:
                 f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
                 f" checkpointing={opts.get('checkpointing')}"
                 + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
-                + (f" optimizer={opts.get('optimizer')}: {optimizer}" if optimizer else "")
                 if not report.components
                 else f"  task={report.task} target={report.target} {opts.get('height')}x{opts.get('width')}"
                 f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"
@@ -43,6 +41,8 @@ def render_report(report: Report, console: Console) -> None:
             f"  parameters={report.parameters:,}",
         )
     )
+    if report.settings:
+        console.print("Simulated with: " + ", ".join(f"{name} {value}" for name, value in report.settings.items()))
     at = report.peak_at
     where = f"step {at.step}, {at.phase}, {at.op}" + (f" in {at.module}" if at.module else "")
     console.print(Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"),

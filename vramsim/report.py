@@ -146,6 +146,10 @@ class Report:
     assumptions: list[Assumption] = field(default_factory=list)
     components: list[ComponentPeak] = field(default_factory=list)
     """A diffusion pipeline's components, each with its own peak; the largest sets ``peak_bytes``."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """The choices in force (weights' dtype and where it came from, autocast, optimizer, LoRA...)."""
+    warnings: list[str] = field(default_factory=list)
+    """What the real run may do differently, or options that changed nothing here: each one line."""
     options: dict[str, Any] = field(default_factory=dict)
     trace_seconds: float = 0.0
 

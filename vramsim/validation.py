@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -11,11 +12,16 @@ from vramsim.estimators.devices import match_reported_name
 
 from .api import simulate
 from .config import SimulationConfig
-from .errors import UnsupportedError
+from .errors import ConfigError, UnsupportedError
 from .measure import measure_cpu, measure_cuda
 from .models import ModelSource
 
-__all__ = ["Validation", "validate"]
+__all__ = ["HOST_MEMORY_MARGIN", "Validation", "host_memory_available", "validate"]
+
+HOST_MEMORY_MARGIN = 0.2
+"""Share of the host's available memory a CPU validation leaves free: the run is refused when its
+predicted peak exceeds the rest. The prediction counts the tensors c10's allocator holds; the
+profiler's event buffers, Python objects and allocator fragmentation come on top."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,8 +58,41 @@ def validate(model: ModelSource, *, device: str = "cpu", **options: Any) -> Vali
     if device.lower() != "cpu":
         return _validate_cuda(model, device, options)
     report = simulate(model, device="cpu", **options)
+    _check_host_memory(report.peak_bytes)
     measured = measure_cpu(model, SimulationConfig.from_options(device="cpu", **options))
     return Validation(model=report.model, device="cpu", predicted_bytes=report.peak_bytes, measured_bytes=measured.peak_bytes)
+
+
+def _check_host_memory(predicted: int) -> None:
+    """Refuse a CPU run the host cannot hold: the kernel would kill it without a word."""
+    available = host_memory_available()
+    if available is None:
+        return
+    usable = int(available * (1 - HOST_MEMORY_MARGIN))
+    if predicted > usable:
+        raise ConfigError(
+            f"validate would run this workload for real on this machine's CPU, needing about {_gib(predicted)} of "
+            f"host memory; {_gib(available)} is available ({_gib(usable)} with a {HOST_MEMORY_MARGIN:.0%} margin): "
+            "use a smaller model, --batch-size or --seq-len (vramsim trace needs no memory)"
+        )
+
+
+def host_memory_available() -> int | None:
+    """Bytes the host can give without swapping: ``MemAvailable`` of /proc/meminfo (Linux), else None."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the kernel writes kB
+    except OSError:
+        pass
+    if hasattr(os, "sysconf") and "SC_AVPHYS_PAGES" in os.sysconf_names:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return None
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:.1f} GiB"
 
 
 def _validate_cuda(model: ModelSource, device: str, options: dict[str, Any]) -> Validation:

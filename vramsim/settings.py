@@ -1,0 +1,52 @@
+"""The choices a simulated run was made with, each said with where it came from: the report's header."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .config import SimulationConfig
+from .optimizers import describe_optimizer
+from .program import Program
+
+__all__ = ["run_settings"]
+
+
+def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
+    """Setting -> what was in force, for the choices that apply to ``config.task``."""
+    model = program.model
+    get_base_model = getattr(model, "get_base_model", None)
+    base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts
+    settings = {"weights": _weights(config, program, base)}
+    if config.mixed_precision is not None or config.task == "train":
+        settings["autocast"] = _dtype(config.mixed_precision) if isinstance(config.mixed_precision, torch.dtype) else "off"
+    if config.task == "train":
+        settings["optimizer"] = describe_optimizer(program.optimizer) if program.optimizer is not None else "none"
+        settings["checkpointing"] = config.checkpointing
+    if config.lora is not None:
+        settings["LoRA"] = _lora(model)
+    if config.task == "generate":
+        settings["new tokens"] = str(config.max_new_tokens)
+    return settings
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _weights(config: SimulationConfig, program: Program, model: torch.nn.Module) -> str:
+    dtype = next((p.dtype for p in model.parameters()), None)
+    if dtype is None:
+        return "none"
+    source = program.weights_from
+    return f"{_dtype(dtype)} ({'default to train' if source == 'default' and config.task == 'train' else source})"
+
+
+def _lora(model: Any) -> str:
+    config = next(iter(getattr(model, "peft_config", {}).values()), None)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    rank = getattr(config, "r", "?")
+    targets = getattr(config, "target_modules", None)
+    named = targets if isinstance(targets, str) else ",".join(sorted(targets or []))
+    return f"rank {rank} on {named}, {trainable:,} trainable parameters"
