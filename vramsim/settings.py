@@ -15,6 +15,8 @@ __all__ = ["run_settings"]
 
 def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     """Setting -> what was in force, for the choices that apply to ``config.task``."""
+    if "" not in program.modules:  # a pipeline of named components: each one's weights
+        return {"weights": ", ".join(f"{name} {_dtype(_first_dtype(module))}" for name, module in program.modules.items())}
     model = program.model
     get_base_model = getattr(model, "get_base_model", None)
     base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts
@@ -31,12 +33,16 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     return settings
 
 
-def _dtype(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+def _dtype(dtype: torch.dtype | None) -> str:
+    return str(dtype).removeprefix("torch.") if dtype is not None else "none"
+
+
+def _first_dtype(model: torch.nn.Module) -> torch.dtype | None:
+    return next((p.dtype for p in model.parameters()), None)
 
 
 def _weights(config: SimulationConfig, program: Program, model: torch.nn.Module) -> str:
-    dtype = next((p.dtype for p in model.parameters()), None)
+    dtype = _first_dtype(model)
     if dtype is None:
         return "none"
     source = program.weights_from
