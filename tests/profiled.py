@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -32,3 +33,18 @@ def transient_bytes(fn: Callable[[], Any]) -> int:
     del result
     peak, final = allocation_trace(prof)
     return peak - final
+
+
+@contextlib.contextmanager
+def fake_process_group(world_size: int) -> Iterator[object]:
+    """Rank 0 of ``world_size`` under torch's fake process group, on one process: collectives return
+    at once, so torch's own distributed code (FSDP2, DDP, DTensor) runs with a rank's real buffers."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        yield init_device_mesh("cpu", (world_size,))
+    finally:
+        dist.destroy_process_group()

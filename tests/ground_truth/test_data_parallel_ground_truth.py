@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import transformers
 from torch.profiler import ProfilerActivity, profile
 
 import vramsim
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from profiled import allocation_trace
+from profiled import allocation_trace, fake_process_group
 
 N = 8
 BATCH, SEQ = 2, 32
@@ -36,14 +35,8 @@ def _config() -> transformers.LlamaConfig:
 
 @pytest.fixture
 def fake_world() -> Iterator[object]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=N)
-    try:
-        yield init_device_mesh("cpu", (N,))
-    finally:
-        dist.destroy_process_group()
+    with fake_process_group(N) as mesh:
+        yield mesh
 
 
 def measured_peak(mesh: object, reshard_after_forward: bool | None, bucket_view: bool = False) -> int:

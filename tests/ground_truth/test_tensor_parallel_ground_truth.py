@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import transformers
 from torch.profiler import ProfilerActivity, profile
 
 import vramsim
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from profiled import allocation_trace
+from profiled import allocation_trace, fake_process_group
 
 N = 4
 BATCH, SEQ = 2, 32
@@ -39,14 +38,8 @@ def _config() -> transformers.LlamaConfig:
 
 @pytest.fixture
 def fake_world() -> Iterator[object]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=N)
-    try:
-        yield init_device_mesh("cpu", (N,))
-    finally:
-        dist.destroy_process_group()
+    with fake_process_group(N) as mesh:
+        yield mesh
 
 
 def _plan(layers: int) -> dict[str, object]:
