@@ -30,7 +30,7 @@ from .optimizers import check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
-from .report import Assumption, CheckpointChoice, Report, StageMemory, advice_for
+from .report import Assumption, CheckpointChoice, Report, StageMemory
 from .settings import run_settings
 from .targets import Target, resolve_target
 from .tracing import trace_program
@@ -133,7 +133,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         capacity_bytes=capacity,
         fits=analysis.fits(memory),
         headroom=config.headroom,
-        advice=_advice(analysis, config, target, memory, steady.breakdown) if analysis.fits(memory) is False else [],
+        advice=_advice(analysis, config, target, memory) if analysis.fits(memory) is False else [],
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
@@ -207,6 +207,10 @@ class Analysis:
         # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
         self._rng_bytes = torch.get_rng_state().nbytes if "cpu" in target.counted_devices else 0
 
+    def with_config(self, config: SimulationConfig) -> Analysis:
+        """The same trace under other analysis options (``ANALYSIS_OPTIONS``: sharding, headroom...)."""
+        return Analysis(self._graph, self._target, config, timeline=self._timeline)
+
     def run(self, plan: CheckpointPlan) -> _Outcome:
         try:
             outcome = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
@@ -256,25 +260,31 @@ class Analysis:
         )  # fmt: skip
 
 
-def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory: DeviceMemory,
-            breakdown: dict[str, int]) -> list[str]:  # fmt: skip
-    """What to change first: each checkpointing choice that lowers this run's device memory, computed
-    from the same graph (training), then the largest categories' hints; nothing already set."""
+def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory: DeviceMemory) -> list[str]:
+    """What to change first, each computed from this trace's graph with what it saves on this run: the other
+    checkpointing choices (training) and, over several GPUs, sharding the training state; nothing already set,
+    nothing the target refuses (``_choices``), nothing that saves nothing. Changes that alter the traced
+    program (weight dtype, optimizer, sizes) need another trace: ``vramsim/advice.py``, ``vramsim/fitting.py``."""
     from .render import format_bytes  # the report's figures, as the terminal prints them
 
-    computed = []
+    variants: list[tuple[str, CheckpointPlan, Analysis]] = []
     if config.task == "train" and config.checkpointing != "all":
-        for plan in _choices(target):
-            if plan.spec == config.checkpointing:
-                continue
-            other = analysis.run(plan).memory
-            saved = memory.device_bytes - other.device_bytes
-            if saved > 0:
-                fits = " (fits)" if analysis.fits(other) else ""
-                computed.append((other.device_bytes, f"--checkpointing {plan.spec}: {format_bytes(other.device_bytes)} "
-                                                     f"on the device (-{format_bytes(saved)}){fits}"))  # fmt: skip
-    hints = [hint for hint in advice_for(breakdown) if not (config.task == "train" and hint.startswith("activations"))]
-    return [line for _, line in sorted(computed)] + hints
+        plan = parse_checkpointing(config.checkpointing)
+        variants += [(f"--checkpointing {p.spec}", p, analysis) for p in _choices(target) if p.spec != config.checkpointing]
+        if config.gpus > config.tp * config.pp and not config.zero and config.fsdp == "no" and not config.pipeline.active:
+            for flag, change in (("--zero 1", {"zero": 1}), ("--zero 2", {"zero": 2}), ("--zero 3", {"zero": 3}),
+                                 ("--fsdp full", {"fsdp": "full"})):  # fmt: skip
+                sharded = dataclasses.replace(config, **change)
+                variants.append((flag, plan, analysis.with_config(sharded)))
+    computed = []
+    for flag, plan, each in variants:
+        other = each.run(plan).memory
+        saved = memory.device_bytes - other.device_bytes
+        if saved > 0:
+            fits = " (fits)" if each.fits(other) else ""
+            computed.append((other.device_bytes, f"{flag}: {format_bytes(other.device_bytes)} on the device "
+                                                 f"(-{format_bytes(saved)}){fits}"))  # fmt: skip
+    return [line for _, line in sorted(computed)]
 
 
 def _choices(target: Target) -> list[CheckpointPlan]:

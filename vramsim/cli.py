@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
+import re
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from rich.console import Console
 
 from vramsim import model_zoo
 
-from .api import simulate
 from .config import COMMANDS, lora_of_rank, options
 from .errors import ConfigError, VramsimError
-from .models import load_function
-from .render import render_devices, render_report, render_serve, render_validations
 from .serve_config import serve_options
-from .validation import validate
 
 __all__ = ["main"]
 
@@ -26,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument in one line, like every other vramsim error."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"vramsim: error: {message} (see vramsim {self.prog.split()[-1]} --help)", file=sys.stderr)
+        print(f"vramsim: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
 
@@ -77,12 +77,31 @@ def _build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         sub = commands.add_parser(command, help=helps[command], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         _workload_arguments(sub, command)
+        _run_arguments(sub, command)
+    fit = commands.add_parser("fit", help="the largest batch size and sequence length that fit the target, each traced",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    _workload_arguments(fit, "trace")
+    _run_arguments(fit, "fit")
     serve = commands.add_parser("serve", help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
     _serve_arguments(serve)
+    _run_arguments(serve, "serve")
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser
+
+
+NOT_FIT_EXIT = 3
+"""Exit status of ``trace --fail-if-not-fit`` when the job does not fit (1 is an error, 2 a bad argument)."""
+
+
+def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """How the command runs rather than what it simulates."""
+    parser.add_argument("--quiet", action="store_true", help="no progress display on stderr (none either when stderr "
+                        "is not a terminal)")  # fmt: skip
+    if command == "trace":
+        parser.add_argument("--fail-if-not-fit", action="store_true",
+                            help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)")  # fmt: skip
 
 
 _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}
@@ -92,6 +111,8 @@ _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R."""
     given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
+    from .models import load_function
+
     for name, signature in _USER_FUNCTIONS.items():
         if given[name] is not None:
             given[name] = load_function(given[name], signature)
@@ -102,47 +123,132 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub: argparse.ArgumentParser = action.choices[command]
+    return sub
+
+
+def _flag_names() -> dict[str, str]:
+    """Each option's Python name and its flag."""
+    named = [*options(), *serve_options()]
+    return {spec.name: option.flag or "--" + spec.name.replace("_", "-") for spec, option in named if option.cli}
+
+
+def _in_cli_words(message: str) -> str:
+    """An API message as the command line says it: ``seq_len`` is ``--seq-len``, ``task='train'`` is ``--task train``.
+    A name without an underscore is only rewritten with its value (``device='cpu'``): alone it is an English word."""
+    for name, flag in _flag_names().items():
+        message = re.sub(rf"(?<![\w.(-]){name}='?([^\s',;)]+)'?", rf"{flag} \1", message)
+        if "_" in name:
+            message = re.sub(rf"(?<![\w.(-]){name}(?![\w=,)])", flag, message)
+    return message
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, text: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr while the command works, told what it is doing; none when ``--quiet`` or when
+    stderr is not a terminal (a pipe or a log file gets only the result)."""
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        yield lambda _: None
+        return
+    with Console(stderr=True).status(text) as status:
+        yield lambda update: status.update(update)
+
+
+def _more_advice(model: str, report: Any, given: dict[str, Any], tell: Callable[[str], None]) -> list[str]:
+    """A job that does not fit: the report's advice, then what needs more traces (another weight dtype or
+    optimizer, the largest batch size and sequence length), each traced."""
+    from .advice import retraced_advice
+    from .fitting import largest_fit
+    from .render import fit_advice
+
+    advice = [*report.advice, *retraced_advice(model, report, given, progress=tell)]
+    if report.task != "generate" and not report.components and given["checkpointing"] != "all":
+        advice += fit_advice(largest_fit(model, traced=report, progress=tell, **given))
+    return advice
+
+
+def _trace(args: argparse.Namespace, console: Console) -> int:
+    from .api import simulate
+    from .render import render_report
+
+    given = _options(args)
+    with _progress(args, f"tracing {args.model}") as tell:
+        report = simulate(args.model, **given)
+        if report.fits is False:
+            report = dataclasses.replace(report, advice=_more_advice(args.model, report, given, tell))
+    for warning in report.warnings:
+        print(f"vramsim: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        render_report(report, console)
+    if args.fail_if_not_fit and report.fits is None:
+        raise ConfigError("--fail-if-not-fit judges a GPU's memory; the cpu target has no fixed size (choose --device)")
+    return NOT_FIT_EXIT if args.fail_if_not_fit and report.fits is False else 0
+
+
+def _show(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], console: Console) -> None:
+    """``--json``: the result's data; else its terminal view."""
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        render(result, console)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    """The command's work, once its arguments parsed."""
+    if args.command == "models":
+        for model_id in model_zoo.model_ids():
+            print(model_id)
+        for pipeline_id in model_zoo.pipeline_ids():
+            print(f"{pipeline_id}  (diffusion pipeline: --task generate)")
+    elif args.command == "gpus":
+        from .render import render_devices
+
+        render_devices(console)
+    elif args.command == "trace":
+        return _trace(args, console)
+    elif args.command == "fit":
+        from .fitting import largest_fit
+        from .render import render_fit
+
+        with _progress(args, f"searching the largest fit of {args.model}") as tell:
+            fit = largest_fit(args.model, progress=tell, **_options(args))
+        _show(args, fit, render_fit, console)
+    elif args.command == "serve":
+        from .render import render_serve
+        from .serve import serve
+
+        with _progress(args, f"tracing {args.model}"):
+            served = serve(args.model, **{spec.name: getattr(args, spec.name) for spec, _ in serve_options()})
+        _show(args, served, render_serve, console)
+    elif args.command == "validate":
+        from .render import render_validations
+        from .validation import validate
+
+        with _progress(args, f"running {args.model} for real on the cpu"):
+            result = validate(args.model, **_options(args))
+        _show(args, result, lambda one, out: render_validations([one], out), console)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code."""
-    args = _build_parser().parse_args(argv)
+    """Run the CLI; returns the process exit code (``NOT_FIT_EXIT`` for ``trace --fail-if-not-fit`` that does not fit)."""
+    parser = _build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the command's own parser, whose --help lists what it takes
+        _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
     console = Console()
     try:
-        if args.command == "models":
-            for model_id in model_zoo.model_ids():
-                print(model_id)
-            for pipeline_id in model_zoo.pipeline_ids():
-                print(f"{pipeline_id}  (diffusion pipeline: --task generate)")
-        elif args.command == "gpus":
-            render_devices(console)
-        elif args.command == "trace":
-            report = simulate(args.model, **_options(args))
-            for warning in report.warnings:
-                print(f"vramsim: warning: {warning}", file=sys.stderr)
-            if args.json:
-                print(json.dumps(report.to_dict(), indent=2))
-            else:
-                render_report(report, console)
-        elif args.command == "serve":
-            from .serve import serve
-
-            served = serve(args.model, **{spec.name: getattr(args, spec.name) for spec, _ in serve_options()})
-            if args.json:
-                print(json.dumps(served.to_dict(), indent=2))
-            else:
-                render_serve(served, console)
-        elif args.command == "validate":
-            result = validate(args.model, **_options(args))
-            if args.json:
-                print(json.dumps(result.to_dict(), indent=2))
-            else:
-                render_validations([result], console)
+        return _run(args, console)
     except VramsimError as exc:
-        print(f"vramsim: error: {exc}", file=sys.stderr)
+        print(f"vramsim: error: {_in_cli_words(str(exc))}", file=sys.stderr)
         return 1
     except MemoryError:
         print("vramsim: error: out of host memory; try a smaller --batch-size or --seq-len", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import torch
 
 from .errors import ConfigError
 
-__all__ = ["check_positions"]
+__all__ = ["check_positions", "position_limit"]
 
 _TABLE_OFFSET = 2
 """Extra rows some tables carry beyond the configured maximum (OPT and BART start positions at 2)."""
@@ -44,6 +44,14 @@ def check_positions(model: torch.nn.Module, *, seq_len: int, new_tokens: int) ->
         f"{asked} passes {field}={limit}: the positions are computed (rotary or relative), so it runs, "
         "but the model was not trained that long"
     )
+
+
+def position_limit(model: torch.nn.Module) -> tuple[str, int] | None:
+    """The config field bounding the text positions and its value (None: no such bound), as
+    ``check_positions`` reads it: the longest sequence a search of lengths may try."""
+    config = getattr(model, "config", None)
+    field, limit = _limit(model, config) if config is not None else ("", None)
+    return None if limit is None else (field, limit)
 
 
 def _limit(model: torch.nn.Module, config: Any) -> tuple[str, int | None]:

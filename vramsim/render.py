@@ -6,11 +6,12 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from .fitting import Largest, LargestFit
 from .report import Report
 from .serve_report import ServeReport
 from .validation import Validation
 
-__all__ = ["format_bytes", "render_devices", "render_report", "render_serve", "render_validations"]
+__all__ = ["fit_advice", "format_bytes", "render_devices", "render_fit", "render_report", "render_serve", "render_validations"]
 
 
 def format_bytes(nbytes: int) -> str:
@@ -48,7 +49,7 @@ def render_report(report: Report, console: Console) -> None:
     console.print(Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"),
                                 f"  at {where}"))  # fmt: skip
     console.print(f"Reserved by the allocator: {format_bytes(report.reserved_bytes)}   "
-                  f"On the device (nvidia-smi): {format_bytes(report.device_bytes)}")  # fmt: skip
+                  f"{_device_label(report.target).capitalize()}: {format_bytes(report.device_bytes)}")  # fmt: skip
     if report.fits is not None and report.capacity_bytes is not None:
         usable = report.capacity_bytes * (1 - report.headroom)
         verdict = "[bold green]FITS[/]" if report.fits else "[bold red]DOES NOT FIT[/]"
@@ -68,6 +69,14 @@ def render_report(report: Report, console: Console) -> None:
         for item in report.assumptions:
             console.print(f"  - {item.name}: {item.detail}")
     console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _device_label(target: str) -> str:
+    """What shows ``device_bytes`` on the target: nvidia-smi, rocm-smi, or the process on the cpu."""
+    from vramsim.estimators.devices import get_device
+
+    vendor = get_device(target).vendor
+    return {"cpu": "in host memory (the process)", "amd": "on the device (rocm-smi)"}.get(vendor, "on the device (nvidia-smi)")
 
 
 def _components(report: Report) -> Table:
@@ -103,7 +112,7 @@ def _ranks(report: Report) -> Table:
     if ranks.gathered_elements:
         table.add_row("most weight elements gathered at once", f"{ranks.gathered_elements:,}")
     table.add_row("peak allocated", format_bytes(report.peak_bytes))
-    table.add_row("on the device (nvidia-smi)", format_bytes(report.device_bytes))
+    table.add_row(_device_label(report.target), format_bytes(report.device_bytes))
     for stage in ranks.stages:
         fits = "" if stage.fits is None else (", fits" if stage.fits else ", does not fit")
         table.add_row(f"stage {stage.rank}: {len(stage.layers)} layers, {format_bytes(stage.held_bytes)} held per "
@@ -254,3 +263,38 @@ def _serve_layers(report: ServeReport) -> Table:
         table.add_row(str(count), kind, cls, format_bytes(per_token), "-" if window is None else f"{window:,}",
                       format_bytes(state) if state else "-")  # fmt: skip
     return table
+
+
+def _largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
+    """One searched option: its largest fitting value and the traced value after it."""
+    flag = "--" + largest.option.replace("_", "-")
+    if largest.value is None:
+        return f"no {flag} fits at {held}: 1 takes {format_bytes(largest.over_bytes or 0)} on the device (traced)"
+    named = f"{flag} {largest.value:,} (the largest at {held}, traced)" if advice else f"{flag} {largest.value:,} at {held}"
+    line = f"{named}: {format_bytes(largest.device_bytes or 0)} on the device"
+    if largest.value == largest.bound:
+        limit = "vramsim's limit" if largest.bound_by == "vramsim's limit" else f"the model's {largest.bound_by}"
+        return f"{line}, the longest tried ({limit})"
+    if largest.over is None:
+        return f"{line}; the search stopped before a size that does not fit"
+    between = "" if largest.exact else " (the sizes between were not traced)"
+    return f"{line}; {largest.over:,} takes {format_bytes(largest.over_bytes or 0)}{between}"
+
+
+def _largest_lines(fit: LargestFit, *, advice: bool = False) -> list[str]:
+    seq, batch = f"--seq-len {fit.given['seq_len']:,}", f"--batch-size {fit.given['batch_size']:,}"
+    return [_largest_line(fit.batch_size, seq, advice=advice), _largest_line(fit.seq_len, batch, advice=advice)]
+
+
+def fit_advice(fit: LargestFit) -> list[str]:
+    """The largest batch size and sequence length as advice lines, saying they were traced."""
+    return _largest_lines(fit, advice=True)
+
+
+def render_fit(fit: LargestFit, console: Console) -> None:
+    """The largest batch size and sequence length that fit, each a traced run."""
+    console.print(Text.assemble((fit.model, "bold"), f"  on {fit.target}: {format_bytes(fit.usable_bytes)} usable "
+                                f"({fit.headroom:.0%} headroom)"))  # fmt: skip
+    for line in _largest_lines(fit):
+        console.print(f"  largest {line}")
+    console.print(f"[dim]each figure from a trace: {fit.traces} traced in {fit.trace_seconds:.2f} s[/dim]")

@@ -159,18 +159,3 @@ class Report:
 
     def __repr__(self) -> str:
         return f"<Report peak={self.peak_bytes / 2**30:.2f} GiB target={self.target}>"
-
-
-def advice_for(breakdown: dict[str, int]) -> list[str]:
-    """The changes that shrink the largest categories at the peak, largest first."""
-    hints = {
-        "activations": "enable gradient checkpointing, or lower batch size / sequence length",
-        "optimizer_states": "shard optimizer states (ZeRO-1/FSDP) or use a lighter optimizer (Adafactor, SGD)",
-        "gradients": "shard gradients (ZeRO-2/FSDP) or train LoRA adapters only",
-        "parameters": "load weights in bf16, quantize them, or shard them (FSDP/ZeRO-3, tensor parallel)",
-        "kv_cache": "shorten max_new_tokens / the context, or lower the batch size",
-        "temporaries": "lower batch size or sequence length (logits and attention temporaries scale with both)",
-        "outputs": "compute the loss in chunks or keep only the last logits",
-    }
-    ranked = sorted(breakdown.items(), key=lambda item: item[1], reverse=True)
-    return [f"{name}: {hints[name]}" for name, _ in ranked if name in hints][:3]
