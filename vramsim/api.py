@@ -79,7 +79,7 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
     if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
-        raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
+        raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use mixed_precision='fp16'")
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     check_target(config.optimizer, target.profile.vendor)
@@ -215,9 +215,9 @@ class Analysis:
         try:
             outcome = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
         except ValueError as exc:
-            raise ConfigError(f"--checkpointing {plan.spec}: {exc}") from None
+            raise ConfigError(f"checkpointing={plan.spec!r}: {exc}") from None
         except NotImplementedError as exc:
-            raise UnsupportedError(f"--checkpointing {plan.spec}: {exc}") from None
+            raise UnsupportedError(f"checkpointing={plan.spec!r}: {exc}") from None
         if self._timeline is not None:  # a generation runs no checkpointing: the what-if is the trace itself
             outcome = dataclasses.replace(outcome, timeline=self._timeline)
         if self._config.pipeline.active:
@@ -237,9 +237,9 @@ class Analysis:
         try:
             stages = stage_timelines(self._graph, outcome.timeline, plan)
         except ValueError as exc:
-            raise ConfigError(f"--pp {plan.stages}: {exc}") from None
+            raise ConfigError(f"pp={plan.stages}: {exc}") from None
         except NotImplementedError as exc:
-            raise UnsupportedError(f"--pp {plan.stages}: {exc}") from None
+            raise UnsupportedError(f"pp={plan.stages}: {exc}") from None
         replayed = [(stage, self._replay(stage.timeline)) for stage in stages]
         rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
                             in_flight=stage.in_flight, model_state=held_state(stage.timeline),
@@ -295,7 +295,7 @@ def _choices(target: Target) -> list[CheckpointPlan]:
 
 def _check_checkpointing(plan: CheckpointPlan, config: SimulationConfig, target: Target) -> None:
     if plan.kind != "none" and config.task != "train":
-        raise ConfigError(f"checkpointing {plan.spec} applies to training; --task {config.task} saves no activations")
+        raise ConfigError(f"checkpointing={plan.spec!r} applies to training; task={config.task!r} saves no activations")
     if plan.kind == "offload" and target.profile.vendor == "cpu":
         raise ConfigError("offload moves activations to host memory, which is the cpu target's own memory; use a GPU target")
 

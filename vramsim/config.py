@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
 from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
-from typing import Any, Literal
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal
 
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
-from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError, UnsupportedError
 from .optimizers import OPTIMIZERS, canonical_name
@@ -20,9 +18,13 @@ __all__ = ["Option", "SimulationConfig", "options"]
 
 Task = Literal["train", "forward", "generate"]
 TASKS = ("train", "forward", "generate")
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16}
-MIXED_PRECISION = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+if TYPE_CHECKING:
+    import torch
+
+_DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+                "float16": "float16", "fp16": "float16"}  # fmt: skip
+_MIXED_NAMES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
+"""The dtype names taken, as torch's attribute names: the command line parses its arguments without torch."""
 MAX_SEQ_LEN = 1 << 22
 """Longer sequences than 4M tokens are rejected: no model is trained at that length today."""
 MAX_BATCH = 1 << 20
@@ -87,7 +89,16 @@ def _optimizer_name(value: Any) -> str | None:
 
 
 def _optimizer_flag(text: str) -> str | None:
-    return None if text.lower() == "none" else text
+    """``--optimizer``: a name, checked here so that a command-line user is not offered a callable."""
+    if text.lower() == "none":
+        return None
+    try:
+        known = canonical_name(text) is not None
+    except UnsupportedError:  # a name vramsim knows and refuses: the run says why
+        return text
+    if not known:
+        raise ArgumentTypeError(f"unknown optimizer {text!r}; choose one of: {', '.join(OPTIMIZERS)}, or none")
+    return text
 
 
 @dataclass(kw_only=True)
@@ -211,8 +222,8 @@ class SimulationConfig:
             raise ConfigError(f"unknown task {self.task!r}; choose one of: {', '.join(TASKS)}")
         _check_count("batch_size", self.batch_size, MAX_BATCH)
         _check_count("seq_len", self.seq_len, MAX_SEQ_LEN)
-        self.dtype = _dtype("dtype", self.dtype, DTYPES)
-        self.mixed_precision = _dtype("mixed_precision", self.mixed_precision, MIXED_PRECISION)
+        self.dtype = _dtype("dtype", self.dtype, _DTYPE_NAMES)
+        self.mixed_precision = _dtype("mixed_precision", self.mixed_precision, _MIXED_NAMES)
         if isinstance(self.optimizer, str):
             named = canonical_name(self.optimizer)
             if named is None:
@@ -230,11 +241,13 @@ class SimulationConfig:
         if self.max_new_tokens is None:
             self.max_new_tokens = 16 if self.task == "generate" else 0
         elif self.max_new_tokens and self.task != "generate":
-            raise ConfigError(f"max_new_tokens is for --task generate; --task {self.task} decodes no new tokens")
+            raise ConfigError(f"max_new_tokens is for task='generate'; task={self.task!r} decodes no new tokens")
         _check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
         try:
+            from vramsim.tracer.data_dependent import parse_routing  # torch, once arguments are parsed
+
             self.moe_routing = parse_routing(self.moe_routing).spec
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
@@ -256,11 +269,12 @@ class SimulationConfig:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
-            raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
+            which = f"zero={sharding.zero}" if sharding.zero else f"fsdp={sharding.fsdp!r}"
+            raise ConfigError(f"{which} would shard training state; task={self.task!r} has none (gpus alone replicates)")
         if sharding.bucket_view and (sharding.gpus == 1 or self.task != "train"):
-            raise ConfigError("gradient_as_bucket_view shapes DDP's gradient buckets: it needs --task train and --gpus N > 1")
+            raise ConfigError("gradient_as_bucket_view shapes DDP's gradient buckets: it needs task='train' and gpus=N > 1")
         if self.task != "train" and self.optimizer not in (None, "adamw"):
-            raise ConfigError(f"optimizer {_optimizer_name(self.optimizer)} is for training; --task {self.task} takes no step")
+            raise ConfigError(f"optimizer={_optimizer_name(self.optimizer)!r} is for training; task={self.task!r} takes no step")
         if isinstance(self.lora, int) and not isinstance(self.lora, bool):
             _check_count("lora", self.lora, 1 << 16)
             self.lora = lora_of_rank(self.lora)
@@ -298,14 +312,15 @@ def _check_model_parallel(config: SimulationConfig) -> None:
     if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
         config.gpus = config.tp * config.pp
     if config.gpus % (config.tp * config.pp):
-        raise ConfigError(f"--gpus {config.gpus} is dp x tp x pp; it must be a multiple of tp x pp = {config.tp * config.pp}")
+        raise ConfigError(f"gpus={config.gpus} is dp x tp x pp; it must be a multiple of tp x pp = {config.tp * config.pp}")
     try:
         plan = pipeline_plan(config.pp, config.pp_schedule, config.micro_batches, config.pp_virtual_stages)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     config.pp_schedule = plan.schedule
     if plan.active and config.task != "train":
-        raise ConfigError(f"--pp models a training pipeline's micro-batches in flight; --task {config.task} is not training")
+        raise ConfigError(f"pp={config.pp} models a training pipeline's micro-batches in flight; "
+                          f"task={config.task!r} is not training")
     if plan.active and (config.gpus > config.tp * config.pp or config.zero or config.fsdp != "no"):
         raise UnsupportedError("--pp with data parallelism (--gpus > tp x pp, --zero, --fsdp) is not modelled yet; "
                                "set --gpus to tp x pp")  # fmt: skip
@@ -319,7 +334,23 @@ def _check_count(name: str, value: Any, limit: int, *, allow_zero: bool = False)
         raise ConfigError(f"{name} must be between {low} and {limit}, got {value}")
 
 
-def _dtype(name: str, value: Any, choices: dict[str, torch.dtype]) -> torch.dtype | None:
+def __getattr__(name: str) -> Any:
+    """``DTYPES`` and ``MIXED_PRECISION``: the names taken -> torch dtypes, made when first read (torch loads then)."""
+    if name in ("DTYPES", "MIXED_PRECISION"):
+        return _torch_dtypes(_DTYPE_NAMES if name == "DTYPES" else _MIXED_NAMES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _torch_dtypes(names: dict[str, str]) -> dict[str, torch.dtype]:
+    import torch
+
+    return {name: getattr(torch, attr) for name, attr in names.items()}
+
+
+def _dtype(name: str, value: Any, names: dict[str, str]) -> torch.dtype | None:
+    import torch
+
+    choices = _torch_dtypes(names)
     if value is None or (isinstance(value, torch.dtype) and value in choices.values()):
         return value
     if isinstance(value, str) and value.lower().removeprefix("torch.") in choices:

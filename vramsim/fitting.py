@@ -28,11 +28,15 @@ from .positions import position_limit
 from .report import Report
 from .targets import resolve_target
 
-__all__ = ["MAX_TRACES", "Largest", "LargestFit", "largest_fit"]
+__all__ = ["MAX_TRACES", "SEQ_STEP", "Largest", "LargestFit", "largest_fit", "search"]
 
 MAX_TRACES = 8
 """Most sizes traced per search, the given one included: an affine peak needs four (two for the
 secant, the candidate, the one after it); the allocator's rounding makes it five to seven in practice."""
+
+SEQ_STEP = 64
+"""Sequence lengths are searched in multiples of 64 (when the given length and the model's maximum are):
+lengths are chosen in such steps, and finer ones would cost traces on the allocator's rounding alone."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,8 +56,10 @@ class Largest:
     """The largest value the search may try."""
     bound_by: str
     """What sets ``bound``: a config field of the model (``max_position_embeddings``) or vramsim's own limit."""
+    step: int
+    """The values tried are multiples of it."""
     exact: bool
-    """True when no untraced value lies between ``value`` and ``over`` (or ``value`` is ``bound``)."""
+    """True when ``over`` is ``value`` + ``step`` (or ``value`` is ``bound``): no value of the search between is untraced."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +118,7 @@ def largest_fit(
     batch = _largest("batch_size", lambda b: measure(b, config.seq_len), start=config.batch_size, bound=MAX_BATCH,
                      bound_by="vramsim's limit", usable=usable)  # fmt: skip
     seq = _largest("seq_len", lambda s: measure(config.batch_size, s), start=config.seq_len, bound=top, bound_by=field,
-                   usable=usable)  # fmt: skip
+                   usable=usable, step=SEQ_STEP)  # fmt: skip
     return LargestFit(
         model=next(iter(reports.values())).model, target=next(iter(reports.values())).target, headroom=config.headroom,
         usable_bytes=usable, batch_size=batch, seq_len=seq, given=given, traces=len(reports) - (traced is not None),
@@ -123,8 +129,8 @@ def largest_fit(
 def _check(model: ModelSource, config: SimulationConfig) -> int:
     """The target's capacity, once the run is one the search applies to."""
     if config.task == "generate":
-        raise UnsupportedError("the largest fit is searched for task='train' or 'forward'; a generation's length is "
-                               "its max_new_tokens")  # fmt: skip
+        raise UnsupportedError("task='generate' has no largest fit searched (its length is max_new_tokens); "
+                               "search a train or forward run")  # fmt: skip
     if find_pipeline(model) is not None:
         raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
     if config.checkpointing == "all":
@@ -144,14 +150,17 @@ def _seq_bound(model: ModelSource, config: SimulationConfig) -> tuple[str, int]:
     return ("vramsim's limit", MAX_SEQ_LEN) if limit is None else (limit[0], min(limit[1], MAX_SEQ_LEN))
 
 
-def _largest(option: str, measure: Callable[[int], int], *, start: int, bound: int, bound_by: str, usable: int) -> Largest:
-    points = search(measure, start=start, bound=bound, usable=usable)
-    fitting = [x for x, nbytes in points.items() if nbytes <= usable]
-    value = max(fitting, default=None)
+def _largest(option: str, measure: Callable[[int], int], *, start: int, bound: int, bound_by: str, usable: int,
+             step: int = 1) -> Largest:  # fmt: skip
+    """The search over multiples of ``step``, when the given value and the bound are such multiples."""
+    step = step if start % step == 0 and bound % step == 0 else 1
+    units = search(lambda k: measure(k * step), start=start // step, bound=bound // step, usable=usable)
+    points = {k * step: nbytes for k, nbytes in units.items()}
+    value = max((x for x, nbytes in points.items() if nbytes <= usable), default=None)
     over = min((x for x, nbytes in points.items() if nbytes > usable and x > (value or 0)), default=None)
-    exact = value == bound or over == (value or 0) + 1
     return Largest(option=option, value=value, device_bytes=None if value is None else points[value], over=over,
-                   over_bytes=None if over is None else points[over], bound=bound, bound_by=bound_by, exact=exact)  # fmt: skip
+                   over_bytes=None if over is None else points[over], bound=bound, bound_by=bound_by, step=step,
+                   exact=value == bound or over == (value or 0) + step)  # fmt: skip
 
 
 def search(measure: Callable[[int], int], *, start: int, bound: int, usable: int, budget: int = MAX_TRACES) -> dict[int, int]:

@@ -17,15 +17,16 @@ import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, UnsupportedError
 
+if TYPE_CHECKING:  # torch loads when an optimizer is built: the command line checks names without it
+    import torch
+
 __all__ = ["ALIASES", "OPTIMIZERS", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
 
-Factory = Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]
+Factory = Callable[[list["torch.nn.Parameter"], bool], "torch.optim.Optimizer"]
 
 # bitsandbytes' CPU backend logs a warning when it is imported (by peft or transformers, too) about
 # an optional 4-bit kernel package that nothing vramsim runs calls; keep it off the user's screen.
@@ -47,8 +48,16 @@ def _bitsandbytes() -> Any:
     return importlib.import_module("bitsandbytes")
 
 
+def _torch_optim(name: str) -> Any:
+    """``torch.optim.<name>``, torch imported when an optimizer is built."""
+    import torch
+
+    return getattr(torch.optim, name)
+
+
 def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=1e-4, fused=True)
+    made: torch.optim.Optimizer = _torch_optim("AdamW")(params, lr=1e-4, fused=True)
+    return made
 
 
 def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
@@ -60,10 +69,10 @@ OPTIMIZERS: dict[str, _Named] = {
     # torch AdamW, fused kernel: the Trainer's default (adamw_torch_fused)
     "adamw": _Named(_adamw_fused),
     # torch AdamW as torch picks it: foreach on GPUs, for-loop on the CPU (the Trainer's adamw_torch)
-    "adamw-foreach": _Named(lambda params, foreach: torch.optim.AdamW(params, lr=1e-4, foreach=foreach)),
-    "adam": _Named(lambda params, foreach: torch.optim.Adam(params, lr=1e-4, foreach=foreach)),
-    "sgd": _Named(lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)),
-    "adafactor": _Named(lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach)),
+    "adamw-foreach": _Named(lambda params, foreach: _torch_optim("AdamW")(params, lr=1e-4, foreach=foreach)),
+    "adam": _Named(lambda params, foreach: _torch_optim("Adam")(params, lr=1e-4, foreach=foreach)),
+    "sgd": _Named(lambda params, foreach: _torch_optim("SGD")(params, lr=1e-3, momentum=0.9, foreach=foreach)),
+    "adafactor": _Named(lambda params, foreach: _torch_optim("Adafactor")(params, lr=1e-2, foreach=foreach)),
     # bitsandbytes AdamW with 8-bit block-wise states (the Trainer's adamw_bnb_8bit)
     "adamw8bit": _Named(_adamw_8bit, cpu=False),
     # bitsandbytes Lion with one fp32 state (the Trainer's lion_32bit)
@@ -112,6 +121,8 @@ def check_target(optimizer: Any, vendor: str) -> None:
 def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:
     """The optimizer over ``model``'s trainable parameters; ``foreach``: the target's default
     for the implementations torch picks per device."""
+    import torch
+
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer is None:
         return None

@@ -277,8 +277,9 @@ def _largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
         return f"{line}, the longest tried ({limit})"
     if largest.over is None:
         return f"{line}; the search stopped before a size that does not fit"
-    between = "" if largest.exact else " (the sizes between were not traced)"
-    return f"{line}; {largest.over:,} takes {format_bytes(largest.over_bytes or 0)}{between}"
+    between = "" if largest.exact else " (the sizes between not traced)"
+    step = f" (searched in steps of {largest.step})" if largest.step > 1 else ""
+    return f"{line}; {largest.over:,} takes {format_bytes(largest.over_bytes or 0)}{between or step}"
 
 
 def _largest_lines(fit: LargestFit, *, advice: bool = False) -> list[str]:

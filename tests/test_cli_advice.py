@@ -1,0 +1,176 @@
+"""Advice that counts, scripts that can rely on the exit status, progress only where a person watches,
+and messages in the words of the interface used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import transformers
+
+import vramsim
+from vramsim.advice import retraced_advice, retraced_options
+from vramsim.cli import NOT_FIT_EXIT, main
+from vramsim.render import format_bytes
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _tiny(tmp_path: Path, config: transformers.PretrainedConfig) -> str:
+    config.save_pretrained(tmp_path)
+    return str(tmp_path / "config.json")
+
+
+def _saving(line: str, report: vramsim.Report, rerun: vramsim.Report) -> None:
+    """The line states the re-run's device memory and what it saves on ``report``'s run."""
+    saved = report.device_bytes - rerun.device_bytes
+    assert saved > 0 and f": {format_bytes(rerun.device_bytes)} on the device (-{format_bytes(saved)})" in line, line
+
+
+# -- savings equal a re-run with the option ---------------------------------------------------------
+
+
+def test_sharding_advice_equals_a_run_sharded(tiny_llama: transformers.LlamaConfig) -> None:
+    """Over several GPUs, each ZeRO stage and FSDP is computed from the same graph; none once one is set."""
+    options = dict(batch_size=4, seq_len=64, gpus=4, headroom=0.999)
+    report = vramsim.simulate(tiny_llama, **options)
+    lines = {line.split(":")[0]: line for line in report.advice if not line.startswith("--checkpointing")}
+    assert lines and set(lines) <= {"--zero 1", "--zero 2", "--zero 3", "--fsdp full"}  # those that save
+    for flag, line in lines.items():
+        name, value = flag.removeprefix("--").split()
+        _saving(line, report, vramsim.simulate(tiny_llama, **options, **{name: int(value) if name == "zero" else value}))
+    sharded = vramsim.simulate(tiny_llama, **options, zero=1)
+    assert not any(line.startswith(("--zero", "--fsdp")) for line in sharded.advice)
+
+
+def test_retraced_advice_equals_the_run_it_names(tiny_llama: transformers.LlamaConfig) -> None:
+    options = dict(batch_size=4, seq_len=64, headroom=0.999, device="h100")
+    report = vramsim.simulate(tiny_llama, **options)
+    lines = retraced_advice(tiny_llama, report, options)
+    assert lines and all(" (traced): " in line for line in lines)
+    for line in lines:
+        name, value = line.removeprefix("--").split()[:2]
+        _saving(line, report, vramsim.simulate(tiny_llama, **{**options, name: value}))
+
+
+@pytest.mark.parametrize(
+    ("options", "absent"),
+    [
+        ({"dtype": "bf16"}, "--dtype"),  # already set
+        ({"optimizer": "sgd"}, "--optimizer"),  # already light
+        ({"device": "v100-32gb"}, "--dtype bf16"),  # no bf16 on Volta: fp16 weights cannot train either
+        ({"device": "mi300x"}, "--optimizer adamw8bit"),  # bitsandbytes' kernels are CUDA's
+    ],
+)
+def test_advice_offers_nothing_set_or_refused(
+    options: dict[str, str], absent: str, tiny_llama: transformers.LlamaConfig
+) -> None:
+    options = {"seq_len": 16, **options}
+    offered = retraced_options(vramsim.simulate(tiny_llama, **options), options)
+    assert offered and not any(flag.startswith(absent) for flag in offered), offered
+
+
+# -- --fail-if-not-fit and the trace's own search -----------------------------------------------------
+
+
+def test_fail_if_not_fit(tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _tiny(tmp_path, tiny_llama)
+    assert run(capsys, "trace", model, "--seq-len", "16", "--fail-if-not-fit")[0] == 0
+    code, out, _ = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999", "--fail-if-not-fit", "--json")
+    advice = json.loads(out)["advice"]
+    assert code == NOT_FIT_EXIT == 3
+    assert advice[-2].startswith("no --batch-size fits at --seq-len 16: 1 takes ") and advice[-2].endswith(" (traced)")
+    assert advice[-1].startswith("no --seq-len fits at --batch-size 1: 1 takes ")
+    assert run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999")[0] == 0  # without the flag
+    code, _, err = run(capsys, "trace", model, "--seq-len", "16", "--device", "cpu", "--fail-if-not-fit")
+    assert code == 1 and "the cpu target has no fixed size" in err and err.count("\n") == 1
+
+
+def test_fit_command(
+    tmp_path: Path, tiny_gpt2: transformers.GPT2Config, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``vramsim fit``: both answers, each said to be traced; a position table bounds the length."""
+    monkeypatch.setenv("COLUMNS", "200")
+    model = _tiny(tmp_path, tiny_gpt2)
+    code, out, _ = run(capsys, "fit", model, "--seq-len", "64", "--headroom", "0.9895", "--device", "h100")
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[1].startswith("  largest --batch-size ") and " at --seq-len 64: " in lines[1] and " takes " in lines[1]
+    assert lines[2].startswith("  largest --seq-len 128 at --batch-size 1: ") and "max_position_embeddings" in lines[2]
+    assert lines[-1].startswith("each figure from a trace: ")
+    code, _, err = run(capsys, "fit", model, "--task", "generate")
+    assert code == 1 and "--task generate has no largest fit searched (its length is --max-new-tokens)" in err
+
+
+# -- progress ------------------------------------------------------------------------------------------
+
+
+def test_progress_only_on_a_terminal(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _tiny(tmp_path, tiny_llama)
+    assert run(capsys, "trace", model, "--seq-len", "16")[2] == ""  # stderr is not a terminal here
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert "tracing" in run(capsys, "trace", model, "--seq-len", "16")[2]
+    assert run(capsys, "trace", model, "--seq-len", "16", "--quiet")[2] == ""
+
+
+# -- small things --------------------------------------------------------------------------------------
+
+
+def test_help_pointer_names_the_program_once(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, pointer in ((["nosuch"], "(see vramsim --help)"), (["trace", "gpt2", "--bogus"], "(see vramsim trace --help)")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        assert err.rstrip().endswith(pointer) and "vramsim vramsim" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "options", "cli", "api"),
+    [
+        (["--seq-len", "0"], {"seq_len": 0}, "--seq-len must be between", "seq_len must be between"),
+        (["--max-new-tokens", "4"], {"max_new_tokens": 4}, "--max-new-tokens is for --task generate; --task train",
+         "max_new_tokens is for task='generate'; task='train'"),
+        (["--task", "forward", "--gpus", "2", "--zero", "2"], {"task": "forward", "gpus": 2, "zero": 2},
+         "--zero 2 would shard training state; --task forward", "zero=2 would shard training state; task='forward'"),
+    ],
+)  # fmt: skip
+def test_errors_use_the_words_of_the_interface(
+    argv: list[str], options: dict[str, object], cli: str, api: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(vramsim.ConfigError) as raised:
+        vramsim.simulate("gpt2", **options)  # type: ignore[arg-type]
+    assert api in str(raised.value) and "--" not in str(raised.value)
+    code, _, err = run(capsys, "trace", "gpt2", *argv)
+    assert code == 1 and cli in err
+
+
+def test_optimizer_error_offers_a_cli_user_no_callable(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["trace", "gpt2", "--optimizer", "lamb"])
+    err = capsys.readouterr().err
+    assert "unknown optimizer 'lamb'" in err and "callable" not in err
+    with pytest.raises(vramsim.ConfigError, match="callable"):  # Python can pass one
+        vramsim.simulate("gpt2", optimizer="lamb")
+
+
+def test_cpu_target_says_host_memory(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "trace", _tiny(tmp_path, tiny_llama), "--seq-len", "16", "--device", "cpu")
+    assert code == 0 and "nvidia-smi" not in out and "In host memory (the process): " in out
+
+
+def test_bad_arguments_are_reported_before_torch_is_imported() -> None:
+    script = "import sys\nfrom vramsim.cli import main\ntry:\n    main(['trace', 'gpt2', '--batch-size', 'two'])\n" \
+             "except SystemExit:\n    print('torch' in sys.modules)\n"  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert result.stdout == "False\n" and "--batch-size" in result.stderr

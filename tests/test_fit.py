@@ -1,0 +1,88 @@
+"""The largest batch size and sequence length that fit: a secant search whose answer is traced."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import transformers
+
+import vramsim
+from vramsim.fitting import MAX_TRACES, largest_fit, search
+
+
+def _measured(f):  # type: ignore[no-untyped-def]
+    """``f`` and the values it was called with."""
+    calls: list[int] = []
+
+    def measure(x: int) -> int:
+        calls.append(x)
+        return f(x)
+
+    return measure, calls
+
+
+def test_an_affine_peak_is_found_in_four_traces() -> None:
+    """Two points give the line, the third is the crossing, the fourth the size after it."""
+    measure, calls = _measured(lambda x: 100 + 10 * x)
+    points = search(measure, start=1, bound=10**6, usable=1000)
+    assert max(x for x, n in points.items() if n <= 1000) == 90 and 91 in points
+    assert len(calls) == 4 and len(set(calls)) == len(calls)
+
+
+@pytest.mark.parametrize("start", [1, 7, 300])
+def test_a_rounded_convex_peak_is_exact_within_the_budget(start: int) -> None:
+    """Allocator-like rounding (2 MiB blocks) and an attention-like square term: the answer is the brute-force one."""
+
+    def f(x: int) -> int:
+        return math.ceil((5e8 + 3e7 * x + 2e4 * x * x) / 2**21) * 2**21
+
+    usable = 20 * 2**30
+    points = search(f, start=start, bound=10**6, usable=usable)
+    truth = max(x for x in range(1, 2000) if f(x) <= usable)
+    assert max(x for x, n in points.items() if n <= usable) == truth and truth + 1 in points
+    assert len(points) <= MAX_TRACES
+
+
+def test_the_search_stops_at_its_bounds() -> None:
+    everything, _ = _measured(lambda x: x)
+    assert max(search(everything, start=3, bound=64, usable=10**9)) == 64
+    nothing, calls = _measured(lambda x: 10**9 + x)
+    assert min(search(nothing, start=8, bound=64, usable=10**6)) == 1 and len(calls) <= MAX_TRACES
+
+
+def test_the_largest_fit_is_a_traced_fact(tiny_llama: transformers.LlamaConfig) -> None:
+    """The batch found fits and the next one does not, as simulate says; the length stops at the model's maximum."""
+    options = dict(seq_len=64, device="h100")
+    capacity = vramsim.simulate(tiny_llama, **options).capacity_bytes
+    assert capacity is not None
+    headroom = 1 - 1_000_000_000 / capacity  # about 1 GB usable: batch ~80 at 64 tokens
+    fit = largest_fit(tiny_llama, headroom=headroom, **options)
+    batch = fit.batch_size
+    assert batch.exact and batch.value is not None and batch.over == batch.value + 1
+    at, over = (vramsim.simulate(tiny_llama, headroom=headroom, batch_size=b, **options) for b in (batch.value, batch.over))
+    assert (at.fits, at.device_bytes, over.fits, over.device_bytes) == (True, batch.device_bytes, False, batch.over_bytes)
+    assert (fit.seq_len.value, fit.seq_len.bound_by) == (256, "max_position_embeddings")  # rotary: capped, not refused
+    assert fit.traces <= 2 * MAX_TRACES - 1  # the given size is shared by both searches
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"task": "generate"}, vramsim.UnsupportedError, "task='generate' has no largest fit"),
+        ({"device": "cpu"}, vramsim.ConfigError, "no fixed memory"),
+        ({"checkpointing": "all"}, vramsim.ConfigError, "one choice"),
+    ],
+)
+def test_what_the_search_does_not_apply_to_is_one_line(
+    options: dict[str, str], error: type[Exception], message: str, tiny_llama: transformers.LlamaConfig
+) -> None:
+    with pytest.raises(error, match=message):
+        largest_fit(tiny_llama, **options)
+
+
+def test_a_diffusion_pipeline_is_refused() -> None:
+    from vramsim import model_zoo
+
+    with pytest.raises(vramsim.UnsupportedError, match="single model"):
+        largest_fit(model_zoo.pipeline_ids()[0], task="forward")
