@@ -141,7 +141,7 @@ def _in_cli_words(message: str) -> str:
     for name, flag in _flag_names().items():
         message = re.sub(rf"(?<![\w.(-]){name}='?([^\s',;)]+)'?", rf"{flag} \1", message)
         if "_" in name:
-            message = re.sub(rf"(?<![\w.(-]){name}(?![\w=,)])", flag, message)
+            message = re.sub(rf"(?<![\w.(-])(?<!, ){name}(?![\w=,])", flag, message)  # not in a signature (a, b)
     return message
 
 
