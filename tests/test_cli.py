@@ -78,7 +78,6 @@ BAD_INPUTS = {
     "malformed config": (_broken_config, [], "not a readable config.json"),
     "config without model_type": (_no_model_type, [], "no 'model_type'"),
     "negative batch": (lambda _: "gpt2", ["--batch-size", "-1"], "--batch-size must be between"),
-    "unknown optimizer": (lambda _: "gpt2", ["--optimizer", "lamb"], "unknown optimizer 'lamb'"),
     "unknown task": (lambda _: "gpt2", ["--task", "serve"], "unknown task 'serve'"),
     "unknown dtype": (lambda _: "gpt2", ["--dtype", "int3"], "unsupported dtype 'int3'"),
     "unknown device": (lambda _: "gpt2", ["--device", "tpu9"], "unknown device 'tpu9'"),

@@ -116,9 +116,9 @@ def test_cli_serve_prints_tokens_blocks_and_concurrency(capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--kv-cache-dtype", "fp4"], "unknown kv_cache_dtype 'fp4'"),
+        (["--kv-cache-dtype", "fp4"], "unknown --kv-cache-dtype 'fp4'"),
         (["--engine", "trt"], "unknown engine 'trt'"),
-        (["--gpu-memory-utilization", "1.5"], "gpu_memory_utilization must be a fraction"),
+        (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be a fraction"),
         (["--tp", "3"], "tensor parallel 3 must divide the 32 attention heads"),
         (["--device", "cpu"], "serving budgets are for GPUs"),
         (["--quantization", "awq"], "unknown quantization 'awq'"),

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .api import count_parameters, simulate, simulate_each
     from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
+    from .fitting import LargestFit, largest_fit
     from .report import Assumption, LayerRow, PeakSite, Report
     from .validation import Validation, validate
 
 __all__ = [
     "Assumption",
     "ConfigError",
+    "LargestFit",
     "LayerRow",
     "ModelNotFoundError",
     "PeakSite",
@@ -27,6 +29,7 @@ __all__ = [
     "Validation",
     "VramsimError",
     "count_parameters",
+    "largest_fit",
     "simulate",
     "simulate_each",
     "validate",
@@ -36,6 +39,7 @@ _HOMES = {
     "count_parameters": "api", "simulate": "api", "simulate_each": "api",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",
+    "LargestFit": "fitting", "largest_fit": "fitting",
     "Assumption": "report", "LayerRow": "report", "PeakSite": "report", "Report": "report",
     "Validation": "validation", "validate": "validation",
 }  # fmt: skip
