@@ -69,9 +69,7 @@ def test_retraced_advice_equals_the_run_it_names(tiny_llama: transformers.LlamaC
         ({"device": "mi300x"}, "--optimizer adamw8bit"),  # bitsandbytes' kernels are CUDA's
     ],
 )
-def test_advice_offers_nothing_set_or_refused(
-    options: dict[str, str], absent: str, tiny_llama: transformers.LlamaConfig
-) -> None:
+def test_advice_offers_nothing_set_or_refused(options: dict[str, str], absent: str, tiny_llama: transformers.LlamaConfig) -> None:
     options = {"seq_len": 16, **options}
     offered = retraced_options(vramsim.simulate(tiny_llama, **options), options)
     assert offered and not any(flag.startswith(absent) for flag in offered), offered

@@ -278,7 +278,10 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
                 variants.append((flag, plan, analysis.with_config(sharded)))
     computed = []
     for flag, plan, each in variants:
-        other = each.run(plan).memory
+        try:
+            other = each.run(plan).memory
+        except (ConfigError, UnsupportedError):  # e.g. no blocks to checkpoint in this model: not a choice here
+            continue
         saved = memory.device_bytes - other.device_bytes
         if saved > 0:
             fits = " (fits)" if each.fits(other) else ""

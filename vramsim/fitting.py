@@ -71,8 +71,9 @@ class LargestFit:
     headroom: float
     usable_bytes: int
     """The target's memory less the headroom: what a size must fit in."""
-    batch_size: Largest
-    seq_len: Largest
+    batch_size: Largest | None
+    """None when not searched (``sizes``)."""
+    seq_len: Largest | None
     given: dict[str, int]
     """The batch size and sequence length asked for; each search holds the other one at its given value."""
     traces: int
@@ -83,22 +84,30 @@ class LargestFit:
         return asdict(self)
 
     def __repr__(self) -> str:
-        return f"<LargestFit batch_size={self.batch_size.value} seq_len={self.seq_len.value} target={self.target}>"
+        found = {largest.option: largest.value for largest in (self.batch_size, self.seq_len) if largest is not None}
+        return f"<LargestFit {' '.join(f'{k}={v}' for k, v in found.items())} target={self.target}>"
 
 
 def largest_fit(
-    model: ModelSource, *, traced: Report | None = None, progress: Callable[[str], None] | None = None, **options: Any
+    model: ModelSource,
+    *,
+    sizes: tuple[str, ...] = ("batch_size", "seq_len"),
+    traced: Report | None = None,
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> LargestFit:
     """Search the largest ``batch_size`` and ``seq_len`` that fit ``device`` with ``headroom``, by tracing.
 
-    ``options`` are ``simulate``'s; ``traced`` is their report when already traced (saves a trace);
-    ``progress`` is told each size before it is traced.
+    ``options`` are ``simulate``'s; ``sizes`` the options searched; ``traced`` is their report when
+    already traced (saves a trace); ``progress`` is told each size before it is traced.
 
     >>> fit = largest_fit("gpt2", device="rtx-4090", seq_len=256)
     >>> fit.batch_size.exact and fit.batch_size.device_bytes <= fit.usable_bytes
     True
     """
     config = SimulationConfig.from_options(**options)
+    if not sizes or set(sizes) - {"batch_size", "seq_len"}:
+        raise ConfigError(f"sizes must name batch_size, seq_len or both, got {sizes!r}")
     capacity = _check(model, config)
     usable = int(capacity * (1 - config.headroom))
     given = {"batch_size": config.batch_size, "seq_len": config.seq_len}
@@ -114,11 +123,14 @@ def largest_fit(
             reports[batch_size, seq_len] = simulate(model, **{**options, "batch_size": batch_size, "seq_len": seq_len})
         return reports[batch_size, seq_len].device_bytes
 
-    field, top = _seq_bound(model, config)
-    batch = _largest("batch_size", lambda b: measure(b, config.seq_len), start=config.batch_size, bound=MAX_BATCH,
-                     bound_by="vramsim's limit", usable=usable)  # fmt: skip
-    seq = _largest("seq_len", lambda s: measure(config.batch_size, s), start=config.seq_len, bound=top, bound_by=field,
-                   usable=usable, step=SEQ_STEP)  # fmt: skip
+    batch = seq = None
+    if "batch_size" in sizes:
+        batch = _largest("batch_size", lambda b: measure(b, config.seq_len), start=config.batch_size, bound=MAX_BATCH,
+                         bound_by="vramsim's limit", usable=usable)  # fmt: skip
+    if "seq_len" in sizes:
+        field, top = _seq_bound(model, config)
+        seq = _largest("seq_len", lambda s: measure(config.batch_size, s), start=config.seq_len, bound=top,
+                       bound_by=field, usable=usable, step=SEQ_STEP)  # fmt: skip
     return LargestFit(
         model=next(iter(reports.values())).model, target=next(iter(reports.values())).target, headroom=config.headroom,
         usable_bytes=usable, batch_size=batch, seq_len=seq, given=given, traces=len(reports) - (traced is not None),

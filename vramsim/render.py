@@ -283,8 +283,8 @@ def _largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
 
 
 def _largest_lines(fit: LargestFit, *, advice: bool = False) -> list[str]:
-    seq, batch = f"--seq-len {fit.given['seq_len']:,}", f"--batch-size {fit.given['batch_size']:,}"
-    return [_largest_line(fit.batch_size, seq, advice=advice), _largest_line(fit.seq_len, batch, advice=advice)]
+    held = {"batch_size": f"--seq-len {fit.given['seq_len']:,}", "seq_len": f"--batch-size {fit.given['batch_size']:,}"}
+    return [_largest_line(each, held[each.option], advice=advice) for each in (fit.batch_size, fit.seq_len) if each]
 
 
 def fit_advice(fit: LargestFit) -> list[str]:
