@@ -193,11 +193,12 @@ def search(measure: Callable[[int], int], *, start: int, bound: int, usable: int
 
 
 def _secant(points: dict[int, int], order: list[int], usable: int) -> int:
-    """Where the line through the two latest points crosses ``usable`` (rounded down); from one
-    point, the size scaled by ``usable`` over its bytes; along a flat line, double or halve it."""
+    """Where the line through the two latest points crosses ``usable`` (rounded down); from one point
+    that fits, the size scaled by ``usable`` over its bytes, from one that does not, the smallest (if
+    that does not fit either, nothing does, in one trace); along a flat line, double or halve it."""
     last = order[-1]
     if len(order) == 1:
-        return int(last * usable / max(points[last], 1))
+        return int(last * usable / max(points[last], 1)) if points[last] <= usable else 1
     before = order[-2]
     slope = (points[last] - points[before]) / (last - before)
     if slope > 0:

@@ -269,7 +269,8 @@ def _largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
     """One searched option: its largest fitting value and the traced value after it."""
     flag = "--" + largest.option.replace("_", "-")
     if largest.value is None:
-        return f"no {flag} fits at {held}: 1 takes {format_bytes(largest.over_bytes or 0)} on the device (traced)"
+        smallest = f"{largest.over or 1:,} takes {format_bytes(largest.over_bytes or 0)}"
+        return f"no {flag} fits at {held}: {smallest} on the device (traced)"
     named = f"{flag} {largest.value:,} (the largest at {held}, traced)" if advice else f"{flag} {largest.value:,} at {held}"
     line = f"{named}: {format_bytes(largest.device_bytes or 0)} on the device"
     if largest.value == largest.bound:
