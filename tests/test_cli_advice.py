@@ -172,3 +172,13 @@ def test_bad_arguments_are_reported_before_torch_is_imported() -> None:
              "except SystemExit:\n    print('torch' in sys.modules)\n"  # fmt: skip
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert result.stdout == "False\n" and "--batch-size" in result.stderr
+
+
+def test_cli_words_leave_paths_and_signatures_alone() -> None:
+    from vramsim.cli import _in_cli_words
+
+    message = "/data/seq_len/config.json: seq_len 5 and task='train'; define def f(batch_size, seq_len) -> dict"
+    assert (
+        _in_cli_words(message)
+        == "/data/seq_len/config.json: --seq-len 5 and --task train; define def f(batch_size, seq_len) -> dict"
+    )

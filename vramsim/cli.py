@@ -139,9 +139,9 @@ def _in_cli_words(message: str) -> str:
     """An API message as the command line says it: ``seq_len`` is ``--seq-len``, ``task='train'`` is ``--task train``.
     A name without an underscore is only rewritten with its value (``device='cpu'``): alone it is an English word."""
     for name, flag in _flag_names().items():
-        message = re.sub(rf"(?<![\w.(-]){name}='?([^\s',;)]+)'?", rf"{flag} \1", message)
+        message = re.sub(rf"(?<![\w./(-]){name}='?([^\s',;)]+)'?", rf"{flag} \1", message)
         if "_" in name:
-            message = re.sub(rf"(?<![\w.(-])(?<!, ){name}(?![\w=,])", flag, message)  # not in a signature (a, b)
+            message = re.sub(rf"(?<![\w./(-])(?<!, ){name}(?![\w=,])", flag, message)  # not in a signature (a, b)
     return message
 
 
