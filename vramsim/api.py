@@ -29,6 +29,7 @@ from .models import ModelSource, build_model, load_config
 from .optimizers import check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
+from .quantization import quantization_notes
 from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, StageMemory, advice_for
 from .settings import run_settings
@@ -368,6 +369,9 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
                 "its scale, growth tracker, found_inf and inverse scale are traced",
             )
         )
+    if config.quantization is not None:
+        notes += quantization_notes(program.model, train=config.task == "train", lora=config.lora is not None,
+                                    gpu=config.device.lower() != "cpu")  # fmt: skip
     weights = next((p.dtype for module in program.modules.values() for p in module.parameters()), None)
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))

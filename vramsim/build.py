@@ -25,6 +25,7 @@ from .optimizers import make_optimizer
 from .pipelines import build_pipeline_program, find_pipeline
 from .positions import check_positions
 from .program import STEPS, Program
+from .quantization import check_quantized_target, quantization_config, quantize_model
 from .tensor_parallel import rank_config
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
@@ -86,6 +87,10 @@ def build_program(
         task=config.task,
         attn_implementation=config.attn_implementation,
     )
+    if config.quantization is not None:
+        quantization = quantization_config(config.quantization, _first_float_dtype(model))
+        check_quantized_target(quantization, target=config.device, train=config.task == "train")
+        quantize_model(model, quantization, device=device)
     if config.task == "generate":
         check_can_generate(model)
     warnings = []
@@ -103,6 +108,8 @@ def build_program(
     else:
         apply_checkpointing(model, plan, emulation)
     if config.lora is not None:
+        if config.quantization is not None and train:
+            _prepare_for_kbit_training(model)
         model = _apply_lora(model, config.lora)
     with torch.device(device):
         if config.inputs is None:
@@ -181,3 +188,16 @@ def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
         return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc
+
+
+def _first_float_dtype(model: torch.nn.Module) -> torch.dtype:
+    return next(p.dtype for p in model.parameters() if p.is_floating_point())
+
+
+def _prepare_for_kbit_training(model: torch.nn.Module) -> None:
+    """QLoRA's recipe (peft's ``prepare_model_for_kbit_training``, which TRL's trainer also calls):
+    the base frozen, the weights left unquantized (embeddings, norms, head) upcast to fp32.
+    Checkpointing stays the run's own choice (``checkpointing=``), not the recipe's default."""
+    import peft
+
+    peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)

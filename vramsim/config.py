@@ -15,6 +15,7 @@ from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError, UnsupportedError
 from .optimizers import OPTIMIZERS, canonical_name
+from .quantization import QUANTIZATIONS
 
 __all__ = ["Option", "SimulationConfig", "options"]
 
@@ -118,6 +119,11 @@ class SimulationConfig:
     lora: Any = field(default=None, metadata=_option(
         help="train LoRA adapters of this rank (peft; Python: the rank, a peft.LoraConfig or a dict of its arguments)",
         flag="--lora-rank", parse=int, report=lambda value: value is not None))
+    quantization: Any = field(default=None, metadata=_option(
+        help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
+        "quantization) or int8 (LLM.int8), quantized by the library itself (vramsim/quantization.py; Python: also "
+        "transformers' BitsAndBytesConfig)", report=lambda value: value if isinstance(value, str) or value is None
+        else type(value).__name__))
     max_new_tokens: int | None = field(default=None, metadata=_option(
         help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))
     inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
@@ -264,6 +270,8 @@ class SimulationConfig:
         if isinstance(self.lora, int) and not isinstance(self.lora, bool):
             _check_count("lora", self.lora, 1 << 16)
             self.lora = lora_of_rank(self.lora)
+        if isinstance(self.quantization, str) and self.quantization.lower() not in QUANTIZATIONS:
+            raise ConfigError(f"unknown quantization {self.quantization!r}; choose one of: {', '.join(QUANTIZATIONS)}")
         _check_image(self)
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")

@@ -9,6 +9,7 @@ import torch
 from .config import SimulationConfig
 from .optimizers import describe_optimizer
 from .program import Program
+from .quantization import describe_quantization
 
 __all__ = ["run_settings"]
 
@@ -21,6 +22,9 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     get_base_model = getattr(model, "get_base_model", None)
     base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts
     settings = {"weights": _weights(config, program, base)}
+    quantized = describe_quantization(base)
+    if quantized is not None:
+        settings["quantization"] = quantized
     if config.mixed_precision is not None or config.task == "train":
         settings["autocast"] = _dtype(config.mixed_precision) if isinstance(config.mixed_precision, torch.dtype) else "off"
     if config.task == "train":
@@ -46,6 +50,8 @@ def _weights(config: SimulationConfig, program: Program, model: torch.nn.Module)
     if dtype is None:
         return "none"
     source = program.weights_from
+    if source == "given" and dtype != config.dtype:  # peft's k-bit prep upcasts a quantized model's other weights
+        return f"{_dtype(dtype)} (given {_dtype(config.dtype)}, upcast for k-bit training)"  # type: ignore[arg-type]
     return f"{_dtype(dtype)} ({'default to train' if source == 'default' and config.task == 'train' else source})"
 
 

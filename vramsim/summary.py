@@ -12,8 +12,10 @@ import torch
 from vramsim.estimators.liveness import OVERHEAD_CATEGORY
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.categories import Category, Phase
+from vramsim.tracer.leaves import attached_tensors
 
 from .device_memory import DeviceMemory
+from .quantization import logical_numel
 from .report import ComponentPeak, LayerRow, PeakSite
 
 __all__ = ["LayerSpec", "Steady", "component_peaks", "count_parameters", "layer_rows", "layer_specs", "steady_peak"]
@@ -39,9 +41,10 @@ class Steady:
 
 
 def count_parameters(*modules: torch.nn.Module) -> int:
-    """Parameters counted once each, tied and shared ones included (``parameters()`` skips duplicates)."""
+    """Parameters counted once each, tied and shared ones included (``parameters()`` skips duplicates);
+    a quantized weight counts the values it stands for, not its packed bytes."""
     unique = {id(p): p for module in modules for p in module.parameters()}
-    return sum(p.numel() for p in unique.values())
+    return sum(logical_numel(p) for p in unique.values())
 
 
 def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
@@ -55,11 +58,17 @@ def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
             if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child):
                 visit(child, f"{path}.")
             else:
-                rows.append(LayerSpec(path, count_parameters(child), sum(p.nbytes for p in child.parameters())))
+                rows.append(LayerSpec(path, count_parameters(child), _weight_bytes(child)))
 
     for name, module in modules.items():
         visit(module, f"{name}." if name else "")
     return rows
+
+
+def _weight_bytes(module: torch.nn.Module) -> int:
+    """A module's weight bytes, a quantized weight's metadata included (tensors it holds, once each)."""
+    tensors = {id(t): t for p in module.parameters() for t in (p, *(t for _, t in attached_tensors(p)))}
+    return sum(t.nbytes for t in tensors.values())
 
 
 def _holds_layer_list(module: torch.nn.Module) -> bool:

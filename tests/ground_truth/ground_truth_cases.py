@@ -260,6 +260,11 @@ CASES: list[Case] = [
     Case("llama-train-bf16-autocast", llama, {**_TRAIN, "mixed_precision": "bf16"}),
     Case("llama-train-bf16-weights", llama, {**_TRAIN, "dtype": "bf16"}),
     Case("llama-train-lora", llama, {**_LORA_TRAIN, "lora": _LORA_LLAMA}, peft=True),
+    # QLoRA: bitsandbytes NF4 weights (the library quantizing for real on the CPU), LoRA adapters, peft's k-bit prep.
+    Case("llama-qlora-nf4-double-quant", llama,
+         {**_LORA_TRAIN, "dtype": "bf16", "quantization": "nf4-dq", "lora": _LORA_LLAMA}, peft=True),
+    Case("llama-qlora-fp4-bf16-autocast", llama,
+         {**_LORA_TRAIN, "dtype": "bf16", "quantization": "fp4", "lora": _LORA_LLAMA, "mixed_precision": "bf16"}, peft=True),
     Case("llama-forward-fp32", llama, _FORWARD),
     Case("llama-forward-bf16-weights", llama, {**_FORWARD, "dtype": "bf16"}),
     Case("llama-forward-bf16-autocast", llama, {**_FORWARD, "mixed_precision": "bf16"}),
