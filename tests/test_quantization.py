@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
+import vramsim
 from vramsim import count_parameters, simulate
 from vramsim.api import build_and_trace
 from vramsim.cli import main
@@ -79,7 +80,7 @@ def test_a_real_cpu_quantization_after_a_simulation_is_unaffected() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--quantization", "q3"], "unknown quantization 'q3'; choose one of: nf4, nf4-dq, fp4, fp4-dq, int8"),
+        (["--quantization", "q3"], "unknown quantization 'q3'; choose one of: nf4, nf4-dq, fp4, fp4-dq"),
         (["--quantization", "nf4", "--device", "cpu", "--task", "forward"], "4-bit inference on the cpu target"),
     ],
 )
@@ -87,3 +88,10 @@ def test_the_cli_refuses_in_one_line(options: list[str], message: str, capsys: p
     assert main(["trace", "meta-llama/Llama-3.2-1B", *options]) == 1
     err = capsys.readouterr().err
     assert err.startswith("vramsim: error: ") and err.count("\n") == 1 and message in err
+
+
+def test_llm_int8_says_it_is_not_simulated_yet() -> None:
+    from transformers import BitsAndBytesConfig
+
+    with pytest.raises(vramsim.UnsupportedError, match=r"BitsAndBytesConfig \(LLM.int8\) is not simulated yet"):
+        simulate(_llama(), task="forward", quantization=BitsAndBytesConfig(load_in_8bit=True), seq_len=8)
