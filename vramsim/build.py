@@ -134,6 +134,7 @@ def build_program(
         units=units,
         warnings=warnings,
         weights_from=weights,
+        static_cache=_static_cache(config, batch),
     )
 
 
@@ -201,3 +202,12 @@ def _prepare_for_kbit_training(model: torch.nn.Module) -> None:
     import peft
 
     peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def _static_cache(config: SimulationConfig, batch: dict[str, Any]) -> bool:
+    """``cache_implementation='static'``, for a decoder prompted by token ids (what the loop positions)."""
+    if config.cache_implementation != "static":
+        return False
+    if "decoder_input_ids" in batch or "input_ids" not in batch:
+        raise UnsupportedError("cache_implementation='static' is run for decoder-only models prompted by input_ids")
+    return True

@@ -126,6 +126,10 @@ class SimulationConfig:
         else type(value).__name__))
     max_new_tokens: int | None = field(default=None, metadata=_option(
         help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))
+    cache_implementation: str = field(default="dynamic", metadata=_option(
+        help="--task generate: transformers' KV cache, dynamic (DynamicCache, grows a token per step) or static "
+        "(StaticCache of prompt + new tokens, allocated at the prefill, as generate(cache_implementation='static'))",
+        report=_same))
     inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
         help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"))
     loss: Callable[[Any], torch.Tensor] | None = field(default=None, metadata=_option(
@@ -238,6 +242,10 @@ class SimulationConfig:
         elif self.max_new_tokens and self.task != "generate":
             raise ConfigError(f"max_new_tokens is for --task generate; --task {self.task} decodes no new tokens")
         _check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")
+        if self.cache_implementation not in ("dynamic", "static"):
+            raise ConfigError(f"unknown cache_implementation {self.cache_implementation!r}; choose one of: dynamic, static")
+        if self.cache_implementation == "static" and self.task != "generate":
+            raise ConfigError(f"cache_implementation='static' is the generate loop's cache; --task {self.task} keeps none")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
         try:

@@ -69,6 +69,9 @@ class Program:
     """What the real run may do differently from the traced one (positions past the configured maximum)."""
     weights_from: str = "as built"
     """Where the weights' dtype came from: given, the checkpoint's config, the default, or as built."""
+    static_cache: bool = False
+    """Generate into transformers' ``StaticCache`` (prompt + new tokens, allocated at the prefill)
+    instead of the ``DynamicCache`` that grows by a token per step."""
 
     @property
     def model(self) -> torch.nn.Module:
@@ -169,7 +172,7 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
     ``model.generate`` is not used because its stopping checks read tensor values, which the
     meta device does not have; the memory of the loop is the same.
     """
-    from transformers import DynamicCache
+    from transformers import DynamicCache, StaticCache
 
     observer.set_phase(Phase.FORWARD)
     model = program.model
@@ -177,9 +180,13 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     cache_key = "cache" if "cache" in accepted else "past_key_values"
     encoder_decoder = "decoder_input_ids" in program.batch
+    prompt = program.batch["input_ids"].shape[-1] if program.static_cache else 0
     with torch.no_grad(), program.autocast():
         model_config: Any = model.config
-        if not encoder_decoder:  # an encoder-decoder builds its own EncoderDecoderCache (self and cross attention)
+        if program.static_cache:  # positions given: a static cache's length would be read from its values
+            extra[cache_key] = StaticCache(config=model_config, max_cache_len=prompt + program.max_new_tokens)
+            extra["cache_position"] = torch.arange(prompt, device=program.batch["input_ids"].device)
+        elif not encoder_decoder:  # an encoder-decoder builds its own EncoderDecoderCache (self and cross attention)
             extra[cache_key] = DynamicCache(config=model_config)
         outputs = model(**program.batch, use_cache=True, **extra)
         cache = extra.get(cache_key) or getattr(outputs, "past_key_values", None)
@@ -190,6 +197,8 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
             observer.mark(tensors_in(cache), Category.KV_CACHE)
             next_ids = outputs.logits[:, -1:].argmax(dim=-1)
             del outputs
+            if program.static_cache:
+                extra["cache_position"] = extra["cache_position"][-1:] + 1
             outputs = model(**{"decoder_input_ids" if encoder_decoder else "input_ids": next_ids}, use_cache=True, **extra)
         observer.mark(tensors_in(cache), Category.KV_CACHE)
         del outputs, cache, extra

@@ -34,6 +34,7 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
         settings["LoRA"] = _lora(model)
     if config.task == "generate":
         settings["new tokens"] = str(config.max_new_tokens)
+        settings["KV cache"] = config.cache_implementation
     return settings
 
 

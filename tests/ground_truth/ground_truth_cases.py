@@ -270,6 +270,7 @@ CASES: list[Case] = [
     Case("llama-forward-bf16-autocast", llama, {**_FORWARD, "mixed_precision": "bf16"}),
     Case("llama-generate-fp32", llama, _GENERATE),
     Case("llama-generate-bf16-weights", llama, {**_GENERATE, "dtype": "bf16"}),
+    Case("llama-generate-static-cache", llama, {**_GENERATE, "cache_implementation": "static"}),
     # Mistral: sliding-window attention shorter than the sequence.
     Case("mistral-sliding-train", mistral, _TRAIN),
     Case("mistral-sliding-forward-bf16", mistral, {**_FORWARD, "dtype": "bf16"}),
