@@ -121,7 +121,7 @@ class SimulationConfig:
         flag="--lora-rank", parse=int, report=lambda value: value is not None))
     quantization: Any = field(default=None, metadata=_option(
         help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
-        "quantization), quantized by the library itself (vramsim/quantization.py; Python: also transformers' "
+        "quantization; int8: LLM.int8), quantized by the library itself (vramsim/quantization.py; Python: also transformers' "
         "BitsAndBytesConfig)", report=lambda value: value if isinstance(value, str) or value is None
         else type(value).__name__))
     max_new_tokens: int | None = field(default=None, metadata=_option(

@@ -66,9 +66,11 @@ def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
 
 
 def _weight_bytes(module: torch.nn.Module) -> int:
-    """A module's weight bytes, a quantized weight's metadata included (tensors it holds, once each)."""
-    tensors = {id(t): t for p in module.parameters() for t in (p, *(t for _, t in attached_tensors(p)))}
-    return sum(t.nbytes for t in tensors.values())
+    """A module's weight bytes, a quantized weight's metadata included (each storage once: LLM.int8's
+    ``CB`` is its weight's own data)."""
+    tensors = (t for p in module.parameters() for t in (p, *(t for _, t in attached_tensors(p))))
+    storages = {id(s): s.nbytes() for s in (t.untyped_storage() for t in tensors)}
+    return sum(storages.values())
 
 
 def _holds_layer_list(module: torch.nn.Module) -> bool:
