@@ -66,7 +66,7 @@ def bitsandbytes_functions(*, cuda: bool) -> dict[Callable[..., Any], Callable[.
     gemm_4bit = ops.gemm_4bit.default
     if not cuda:
         return {gemm_4bit: _dequantize_and_linear}
-    by_op = {
+    by_op: dict[Any, Callable[..., Any]] = {
         ops.gemm_4bit: _cuda_gemm_4bit(gemm_4bit),
         ops.int8_vectorwise_quant: _cuda_int8_vectorwise_quant,
         ops.int8_mixed_scaled_mm: _int8_mixed_scaled_mm,
