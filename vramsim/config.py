@@ -102,7 +102,8 @@ class SimulationConfig:
     batch_size: int = field(default=1, metadata=_option(help="sequences per step", parse=int, report=_same))
     seq_len: int = field(default=512, metadata=_option(help="tokens per sequence", parse=int, report=_same))
     device: str = field(default="h100", metadata=_option(
-        help="target device (vramsim gpus) or cpu; validate measures on cpu", defaults={"validate": "cpu"}))
+        help="target device (vramsim gpus), cpu, or custom:<memory>:<arch> for a GPU the catalog lacks (e.g. "
+        "custom:48GiB:sm_89, custom:192GB:gfx942); validate measures on cpu", defaults={"validate": "cpu"}))
     dtype: torch.dtype | str | None = field(default=None, metadata=_option(
         help="weight dtype: fp32, bf16, fp16; none given: float32 to train, the config's torch_dtype for inference",
         report=_dtype_name))
