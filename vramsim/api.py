@@ -158,6 +158,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         settings=run_settings(config, program),
         warnings=[*program.warnings, *_option_warnings(config, trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
+        allocator_pressure=memory.pressure,
     )
 
 
@@ -225,8 +226,11 @@ class Analysis:
         return _Outcome(outcome, self._replay(timeline), timeline, sharded)
 
     def _replay(self, timeline: Timeline) -> DeviceMemory:
+        capacity = self._target.profile.memory_bytes
+        usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
         return device_memory(timeline, self._target, training=self._config.task == "train",
-                             expandable_segments=self._config.expandable_segments, world_size=self._config.gpus)  # fmt: skip
+                             expandable_segments=self._config.expandable_segments, world_size=self._config.gpus,
+                             usable_bytes=usable)  # fmt: skip
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
         """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""
@@ -246,8 +250,12 @@ class Analysis:
         return _Outcome(outcome, memory, stage.timeline, None, rows)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
+        """Within the usable memory, or beyond it only in cache the allocator gives back before an OOM."""
         capacity = self._target.profile.memory_bytes
-        return None if capacity is None else memory.device_bytes <= capacity * (1 - self._config.headroom)
+        if capacity is None:
+            return None
+        return memory.device_bytes <= capacity * (1 - self._config.headroom) or (
+            memory.pressure is not None and memory.pressure.oom_op is None)
 
     def choice(self, outcome: _Outcome) -> CheckpointChoice:
         return CheckpointChoice(

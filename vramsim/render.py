@@ -6,7 +6,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .report import Report
+from .report import AllocatorPressure, Report
 from .serve_report import ServeReport
 from .validation import Validation
 
@@ -54,6 +54,8 @@ def render_report(report: Report, console: Console) -> None:
         verdict = "[bold green]FITS[/]" if report.fits else "[bold red]DOES NOT FIT[/]"
         console.print(f"{verdict} on {report.target}: {format_bytes(report.device_bytes)} of "
                       f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)")  # fmt: skip
+        if report.allocator_pressure is not None:
+            console.print(_pressure(report.allocator_pressure))
         for hint in report.advice:
             console.print(f"  try: {hint}")
     if report.components:
@@ -254,3 +256,17 @@ def _serve_layers(report: ServeReport) -> Table:
         table.add_row(str(count), kind, cls, format_bytes(per_token), "-" if window is None else f"{window:,}",
                       format_bytes(state) if state else "-")  # fmt: skip
     return table
+
+
+def _pressure(pressure: AllocatorPressure) -> str:
+    """What the caching allocator does within the usable memory, where the unlimited replay reserves more."""
+    within = f"within {format_bytes(pressure.limit_bytes)} for the allocator"
+    if pressure.oom_op is not None:
+        line = f"  out of memory at {pressure.oom_op} even after emptying the cache ({within})"
+    else:
+        line = (f"  fits under allocator pressure: the cache is emptied {pressure.retries} time(s) to retry a cudaMalloc "
+                f"({within}); each is a device-wide synchronisation")  # fmt: skip
+    if pressure.expandable_retries is not None:
+        line += (f"; --expandable-segments runs it with {pressure.expandable_retries} retries" if pressure.expandable_retries
+                 else "; --expandable-segments runs it without emptying the cache")  # fmt: skip
+    return line

@@ -113,6 +113,23 @@ class StageMemory:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AllocatorPressure:
+    """The replay again within the memory the job may use, where the unlimited one reserves more:
+    PyTorch's caching allocator empties its cache and retries a ``cudaMalloc`` that fails before
+    it raises out-of-memory (``DeviceCachingAllocator::malloc``), so reserving more than fits is
+    not yet an OOM."""
+
+    limit_bytes: int
+    """What the allocator may reserve: the usable memory less what the device holds outside it."""
+    retries: int
+    """Times the cache was emptied to retry (``num_alloc_retries``), each a device-wide synchronisation."""
+    oom_op: str | None
+    """The op whose allocation still failed: an out-of-memory error; ``None`` if the job runs."""
+    expandable_retries: int | None = None
+    """With ``expandable_segments:True`` instead, where it was not set: its retries, or ``None`` if it OOMs too."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
     """A simulated run's memory, per device (one rank; with data parallelism, the rank ``ranks`` names)."""
 
@@ -152,6 +169,8 @@ class Report:
     """What the real run may do differently, or options that changed nothing here: each one line."""
     options: dict[str, Any] = field(default_factory=dict)
     trace_seconds: float = 0.0
+    allocator_pressure: AllocatorPressure | None = None
+    """Where ``device_bytes`` passes the usable memory: the replay within it (OOM, or cache flushes)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; ``--json`` prints exactly this."""
