@@ -12,6 +12,7 @@ import networkx as nx
 import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.devices import get_device
 from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
@@ -79,8 +80,6 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
         configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
-    if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
-        raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     check_target(config.optimizer, target.profile.vendor)
@@ -377,6 +376,12 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
                 "its scale, growth tracker, found_inf and inverse scale are traced",
             )
         )
+    profile = get_device(config.device)
+    if config.mixed_precision == torch.bfloat16 and profile.vendor == "nvidia" and not profile.supports_bf16:
+        notes.append(Assumption(name="bf16_emulated", detail=f"{profile.label} has no native bf16: torch.autocast "
+                                "runs it emulated (torch.cuda.is_bf16_supported(including_emulation=True)), with the "
+                                "same tensor sizes and this architecture's kernels (no flash or memory-efficient "
+                                "attention in bf16 before sm80)"))  # fmt: skip
     if config.quantization is not None:
         notes += quantization_notes(program.model, train=config.task == "train", lora=config.lora is not None,
                                     gpu=config.device.lower() != "cpu")  # fmt: skip
