@@ -137,6 +137,8 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
+        trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
+        if config.task == "train" else None,
         layers=summary.layer_rows(specs, chosen.timeline, memory),
         checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
         assumptions=[
@@ -348,6 +350,12 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
     if config.task == "train":
         notes.append(
             Assumption(
+                name="outputs_kept_through_backward",
+                detail="the model's outputs (logits) are held until backward ends, as out = model(**batch); "
+                "out.loss.backward() holds them",
+            )
+            if config.keep_outputs
+            else Assumption(
                 name="outputs_dropped_before_backward",
                 detail="the model's outputs (logits) are released once the loss is computed, as the HF Trainer does",
             )

@@ -107,6 +107,8 @@ def build_program(
     with torch.device(device):
         if config.inputs is None:
             batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+            if config.loss is not None:  # the user's loss replaces the model's: no labels, so no second loss
+                batch.pop("labels", None)
         else:
             batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
     optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
@@ -127,6 +129,9 @@ def build_program(
         units=units,
         warnings=warnings,
         weights_from=weights,
+        grad_accum=config.grad_accum,
+        max_grad_norm=config.max_grad_norm,
+        keep_outputs=config.keep_outputs,
     )
 
 
@@ -176,7 +181,7 @@ def _autocast(
 def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
     import peft
 
-    lora_config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(**dict(lora))
+    lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
     try:
         return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:

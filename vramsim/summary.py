@@ -38,9 +38,11 @@ class Steady:
     """Bytes by category at the peak, in the device's units (rounded blocks on a GPU): sums to ``peak_bytes``."""
 
 
-def count_parameters(*modules: torch.nn.Module) -> int:
-    """Parameters counted once each, tied and shared ones included (``parameters()`` skips duplicates)."""
-    unique = {id(p): p for module in modules for p in module.parameters()}
+def count_parameters(*modules: torch.nn.Module, trainable: bool = False) -> int:
+    """Parameters counted once each, tied and shared ones included (``parameters()`` skips duplicates);
+    with ``trainable``, only those that get gradients (``requires_grad``), as peft's
+    ``get_nb_trainable_parameters`` counts them."""
+    unique = {id(p): p for module in modules for p in module.parameters() if p.requires_grad or not trainable}
     return sum(p.numel() for p in unique.values())
 
 
