@@ -26,7 +26,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, TraceError, UnsupportedError
 from .models import ModelSource, build_model, load_config
-from .optimizers import check_target, describe_optimizer
+from .optimizers import PAGED_STATES, check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
@@ -368,6 +368,8 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
                     "a training step reads no KV cache",
                 )
             )
+    if getattr(program.optimizer, "traced_paged", False):
+        notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:
         notes.append(
             Assumption(
@@ -380,3 +382,11 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
     return notes
+
+
+def _paged_bytes(program: Program) -> int:
+    """The bytes of a paged optimizer's states in managed memory: ``state1``/``state2`` of tensors of 1e5
+    elements or more (bitsandbytes' ``get_state_buffer``)."""
+    assert program.optimizer is not None
+    return sum(state[key].nbytes for p, state in program.optimizer.state.items() if p.numel() >= 1e5
+               for key in ("state1", "state2") if key in state)  # fmt: skip

@@ -118,8 +118,8 @@ class SimulationConfig:
     mixed_precision: torch.dtype | str | None = field(default=None, metadata=_option(
         help="autocast dtype (bf16 or fp16) around the forward pass; weights stay in --dtype", report=_dtype_name))
     optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(default="adamw", metadata=_option(
-        help=f"{', '.join(OPTIMIZERS)} or none; adamw is the Trainer's default, fused AdamW (vramsim/optimizers.py; "
-        "transformers' optim names such as adamw_torch work too; Python: also a callable params -> Optimizer)",
+        help=f"{', '.join(OPTIMIZERS)} or none (vramsim/optimizers.py); adamw: the Trainer's default, fused AdamW; "
+        "transformers' optim names work too; Python: also a callable params -> Optimizer",
         parse=_optimizer_flag, report=_optimizer_name))
     checkpointing: str = field(default="none", metadata=_option(
         help="activation checkpointing: none, full, every:K, selective, offload, or all for a table of each "
@@ -133,7 +133,7 @@ class SimulationConfig:
         parse=float, report=_same))
     keep_outputs: bool = field(default=False, metadata=_option(
         help="hold the model's outputs (logits) through backward, as the plain loop out = model(**batch); "
-        "out.loss.backward() does (default: released before backward, as the HF Trainer does)", report=_same))
+        "out.loss.backward() does; otherwise they are released before backward, as the HF Trainer does", report=_same))
     lora: Any = field(default=None, metadata=_option(
         help="train LoRA adapters of this rank (peft; Python: the rank, a peft.LoraConfig or a dict of its arguments)",
         flag="--lora-rank", parse=int, report=lambda value: value is not None))

@@ -131,7 +131,7 @@ def _train_step(program: Program, observer: StepObserver) -> None:
         del loss, outputs
     if program.max_grad_norm is not None:
         observer.set_phase(Phase.OPTIMIZER)
-        _clip_gradients(program, [p for _, p in params])
+        _clip_gradients(program, [p for _, p in params], program.max_grad_norm)
     if program.optimizer is not None:
         observer.set_phase(Phase.OPTIMIZER)
         _optimizer_step(program.optimizer, program.scaler)
@@ -148,12 +148,12 @@ def _train_step(program: Program, observer: StepObserver) -> None:
             param.grad = None
 
 
-def _clip_gradients(program: Program, params: list[torch.nn.Parameter]) -> None:
+def _clip_gradients(program: Program, params: list[torch.nn.Parameter], max_norm: float) -> None:
     """``clip_grad_norm_`` as torch picks it: foreach (``_foreach_norm``, ``_foreach_mul_``) on CPU and
     CUDA tensors; gradients scaled for fp16 are unscaled first, as accelerate does before clipping."""
     if program.scaler is not None and program.optimizer is not None:
         program.scaler.unscale_(program.optimizer)
-    torch.nn.utils.clip_grad_norm_(params, program.max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
 def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:

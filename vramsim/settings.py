@@ -65,13 +65,15 @@ def _loop(config: SimulationConfig) -> dict[str, str]:
 
 def _lora(model: Any, requested: Any) -> str:
     """The adapter peft built; the targets as asked (peft expands ``all-linear`` into every module it chose)."""
-    config = next(iter(getattr(model, "peft_config", {}).values()), None)
+    config: Any = next(iter(getattr(model, "peft_config", {}).values()), None)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     kind = "DoRA" if getattr(config, "use_dora", False) else type(config).__name__.removesuffix("Config").replace("Lora", "LoRA")
     asked = requested.get("target_modules") if isinstance(requested, dict) else getattr(requested, "target_modules", None)
     targets = asked or getattr(config, "target_modules", None)
     named = targets if isinstance(targets, str) else ",".join(sorted(targets or []))
-    shape = f"rank {config.r}, alpha {config.lora_alpha:g}, dropout {config.lora_dropout:g}, " if kind in ("LoRA", "DoRA") else ""
+    shape = ""
+    if kind in ("LoRA", "DoRA"):
+        shape = f"rank {config.r}, alpha {config.lora_alpha:g}, dropout {config.lora_dropout:g}, "
     saved = getattr(config, "modules_to_save", None)
     copies = f", copies of {','.join(saved)} trained" if saved else ""
     return f"{kind} {shape}on {named}{copies}, {trainable:,} trainable parameters"
