@@ -24,8 +24,6 @@ def test_accumulation_runs_micro_steps_and_steps_once(tiny_llama) -> None:  # ty
     embeddings = [op for op in ops if op.name == "aten.embedding" and op.phase == Phase.FORWARD]
     assert len(embeddings) == 3
     assert sum(op.name == "aten._fused_adamw_" for op in ops) == 1
-    report = vramsim.simulate(tiny_llama, seq_len=8, device="h100", grad_accum=3)
-    assert report.settings["gradient accumulation"] == "3 micro-steps per optimizer step"
 
 
 def test_clipping_takes_the_foreach_path_on_meta(tiny_llama) -> None:  # type: ignore[no-untyped-def]
@@ -47,6 +45,7 @@ def test_kept_outputs_hold_the_logits_through_backward(tiny_llama) -> None:  # t
     assert dropped.peak_at.phase == kept.peak_at.phase == "backward"
     assert kept.breakdown.get("outputs", 0) - dropped.breakdown.get("outputs", 0) == logits
     assert any(a.name == "outputs_kept_through_backward" for a in kept.assumptions)
+    assert kept.settings["outputs"] == "kept through backward" and "outputs" not in dropped.settings
 
 
 def test_a_custom_loss_leaves_labels_out(tiny_llama) -> None:  # type: ignore[no-untyped-def]
@@ -77,6 +76,7 @@ def test_loop_options_are_checked(options: dict, error: type, message: str) -> N
 
 
 def test_cli_takes_the_loop_flags(tiny_llama, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--grad-accum``, ``--max-grad-norm`` and ``--keep-outputs`` reach the program and the header."""
     import json
 
     from vramsim.cli import main
@@ -85,5 +85,9 @@ def test_cli_takes_the_loop_flags(tiny_llama, tmp_path, capsys) -> None:  # type
     argv = ["trace", str(tmp_path), "--seq-len", "8", "--device", "cpu", "--grad-accum", "2", "--max-grad-norm", "1",
             "--keep-outputs", "--json"]  # fmt: skip
     assert main(argv) == 0
-    options = json.loads(capsys.readouterr().out)["options"]
+    report = json.loads(capsys.readouterr().out)
+    options, settings = report["options"], report["settings"]
     assert (options["grad_accum"], options["max_grad_norm"], options["keep_outputs"]) == (2, 1.0, True)
+    assert settings["gradient accumulation"] == "2 micro-steps per optimizer step"
+    assert settings["gradient clipping"] == "clip_grad_norm_ to 1 (foreach)"
+    assert settings["outputs"] == "kept through backward"

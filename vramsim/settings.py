@@ -57,7 +57,8 @@ def _loop(config: SimulationConfig) -> dict[str, str]:
         loop["gradient accumulation"] = f"{config.grad_accum} micro-steps per optimizer step"
     if config.max_grad_norm is not None:
         loop["gradient clipping"] = f"clip_grad_norm_ to {config.max_grad_norm:g} (foreach)"
-    loop["outputs"] = "kept through backward" if config.keep_outputs else "released before backward (HF Trainer)"
+    if config.keep_outputs:  # the default, released before backward as the Trainer does, is in the assumptions
+        loop["outputs"] = "kept through backward"
     if config.loss is not None:
         loop["loss"] = "custom (no labels passed, the model computes none)" if config.inputs is None else "custom"
     return loop
