@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -183,6 +184,8 @@ def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
 
     lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
     try:
-        return peft.get_peft_model(model, lora_config)
+        with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing: not the user's
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc
