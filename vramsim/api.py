@@ -27,7 +27,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, TraceError, UnsupportedError
 from .models import ModelSource, build_model, load_config
-from .optimizers import check_target, describe_optimizer
+from .optimizers import PAGED_STATES, check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .quantization import quantization_notes
@@ -137,6 +137,8 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
+        trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
+        if config.task == "train" else None,
         layers=summary.layer_rows(specs, chosen.timeline, memory),
         checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
         assumptions=[
@@ -356,6 +358,12 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
     if config.task == "train":
         notes.append(
             Assumption(
+                name="outputs_kept_through_backward",
+                detail="the model's outputs (logits) are held until backward ends, as out = model(**batch); "
+                "out.loss.backward() holds them",
+            )
+            if config.keep_outputs
+            else Assumption(
                 name="outputs_dropped_before_backward",
                 detail="the model's outputs (logits) are released once the loss is computed, as the HF Trainer does",
             )
@@ -368,6 +376,8 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
                     "a training step reads no KV cache",
                 )
             )
+    if getattr(program.optimizer, "traced_paged", False):
+        notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:
         notes.append(
             Assumption(
@@ -389,3 +399,11 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
     return notes
+
+
+def _paged_bytes(program: Program) -> int:
+    """The bytes of a paged optimizer's states in managed memory: ``state1``/``state2`` of tensors of 1e5
+    elements or more (bitsandbytes' ``get_state_buffer``)."""
+    assert program.optimizer is not None
+    return sum(state[key].nbytes for p, state in program.optimizer.state.items() if p.numel() >= 1e5
+               for key in ("state1", "state2") if key in state)  # fmt: skip

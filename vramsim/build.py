@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -114,6 +115,8 @@ def build_program(
     with torch.device(device):
         if config.inputs is None:
             batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+            if config.loss is not None:  # the user's loss replaces the model's: no labels, so no second loss
+                batch.pop("labels", None)
         else:
             batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
     optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
@@ -135,6 +138,9 @@ def build_program(
         warnings=warnings,
         weights_from=weights,
         static_cache=_static_cache(config, batch),
+        grad_accum=config.grad_accum,
+        max_grad_norm=config.max_grad_norm,
+        keep_outputs=config.keep_outputs,
     )
 
 
@@ -184,9 +190,11 @@ def _autocast(
 def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
     import peft
 
-    lora_config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(**dict(lora))
+    lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
     try:
-        return peft.get_peft_model(model, lora_config)
+        with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing: not the user's
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc
 

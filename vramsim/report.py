@@ -155,6 +155,9 @@ class Report:
     """Bytes by category at the moment of ``peak_bytes``, counted as ``peak_bytes`` counts them: sums to it."""
     parameters: int
     """Parameter count (tied weights once)."""
+    trainable_parameters: int | None = None
+    """Parameters that get gradients and optimizer states (``requires_grad``: with LoRA the adapters and
+    ``modules_to_save`` copies), tied ones once; ``None`` unless training."""
     layers: list[LayerRow]
     checkpointing: list[CheckpointChoice] = field(default_factory=list)
     """With ``checkpointing="all"``: every choice's figures, from this one trace."""

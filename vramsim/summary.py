@@ -40,10 +40,12 @@ class Steady:
     """Bytes by category at the peak, in the device's units (rounded blocks on a GPU): sums to ``peak_bytes``."""
 
 
-def count_parameters(*modules: torch.nn.Module) -> int:
+def count_parameters(*modules: torch.nn.Module, trainable: bool = False) -> int:
     """Parameters counted once each, tied and shared ones included (``parameters()`` skips duplicates);
-    a quantized weight counts the values it stands for, not its packed bytes."""
-    unique = {id(p): p for module in modules for p in module.parameters()}
+    a quantized weight counts the values it stands for, not its packed bytes. With ``trainable``,
+    only those that get gradients (``requires_grad``), as peft's ``get_nb_trainable_parameters``
+    counts them."""
+    unique = {id(p): p for module in modules for p in module.parameters() if p.requires_grad or not trainable}
     return sum(logical_numel(p) for p in unique.values())
 
 

@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from ..patches import emulated_autocast, fused_optimizers_on_meta
+from ..patches import emulated_autocast, foreach_clipping_on_meta, fused_optimizers_on_meta
 
 __all__ = ["AttentionCall", "KernelEmulation", "KernelRules"]
 
@@ -115,6 +115,7 @@ class KernelEmulation(TorchFunctionMode):
         if self._depth == 0:
             self._patches.enter_context(emulated_autocast(self._maybe_autocast))
             self._patches.enter_context(fused_optimizers_on_meta())
+            self._patches.enter_context(foreach_clipping_on_meta())
             if self._layouts is not None:
                 self._layouts.__enter__()
         self._depth += 1
