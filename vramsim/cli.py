@@ -54,6 +54,9 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         if spec.name == "lora":
             parser.add_argument("--lora-targets", default=_ALL_LINEAR, help="comma-separated module names for --lora-rank")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    if command == "trace":
+        parser.add_argument("--layers", choices=("fold", "all"), default="fold",
+                            help="fold: alike layers in one row (model.layers.0-31 x32); all: a row for each")  # fmt: skip
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))
             else:
-                render_report(report, console)
+                render_report(report, console, fold=args.layers == "fold")
         elif args.command == "serve":
             from .serve import serve
 

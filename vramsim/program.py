@@ -156,9 +156,11 @@ def _compute_loss(program: Program, observer: StepObserver) -> torch.Tensor:
 
 
 def _forward_step(program: Program, observer: StepObserver) -> None:
+    """One pass under ``no_grad``; the KV cache it returns (``past_key_values``) is kept apart from the logits."""
     observer.set_phase(Phase.FORWARD)
     with torch.no_grad(), program.autocast():
         outputs = program.model(**program.batch)
+        observer.mark(tensors_in(getattr(outputs, "past_key_values", None)), Category.KV_CACHE)
         observer.mark(tensors_in(outputs), Category.OUTPUT)
         del outputs
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,7 +64,20 @@ def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
 
 
 def _holds_layer_list(module: torch.nn.Module) -> bool:
-    return any(isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)) for m in module.modules())
+    """Whether a ModuleList/ModuleDict lies below; a peft adapter's own dicts (``lora_A``, ``lora_B``,
+    ``lora_dropout``, ``lora_magnitude_vector``, keyed by adapter name) belong to the layer they adapt."""
+    if _is_adapter_layer(module):
+        return False
+    return any(
+        isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child)
+        for child in module.children()
+    )
+
+
+def _is_adapter_layer(module: torch.nn.Module) -> bool:
+    """A peft tuner layer (a LoRA ``Linear`` wrapping ``base_layer``); peft is imported only if in use."""
+    tuners = sys.modules.get("peft.tuners.tuners_utils")
+    return tuners is not None and isinstance(module, tuners.BaseTunerLayer)
 
 
 def steady_peak(timeline: Timeline, memory: DeviceMemory) -> Steady:
