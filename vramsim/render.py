@@ -139,7 +139,7 @@ def _ranks(report: Report) -> Table:
 def _checkpointing(report: Report) -> Table:
     table = Table(title="Activation checkpointing, each choice from this one trace", title_justify="left")
     for name in ("choice", "peak", "device", "fits", "recomputed", "TFLOP", "to host"):
-        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=True)
+        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=name != "choice")  # it gives way
     for choice in report.checkpointing:
         fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
         cost = choice.cost
@@ -165,7 +165,7 @@ def _layers(report: Report, console: Console, fold: bool) -> Table:
     peft = bool(rows) and all(row.module.startswith(PEFT_PREFIX) for row in rows)
     folded = "; xN: N alike layers, figures per layer" if any(row.count > 1 for row in rows) else ""
     cells = [
-        (f"{row.parameters:,}", format_bytes(row.parameter_bytes), _bytes_range(*row.activation_bytes),
+        (f"{row.parameters:,}", format_bytes(row.parameter_bytes), _saved(*row.activation_bytes),
          format_bytes(row.peak_bytes) if row.peak_bytes else "-")
         for row in rows
     ]  # fmt: skip
@@ -173,7 +173,9 @@ def _layers(report: Report, console: Console, fold: bool) -> Table:
     widths = [max([len(line) for line in header.split("\n")] + [len(cell[i]) for cell in cells])
               for i, header in enumerate(headers)]  # fmt: skip
     room = max(console.width - sum(widths) - 3 * (len(headers) + 1) - 1, _MODULE_MIN_WIDTH)
-    caption = f"module names without peft's {PEFT_PREFIX} prefix" if peft else None
+    notes = ["\u2264: its layers differ, the most one saves"] if any("\u2264" in cell[2] for cell in cells) else []
+    notes += [f"module names without peft's {PEFT_PREFIX} prefix"] if peft else []
+    caption = "\n".join(notes) or None
     table = Table(title=f"Per layer (steady-state step{folded})", title_justify="left", caption=caption,
                   caption_justify="left")  # fmt: skip
     table.add_column("module", overflow="fold")
@@ -193,13 +195,11 @@ def _left_ellipsis(name: str, width: int) -> str:
     return name if len(name) <= width else "…" + name[len(name) - width + 1 :]
 
 
-def _bytes_range(least: int, most: int) -> str:
-    """One layer's saved bytes over a folded run: ``9.00-9.50 MiB``, or one figure when they print alike."""
-    low, high = format_bytes(least), format_bytes(most)
-    if low == high:
-        return high
-    low_value, low_unit = low.split(" ")
-    return f"{low_value}-{high}" if high.endswith(" " + low_unit) else f"{low}-{high}"
+def _saved(least: int, most: int) -> str:
+    """One layer's saved bytes over a folded run; ``<=`` marks a run whose layers differ (layer 0's
+    input is the embedding's output), with the most one of them saves."""
+    most_text = format_bytes(most)
+    return most_text if format_bytes(least) == most_text else f"\u2264{most_text}"
 
 
 def render_devices(console: Console) -> None:
@@ -209,12 +209,13 @@ def render_devices(console: Console) -> None:
 
     table = Table(title="Target devices (--device NAME)", title_justify="left")
     for name in ("name", "device", "total_memory", "arch", "bf16", "fp8", "SMs/CUs"):
-        table.add_column(name, justify="right" if name in ("total_memory", "SMs/CUs") else "left",
-                         no_wrap=name != "device")  # fmt: skip
+        header = {"total_memory": "total_\nmemory", "SMs/CUs": "SMs/\nCUs"}.get(name, name)  # narrow: 80 columns
+        table.add_column(header, justify="right" if name in ("total_memory", "SMs/CUs") else "left",
+                         no_wrap=name != "device", overflow="fold")  # fmt: skip
     groups = {"host": "host", "datacenter": "data centre", "workstation": "workstation", "consumer": "consumer"}
     group = ""
     for profile in DEVICES.values():
-        heading = groups[profile.segment] + (", AMD (ROCm)" if profile.vendor == "amd" else "")
+        heading = groups[profile.segment] + (", AMD" if profile.vendor == "amd" else "")
         if heading != group:
             if group:
                 table.add_section()
