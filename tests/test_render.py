@@ -116,3 +116,23 @@ def test_str_is_the_summary_and_render_the_tables(lora_report: Report) -> None:
     assert all(f"model.layers.{i} " in unfolded for i in range(3)) and "0-2 x3" not in unfolded
     with pytest.raises(ConfigError, match="unknown layers 'some'"):
         lora_report.render(layers="some")  # type: ignore[arg-type]
+
+
+def test_each_layer_of_a_list_is_one_row() -> None:
+    """A layer's own lists (a UNet block's resnets, a MoE layer's experts) stay inside its row."""
+    from vramsim.summary import layer_specs
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.experts = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = torch.nn.Module()
+            self.body.blocks = torch.nn.ModuleList(Block() for _ in range(2))
+            self.head = torch.nn.Linear(4, 2)
+
+    specs = layer_specs({"": Net()})
+    assert [(s.module, s.parameters) for s in specs] == [("body.blocks.0", 60), ("body.blocks.1", 60), ("head", 10)]

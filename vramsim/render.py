@@ -209,7 +209,7 @@ def render_devices(console: Console) -> None:
 
     table = Table(title="Target devices (--device NAME)", title_justify="left")
     for name in ("name", "device", "total_memory", "arch", "bf16", "fp8", "SMs/CUs"):
-        header = {"total_memory": "total_\nmemory", "SMs/CUs": "SMs/\nCUs"}.get(name, name)  # narrow: 80 columns
+        header = {"total_memory": "total\nmemory", "SMs/CUs": "SMs/\nCUs"}.get(name, name)  # narrow: 80 columns
         table.add_column(header, justify="right" if name in ("total_memory", "SMs/CUs") else "left",
                          no_wrap=name != "device", overflow="fold")  # fmt: skip
     groups = {"host": "host", "datacenter": "data centre", "workstation": "workstation", "consumer": "consumer"}

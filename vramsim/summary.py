@@ -47,13 +47,15 @@ def count_parameters(*modules: torch.nn.Module) -> int:
 
 def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
     """Each module down to the decoder layer, named as the trace names them (``name.path``, or
-    ``path`` for the unnamed single model): containers holding a layer list are opened up."""
+    ``path`` for the unnamed single model): containers holding a layer list are opened up, and each
+    layer of a list is one row (a UNet block's own lists, a MoE layer's experts are not opened)."""
     rows: list[LayerSpec] = []
 
     def visit(module: torch.nn.Module, prefix: str) -> None:
+        listed = isinstance(module, (torch.nn.ModuleList, torch.nn.ModuleDict))
         for name, child in module.named_children():
             path = f"{prefix}{name}"
-            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child):
+            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or (not listed and _holds_layer_list(child)):
                 visit(child, f"{path}.")
             else:
                 rows.append(LayerSpec(path, count_parameters(child), sum(p.nbytes for p in child.parameters())))
