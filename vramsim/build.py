@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +26,7 @@ from .pipelines import build_pipeline_program, find_pipeline
 from .positions import check_positions
 from .program import STEPS, Program
 from .quantization import check_quantized_target, quantization_config, quantize_model
+from .quiet import quiet_peft
 from .tensor_parallel import rank_config
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
@@ -38,7 +38,7 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     if config.dtype is not None:
         return config.dtype
     if config.task != "train":
-        stored = getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
+        stored = getattr(model_config, "dtype", None)  # transformers 5's name; torch_dtype is its deprecated alias
         if isinstance(stored, torch.dtype) and stored.is_floating_point:
             return stored
     return torch.float32
@@ -72,7 +72,7 @@ def build_program(
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
-        stored = getattr(source, "dtype", None) or getattr(source, "torch_dtype", None)
+        stored = getattr(source, "dtype", None)
         from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
         weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
     else:
@@ -192,8 +192,7 @@ def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
 
     lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
     try:
-        with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing: not the user's
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        with quiet_peft():
             return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc

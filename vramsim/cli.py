@@ -59,6 +59,9 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument("--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (lora_dropout)")
             parser.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (peft's use_dora=True)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    if command == "trace":
+        parser.add_argument("--layers", choices=("fold", "all"), default="fold",
+                            help="fold: alike layers in one row (model.layers.0-31 x32); all: a row for each")  # fmt: skip
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))
             else:
-                render_report(report, console)
+                render_report(report, console, fold=args.layers == "fold")
         elif args.command == "serve":
             from .serve import serve
 

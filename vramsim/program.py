@@ -17,6 +17,7 @@ import torch
 from vramsim.tracer.categories import Category, Phase
 
 from .errors import ConfigError, UnsupportedError
+from .quiet import quiet_default_loss
 
 if TYPE_CHECKING:
     from .checkpointing import UnitMarker
@@ -169,7 +170,8 @@ def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScal
 
 def _compute_loss(program: Program, observer: StepObserver) -> tuple[Any, torch.Tensor]:
     """The model's outputs and the loss to minimise: ``loss(outputs)`` where given, else the model's own."""
-    outputs = program.model(**program.batch)
+    with quiet_default_loss():
+        outputs = program.model(**program.batch)
     observer.mark(tensors_in(outputs), Category.OUTPUT)
     if program.loss is not None:
         loss = program.loss(outputs)
@@ -186,11 +188,21 @@ def _compute_loss(program: Program, observer: StepObserver) -> tuple[Any, torch.
 
 
 def _forward_step(program: Program, observer: StepObserver) -> None:
+    """One pass under ``no_grad``; the KV cache it returns (``past_key_values``) is kept apart from the logits."""
     observer.set_phase(Phase.FORWARD)
     with torch.no_grad(), program.autocast():
         outputs = program.model(**program.batch)
+        observer.mark(tensors_in(_returned_cache(outputs)), Category.KV_CACHE)
         observer.mark(tensors_in(outputs), Category.OUTPUT)
         del outputs
+
+
+def _returned_cache(outputs: Any) -> Any:
+    """The cache a transformers model returns: the output's ``cache`` (``past_key_values`` before
+    transformers 5.2x, whose alias now logs a deprecation); None for other outputs."""
+    if not isinstance(outputs, dict):
+        return None
+    return next((value for key, value in outputs.items() if key in ("cache", "past_key_values")), None)
 
 
 def _generate_step(program: Program, observer: StepObserver) -> None:
@@ -216,7 +228,7 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
         elif not encoder_decoder:  # an encoder-decoder builds its own EncoderDecoderCache (self and cross attention)
             extra[cache_key] = DynamicCache(config=model_config)
         outputs = model(**program.batch, use_cache=True, **extra)
-        cache = extra.get(cache_key) or getattr(outputs, "past_key_values", None)
+        cache = extra.get(cache_key) or _returned_cache(outputs)
         extra[cache_key] = cache
         if encoder_decoder:  # the decoder reads the encoder's output, computed once
             extra["encoder_outputs"] = (outputs.encoder_last_hidden_state,)

@@ -1,11 +1,13 @@
-"""The result of a simulation: plain data, no tensors, nothing printed."""
+"""The result of a simulation: plain data, no tensors, nothing printed (``str`` and ``render`` return text)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from vramsim.estimators.checkpointing import CheckpointCost
+
+from .errors import ConfigError
 
 __all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report", "StageMemory"]
 
@@ -181,6 +183,23 @@ class Report:
 
     def __repr__(self) -> str:
         return f"<Report peak={self.peak_bytes / 2**30:.2f} GiB target={self.target}>"
+
+    def __str__(self) -> str:
+        """The summary ``vramsim trace`` prints first, then the warnings (which the CLI puts on stderr)."""
+        from .render import report_text
+
+        return report_text(self, summary=True) + "".join(f"warning: {line}\n" for line in self.warnings)
+
+    def render(self, *, layers: Literal["fold", "all"] = "fold", width: int | None = None) -> str:
+        """Everything ``vramsim trace`` prints, as text: the summary, the tables and the assumptions.
+
+        ``layers="all"`` gives one row per layer (the CLI's ``--layers all``); ``width`` None: $COLUMNS, else 80.
+        """
+        from .render import report_text
+
+        if layers not in ("fold", "all"):
+            raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")
+        return report_text(self, summary=False, fold=layers == "fold", width=width)
 
 
 def advice_for(breakdown: dict[str, int]) -> list[str]:

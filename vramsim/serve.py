@@ -209,7 +209,7 @@ def _prefill_decode(program: Program, observer: StepObserver, samples: list[Cach
     keep = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     with torch.no_grad():
         outputs = model(**program.batch, use_cache=True, **keep)
-        cache = getattr(outputs, "past_key_values", None) or getattr(outputs, "cache", None)
+        cache = getattr(outputs, "cache", None) or getattr(outputs, "past_key_values", None)  # renamed in transformers 5.2x
         if cache is None:
             raise UnsupportedError(f"{type(model).__name__} returned no cache from a prefill with use_cache=True")
         decoder = "decoder_input_ids" if "decoder_input_ids" in program.batch else "input_ids"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,13 +52,15 @@ def count_parameters(*modules: torch.nn.Module, trainable: bool = False) -> int:
 
 def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
     """Each module down to the decoder layer, named as the trace names them (``name.path``, or
-    ``path`` for the unnamed single model): containers holding a layer list are opened up."""
+    ``path`` for the unnamed single model): containers holding a layer list are opened up, and each
+    layer of a list is one row (a UNet block's own lists, a MoE layer's experts are not opened)."""
     rows: list[LayerSpec] = []
 
     def visit(module: torch.nn.Module, prefix: str) -> None:
+        listed = isinstance(module, (torch.nn.ModuleList, torch.nn.ModuleDict))
         for name, child in module.named_children():
             path = f"{prefix}{name}"
-            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child):
+            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or (not listed and _holds_layer_list(child)):
                 visit(child, f"{path}.")
             else:
                 rows.append(LayerSpec(path, count_parameters(child), _weight_bytes(child)))
@@ -76,7 +79,20 @@ def _weight_bytes(module: torch.nn.Module) -> int:
 
 
 def _holds_layer_list(module: torch.nn.Module) -> bool:
-    return any(isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)) for m in module.modules())
+    """Whether a ModuleList/ModuleDict lies below; a peft adapter's own dicts (``lora_A``, ``lora_B``,
+    ``lora_dropout``, ``lora_magnitude_vector``, keyed by adapter name) belong to the layer they adapt."""
+    if _is_adapter_layer(module):
+        return False
+    return any(
+        isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child)
+        for child in module.children()
+    )
+
+
+def _is_adapter_layer(module: torch.nn.Module) -> bool:
+    """A peft tuner layer (a LoRA ``Linear`` wrapping ``base_layer``); peft is imported only if in use."""
+    tuners = sys.modules.get("peft.tuners.tuners_utils")
+    return tuners is not None and isinstance(module, tuners.BaseTunerLayer)
 
 
 def steady_peak(timeline: Timeline, memory: DeviceMemory) -> Steady:
