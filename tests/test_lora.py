@@ -54,7 +54,7 @@ def test_modules_to_save_copies_take_gradients_and_states(tiny_llama) -> None:  
     head = tiny_llama.vocab_size * tiny_llama.hidden_size * 4
     assert saved.parameters - plain.parameters == head // 4
     assert saved.breakdown["optimizer_states"] - plain.breakdown["optimizer_states"] == 2 * head + 512
-    assert "copies of lm_head trained" in saved.settings["LoRA"]
+    assert "copies of lm_head trained" in saved.settings["adapters"]
 
 
 def test_cli_lora_flags(tiny_llama, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -32,7 +32,7 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
         settings["checkpointing"] = config.checkpointing
         settings |= _loop(config)
     if config.lora is not None:
-        settings["LoRA"] = _lora(model, config.lora)
+        settings["adapters"] = _lora(model, config.lora)
     if config.task == "generate":
         settings["new tokens"] = str(config.max_new_tokens)
         settings["KV cache"] = config.cache_implementation
