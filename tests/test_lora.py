@@ -64,7 +64,7 @@ def test_cli_lora_flags(tiny_llama, tmp_path, capsys) -> None:  # type: ignore[n
             "--lora-dropout", "0.05", "--dora", "--json"]  # fmt: skip
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["settings"]["LoRA"].startswith("DoRA rank 4, alpha 16, dropout 0.05, on all-linear")
+    assert report["settings"]["adapters"].startswith("DoRA rank 4, alpha 16, dropout 0.05, on all-linear")
     trainable, _ = _peft_counts(tiny_llama, peft.LoraConfig(r=4, lora_alpha=16, target_modules="all-linear", use_dora=True))
     assert report["trainable_parameters"] == trainable
 
