@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
+from transformers import BitsAndBytesConfig
 
 MB = 10**6
 """The benchmark scripts behind the transformers model-doc SDPA tables print bytes * 1e-6 as "MB"."""
@@ -244,10 +245,12 @@ OCTOCODER = [
          "bytes_to_giga_bytes(torch.cuda.max_memory_allocated()) ... 29.0260648727417", _LLM_STACK, "a100-40gb",
          "bigcode/octocoder", {**_OCTO, "dtype": "bf16"}, "allocated", round(29.0260648727417 * GiB)),
     Case("octocoder-15.5b generate 8-bit (bnb)", _LLM_GUIDE, "load_in_8bit=True ... 15.219234466552734", _LLM_STACK,
-         "a100-40gb", "bigcode/octocoder", {**_OCTO, "dtype": "fp16", "quantization": "bnb-8bit"}, "allocated",
+         "a100-40gb", "bigcode/octocoder", {**_OCTO, "dtype": "fp16", "quantization": BitsAndBytesConfig(load_in_8bit=True)},
+         "allocated",
          round(15.219234466552734 * GiB)),
     Case("octocoder-15.5b generate 4-bit (bnb)", _LLM_GUIDE, "load_in_4bit=True ... 9.543574333190918", _LLM_STACK,
-         "a100-40gb", "bigcode/octocoder", {**_OCTO, "dtype": "fp16", "quantization": "bnb-4bit"}, "allocated",
+         "a100-40gb", "bigcode/octocoder", {**_OCTO, "dtype": "fp16", "quantization": BitsAndBytesConfig(load_in_4bit=True)},
+         "allocated",
          round(9.543574333190918 * GiB)),
 ]  # fmt: skip
 

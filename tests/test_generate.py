@@ -29,3 +29,15 @@ def test_encoder_decoder_generates_and_matches_a_cpu_run(config: transformers.Pr
     result = vramsim.validate(config, task="generate", seq_len=8, max_new_tokens=3, device="cpu")
     assert result.predicted_bytes > 0
     assert result.error == pytest.approx(0.0, abs=0.005)
+
+
+def test_a_static_cache_is_allocated_whole_at_the_prefill_and_never_derived(tiny_llama: transformers.LlamaConfig) -> None:
+    """StaticCache holds prompt + new tokens from the prefill on; a dynamic one reaches the same size only at
+    the end. A long static generation is traced whole: its cache is sized by the whole generation."""
+    options = {"task": "generate", "batch_size": 2, "seq_len": 8, "max_new_tokens": 20, "device": "cpu"}
+    static = vramsim.simulate(tiny_llama, cache_implementation="static", **options)
+    assert static.settings["KV cache"] == "static"
+    assert "decode_steps_derived" not in {a.name for a in static.assumptions}
+    head_dim = tiny_llama.hidden_size // tiny_llama.num_attention_heads
+    cache = 2 * tiny_llama.num_hidden_layers * 2 * tiny_llama.num_key_value_heads * (8 + 20) * head_dim * 4  # k, v; batch 2
+    assert cache <= static.breakdown["kv_cache"] < cache + 1024  # and each layer's few-byte position counter

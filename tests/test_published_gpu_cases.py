@@ -16,9 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from published_gpu import CASES, REPORT_FIELD, Case
 
-PENDING_OPTIONS = {"attn_implementation", "quantization"}
-"""Options the issue names that other branches are adding; a case may use them before SimulationConfig has them."""
-
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_case_is_well_formed(case: Case) -> None:
@@ -28,7 +25,7 @@ def test_case_is_well_formed(case: Case) -> None:
     assert case.quote.strip() and case.stack.strip()
     assert case.measured in REPORT_FIELD
     assert case.unavailable is not None or model_zoo.find(case.model) is not None, f"{case.model} is not bundled"
-    known = {f.name for f in fields(SimulationConfig)} | PENDING_OPTIONS
+    known = {f.name for f in fields(SimulationConfig)}
     assert set(case.options) <= known, sorted(set(case.options) - known)
     assert "device" not in case.options, "the device is the case's own field"
 

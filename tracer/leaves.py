@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["tensor_leaves"]
+__all__ = ["attached_tensors", "tensor_leaves"]
 
 
 def tensor_leaves(obj: Any) -> Iterator[torch.Tensor]:
@@ -24,3 +24,22 @@ def tensor_leaves(obj: Any) -> Iterator[torch.Tensor]:
     elif isinstance(obj, dict):
         for item in obj.values():
             yield from tensor_leaves(item)
+
+
+def attached_tensors(param: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
+    """Tensors a parameter object holds as attributes, with their dotted names: quantized weights
+    keep their format's metadata there (bitsandbytes' ``quant_state.absmax``, ``.code``, the nested
+    ``state2``; LLM.int8's ``SCB``), on the device beside the packed data and for as long."""
+    seen = {id(param)}
+
+    def visit(obj: Any, prefix: str, depth: int) -> Iterator[tuple[str, torch.Tensor]]:
+        for name, value in vars(obj).items():
+            if id(value) in seen or isinstance(value, torch.nn.Module):
+                continue
+            seen.add(id(value))
+            if isinstance(value, torch.Tensor):
+                yield f"{prefix}{name}", value
+            elif depth and hasattr(value, "__dict__") and not isinstance(value, type):
+                yield from visit(value, f"{prefix}{name}.", depth - 1)
+
+    yield from visit(param, "", 2)

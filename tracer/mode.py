@@ -15,7 +15,7 @@ from torch.utils.flop_counter import flop_registry
 
 from .categories import Category, Phase
 from .data_dependent import DataDependentPolicy
-from .leaves import tensor_leaves
+from .leaves import attached_tensors, tensor_leaves
 from .patches import dispatched_rng_state, host_checkpoint_device
 from .records import BEFORE_TRACE, HoldRecord, OpRecord, StorageRecord, Trace, UnitRecord
 from .scope import ModuleScope
@@ -153,9 +153,12 @@ class MemoryTracer(TorchDispatchMode):
 
     def register_module(self, module: torch.nn.Module, prefix: str = "") -> None:
         """Account the weights and buffers that existed before tracing began; a weight's owner is
-        its own name (``prefix`` + ``named_parameters()``'s, the first name of a tied one)."""
+        its own name (``prefix`` + ``named_parameters()``'s, the first name of a tied one); tensors a
+        quantized weight holds as attributes (its format's metadata) are part of that weight."""
         for name, param in module.named_parameters():
             self.mark(param, Category.PARAMETER, prefix + name)
+            for attribute, tensor in attached_tensors(param):
+                self.mark(tensor, Category.PARAMETER, f"{prefix}{name}.{attribute}")
         for buffer in module.buffers():
             self.mark(buffer, Category.BUFFER)
 

@@ -25,6 +25,8 @@ from .optimizers import make_optimizer
 from .pipelines import build_pipeline_program, find_pipeline
 from .positions import check_positions
 from .program import STEPS, Program
+from .quantization import check_quantized_target, quantization_config, quantize_model
+from .quiet import quiet_peft
 from .tensor_parallel import rank_config
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
@@ -36,7 +38,7 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     if config.dtype is not None:
         return config.dtype
     if config.task != "train":
-        stored = getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
+        stored = getattr(model_config, "dtype", None)  # transformers 5's name; torch_dtype is its deprecated alias
         if isinstance(stored, torch.dtype) and stored.is_floating_point:
             return stored
     return torch.float32
@@ -70,7 +72,7 @@ def build_program(
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
-        stored = getattr(source, "dtype", None) or getattr(source, "torch_dtype", None)
+        stored = getattr(source, "dtype", None)
         from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
         weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
     else:
@@ -86,6 +88,10 @@ def build_program(
         task=config.task,
         attn_implementation=config.attn_implementation,
     )
+    if config.quantization is not None:
+        quantization = quantization_config(config.quantization, _first_float_dtype(model))
+        check_quantized_target(quantization, target=config.device, train=config.task == "train")
+        quantize_model(model, quantization, device=device)
     if config.task == "generate":
         check_can_generate(model)
     warnings = []
@@ -103,10 +109,14 @@ def build_program(
     else:
         apply_checkpointing(model, plan, emulation)
     if config.lora is not None:
+        if config.quantization is not None and train:
+            _prepare_for_kbit_training(model)
         model = _apply_lora(model, config.lora)
     with torch.device(device):
         if config.inputs is None:
             batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+            if config.loss is not None:  # the user's loss replaces the model's: no labels, so no second loss
+                batch.pop("labels", None)
         else:
             batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
     optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
@@ -127,6 +137,10 @@ def build_program(
         units=units,
         warnings=warnings,
         weights_from=weights,
+        static_cache=_static_cache(config, batch),
+        grad_accum=config.grad_accum,
+        max_grad_norm=config.max_grad_norm,
+        keep_outputs=config.keep_outputs,
     )
 
 
@@ -176,8 +190,31 @@ def _autocast(
 def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
     import peft
 
-    lora_config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(**dict(lora))
+    lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
     try:
-        return peft.get_peft_model(model, lora_config)
+        with quiet_peft():
+            return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc
+
+
+def _first_float_dtype(model: torch.nn.Module) -> torch.dtype:
+    return next(p.dtype for p in model.parameters() if p.is_floating_point())
+
+
+def _prepare_for_kbit_training(model: torch.nn.Module) -> None:
+    """QLoRA's recipe (peft's ``prepare_model_for_kbit_training``, which TRL's trainer also calls):
+    the base frozen, the weights left unquantized (embeddings, norms, head) upcast to fp32.
+    Checkpointing stays the run's own choice (``checkpointing=``), not the recipe's default."""
+    import peft
+
+    peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def _static_cache(config: SimulationConfig, batch: dict[str, Any]) -> bool:
+    """``cache_implementation='static'``, for a decoder prompted by token ids (what the loop positions)."""
+    if config.cache_implementation != "static":
+        return False
+    if "decoder_input_ids" in batch or "input_ids" not in batch:
+        raise UnsupportedError("cache_implementation='static' is run for decoder-only models prompted by input_ids")
+    return True

@@ -44,8 +44,10 @@ class Generation:
 
 
 def derives(config: SimulationConfig) -> bool:
-    """Whether ``config``'s generation is long enough to derive, on one rank."""
-    return config.task == "generate" and (config.max_new_tokens or 0) > DERIVE_ABOVE and config.gpus == 1
+    """Whether ``config``'s generation is long enough to derive, on one rank; a static cache is sized by
+    the whole generation, which the short runs are not, so it is traced whole."""
+    long = config.task == "generate" and (config.max_new_tokens or 0) > DERIVE_ABOVE
+    return long and config.gpus == 1 and config.cache_implementation == "dynamic"
 
 
 def head_config(config: SimulationConfig) -> SimulationConfig:

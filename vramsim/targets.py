@@ -10,6 +10,7 @@ import torch
 from vramsim.estimators.devices import DeviceProfile, get_device
 from vramsim.tracer.kernels import autocast_lists
 from vramsim.tracer.kernels.attention import CUDNN_RUNTIME_VERSION, GpuAttention, cpu_attention, cpu_attention_workspaces
+from vramsim.tracer.kernels.bitsandbytes_kernels import bitsandbytes_functions
 from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
 from vramsim.tracer.kernels.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
 from vramsim.tracer.kernels.emulation import KernelEmulation, KernelRules
@@ -61,7 +62,7 @@ _CPU_RULES = KernelRules(
         cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces, onednn_conv_workspaces, reduction_copies(cuda=False)
     ),
     output_layouts=cpu_output_layouts,
-    functions=CPU_FUNCTIONS,
+    functions={**CPU_FUNCTIONS, **bitsandbytes_functions(cuda=False)},
 )
 
 
@@ -89,7 +90,7 @@ def resolve_target(name: str) -> Target:
         fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
         attention=GpuAttention(compute_capability=capability, rocm=rocm),
         workspaces=combine_workspaces(GpuWorkspaces(capability, rocm), flash_attn_workspaces, reduction_copies(cuda=True)),
-        functions=GPU_FUNCTIONS,
+        functions={**GPU_FUNCTIONS, **bitsandbytes_functions(cuda=True)},
     )
     checked = (
         "checked against real runs on an H200, which has its kernels (sm 9.0)"
