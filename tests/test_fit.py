@@ -11,22 +11,22 @@ import vramsim
 from vramsim.fitting import MAX_TRACES, largest_fit, search
 
 
-def _measured(f):  # type: ignore[no-untyped-def]
-    """``f`` and the values it was called with."""
+def _measured(f, usable):  # type: ignore[no-untyped-def]
+    """``f`` with its verdict against ``usable``, and the values it was called with."""
     calls: list[int] = []
 
-    def measure(x: int) -> int:
+    def measure(x: int) -> tuple[int, bool]:
         calls.append(x)
-        return f(x)
+        return f(x), f(x) <= usable
 
     return measure, calls
 
 
 def test_an_affine_peak_is_found_in_four_traces() -> None:
     """Two points give the line, the third is the crossing, the fourth the size after it."""
-    measure, calls = _measured(lambda x: 100 + 10 * x)
+    measure, calls = _measured(lambda x: 100 + 10 * x, 1000)
     points = search(measure, start=1, bound=10**6, usable=1000)
-    assert max(x for x, n in points.items() if n <= 1000) == 90 and 91 in points
+    assert max(x for x, (_, fits) in points.items() if fits) == 90 and 91 in points
     assert len(calls) == 4 and len(set(calls)) == len(calls)
 
 
@@ -38,16 +38,16 @@ def test_a_rounded_convex_peak_is_exact_within_the_budget(start: int) -> None:
         return math.ceil((5e8 + 3e7 * x + 2e4 * x * x) / 2**21) * 2**21
 
     usable = 20 * 2**30
-    points = search(f, start=start, bound=10**6, usable=usable)
+    points = search(_measured(f, usable)[0], start=start, bound=10**6, usable=usable)
     truth = max(x for x in range(1, 2000) if f(x) <= usable)
-    assert max(x for x, n in points.items() if n <= usable) == truth and truth + 1 in points
+    assert max(x for x, (_, fits) in points.items() if fits) == truth and truth + 1 in points
     assert len(points) <= MAX_TRACES
 
 
 def test_the_search_stops_at_its_bounds() -> None:
-    everything, _ = _measured(lambda x: x)
+    everything, _ = _measured(lambda x: x, 10**9)
     assert max(search(everything, start=3, bound=64, usable=10**9)) == 64
-    nothing, calls = _measured(lambda x: 10**9 + x)
+    nothing, calls = _measured(lambda x: 10**9 + x, 10**6)
     assert min(search(nothing, start=8, bound=64, usable=10**6)) == 1 and len(calls) <= MAX_TRACES
 
 
@@ -61,7 +61,8 @@ def test_the_largest_fit_is_a_traced_fact(tiny_llama: transformers.LlamaConfig) 
     batch = fit.batch_size
     assert batch.exact and batch.value is not None and batch.over == batch.value + 1
     at, over = (vramsim.simulate(tiny_llama, headroom=headroom, batch_size=b, **options) for b in (batch.value, batch.over))
-    assert (at.fits, at.device_bytes, over.fits, over.device_bytes) == (True, batch.device_bytes, False, batch.over_bytes)
+    assert (at.fits, at.device_bytes, over.device_bytes) == (True, batch.device_bytes, batch.over_bytes)
+    assert at.device_bytes <= fit.usable_bytes < over.device_bytes  # over may still fit by emptying the cache
     assert (fit.seq_len.value, fit.seq_len.bound_by) == (256, "max_position_embeddings")  # rotary: capped, not refused
     assert fit.traces <= 2 * MAX_TRACES - 1  # the given size is shared by both searches
 

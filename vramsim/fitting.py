@@ -7,6 +7,10 @@ it: the answer is the largest traced size that fits, with the next size traced a
 never an extrapolation. Each search traces at most ``MAX_TRACES`` sizes (the given one included);
 when they run out first, the answer is still the largest traced size that fits, marked not exact.
 
+A size fits when its device memory is within the usable memory, as the report's verdict counts it
+without allocator pressure: a report may also say a larger size fits because the caching allocator
+empties its cache and retries (each a device-wide synchronisation); the search does not count on that.
+
 Known limitations: the search assumes memory grows with the size (more tokens never use less);
 a sequence length stops at the model's configured position maximum (``vramsim/positions.py``).
 """
@@ -116,12 +120,13 @@ def largest_fit(
         reports[config.batch_size, config.seq_len] = traced
     started = time.perf_counter()
 
-    def measure(batch_size: int, seq_len: int) -> int:
+    def measure(batch_size: int, seq_len: int) -> tuple[int, bool]:
         if (batch_size, seq_len) not in reports:
             if progress is not None:
                 progress(f"tracing batch_size={batch_size} seq_len={seq_len} ({len(reports) + 1} traced so far)")
             reports[batch_size, seq_len] = simulate(model, **{**options, "batch_size": batch_size, "seq_len": seq_len})
-        return reports[batch_size, seq_len].device_bytes
+        nbytes = reports[batch_size, seq_len].device_bytes
+        return nbytes, nbytes <= usable  # within the usable memory, not by the allocator emptying its cache
 
     batch = seq = None
     if "batch_size" in sizes:
@@ -162,45 +167,49 @@ def _seq_bound(model: ModelSource, config: SimulationConfig) -> tuple[str, int]:
     return ("vramsim's limit", MAX_SEQ_LEN) if limit is None else (limit[0], min(limit[1], MAX_SEQ_LEN))
 
 
-def _largest(option: str, measure: Callable[[int], int], *, start: int, bound: int, bound_by: str, usable: int,
+def _largest(option: str, measure: Callable[[int], tuple[int, bool]], *, start: int, bound: int, bound_by: str, usable: int,
              step: int = 1) -> Largest:  # fmt: skip
     """The search over multiples of ``step``, when the given value and the bound are such multiples."""
     step = step if start % step == 0 and bound % step == 0 else 1
     units = search(lambda k: measure(k * step), start=start // step, bound=bound // step, usable=usable)
-    points = {k * step: nbytes for k, nbytes in units.items()}
-    value = max((x for x, nbytes in points.items() if nbytes <= usable), default=None)
-    over = min((x for x, nbytes in points.items() if nbytes > usable and x > (value or 0)), default=None)
-    return Largest(option=option, value=value, device_bytes=None if value is None else points[value], over=over,
-                   over_bytes=None if over is None else points[over], bound=bound, bound_by=bound_by, step=step,
+    points = {k * step: point for k, point in units.items()}
+    value = max((x for x, (_, fits) in points.items() if fits), default=None)
+    over = min((x for x, (_, fits) in points.items() if not fits and x > (value or 0)), default=None)
+    return Largest(option=option, value=value, device_bytes=None if value is None else points[value][0], over=over,
+                   over_bytes=None if over is None else points[over][0], bound=bound, bound_by=bound_by, step=step,
                    exact=value == bound or over == (value or 0) + step)  # fmt: skip
 
 
-def search(measure: Callable[[int], int], *, start: int, bound: int, usable: int, budget: int = MAX_TRACES) -> dict[int, int]:
-    """Measured bytes by value in 1..``bound``, until the largest value that fits has the next one
-    measured (or is ``bound``, or 1 does not fit), or ``budget`` values are measured."""
-    points: dict[int, int] = {}
+def search(
+    measure: Callable[[int], tuple[int, bool]], *, start: int, bound: int, usable: int, budget: int = MAX_TRACES
+) -> dict[int, tuple[int, bool]]:
+    """Measured (bytes, fits) by value in 1..``bound``, until the largest value that fits has the next one
+    measured (or is ``bound``, or 1 does not fit), or ``budget`` values are measured. The secant aims at
+    ``usable`` bytes; ``measure`` says whether a value fits."""
+    points: dict[int, tuple[int, bool]] = {}
     order: list[int] = []
     value = min(max(start, 1), bound)
     while len(points) < budget:
         points[value] = measure(value)
         order.append(value)
-        low = max((x for x, nbytes in points.items() if nbytes <= usable), default=0)
-        high = min((x for x, nbytes in points.items() if nbytes > usable and x > low), default=bound + 1)
+        low = max((x for x, (_, fits) in points.items() if fits), default=0)
+        high = min((x for x, (_, fits) in points.items() if not fits and x > low), default=bound + 1)
         if high == low + 1:
             break
         value = min(max(_secant(points, order, usable), low + 1), high - 1)
     return points
 
 
-def _secant(points: dict[int, int], order: list[int], usable: int) -> int:
+def _secant(points: dict[int, tuple[int, bool]], order: list[int], usable: int) -> int:
     """Where the line through the two latest points crosses ``usable`` (rounded down); from one point
     that fits, the size scaled by ``usable`` over its bytes, from one that does not, the smallest (if
     that does not fit either, nothing does, in one trace); along a flat line, double or halve it."""
     last = order[-1]
+    nbytes = {x: point[0] for x, point in points.items()}
     if len(order) == 1:
-        return int(last * usable / max(points[last], 1)) if points[last] <= usable else 1
+        return int(last * usable / max(nbytes[last], 1)) if points[last][1] else 1
     before = order[-2]
-    slope = (points[last] - points[before]) / (last - before)
+    slope = (nbytes[last] - nbytes[before]) / (last - before)
     if slope > 0:
-        return int(last + (usable - points[last]) // slope)
-    return last * 2 if points[last] <= usable else last // 2
+        return int(last + (usable - nbytes[last]) // slope)
+    return last * 2 if points[last][1] else last // 2
