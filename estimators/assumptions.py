@@ -38,6 +38,7 @@ __all__ = [
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
     "HIPBLAS_WORKSPACE_BYTES_GFX94_95",
     "HIP_CONTEXT_BYTES",
+    "HSDP_SHARD_GROUP_DEFAULT",
     "NCCL_ASSUMED_CHANNELS",
     "NCCL_LL128_BUFFER_BYTES",
     "NCCL_LL_BUFFER_BYTES",
@@ -218,6 +219,11 @@ FSDP2_SHARD_RULE = "torch.chunk on dim 0, padded to the first chunk"
 """How FSDP2 shards a weight: ``torch.chunk(param, world_size, dim=0)`` with every rank's shard padded
 to the first chunk's size, i.e. ceil(dim0 / N) rows (torch/distributed/fsdp/_fully_shard/_fsdp_param.py,
 ``_init_sharded_param``, ``padded_sharded_param_size = chunks[0].size()``)."""
+
+HSDP_SHARD_GROUP_DEFAULT = 8
+"""HSDP's default shard group: the GPUs of one node (8 on DGX/HGX servers), as torchtitan's
+``data_parallel_shard_degree`` and FSDP1's HYBRID_SHARD (shard within the node's process group,
+replicate across nodes) are commonly set; ``--shard-group-size`` changes it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -157,6 +157,13 @@ class SimulationConfig:
     gradient_as_bucket_view: bool = field(default=False, metadata=_option(
         help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
         report=_same))
+    offload_states: str = field(default="none", metadata=_option(
+        help="CPU offload of sharded model states: optimizer (DeepSpeed offload_optimizer: fp32 master, gradient and "
+        "optimizer-state partitions on the host), params (and the weights' shards: ZeRO-3 offload_param, FSDP2 "
+        "CPUOffloadPolicy) or none (estimators/sharding_offload.py)", report=_same))
+    shard_group_size: int | None = field(default=None, metadata=_option(
+        help="--fsdp hybrid (HSDP): ranks each shard group holds, replicated across groups; none given: a node's 8 "
+        "GPUs (or every rank when fewer)", parse=int, report=_same))
     tp: int = field(default=1, metadata=_option(
         help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
         parse=int, report=_same))
@@ -200,7 +207,8 @@ class SimulationConfig:
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
+        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
+                             offload=self.offload_states, shard_group=self.shard_group_size)  # fmt: skip
 
     @property
     def pipeline(self) -> PipelinePlan:
@@ -265,10 +273,15 @@ class SimulationConfig:
         self.gradient_checkpointing = plan.kind == "full"
         _check_model_parallel(self)
         try:
-            sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
+            sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
+                                     offload=self.offload_states, shard_group=self.shard_group_size)  # fmt: skip
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp
+        self.offload_states = sharding.offload
+        if sharding.offload != "none" and self.device.lower() == "cpu":
+            raise ConfigError("offload_states moves model states to host memory, which is the cpu target's own memory; "
+                              "use a GPU target")  # fmt: skip
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
             raise ConfigError(f"--zero / --fsdp shard training state; --task {self.task} has none (use --gpus alone)")
         if sharding.bucket_view and (sharding.gpus == 1 or self.task != "train"):
