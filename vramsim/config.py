@@ -11,9 +11,11 @@ import torch
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
+from vramsim.estimators.sharding_plan import ZeroSettings
 from vramsim.tracer.data_dependent import parse_routing
 
 from .errors import ConfigError, UnsupportedError
+from .launch_files import LaunchOptions, read_accelerate_config, read_deepspeed_config
 from .optimizers import OPTIMIZERS, canonical_name
 from .quantization import QUANTIZATIONS
 
@@ -158,12 +160,22 @@ class SimulationConfig:
         help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
         report=_same))
     offload_states: str = field(default="none", metadata=_option(
-        help="CPU offload of sharded model states: optimizer (DeepSpeed offload_optimizer: fp32 master, gradient and "
-        "optimizer-state partitions on the host), params (and the weights' shards: ZeRO-3 offload_param, FSDP2 "
-        "CPUOffloadPolicy) or none (estimators/sharding_offload.py)", report=_same))
+        help="CPU offload of sharded model states: optimizer (ZeRO offload_optimizer: fp32 master, gradients, "
+        "optimizer states on the host), params (also the weights: ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy) "
+        "or none", report=_same))
     shard_group_size: int | None = field(default=None, metadata=_option(
         help="--fsdp hybrid (HSDP): ranks each shard group holds, replicated across groups; none given: a node's 8 "
         "GPUs (or every rank when fewer)", parse=int, report=_same))
+    deepspeed: str | None = field(default=None, metadata=_option(
+        help="a DeepSpeed ds_config.json: zero_optimization (stage, offload_optimizer/offload_param devices, bucket "
+        "sizes), bf16/fp16 and train_micro_batch_size_per_gpu set the matching options (vramsim/launch_files.py)",
+        report=_same))
+    accelerate_config: str | None = field(default=None, metadata=_option(
+        help="accelerate's config file (default_config.yaml): distributed_type, num_processes, mixed_precision and its "
+        "fsdp_config / deepspeed_config set the matching options", report=_same))
+    zero_settings: ZeroSettings | None = field(default=None, repr=False, metadata=_option(
+        help="DeepSpeed's zero_optimization sizes (reduce and prefetch buckets, live and persistent parameters); none "
+        "given: DeepSpeed's defaults, or the --deepspeed file's", cli=False))
     tp: int = field(default=1, metadata=_option(
         help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
         parse=int, report=_same))
@@ -208,7 +220,8 @@ class SimulationConfig:
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
         return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
-                             offload=self.offload_states, shard_group=self.shard_group_size)  # fmt: skip
+                             offload=self.offload_states, shard_group=self.shard_group_size,
+                             zero_settings=self.zero_settings)  # fmt: skip
 
     @property
     def pipeline(self) -> PipelinePlan:
@@ -225,6 +238,10 @@ class SimulationConfig:
         return cls(**options)
 
     def __post_init__(self) -> None:
+        if self.deepspeed is not None:
+            _apply_launch_file(self, read_deepspeed_config(self.deepspeed))
+        if self.accelerate_config is not None:
+            _apply_launch_file(self, read_accelerate_config(self.accelerate_config))
         if self.task not in TASKS:
             raise ConfigError(f"unknown task {self.task!r}; choose one of: {', '.join(TASKS)}")
         _check_count("batch_size", self.batch_size, MAX_BATCH)
@@ -274,7 +291,8 @@ class SimulationConfig:
         _check_model_parallel(self)
         try:
             sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
-                                     offload=self.offload_states, shard_group=self.shard_group_size)  # fmt: skip
+                                     offload=self.offload_states, shard_group=self.shard_group_size,
+                                     zero_settings=self.zero_settings)  # fmt: skip
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp
@@ -296,6 +314,22 @@ class SimulationConfig:
         _check_image(self)
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
+
+
+def _apply_launch_file(config: SimulationConfig, launch: LaunchOptions) -> None:
+    """The file's options fill in those left at their defaults; one set otherwise must agree with the file."""
+    defaults = {f.name: f.default for f in fields(SimulationConfig)}
+    for name, value in launch.options.items():
+        current = getattr(config, name)
+        if current == defaults[name]:
+            setattr(config, name, value)
+        elif str(current).lower() != str(value).lower():
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} {current} contradicts {launch.source}, which sets {name} = {value}")
+    if launch.zero_settings is not None:
+        if config.zero_settings not in (None, launch.zero_settings):
+            raise ConfigError(f"zero_settings contradicts {launch.source}'s zero_optimization sizes")
+        config.zero_settings = launch.zero_settings
 
 
 def _check_image(config: SimulationConfig) -> None:
