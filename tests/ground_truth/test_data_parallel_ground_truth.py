@@ -112,7 +112,8 @@ def test_ddp_bucket_view_is_close_to_the_real_run(fake_world: object) -> None:
 
 def test_hsdp_matches_the_real_run() -> None:
     """HSDP over 16 ranks as 2 replicas x 8 shards (a 2-D mesh): one rank holds what FSDP2 over 8 holds; the
-    gradients' all-reduce across replicas is in place. Within 0.1% of the real run."""
+    gradients' all-reduce across replicas is in place. Within 0.1% of the real run (measured: 11,776 B short of
+    55.8 MB, as FSDP2 full over 8)."""
     with fake_process_group(2 * N, mesh_shape=(2, N)) as mesh:
         measured = measured_peak(mesh, True)
     report = vramsim.simulate(_config(), task="train", batch_size=BATCH, seq_len=SEQ, device="cpu", gpus=2 * N,
