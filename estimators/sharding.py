@@ -24,6 +24,11 @@ stands for all):
   into a reduce-scatter input (freed when the next block's reduce begins) and keeps its shard.
   Checked against torch's FSDP2 run for real under a fake process group
   (``tests/ground_truth/test_data_parallel_ground_truth.py``).
+- HSDP (``hybrid``): FSDP2 full over a shard group of ``shard_group`` ranks, replicated across the
+  groups; the replicas all-reduce the gradients' shards in place, so a rank holds what FSDP2 full
+  over the group holds.
+- CPU offload (``offload``): the model states DeepSpeed ZeRO-Offload or FSDP2's CPUOffloadPolicy
+  keep in host memory leave the device and are counted in ``Sharded.host`` (``sharding_offload.py``).
 
 It transforms a ``Timeline`` (the traced one, or the one a checkpointing what-if made: apply
 checkpointing first, then sharding) and reads the graph it came from for what each traced block
