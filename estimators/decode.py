@@ -100,12 +100,13 @@ def derive_generation(head: DecodeRun, tail: DecodeRun, new_tokens: int) -> Time
     blocks = [replace(block) for block in head.timeline.blocks]
     events: list[tuple[int, bool]] = list(head.timeline.events[: head_steps[0].first])
     spans: list[tuple[int, int]] = []
+    carried: dict[int, int] = {}
     for mine, probe in zip(head_steps, tail_steps, strict=True):
         template, allocs = _template(head, mine, tail, probe, new_tokens)
         first = len(events)
-        _emit_step(head.timeline, mine, template, allocs, new_tokens, blocks, events)
+        carried = _emit_step(head.timeline, mine, template, allocs, new_tokens, blocks, events, carried)
         spans.append((first, len(events) - 1))
-    events.extend(head.timeline.events[head_steps[-1].last + 1 :])
+    events.extend(_carry(head.timeline.events[head_steps[-1].last + 1 :], carried))
     _place(blocks, events, head.timeline.preexisting)
     return Timeline(blocks=blocks, events=events, preexisting=head.timeline.preexisting, steps=spans)
 
@@ -200,12 +201,19 @@ def _template(head: DecodeRun, mine: _Step, tail: DecodeRun, probe: _Step, new_t
     return template, allocs
 
 
+def _carry(events: list[tuple[int, bool]], carried: dict[int, int]) -> list[tuple[int, bool]]:
+    """``events`` with the frees of blocks a previous step's traced decode steps made moved to the
+    derived last ones (state a layer keeps until its next call, such as LLM.int8's outlier columns)."""
+    return [(key if is_alloc else carried.get(key, key), is_alloc) for key, is_alloc in events]
+
+
 def _emit_step(
     timeline: Timeline, step: _Step, template: list[_Ref], allocs: list[_Alloc], new_tokens: int,
-    blocks: list[Block], events: list[tuple[int, bool]],
-) -> None:  # fmt: skip
+    blocks: list[Block], events: list[tuple[int, bool]], carried: dict[int, int],
+) -> dict[int, int]:  # fmt: skip
     """Append one program step: the head's prefill and traced decode steps, derived ones up to
-    ``new_tokens - 1``, then the head's loop end with its frees moved to the last decode steps' blocks."""
+    ``new_tokens - 1``, then the head's loop end with its frees moved to the last decode steps' blocks.
+    Returns, for what later events may free, each traced decode block's stand-in among the last ones."""
     traced = len(step.bounds) - 1
     keys: dict[tuple[int, int], int] = {}
     made: dict[int, tuple[int, int]] = {}
@@ -214,7 +222,7 @@ def _emit_step(
         for position, key in enumerate(allocated):
             keys[decode, position] = key
             made[key] = (decode, position)
-    events.extend(timeline.events[step.first : step.bounds[-1]])
+    events.extend(_carry(timeline.events[step.first : step.bounds[-1]], carried))
     lines = [alloc.line() for alloc in allocs]
     roles = [alloc.block for alloc in allocs]
     starts: dict[int, int] = {}
@@ -236,11 +244,13 @@ def _emit_step(
                 events.append((starts[decode - back] + position, alloc))
             else:
                 events.append((keys[decode - back, position], False))
+    def stand_in(key: int) -> int:
+        decode, position = made[key]
+        moved = new_tokens - 1 - (traced - decode)
+        return starts[moved] + position if moved > traced else keys[moved, position]
+
     for key, is_alloc in timeline.events[step.bounds[-1] : step.last + 1]:
         if is_alloc:
             raise ValueError("the generate loop allocates after its last decode step")
-        if key in made:
-            decode, position = made[key]
-            moved = new_tokens - 1 - (traced - decode)
-            key = starts[moved] + position if moved > traced else keys[moved, position]
-        events.append((key, False))
+        events.append((stand_in(key) if key in made else carried.get(key, key), False))
+    return {key: stand_in(key) for key in made}

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from vramsim.errors import ConfigError
@@ -322,14 +322,55 @@ def device_names() -> list[str]:
     return list(DEVICES)
 
 
+_NVIDIA_ARCHITECTURES: dict[tuple[int, int], Architecture] = {
+    (7, 0): "volta", (7, 2): "volta", (7, 5): "turing", (8, 0): "ampere", (8, 6): "ampere", (8, 7): "ampere",
+    (8, 9): "ada", (9, 0): "hopper", (10, 0): "blackwell", (10, 3): "blackwell", (12, 0): "blackwell", (12, 1): "blackwell",
+}  # fmt: skip
+"""CUDA compute capabilities (``sm_XY``) and their generation, for ``custom:`` targets."""
+_AMD_ARCHITECTURES: dict[str, Architecture] = {"gfx90a": "cdna2", "gfx942": "cdna3", "gfx950": "cdna4"}
+_CUSTOM = re.compile(r"custom:(?P<amount>\d+(?:\.\d+)?)\s*(?P<unit>gib|gb|mib|mb):(?P<arch>sm_?\d+|gfx\w+)")
+_UNITS = {"gib": 1 << 30, "gb": 10**9, "mib": 1 << 20, "mb": 10**6}
+
+
+def custom_device(spec: str) -> DeviceProfile:
+    """A GPU the catalog lacks, from ``custom:<memory>:<arch>`` (``custom:48GiB:sm_89``,
+    ``custom:192GB:gfx942``): the memory as the driver would report it and the architecture, which
+    sets the kernels, the context size and bf16/fp8 support."""
+    match = _CUSTOM.fullmatch(spec.strip().lower())
+    if match is None:
+        raise ConfigError(f"a custom device is custom:<memory>:<arch>, e.g. custom:48GiB:sm_89 or custom:192GB:gfx942; "
+                          f"got {spec!r}")  # fmt: skip
+    memory = int(float(match["amount"]) * _UNITS[match["unit"]])
+    arch = match["arch"].replace("_", "")
+    source = f"given ({spec.strip()})"
+    if arch.startswith("gfx"):
+        architecture = _AMD_ARCHITECTURES.get(arch)
+        if architecture is None:
+            raise ConfigError(f"unknown AMD architecture {arch}; choose one of: {', '.join(_AMD_ARCHITECTURES)}")
+        profile = _amd(spec.strip(), f"custom {arch}", architecture, arch, 0, 0, source)
+        return replace(profile, memory_bytes=memory, multiprocessors=None)
+    digits = arch.removeprefix("sm")
+    capability = (int(digits[:-1]), int(digits[-1]))
+    nvidia = _NVIDIA_ARCHITECTURES.get(capability)
+    if nvidia is None:
+        known = ", ".join(f"sm_{major}{minor}" for major, minor in _NVIDIA_ARCHITECTURES)
+        raise ConfigError(f"unknown CUDA architecture sm_{digits}; choose one of: {known}")
+    profile = _nvidia(spec.strip(), f"custom sm_{digits}", "datacenter", nvidia, capability, 0, 0, source)
+    return replace(profile, memory_bytes=memory, multiprocessors=None)
+
+
 def get_device(name: str) -> DeviceProfile:
-    """The profile called ``name`` (any case, spacing or alias), or a ConfigError listing the choices."""
+    """The profile called ``name`` (any case, spacing or alias; ``custom:<memory>:<arch>`` for a GPU
+    the catalog lacks), or a ConfigError listing the choices."""
+    if name.strip().lower().startswith("custom"):
+        return custom_device(name)
     key = _LOOKUP.get(_fold(name))
     if key is not None:
         return DEVICES[key]
     close = dict.fromkeys(_LOOKUP[c] for c in difflib.get_close_matches(_fold(name), _LOOKUP, n=5, cutoff=0.5))
     hint = f"did you mean {' or '.join(map(repr, list(close)[:3]))}? " if close else ""
-    raise ConfigError(f"unknown device {name!r}; {hint}`vramsim gpus` lists all {len(DEVICES)} targets")
+    raise ConfigError(f"unknown device {name!r}; {hint}`vramsim gpus` lists all {len(DEVICES)} targets "
+                      "(custom:<memory>:<arch> for another, e.g. custom:48GiB:sm_89)")
 
 
 _VENDOR_WORDS = re.compile(r"\b(nvidia|geforce|tesla|amd|instinct)\b")

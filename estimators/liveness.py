@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .allocator import CachingAllocator
 from .timeline import Timeline
 
-__all__ = ["OVERHEAD_CATEGORY", "Liveness", "liveness"]
+__all__ = ["OVERHEAD_CATEGORY", "Liveness", "liveness", "replay_under_limit"]
 
 OVERHEAD_CATEGORY = "overheads"
 """Breakdown key of the allocated overheads (the cuBLAS workspace), made before the first step."""
@@ -87,3 +87,18 @@ def liveness(timeline: Timeline, allocator: CachingAllocator | None = None, *, o
     last_step = allocated[last_step_first:]
     reserved = allocator.stats().peak_reserved_bytes if allocator is not None else max(last_step, default=0)
     return Liveness(allocated=allocated, sizes=sizes, overhead_bytes=overhead_bytes, peak_reserved_bytes=reserved)
+
+
+def replay_under_limit(timeline: Timeline, allocator: CachingAllocator, *, overhead_bytes: int = 0) -> int | None:
+    """Replay ``timeline`` through ``allocator`` (given a memory limit) until an allocation fails even
+    after the cache is emptied (``num_alloc_retries`` counts those retries); the failing event's index,
+    or ``None`` when the whole timeline runs."""
+    sizes = [block.nbytes for block in timeline.blocks]
+    for index, (key, is_alloc) in enumerate(timeline.events):
+        if index == timeline.preexisting and overhead_bytes and not allocator.malloc(_OVERHEAD_KEY, overhead_bytes):
+            return index
+        if not is_alloc:
+            allocator.free(key)
+        elif not allocator.malloc(key, sizes[key]):
+            return index
+    return None

@@ -34,6 +34,8 @@ __all__ = [
     "VLLM_VOCAB_PADDING",
     "Budget",
     "BudgetInputs",
+    "HybridGroups",
+    "hybrid_groups",
     "request_bytes",
     "sglang_budget",
     "sglang_mem_fraction",
@@ -173,6 +175,9 @@ def vllm_budget(inputs: BudgetInputs) -> Budget:
     """vLLM's ``determine_available_memory`` and block count for one rank."""
     usable = int(inputs.total_bytes * inputs.utilization)
     kv_bytes = usable - inputs.weights_bytes - inputs.activation_peak_bytes - inputs.non_torch_bytes - inputs.cuda_graph_bytes
+    groups = hybrid_groups(inputs.layers, inputs.kv_element_bytes)
+    if groups is not None:
+        return _hybrid_budget(inputs, usable, kv_bytes, groups)
     block = inputs.block_size * token_bytes(inputs.layers, inputs.kv_element_bytes)
     blocks = max(kv_bytes, 0) // block if block else 0
     per_request = request_bytes(inputs.layers, inputs.max_model_len, element_bytes=inputs.kv_element_bytes,
@@ -197,3 +202,55 @@ def sglang_budget(inputs: BudgetInputs) -> Budget:
     return Budget(usable_bytes=free_after_weights - reserved + inputs.weights_bytes, kv_cache_bytes=kv_bytes,
                   block_bytes=cell, kv_blocks=tokens, kv_cache_tokens=tokens, request_bytes=per_request,
                   max_concurrency=tokens * cell / per_request if per_request else 0.0)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class HybridGroups:
+    """vLLM's KV cache groups for a model mixing full and sliding-window attention layers
+    (``vllm/v1/core/kv_cache_utils.py`` ``_get_kv_cache_groups_uniform_page_size``): the layers of
+    each attention type are split into groups of ``group_size`` layers (the fewest layers of any
+    type, or the most where that is under 1.5 times the fewest), the last group of a type padded
+    with empty layers; every group draws blocks of one page (``block_size`` tokens of one layer)
+    from one pool, and ``group_size`` tensors hold the pool."""
+
+    group_size: int
+    groups: list[LayerCache]
+    """One layer standing for each group's spec, a group per entry."""
+    padding_layers: int
+
+
+def hybrid_groups(layers: list[LayerCache], element_bytes: int | None) -> HybridGroups | None:
+    """The groups of a model whose cached layers are full and sliding ones of one size per token;
+    ``None`` for a model with one attention type (one group, every layer in it) or with layers this
+    grouping does not cover (recurrent state, cross attention, latent caches, sizes that differ)."""
+    cached = [layer for layer in layers if layer.kind in ("full", "sliding")]
+    if len(cached) != len(layers) or len({layer.bytes_per_token_as(element_bytes) for layer in cached}) != 1:
+        return None
+    by_spec: dict[tuple[str, int | None], list[LayerCache]] = {}
+    for layer in cached:
+        by_spec.setdefault((layer.kind, layer.window), []).append(layer)
+    if len(by_spec) < 2:
+        return None
+    fewest, most = min(map(len, by_spec.values())), max(map(len, by_spec.values()))
+    group_size = most if most < fewest * 1.5 else fewest
+    groups = [same[0] for same in by_spec.values() for _ in range(math.ceil(len(same) / group_size))]
+    padding = len(groups) * group_size - len(cached)
+    return HybridGroups(group_size=group_size, groups=groups, padding_layers=padding)
+
+
+def _hybrid_budget(inputs: BudgetInputs, usable: int, kv_bytes: int, hybrid: HybridGroups) -> Budget:
+    """vLLM's hybrid block count (``get_kv_cache_config_from_groups``: available // page // group_size),
+    the tokens its log prints (``_report_kv_cache_config``: blocks // groups x block_size) and its
+    concurrency (``get_max_concurrency_for_kv_cache_config``: blocks over the sum of each group's
+    blocks for one request)."""
+    page = inputs.block_size * hybrid.groups[0].bytes_per_token_as(inputs.kv_element_bytes)
+    blocks = max(kv_bytes, 0) // page // hybrid.group_size
+    per_request = sum(
+        request_bytes([layer], inputs.max_model_len, element_bytes=inputs.kv_element_bytes, block_size=inputs.block_size,
+                      max_num_batched_tokens=inputs.max_num_batched_tokens) // page
+        for layer in hybrid.groups
+    )  # fmt: skip
+    return Budget(usable_bytes=usable, kv_cache_bytes=kv_bytes, block_bytes=page * hybrid.group_size, kv_blocks=blocks,
+                  kv_cache_tokens=blocks // len(hybrid.groups) * inputs.block_size,
+                  request_bytes=per_request * page * hybrid.group_size,
+                  max_concurrency=blocks / per_request if per_request else 0.0)  # fmt: skip

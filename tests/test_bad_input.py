@@ -100,7 +100,6 @@ CASES: dict[str, tuple[Callable[[Path], str], list[str]]] = {
     "negative max new tokens": (TINY, ["--task", "generate", "--max-new-tokens", "-1"]),
     "unknown moe routing": (TINY, ["--moe-routing", "random"]),
     "capacity below 1": (TINY, ["--moe-routing", "capacity:0.5"]),
-    "bf16 on a gpu without it": (TINY, ["--device", "t4", "--mixed-precision", "bf16"]),
 }
 
 

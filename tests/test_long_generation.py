@@ -39,8 +39,15 @@ def _events(timeline: Timeline) -> list[tuple[bool, int, str, str, str]]:
              timeline.blocks[key].category) for key, alloc in timeline.events]  # fmt: skip
 
 
-def _timelines(model: transformers.PretrainedConfig, device: str) -> tuple[Timeline, Timeline]:
-    config = SimulationConfig(task="generate", seq_len=6, max_new_tokens=_NEW_TOKENS, device=device)
+def _llama_int8() -> tuple[transformers.PretrainedConfig, dict[str, Any]]:
+    """LLM.int8 layers keep each call's outlier columns until their next call, across decode steps and into the
+    next program step's prefill."""
+    return _llama(), {"quantization": "int8", "dtype": "fp16"}
+
+
+def _timelines(model: Any, device: str) -> tuple[Timeline, Timeline]:
+    model, options = model if isinstance(model, tuple) else (model, {})
+    config = SimulationConfig(task="generate", seq_len=6, max_new_tokens=_NEW_TOKENS, device=device, **options)
     target = resolve_target(device)
     program, _, head = api.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
     probe, prepare = generation.tail_probe(config, program.batch)
@@ -51,7 +58,8 @@ def _timelines(model: transformers.PretrainedConfig, device: str) -> tuple[Timel
 
 
 @pytest.mark.parametrize(
-    ("model", "device"), [(_llama, "cpu"), (_gemma2, "h100"), (_t5, "cpu")], ids=["llama-cpu", "gemma2-h100", "t5-cpu"]
+    ("model", "device"), [(_llama, "cpu"), (_gemma2, "h100"), (_t5, "cpu"), (_llama_int8, "h100")],
+    ids=["llama-cpu", "gemma2-h100", "t5-cpu", "llama-int8-h100"],
 )
 def test_derived_generation_is_the_traced_one(model: Any, device: str) -> None:
     """Every event, its bytes and its role: the cache's cat (old and new live), sliding layers capped at the window."""

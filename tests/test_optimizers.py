@@ -57,9 +57,32 @@ def test_adamw8bit_states_are_bitsandbytes(tiny_llama) -> None:  # type: ignore[
     assert report.breakdown["optimizer_states"] == expected
 
 
-def test_paged_optimizers_are_refused_with_the_reason() -> None:
-    with pytest.raises(vramsim.UnsupportedError, match="managed memory"):
-        SimulationConfig(optimizer="paged_adamw_8bit")
+def test_paged_adamw8bit_holds_adamw8bits_states_on_the_device(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """The Trainer's ``paged_adamw_8bit`` is bitsandbytes' AdamW with ``is_paged=True``: the same
+    states as ``adamw8bit``, counted on the device as resident, the managed-memory share named."""
+    pytest.importorskip("bitsandbytes")
+    assert SimulationConfig(optimizer="paged_adamw_8bit").optimizer == "paged-adamw8bit"
+    paged = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="paged_adamw_8bit")
+    unpaged = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="adamw8bit")
+    assert paged.options["optimizer_implementation"] == "bitsandbytes.AdamW (8-bit states, paged)"
+    assert paged.breakdown["optimizer_states"] == unpaged.breakdown["optimizer_states"]
+    note = next(a.detail for a in paged.assumptions if a.name == "paged_optimizer_states")
+    # the tiny model's largest tensors (embedding and head, 500 x 64) stay under 1e5 elements: none is paged
+    assert note.endswith(": 0 B here")
+    tiny_llama.vocab_size = 2000  # embedding and head of 128,000 elements each: paged
+    big = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="paged-adamw8bit")
+    note = next(a.detail for a in big.assumptions if a.name == "paged_optimizer_states")
+    assert note.endswith(f": {2 * 2 * 128_000:,} B here")
+
+
+def test_muon_pairs_with_adamw(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """``muon``: torch.optim.Muon's one momentum buffer per 2-D weight, fused AdamW's two states for the rest."""
+    report = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="muon")
+    assert report.options["optimizer_implementation"] == "torch.optim.Muon + torch.optim.AdamW (fused)"
+    params = list(build_model(tiny_llama, device="meta", dtype=torch.float32).parameters())
+    muon = sum(_block(4 * p.numel()) for p in params if p.ndim == 2)
+    adamw = sum(2 * _block(4 * p.numel()) + _block(4) for p in params if p.ndim != 2)
+    assert report.breakdown["optimizer_states"] == muon + adamw
 
 
 def test_bitsandbytes_refused_on_the_cpu(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]

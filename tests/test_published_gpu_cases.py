@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from published_gpu import CASES, REPORT_FIELD, Case
 
+
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_case_is_well_formed(case: Case) -> None:
     assert case.figure > 0

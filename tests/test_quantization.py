@@ -46,6 +46,15 @@ def test_nf4_layer_storage_is_the_bitsandbytes_format_to_the_byte(double_quant: 
     assert report.parameters == count_parameters(_llama())  # counted as the values they stand for
 
 
+def test_int8_layer_storage_is_llm_int8s_format_to_the_byte() -> None:
+    """bitsandbytes' Int8Params: the weight's int8 rows and one float32 scale per output row."""
+    report = simulate(_llama(), task="forward", quantization="int8", dtype="fp16", batch_size=1, seq_len=8)
+    layer = next(row for row in report.layers if row.module == "model.layers.0")
+    norms = 2 * 64 * 2
+    assert layer.parameter_bytes == sum(out * inp + 4 * out for out, inp in _LINEARS) + norms
+    assert {"quantized_weights", "llm_int8_outliers"} <= {a.name for a in report.assumptions}
+
+
 def _ops(config: SimulationConfig) -> list[str]:
     _, _, trace = build_and_trace(_llama(), config, resolve_target(config.device), checkpointing="applied")
     return [op.name for op in trace.ops]
@@ -80,7 +89,7 @@ def test_a_real_cpu_quantization_after_a_simulation_is_unaffected() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--quantization", "q3"], "unknown quantization 'q3'; choose one of: nf4, nf4-dq, fp4, fp4-dq"),
+        (["--quantization", "q3"], "unknown quantization 'q3'; choose one of: nf4, nf4-dq, fp4, fp4-dq, int8"),
         (["--quantization", "nf4", "--device", "cpu", "--task", "forward"], "4-bit inference on the cpu target"),
     ],
 )
@@ -90,8 +99,6 @@ def test_the_cli_refuses_in_one_line(options: list[str], message: str, capsys: p
     assert err.startswith("vramsim: error: ") and err.count("\n") == 1 and message in err
 
 
-def test_llm_int8_says_it_is_not_simulated_yet() -> None:
-    from transformers import BitsAndBytesConfig
-
-    with pytest.raises(vramsim.UnsupportedError, match=r"BitsAndBytesConfig \(LLM.int8\) is not simulated yet"):
-        simulate(_llama(), task="forward", quantization=BitsAndBytesConfig(load_in_8bit=True), seq_len=8)
+def test_llm_int8_on_the_cpu_target_says_it_is_not_modelled() -> None:
+    with pytest.raises(vramsim.UnsupportedError, match=r"LLM.int8 on the cpu target"):
+        simulate(_llama(), task="train", quantization="int8", device="cpu", seq_len=8)

@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_map
 
 __all__ = [
     "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "flash_attn_installed",
-    "fused_optimizers_on_meta",
+    "foreach_clipping_on_meta", "fused_optimizers_on_meta",
     "host_checkpoint_device", "leftovers",
 ]  # fmt: skip
 
@@ -79,8 +79,9 @@ FLASH_IMPORTS = Patch("flash_imports", "transformers.modeling_flash_attention_ut
 FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flash_attention", "get_target_dtype",
                            by_name=True)  # fmt: skip
 FUSED_DEVICES = Patch("fused_devices", "torch.utils._foreach_utils", "_get_fused_kernels_supported_devices", by_name=True)
+FOREACH_DEVICE = Patch("foreach_device", "torch.utils._foreach_utils", "_device_has_foreach_support", by_name=True)
 PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE,
-           FUSED_DEVICES)  # fmt: skip
+           FUSED_DEVICES, FOREACH_DEVICE)  # fmt: skip
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -185,6 +186,14 @@ def fused_optimizers_on_meta() -> contextlib.AbstractContextManager[None]:
     kernels update in place and allocate nothing, as the CUDA kernels do (the tensor addresses
     travel as kernel arguments, ``multi_tensor_apply_for_fused_optimizer``)."""
     return FUSED_DEVICES.applied(lambda original: lambda: [*original(), "meta"])
+
+
+def foreach_clipping_on_meta() -> contextlib.AbstractContextManager[None]:
+    """``clip_grad_norm_`` (torch/nn/utils/clip_grad.py) takes its foreach path, ``_foreach_norm`` and
+    ``_foreach_mul_``, on CUDA and CPU tensors (``_device_has_foreach_support``), and a per-tensor loop
+    on others, meta included; meta stands for such a target, so let it take the foreach path. Only
+    clip_grad asks this question (torch.optim reads ``_get_foreach_kernels_supported_devices``)."""
+    return FOREACH_DEVICE.applied(lambda original: lambda device: device.type == "meta" or original(device))
 
 
 def leftovers() -> list[str]:

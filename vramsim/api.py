@@ -12,6 +12,7 @@ import networkx as nx
 import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.devices import get_device
 from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
@@ -26,7 +27,7 @@ from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, TraceError, UnsupportedError
 from .models import ModelSource, build_model, load_config
-from .optimizers import check_target, describe_optimizer
+from .optimizers import PAGED_STATES, check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .quantization import quantization_notes
@@ -79,8 +80,6 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
         configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
-    if config.mixed_precision == torch.bfloat16 and not target.profile.supports_bf16:
-        raise ConfigError(f"{target.profile.label} has no bf16 support (torch.autocast refuses it); use --mixed-precision fp16")
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     check_target(config.optimizer, target.profile.vendor)
@@ -138,6 +137,8 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
+        trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
+        if config.task == "train" else None,
         layers=summary.layer_rows(specs, chosen.timeline, memory),
         checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
         assumptions=[
@@ -158,6 +159,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         settings=run_settings(config, program),
         warnings=[*program.warnings, *_option_warnings(config, trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
+        allocator_pressure=memory.pressure,
     )
 
 
@@ -225,8 +227,11 @@ class Analysis:
         return _Outcome(outcome, self._replay(timeline), timeline, sharded)
 
     def _replay(self, timeline: Timeline) -> DeviceMemory:
+        capacity = self._target.profile.memory_bytes
+        usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
         return device_memory(timeline, self._target, training=self._config.task == "train",
-                             expandable_segments=self._config.expandable_segments, world_size=self._config.gpus)  # fmt: skip
+                             expandable_segments=self._config.expandable_segments, world_size=self._config.gpus,
+                             usable_bytes=usable)  # fmt: skip
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
         """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""
@@ -246,8 +251,12 @@ class Analysis:
         return _Outcome(outcome, memory, stage.timeline, None, rows)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
+        """Within the usable memory, or beyond it only in cache the allocator gives back before an OOM."""
         capacity = self._target.profile.memory_bytes
-        return None if capacity is None else memory.device_bytes <= capacity * (1 - self._config.headroom)
+        if capacity is None:
+            return None
+        return memory.device_bytes <= capacity * (1 - self._config.headroom) or (
+            memory.pressure is not None and memory.pressure.oom_op is None)
 
     def choice(self, outcome: _Outcome) -> CheckpointChoice:
         return CheckpointChoice(
@@ -349,6 +358,12 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
     if config.task == "train":
         notes.append(
             Assumption(
+                name="outputs_kept_through_backward",
+                detail="the model's outputs (logits) are held until backward ends, as out = model(**batch); "
+                "out.loss.backward() holds them",
+            )
+            if config.keep_outputs
+            else Assumption(
                 name="outputs_dropped_before_backward",
                 detail="the model's outputs (logits) are released once the loss is computed, as the HF Trainer does",
             )
@@ -361,6 +376,8 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
                     "a training step reads no KV cache",
                 )
             )
+    if getattr(program.optimizer, "traced_paged", False):
+        notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:
         notes.append(
             Assumption(
@@ -369,6 +386,12 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
                 "its scale, growth tracker, found_inf and inverse scale are traced",
             )
         )
+    profile = get_device(config.device)
+    if config.mixed_precision == torch.bfloat16 and profile.vendor == "nvidia" and not profile.supports_bf16:
+        notes.append(Assumption(name="bf16_emulated", detail=f"{profile.label} has no native bf16: torch.autocast "
+                                "runs it emulated (torch.cuda.is_bf16_supported(including_emulation=True)), with the "
+                                "same tensor sizes and this architecture's kernels (no flash or memory-efficient "
+                                "attention in bf16 before sm80)"))  # fmt: skip
     if config.quantization is not None:
         notes += quantization_notes(program.model, train=config.task == "train", lora=config.lora is not None,
                                     gpu=config.device.lower() != "cpu")  # fmt: skip
@@ -376,3 +399,11 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
     return notes
+
+
+def _paged_bytes(program: Program) -> int:
+    """The bytes of a paged optimizer's states in managed memory: ``state1``/``state2`` of tensors of 1e5
+    elements or more (bitsandbytes' ``get_state_buffer``)."""
+    assert program.optimizer is not None
+    return sum(state[key].nbytes for p, state in program.optimizer.state.items() if p.numel() >= 1e5
+               for key in ("state1", "state2") if key in state)  # fmt: skip

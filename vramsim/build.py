@@ -26,6 +26,7 @@ from .pipelines import build_pipeline_program, find_pipeline
 from .positions import check_positions
 from .program import STEPS, Program
 from .quantization import check_quantized_target, quantization_config, quantize_model
+from .quiet import quiet_peft
 from .tensor_parallel import rank_config
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
@@ -37,7 +38,7 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     if config.dtype is not None:
         return config.dtype
     if config.task != "train":
-        stored = getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
+        stored = getattr(model_config, "dtype", None)  # transformers 5's name; torch_dtype is its deprecated alias
         if isinstance(stored, torch.dtype) and stored.is_floating_point:
             return stored
     return torch.float32
@@ -71,7 +72,7 @@ def build_program(
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
-        stored = getattr(source, "dtype", None) or getattr(source, "torch_dtype", None)
+        stored = getattr(source, "dtype", None)
         from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
         weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
     else:
@@ -114,6 +115,8 @@ def build_program(
     with torch.device(device):
         if config.inputs is None:
             batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+            if config.loss is not None:  # the user's loss replaces the model's: no labels, so no second loss
+                batch.pop("labels", None)
         else:
             batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
     optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
@@ -135,6 +138,9 @@ def build_program(
         warnings=warnings,
         weights_from=weights,
         static_cache=_static_cache(config, batch),
+        grad_accum=config.grad_accum,
+        max_grad_norm=config.max_grad_norm,
+        keep_outputs=config.keep_outputs,
     )
 
 
@@ -184,9 +190,10 @@ def _autocast(
 def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
     import peft
 
-    lora_config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(**dict(lora))
+    lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
     try:
-        return peft.get_peft_model(model, lora_config)
+        with quiet_peft():
+            return peft.get_peft_model(model, lora_config)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc
 

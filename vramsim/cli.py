@@ -52,8 +52,16 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument(flag, dest=spec.name, type=option.parse or str, default=default, metavar=metavar,
                                 help=option.help)  # fmt: skip
         if spec.name == "lora":
-            parser.add_argument("--lora-targets", default=_ALL_LINEAR, help="comma-separated module names for --lora-rank")
+            parser.add_argument("--lora-targets", default=_ALL_LINEAR,
+                                help="comma-separated module names for --lora-rank, or all-linear (peft's: every "
+                                "linear layer but the output head)")  # fmt: skip
+            parser.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha (peft's lora_alpha); default 2r")
+            parser.add_argument("--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (lora_dropout)")
+            parser.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (peft's use_dora=True)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    if command == "trace":
+        parser.add_argument("--layers", choices=("fold", "all"), default="fold",
+                            help="fold: alike layers in one row (model.layers.0-31 x32); all: a row for each")  # fmt: skip
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,10 +103,13 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     for name, signature in _USER_FUNCTIONS.items():
         if given[name] is not None:
             given[name] = load_function(given[name], signature)
-    if given["lora"] is None and args.lora_targets is not _ALL_LINEAR:
-        raise ConfigError("--lora-targets names where LoRA adapters go; give their rank with --lora-rank R")
+    shaped = args.lora_targets is not _ALL_LINEAR or args.lora_alpha is not None or args.lora_dropout or args.dora
+    if given["lora"] is None and shaped:
+        raise ConfigError("--lora-targets, --lora-alpha, --lora-dropout and --dora shape LoRA adapters; "
+                          "give their rank with --lora-rank R")  # fmt: skip
     if given["lora"] is not None:
-        given["lora"] = lora_of_rank(given["lora"], args.lora_targets)
+        given["lora"] = lora_of_rank(given["lora"], args.lora_targets, alpha=args.lora_alpha, dropout=args.lora_dropout,
+                                     dora=args.dora)  # fmt: skip
     return given
 
 
@@ -121,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(report.to_dict(), indent=2))
             else:
-                render_report(report, console)
+                render_report(report, console, fold=args.layers == "fold")
         elif args.command == "serve":
             from .serve import serve
 

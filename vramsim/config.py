@@ -33,10 +33,20 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3
 """transformers' ``attn_implementation`` names (``ALL_ATTENTION_FUNCTIONS`` plus ``eager``)."""
 
 
-def lora_of_rank(rank: int, targets: str = "all-linear") -> dict[str, Any]:
-    """peft ``LoraConfig`` arguments for a LoRA of rank ``rank``: alpha 2r, on every linear layer
-    unless ``targets`` names modules (comma-separated); ``lora=16`` and ``--lora-rank 16`` both mean this."""
-    return {"r": rank, "lora_alpha": 2 * rank, "target_modules": targets if targets == "all-linear" else targets.split(",")}
+def lora_of_rank(
+    rank: int, targets: str = "all-linear", *, alpha: float | None = None, dropout: float = 0.0, dora: bool = False
+) -> dict[str, Any]:
+    """peft ``LoraConfig`` arguments for a LoRA of rank ``rank``: alpha 2r unless given, on every linear
+    layer but the output head (peft's own ``"all-linear"``) unless ``targets`` names modules
+    (comma-separated), DoRA with ``dora`` (``use_dora=True``); ``lora=16`` and ``--lora-rank 16`` both mean
+    the defaults."""
+    config: dict[str, Any] = {"r": rank, "lora_alpha": 2 * rank if alpha is None else alpha,
+                              "target_modules": targets if targets == "all-linear" else targets.split(",")}  # fmt: skip
+    if dropout:
+        config["lora_dropout"] = dropout
+    if dora:
+        config["use_dora"] = True
+    return config
 
 
 COMMANDS = ("trace", "validate")
@@ -104,26 +114,36 @@ class SimulationConfig:
     batch_size: int = field(default=1, metadata=_option(help="sequences per step", parse=int, report=_same))
     seq_len: int = field(default=512, metadata=_option(help="tokens per sequence", parse=int, report=_same))
     device: str = field(default="h100", metadata=_option(
-        help="target device (vramsim gpus) or cpu; validate measures on cpu", defaults={"validate": "cpu"}))
+        help="target device (vramsim gpus), cpu, or custom:<memory>:<arch> for a GPU the catalog lacks (e.g. "
+        "custom:48GiB:sm_89, custom:192GB:gfx942); validate measures on cpu", defaults={"validate": "cpu"}))
     dtype: torch.dtype | str | None = field(default=None, metadata=_option(
         help="weight dtype: fp32, bf16, fp16; none given: float32 to train, the config's torch_dtype for inference",
         report=_dtype_name))
     mixed_precision: torch.dtype | str | None = field(default=None, metadata=_option(
         help="autocast dtype (bf16 or fp16) around the forward pass; weights stay in --dtype", report=_dtype_name))
     optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(default="adamw", metadata=_option(
-        help=f"{', '.join(OPTIMIZERS)} or none; adamw is the Trainer's default, fused AdamW (vramsim/optimizers.py; "
-        "transformers' optim names such as adamw_torch work too; Python: also a callable params -> Optimizer)",
+        help=f"{', '.join(OPTIMIZERS)} or none (vramsim/optimizers.py); adamw: the Trainer's default, fused AdamW; "
+        "transformers' optim names work too; Python: also a callable params -> Optimizer",
         parse=_optimizer_flag, report=_optimizer_name))
     checkpointing: str = field(default="none", metadata=_option(
         help="activation checkpointing: none, full, every:K, selective, offload, or all for a table of each "
         "(estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
     gradient_checkpointing: bool = field(default=False, metadata=_option(help="alias of --checkpointing full"))
+    grad_accum: int = field(default=1, metadata=_option(
+        help="gradient accumulation: micro-steps of --batch-size each per optimizer step; gradients add up in .grad",
+        parse=int, report=_same))
+    max_grad_norm: float | None = field(default=None, metadata=_option(
+        help="clip gradients to this total norm before the step (torch.nn.utils.clip_grad_norm_, foreach)",
+        parse=float, report=_same))
+    keep_outputs: bool = field(default=False, metadata=_option(
+        help="hold the model's outputs (logits) through backward, as the plain loop out = model(**batch); "
+        "out.loss.backward() does; otherwise they are released before backward, as the HF Trainer does", report=_same))
     lora: Any = field(default=None, metadata=_option(
         help="train LoRA adapters of this rank (peft; Python: the rank, a peft.LoraConfig or a dict of its arguments)",
         flag="--lora-rank", parse=int, report=lambda value: value is not None))
     quantization: Any = field(default=None, metadata=_option(
         help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
-        "quantization), quantized by the library itself (vramsim/quantization.py; Python: also transformers' "
+        "quantization; int8: LLM.int8), quantized by the library itself (vramsim/quantization.py; Python: also transformers' "
         "BitsAndBytesConfig)", report=lambda value: value if isinstance(value, str) or value is None
         else type(value).__name__))
     max_new_tokens: int | None = field(default=None, metadata=_option(
@@ -306,6 +326,7 @@ class SimulationConfig:
             raise ConfigError("gradient_as_bucket_view shapes DDP's gradient buckets: it needs --task train and --gpus N > 1")
         if self.task != "train" and self.optimizer not in (None, "adamw"):
             raise ConfigError(f"optimizer {_optimizer_name(self.optimizer)} is for training; --task {self.task} takes no step")
+        _check_training_loop(self)
         if isinstance(self.lora, int) and not isinstance(self.lora, bool):
             _check_count("lora", self.lora, 1 << 16)
             self.lora = lora_of_rank(self.lora)
@@ -314,6 +335,20 @@ class SimulationConfig:
         _check_image(self)
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
+
+
+def _check_training_loop(config: SimulationConfig) -> None:
+    """Accumulation, clipping and kept outputs shape a training step; accumulation is not combined with
+    the data- and pipeline-parallel what-ifs, which read one forward and one backward per step."""
+    _check_count("grad_accum", config.grad_accum, 1 << 12)
+    norm = config.max_grad_norm
+    if norm is not None and (isinstance(norm, bool) or not isinstance(norm, (int, float)) or not norm > 0):
+        raise ConfigError(f"max_grad_norm must be a number > 0, got {norm!r}")
+    if config.task != "train" and (config.grad_accum > 1 or norm is not None or config.keep_outputs):
+        raise ConfigError(f"grad_accum, max_grad_norm and keep_outputs shape a training step; --task {config.task} takes none")
+    if config.grad_accum > 1 and (config.gpus > 1 or config.zero or config.fsdp != "no" or config.pp > 1):
+        raise UnsupportedError("--grad-accum with --gpus, --zero, --fsdp or --pp is not modelled yet "
+                               "(pipeline micro-batches are --micro-batches)")  # fmt: skip
 
 
 def _apply_launch_file(config: SimulationConfig, launch: LaunchOptions) -> None:

@@ -7,9 +7,10 @@ from typing import Literal
 
 from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
 from vramsim.estimators.assumptions import Overhead, overheads_for, totals
-from vramsim.estimators.liveness import Liveness, liveness
+from vramsim.estimators.liveness import Liveness, liveness, replay_under_limit
 from vramsim.estimators.timeline import Timeline
 
+from .report import AllocatorPressure
 from .targets import Target
 
 __all__ = ["DeviceMemory", "device_memory"]
@@ -30,14 +31,18 @@ class DeviceMemory:
     device_bytes: int
     """What nvidia-smi would show: reserved plus context and communication buffers."""
     overheads: list[Overhead]
+    pressure: AllocatorPressure | None = None
+    """The replay within ``usable_bytes`` where the device figure exceeds it; ``None`` otherwise."""
 
 
 def device_memory(
-    timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False, world_size: int = 1
-) -> DeviceMemory:
+    timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False, world_size: int = 1,
+    usable_bytes: int | None = None,
+) -> DeviceMemory:  # fmt: skip
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
-    > 1 adds NCCL's buffers."""
+    > 1 adds NCCL's buffers. Where the device figure passes ``usable_bytes``, the timeline is
+    replayed again within it (``AllocatorPressure``)."""
     first, last = timeline.steps[-1]
     if target.profile.vendor == "cpu":
         live = liveness(timeline)
@@ -51,7 +56,25 @@ def device_memory(
     live = liveness(timeline, allocator, overhead_bytes=added.allocated)
     peak, index = live.peak(first, last)
     reserved = live.peak_reserved_bytes + (added.reserved - added.allocated)
+    device = reserved + (added.device - added.reserved)
+    pressure = None
+    if usable_bytes is not None and device > usable_bytes:
+        limit = usable_bytes - (added.device - added.allocated)
+
+        def replay(expandable: bool) -> tuple[int, str | None]:
+            limited = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable,
+                                                       memory_limit_bytes=max(limit, 1)))  # fmt: skip
+            failed = replay_under_limit(timeline, limited, overhead_bytes=added.allocated)
+            failing = None if failed is None else timeline.blocks[timeline.events[failed][0]].op
+            return limited.stats().alloc_retries, failing
+
+        retries, oom_op = replay(expandable_segments)
+        alternative = None
+        if not expandable_segments and (retries or oom_op):
+            expandable_retries, expandable_oom = replay(True)
+            alternative = None if expandable_oom else expandable_retries
+        pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_op=oom_op, expandable_retries=alternative)
     return DeviceMemory(
-        live=live, peak_bytes=peak, peak_index=index, reserved_bytes=reserved,
-        device_bytes=reserved + (added.device - added.reserved), overheads=overheads,
+        live=live, peak_bytes=peak, peak_index=index, reserved_bytes=reserved, device_bytes=device,
+        overheads=overheads, pressure=pressure,
     )  # fmt: skip

@@ -17,6 +17,7 @@ from .build import build_program
 from .config import SimulationConfig
 from .models import ModelSource
 from .program import Program, run_program
+from .quiet import quiet_profiler
 
 __all__ = ["Measurement", "RealRun", "measure_cpu", "measure_cuda", "measure_program_cpu"]
 
@@ -80,7 +81,7 @@ def measure_cpu(model: ModelSource, config: SimulationConfig, *, seed: int = 0) 
 def measure_program_cpu(build: Callable[[], Program], *, seed: int = 0) -> Measurement:
     """Build a program on the CPU inside the profiler (so its weights are seen too) and run it."""
     torch.manual_seed(seed)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_profiler(profile(activities=[ProfilerActivity.CPU], profile_memory=True)) as prof:
         program = build()
         steps = program.steps
         run_program(program, _MarkingObserver())

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib.util
 import json
 import traceback
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,15 +70,53 @@ def load_config(source: str | Path, *, trust_remote_code: bool = False) -> Pretr
     path = Path(zoo_folder) if zoo_folder is not None else Path(text).expanduser()
     if path.exists():
         return _config_from_path(path, trust_remote_code=trust_remote_code)
+    online = _hub_reachable()
     try:
-        return AutoConfig.from_pretrained(text, trust_remote_code=trust_remote_code)
+        return AutoConfig.from_pretrained(text, trust_remote_code=trust_remote_code, local_files_only=not online)
     except OSError as exc:
+        where = f"reachable on the Hugging Face Hub ({first_line(exc)})" if online else (
+            "in the Hugging Face cache, and the Hub cannot be reached (offline)")  # fmt: skip
+        close = _close_ids(text)
+        hint = f"did you mean {close[0] if len(close) == 1 else ', '.join(close[:-1]) + ' or ' + close[-1]}? " if close else ""
         raise ModelNotFoundError(
-            f"{text!r} is neither a bundled model (see `vramsim models`) nor reachable on the Hugging Face Hub "
-            f"({first_line(exc)}); pass a local folder or a config.json path instead"
+            f"{text!r} is neither a bundled model (see `vramsim models`) nor {where}; "
+            f"{hint}pass a local folder or a config.json path instead"
         ) from exc
     except ValueError as exc:
         raise ModelNotFoundError(f"cannot load the config of {text!r}: {first_line(exc)}") from exc
+
+
+_HUB_PROBE_SECONDS = 3.0
+"""How long vramsim's one look at the Hub waits: offline, huggingface_hub retries a request five
+times with backoff (about 27 s, a warning line each), and offers no setting to retry less."""
+
+
+def _hub_reachable() -> bool:
+    """One request to the Hub's endpoint without retries (proxies from the environment honoured);
+    ``HF_HUB_OFFLINE=1`` says offline without asking. Offline, configs come from the local cache."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=_HUB_PROBE_SECONDS).close()
+    except urllib.error.HTTPError:
+        return True  # it answered
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _close_ids(text: str) -> list[str]:
+    """Bundled ids that look like ``text``, by whole id or by the name after the organisation."""
+    names: dict[str, str] = {}
+    for model_id in (*model_zoo.model_ids(), *model_zoo.pipeline_ids(), *model_zoo.ALIASES):
+        names.setdefault(model_id.lower(), model_id)
+        names.setdefault(model_id.rpartition("/")[2].lower(), model_id)
+    keys = [text.lower(), text.rpartition("/")[2].lower()]
+    same = [names[key] for key in keys if key in names]  # the id in another case, or without its organisation
+    close = same or [names[name] for key in keys for name in difflib.get_close_matches(key, names, n=3, cutoff=0.75)]
+    return list(dict.fromkeys(close))[:3]
 
 
 def build_model(

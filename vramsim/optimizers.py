@@ -23,7 +23,8 @@ import torch
 
 from .errors import ConfigError, UnsupportedError
 
-__all__ = ["ALIASES", "OPTIMIZERS", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
+__all__ = ["ALIASES", "OPTIMIZERS", "PAGED_STATES", "MuonWithAdamW", "canonical_name", "check_target", "describe_optimizer",
+           "make_optimizer"]
 
 Factory = Callable[[list[torch.nn.Parameter], bool], torch.optim.Optimizer]
 
@@ -56,6 +57,41 @@ def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.
     return made
 
 
+def _paged_adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    """The Trainer's ``paged_adamw_8bit``: ``bnb.optim.AdamW(optim_bits=8, is_paged=True)``. Its
+    ``get_state_buffer`` puts the uint8 states of tensors of 1e5 elements or more in CUDA managed
+    memory (``F.get_paged``: ``cudaMallocManaged``), which meta tensors cannot have; on meta they are
+    made as the unpaged optimizer makes them, on the device where ``prefetch_state`` moves them before
+    each update (see ``PAGED_STATES``)."""
+    made: torch.optim.Optimizer = _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8, is_paged=True)
+    if any(p.device.type == "meta" for p in params):
+        made.is_paged = False  # type: ignore[attr-defined]
+        made.traced_paged = True  # type: ignore[attr-defined]
+    return made
+
+
+class MuonWithAdamW(torch.optim.Optimizer):
+    """``torch.optim.Muon`` for the 2-D weights and fused AdamW for the rest (biases, norms), paired as
+    Muon's docstring pairs them: Muon takes 2-D parameters only. One momentum buffer per matrix; each
+    step orthogonalises one matrix at a time in bfloat16 (``_zeropower_via_newtonschulz``)."""
+
+    def __init__(self, params: list[torch.nn.Parameter]) -> None:
+        matrices = [p for p in params if p.ndim == 2]
+        others = [p for p in params if p.ndim != 2]
+        self.parts: list[torch.optim.Optimizer] = []
+        if matrices:
+            self.parts.append(torch.optim.Muon(matrices, lr=0.02, momentum=0.95))
+        if others:
+            self.parts.append(torch.optim.AdamW(others, lr=3e-4, weight_decay=0.01, fused=True))
+        super().__init__([{"params": group["params"]} for part in self.parts for group in part.param_groups], {})
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for part in self.parts:
+            part.step()
+            self.state.update(part.state)
+
+
 OPTIMIZERS: dict[str, _Named] = {
     # torch AdamW, fused kernel: the Trainer's default (adamw_torch_fused)
     "adamw": _Named(_adamw_fused),
@@ -66,6 +102,10 @@ OPTIMIZERS: dict[str, _Named] = {
     "adafactor": _Named(lambda params, foreach: torch.optim.Adafactor(params, lr=1e-2, foreach=foreach)),
     # bitsandbytes AdamW with 8-bit block-wise states (the Trainer's adamw_bnb_8bit)
     "adamw8bit": _Named(_adamw_8bit, cpu=False),
+    # bitsandbytes AdamW with 8-bit states, the large ones in CUDA managed memory (the Trainer's paged_adamw_8bit)
+    "paged-adamw8bit": _Named(_paged_adamw_8bit, cpu=False),
+    # torch.optim.Muon on 2-D weights, fused AdamW on the rest
+    "muon": _Named(lambda params, foreach: MuonWithAdamW(params)),
     # bitsandbytes Lion with one fp32 state (the Trainer's lion_32bit)
     "lion": _Named(lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32), cpu=False),
 }
@@ -78,24 +118,25 @@ ALIASES = {
     "adamw_bnb_8bit": "adamw8bit",
     "adamw_8bit": "adamw8bit",
     "lion_32bit": "lion",
+    "paged_adamw_8bit": "paged-adamw8bit",
+    "paged_adamw8bit": "paged-adamw8bit",
 }
 """Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
 
 
-NOT_MODELLED = {
-    name: "bitsandbytes' paged optimizers keep states of 1e5 elements or more in CUDA managed memory "
-    "(cudaMallocManaged, outside PyTorch's allocator, evicted to the host under pressure); vramsim does not model "
-    "managed memory yet: adamw8bit holds the same states on the device"
-    for name in ("paged-adamw8bit", "paged_adamw_8bit")
-}
-"""Names people use that vramsim refuses, with the reason."""
+PAGED_STATES = (
+    "bitsandbytes' paged optimizer keeps the states of tensors of 1e5 elements or more in CUDA managed memory "
+    "(cudaMallocManaged, outside PyTorch's caching allocator: torch.cuda.max_memory_allocated does not show them) "
+    "and prefetches each to the device before its update; they are counted on the device as resident, their bytes "
+    "as adamw8bit's. The driver can evict them to host memory when the device runs short, so they cannot cause an "
+    "out-of-memory error: a run that fits only without them runs slower, paging, instead of failing"
+)
+"""How ``paged-adamw8bit``'s managed-memory states are counted: listed in the report's assumptions."""
 
 
 def canonical_name(name: str) -> str | None:
     """The short name ``name`` stands for, or None when it names no optimizer."""
     name = name.lower()
-    if name in NOT_MODELLED:
-        raise UnsupportedError(f"--optimizer {name}: {NOT_MODELLED[name]}")
     name = ALIASES.get(name, name)
     return name if name in OPTIMIZERS else None
 
@@ -126,6 +167,8 @@ def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> 
 
 def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
     """The class and the kernel choice that runs, e.g. ``torch.optim.AdamW (fused)``."""
+    if isinstance(optimizer, MuonWithAdamW):
+        return " + ".join(describe_optimizer(part) for part in optimizer.parts)
     cls = type(optimizer)
     module = cls.__module__
     name = f"{'torch.optim' if module.startswith('torch.optim') else module.split('.')[0]}.{cls.__name__}"
@@ -135,4 +178,5 @@ def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
     if "foreach" in defaults:
         return f"{name} ({'foreach' if defaults['foreach'] else 'for-loop'})"
     bits = getattr(getattr(optimizer, "args", None), "optim_bits", None)
-    return f"{name} ({bits}-bit states)" if bits else name
+    paged = ", paged" if getattr(optimizer, "is_paged", False) or getattr(optimizer, "traced_paged", False) else ""
+    return f"{name} ({bits}-bit states{paged})" if bits else name

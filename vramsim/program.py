@@ -17,6 +17,7 @@ import torch
 from vramsim.tracer.categories import Category, Phase
 
 from .errors import ConfigError, UnsupportedError
+from .quiet import quiet_default_loss
 
 if TYPE_CHECKING:
     from .checkpointing import UnitMarker
@@ -72,6 +73,12 @@ class Program:
     static_cache: bool = False
     """Generate into transformers' ``StaticCache`` (prompt + new tokens, allocated at the prefill)
     instead of the ``DynamicCache`` that grows by a token per step."""
+    grad_accum: int = 1
+    """Micro-steps per optimizer step: each runs forward and backward, gradients add up in ``.grad``."""
+    max_grad_norm: float | None = None
+    """Clip the gradients' total norm with ``torch.nn.utils.clip_grad_norm_`` before the step."""
+    keep_outputs: bool = False
+    """Hold the model's outputs (logits) through backward, as ``out = model(**batch); out.loss.backward()`` does."""
 
     @property
     def model(self) -> torch.nn.Module:
@@ -102,21 +109,33 @@ def run_program(program: Program, observer: StepObserver) -> None:
 
 
 def _train_step(program: Program, observer: StepObserver) -> None:
-    """Forward, backward, optimizer step, ``zero_grad(set_to_none=True)``.
+    """``grad_accum`` micro-steps of forward and backward, then clipping, the optimizer step and
+    ``zero_grad(set_to_none=True)``.
 
     The model's outputs are dropped once the loss is computed, as the Hugging Face Trainer
-    does, so logits do not stay live through backward unless autograd saved them. With a
-    scaler the step is torch.amp's recipe: ``scaler.scale(loss).backward()``,
-    ``scaler.step(optimizer)`` (unscale, inf check, step), ``scaler.update()``.
+    does, so logits do not stay live through backward unless autograd saved them; with
+    ``keep_outputs`` they are held until backward ends, as the plain loop holds ``out``. With
+    several micro-steps each loss is divided by their count before backward (the Trainer's
+    ``loss / gradient_accumulation_steps``). With a scaler the step is torch.amp's recipe:
+    ``scaler.scale(loss).backward()``, ``scaler.unscale_`` before clipping, ``scaler.step(optimizer)``
+    (unscale, inf check, step), ``scaler.update()``.
     """
-    observer.set_phase(Phase.FORWARD)
-    with program.autocast(), program.saved_tensors():
-        loss = _compute_loss(program, observer)
-    observer.set_phase(Phase.BACKWARD)
-    (program.scaler.scale(loss) if program.scaler is not None else loss).backward()
-    params = [(name, p) for name, p in program.model.named_parameters() if p.grad is not None]
-    observer.mark_owned(((name, p.grad) for name, p in params), Category.GRADIENT)
-    del loss
+    for _ in range(program.grad_accum):
+        observer.set_phase(Phase.FORWARD)
+        with program.autocast(), program.saved_tensors():
+            outputs, loss = _compute_loss(program, observer)
+            if not program.keep_outputs:
+                outputs = None
+        if program.grad_accum > 1:
+            loss = loss / program.grad_accum
+        observer.set_phase(Phase.BACKWARD)
+        (program.scaler.scale(loss) if program.scaler is not None else loss).backward()
+        params = [(name, p) for name, p in program.model.named_parameters() if p.grad is not None]
+        observer.mark_owned(((name, p.grad) for name, p in params), Category.GRADIENT)
+        del loss, outputs
+    if program.max_grad_norm is not None:
+        observer.set_phase(Phase.OPTIMIZER)
+        _clip_gradients(program, [p for _, p in params], program.max_grad_norm)
     if program.optimizer is not None:
         observer.set_phase(Phase.OPTIMIZER)
         _optimizer_step(program.optimizer, program.scaler)
@@ -133,6 +152,14 @@ def _train_step(program: Program, observer: StepObserver) -> None:
             param.grad = None
 
 
+def _clip_gradients(program: Program, params: list[torch.nn.Parameter], max_norm: float) -> None:
+    """``clip_grad_norm_`` as torch picks it: foreach (``_foreach_norm``, ``_foreach_mul_``) on CPU and
+    CUDA tensors; gradients scaled for fp16 are unscaled first, as accelerate does before clipping."""
+    if program.scaler is not None and program.optimizer is not None:
+        program.scaler.unscale_(program.optimizer)
+    torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
 def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
     if scaler is None:
         optimizer.step()
@@ -141,8 +168,10 @@ def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScal
     scaler.update()
 
 
-def _compute_loss(program: Program, observer: StepObserver) -> torch.Tensor:
-    outputs = program.model(**program.batch)
+def _compute_loss(program: Program, observer: StepObserver) -> tuple[Any, torch.Tensor]:
+    """The model's outputs and the loss to minimise: ``loss(outputs)`` where given, else the model's own."""
+    with quiet_default_loss():
+        outputs = program.model(**program.batch)
     observer.mark(tensors_in(outputs), Category.OUTPUT)
     if program.loss is not None:
         loss = program.loss(outputs)
@@ -155,15 +184,25 @@ def _compute_loss(program: Program, observer: StepObserver) -> torch.Tensor:
         )
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ConfigError("the loss must be a scalar tensor")
-    return loss
+    return outputs, loss
 
 
 def _forward_step(program: Program, observer: StepObserver) -> None:
+    """One pass under ``no_grad``; the KV cache it returns (``past_key_values``) is kept apart from the logits."""
     observer.set_phase(Phase.FORWARD)
     with torch.no_grad(), program.autocast():
         outputs = program.model(**program.batch)
+        observer.mark(tensors_in(_returned_cache(outputs)), Category.KV_CACHE)
         observer.mark(tensors_in(outputs), Category.OUTPUT)
         del outputs
+
+
+def _returned_cache(outputs: Any) -> Any:
+    """The cache a transformers model returns: the output's ``cache`` (``past_key_values`` before
+    transformers 5.2x, whose alias now logs a deprecation); None for other outputs."""
+    if not isinstance(outputs, dict):
+        return None
+    return next((value for key, value in outputs.items() if key in ("cache", "past_key_values")), None)
 
 
 def _generate_step(program: Program, observer: StepObserver) -> None:
@@ -189,7 +228,7 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
         elif not encoder_decoder:  # an encoder-decoder builds its own EncoderDecoderCache (self and cross attention)
             extra[cache_key] = DynamicCache(config=model_config)
         outputs = model(**program.batch, use_cache=True, **extra)
-        cache = extra.get(cache_key) or getattr(outputs, "past_key_values", None)
+        cache = extra.get(cache_key) or _returned_cache(outputs)
         extra[cache_key] = cache
         if encoder_decoder:  # the decoder reads the encoder's output, computed once
             extra["encoder_outputs"] = (outputs.encoder_last_hidden_state,)

@@ -1,7 +1,7 @@
 """Quantized weights as the libraries make them.
 
 transformers' own quantizer (``AutoHfQuantizer``) swaps the model's linear layers for the library's
-(bitsandbytes' ``Linear4bit``), as ``from_pretrained`` does; bitsandbytes then
+(bitsandbytes' ``Linear4bit`` and ``Linear8bitLt``), as ``from_pretrained`` does; bitsandbytes then
 quantizes each weight on the meta device with its own functions. The packed storage, its metadata
 (absmax, the nested statistics of double quantization, the codebooks) and what the kernels allocate
 (each matmul's dequantized weight) are therefore the library's own, not a formula of ours.
@@ -28,9 +28,11 @@ QUANTIZATIONS: dict[str, dict[str, Any]] = {
     "nf4-dq": {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True},
     "fp4": {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4"},
     "fp4-dq": {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4", "bnb_4bit_use_double_quant": True},
+    "int8": {"load_in_8bit": True},
 }
 """``--quantization`` names -> ``BitsAndBytesConfig`` arguments; ``-dq`` adds double quantization
-(QLoRA's absmax quantized again in blocks of 256); the rest are the library's defaults."""
+(QLoRA's absmax quantized again in blocks of 256); ``int8`` is LLM.int8 (outlier threshold 6);
+the rest are the library's defaults."""
 
 
 def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
@@ -40,11 +42,8 @@ def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
     from transformers.utils.quantization_config import QuantizationConfigMixin
 
     if isinstance(spec, QuantizationConfigMixin):
-        if not isinstance(spec, BitsAndBytesConfig) or not spec.load_in_4bit:
-            raise UnsupportedError(
-                f"{type(spec).__name__}{' (LLM.int8)' if getattr(spec, 'load_in_8bit', False) else ''} is not simulated "
-                "yet: bitsandbytes 4-bit (BitsAndBytesConfig(load_in_4bit=True)) is"
-            )
+        if not isinstance(spec, BitsAndBytesConfig):
+            raise UnsupportedError(f"{type(spec).__name__} is not simulated yet; bitsandbytes (BitsAndBytesConfig) is")
         return spec
     arguments = QUANTIZATIONS.get(str(spec).lower())
     if arguments is None:
@@ -55,9 +54,15 @@ def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
 
 
 def check_quantized_target(config: Any, *, target: str, train: bool) -> None:
-    """Refuse what vramsim does not model: on the CPU, bitsandbytes' 4-bit layers repack their
-    weights for AVX512 kernels when they infer (``Linear4bit.forward``, host-dependent)."""
-    if target.lower() == "cpu" and not train:
+    """Refuse what vramsim does not model on the CPU: bitsandbytes' 4-bit layers repack their weights
+    for AVX512 kernels when they infer (``Linear4bit.forward``, host-dependent), and LLM.int8 runs
+    the library's reference composites there."""
+    if target.lower() != "cpu":
+        return
+    if config.load_in_8bit:
+        raise UnsupportedError("bitsandbytes LLM.int8 on the cpu target runs the library's reference composites, "
+                               "which vramsim does not model; simulate a GPU target")  # fmt: skip
+    if not train:
         raise UnsupportedError(
             "bitsandbytes 4-bit inference on the cpu target repacks weights for the host's AVX512 kernels, which "
             "vramsim does not model; simulate a GPU target (training on the cpu target is modelled)"
@@ -88,6 +93,8 @@ def describe_quantization(model: torch.nn.Module) -> str | None:
     config = getattr(getattr(model, "config", None), "quantization_config", None)
     if not isinstance(config, BitsAndBytesConfig):
         return None
+    if config.load_in_8bit:
+        return f"bitsandbytes LLM.int8 (int8 rows, float32 row scales, outlier threshold {config.llm_int8_threshold})"
     double = ", double quantization" if config.bnb_4bit_use_double_quant else ""
     compute = str(config.bnb_4bit_compute_dtype).removeprefix("torch.")
     return f"bitsandbytes {config.bnb_4bit_quant_type} (block 64{double}), compute {compute}"
@@ -95,11 +102,15 @@ def describe_quantization(model: torch.nn.Module) -> str | None:
 
 def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: bool) -> list[Assumption]:
     """What the simulated run of a quantized model assumed, beyond the library's own code."""
-    from vramsim.tracer.kernels.bitsandbytes_kernels import NOTE_GEMM_4BIT
+    from vramsim.tracer.kernels.bitsandbytes_kernels import NOTE_GEMM_4BIT, NOTE_LLM_INT8
 
+    config = getattr(getattr(model, "config", None), "quantization_config", None)
+    eight_bit = getattr(config, "load_in_8bit", False)
     notes = [Assumption(name="quantized_weights", detail=f"{describe_quantization(model)}: weights quantized at load "
                         "time by the library from a checkpoint in the model's dtype; layers it skips stay unquantized")]
-    if gpu:
+    if gpu and eight_bit and getattr(config, "llm_int8_threshold", 0.0) > 0:
+        notes.append(Assumption(name="llm_int8_outliers", detail=NOTE_LLM_INT8))
+    elif gpu and not eight_bit:
         notes.append(Assumption(name="gemm_4bit_path", detail=NOTE_GEMM_4BIT))
     if train and lora:
         notes.append(Assumption(name="kbit_training", detail="peft.prepare_model_for_kbit_training (QLoRA's recipe, "
@@ -128,7 +139,8 @@ def _checkpoint_tensor(dtype: torch.dtype, device: str) -> Callable[[torch.Size]
 
 def _quantize_weight(module: torch.nn.Module, checkpoint_tensor: Callable[..., torch.Tensor]) -> None:
     """Quantize one swapped layer's weight with the library's own function, as its parameter class
-    does when loading moves it to the device (``Params4bit._quantize``)."""
+    does when loading moves it to the device (``Params4bit._quantize``, ``Int8Params._quantize``, which
+    quantizes from fp16)."""
     import bitsandbytes as bnb
 
     weight = getattr(module, "weight", None)
@@ -145,6 +157,12 @@ def _quantize_weight(module: torch.nn.Module, checkpoint_tensor: Callable[..., t
             quant_storage=weight.quant_storage, bnb_quantized=True, module=module,
         )  # fmt: skip
         module.quant_state = state
+    elif isinstance(module, bnb.nn.Linear8bitLt):
+        assert isinstance(weight, bnb.nn.Int8Params)
+        rows, scales, _ = bnb.functional.int8_vectorwise_quant(checkpoint_tensor(weight.shape).to(torch.float16))
+        quantized = bnb.nn.Int8Params(rows, requires_grad=False, has_fp16_weights=False)
+        quantized.CB, quantized.SCB = rows, scales
+        module.weight = quantized
 
 
 @contextlib.contextmanager

@@ -1,29 +1,35 @@
-"""Terminal views of a Report (rich); the CLI is the only caller."""
+"""Terminal views of a Report (rich), for the CLI and as text for ``str(report)`` and ``report.render()``."""
 
 from __future__ import annotations
+
+import io
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .report import Report
+from .folding import PEFT_PREFIX, fold_layers
+from .report import AllocatorPressure, Report
 from .serve_report import ServeReport
 from .validation import Validation
 
-__all__ = ["format_bytes", "render_devices", "render_report", "render_serve", "render_validations"]
+__all__ = [
+    "format_bytes", "render_devices", "render_report", "render_serve", "render_summary", "render_validations", "report_text",
+]  # fmt: skip
 
 
 def format_bytes(nbytes: int) -> str:
     """Binary units, as nvidia-smi and torch.cuda.memory_summary print them."""
     value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 
 
-def render_report(report: Report, console: Console) -> None:
+def render_summary(report: Report, console: Console) -> None:
+    """The choices simulated, the peak, the verdict and the advice: ``print(report)`` in Python."""
     opts = report.options
     console.print(
         Text.assemble(
@@ -54,20 +60,39 @@ def render_report(report: Report, console: Console) -> None:
         verdict = "[bold green]FITS[/]" if report.fits else "[bold red]DOES NOT FIT[/]"
         console.print(f"{verdict} on {report.target}: {format_bytes(report.device_bytes)} of "
                       f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)")  # fmt: skip
+        if report.allocator_pressure is not None:
+            console.print(_pressure(report.allocator_pressure))
         for hint in report.advice:
             console.print(f"  try: {hint}")
+
+
+def render_report(report: Report, console: Console, *, fold: bool = True) -> None:
+    """What ``vramsim trace`` prints: the summary, the tables (alike layers folded unless ``fold`` is
+    False), the assumptions."""
+    render_summary(report, console)
     if report.components:
         console.print(_components(report))
     if report.ranks is not None:
         console.print(_ranks(report))
     if report.checkpointing:
         console.print(_checkpointing(report))
-    console.print(Group(_breakdown(report), _layers(report)))
+    console.print(Group(_breakdown(report), _layers(report, console, fold)))
     if report.assumptions:
         console.print("Assumptions:")
         for item in report.assumptions:
             console.print(f"  - {item.name}: {item.detail}")
     console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def report_text(report: Report, *, summary: bool, fold: bool = True, width: int | None = None) -> str:
+    """The terminal view as plain text (``str(report)``, ``report.render()``); ``width`` None: $COLUMNS, else 80."""
+    text = io.StringIO()
+    console = Console(file=text, width=width, color_system=None, highlight=False)
+    if summary:
+        render_summary(report, console)
+    else:
+        render_report(report, console, fold=fold)
+    return text.getvalue()
 
 
 def _components(report: Report) -> Table:
@@ -118,7 +143,7 @@ def _ranks(report: Report) -> Table:
 def _checkpointing(report: Report) -> Table:
     table = Table(title="Activation checkpointing, each choice from this one trace", title_justify="left")
     for name in ("choice", "peak", "device", "fits", "recomputed", "TFLOP", "to host"):
-        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=True)
+        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=name != "choice")  # it gives way
     for choice in report.checkpointing:
         fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
         cost = choice.cost
@@ -138,21 +163,47 @@ def _breakdown(report: Report) -> Table:
     return table
 
 
-def _layers(report: Report) -> Table:
-    table = Table(title="Per layer (steady-state step)", title_justify="left")
-    widest = max((len(row.module) for row in report.layers), default=6)
-    table.add_column("module", no_wrap=True, min_width=min(widest, 40))
-    for name in ("parameters", "param bytes", "saved activations", "peak while running"):
-        table.add_column(name, justify="right")
-    for row in report.layers:
-        table.add_row(
-            row.module,
-            f"{row.parameters:,}",
-            format_bytes(row.parameter_bytes),
-            format_bytes(row.activation_bytes),
-            format_bytes(row.peak_bytes) if row.peak_bytes else "-",
-        )
+def _layers(report: Report, console: Console, fold: bool) -> Table:
+    """One row per module, alike layers folded (``folding.py``); the module column gives way to the numbers."""
+    rows = fold_layers(report.layers, fold=fold)
+    peft = bool(rows) and all(row.module.startswith(PEFT_PREFIX) for row in rows)
+    folded = "; xN: N alike layers, figures per layer" if any(row.count > 1 for row in rows) else ""
+    cells = [
+        (f"{row.parameters:,}", format_bytes(row.parameter_bytes), _saved(*row.activation_bytes),
+         format_bytes(row.peak_bytes) if row.peak_bytes else "-")
+        for row in rows
+    ]  # fmt: skip
+    headers = ("parameters", "param\nbytes", "saved\nactivations", "peak while\nrunning")
+    widths = [max([len(line) for line in header.split("\n")] + [len(cell[i]) for cell in cells])
+              for i, header in enumerate(headers)]  # fmt: skip
+    room = max(console.width - sum(widths) - 3 * (len(headers) + 1) - 1, _MODULE_MIN_WIDTH)
+    notes = ["\u2264: its layers differ, the most one saves"] if any("\u2264" in cell[2] for cell in cells) else []
+    notes += [f"module names without peft's {PEFT_PREFIX} prefix"] if peft else []
+    caption = "\n".join(notes) or None
+    table = Table(title=f"Per layer (steady-state step{folded})", title_justify="left", caption=caption,
+                  caption_justify="left")  # fmt: skip
+    table.add_column("module", overflow="fold")
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for row, cell in zip(rows, cells, strict=True):
+        table.add_row(_left_ellipsis(row.module.removeprefix(PEFT_PREFIX) if peft else row.module, room), *cell)
     return table
+
+
+_MODULE_MIN_WIDTH = 12
+"""Below this the module column wraps rather than lose its name to the ellipsis."""
+
+
+def _left_ellipsis(name: str, width: int) -> str:
+    """The end of a module path is what tells rows apart (``...layers.0-31 x32``): cut from the left."""
+    return name if len(name) <= width else "…" + name[len(name) - width + 1 :]
+
+
+def _saved(least: int, most: int) -> str:
+    """One layer's saved bytes over a folded run; ``<=`` marks a run whose layers differ (layer 0's
+    input is the embedding's output), with the most one of them saves."""
+    most_text = format_bytes(most)
+    return most_text if format_bytes(least) == most_text else f"\u2264{most_text}"
 
 
 def render_devices(console: Console) -> None:
@@ -162,12 +213,13 @@ def render_devices(console: Console) -> None:
 
     table = Table(title="Target devices (--device NAME)", title_justify="left")
     for name in ("name", "device", "total_memory", "arch", "bf16", "fp8", "SMs/CUs"):
-        table.add_column(name, justify="right" if name in ("total_memory", "SMs/CUs") else "left",
-                         no_wrap=name != "device")  # fmt: skip
+        header = {"total_memory": "total\nmemory", "SMs/CUs": "SMs/\nCUs"}.get(name, name)  # narrow: 80 columns
+        table.add_column(header, justify="right" if name in ("total_memory", "SMs/CUs") else "left",
+                         no_wrap=name != "device", overflow="fold")  # fmt: skip
     groups = {"host": "host", "datacenter": "data centre", "workstation": "workstation", "consumer": "consumer"}
     group = ""
     for profile in DEVICES.values():
-        heading = groups[profile.segment] + (", AMD (ROCm)" if profile.vendor == "amd" else "")
+        heading = groups[profile.segment] + (", AMD" if profile.vendor == "amd" else "")
         if heading != group:
             if group:
                 table.add_section()
@@ -256,3 +308,17 @@ def _serve_layers(report: ServeReport) -> Table:
         table.add_row(str(count), kind, cls, format_bytes(per_token), "-" if window is None else f"{window:,}",
                       format_bytes(state) if state else "-")  # fmt: skip
     return table
+
+
+def _pressure(pressure: AllocatorPressure) -> str:
+    """What the caching allocator does within the usable memory, where the unlimited replay reserves more."""
+    within = f"within {format_bytes(pressure.limit_bytes)} for the allocator"
+    if pressure.oom_op is not None:
+        line = f"  out of memory at {pressure.oom_op} even after emptying the cache ({within})"
+    else:
+        line = (f"  fits under allocator pressure: the cache is emptied {pressure.retries} time(s) to retry a cudaMalloc "
+                f"({within}); each is a device-wide synchronisation")  # fmt: skip
+    if pressure.expandable_retries is not None:
+        line += (f"; --expandable-segments runs it with {pressure.expandable_retries} retries" if pressure.expandable_retries
+                 else "; --expandable-segments runs it without emptying the cache")  # fmt: skip
+    return line

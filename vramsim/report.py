@@ -1,11 +1,13 @@
-"""The result of a simulation: plain data, no tensors, nothing printed."""
+"""The result of a simulation: plain data, no tensors, nothing printed (``str`` and ``render`` return text)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from vramsim.estimators.checkpointing import CheckpointCost
+
+from .errors import ConfigError
 
 __all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report", "StageMemory"]
 
@@ -115,6 +117,23 @@ class StageMemory:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AllocatorPressure:
+    """The replay again within the memory the job may use, where the unlimited one reserves more:
+    PyTorch's caching allocator empties its cache and retries a ``cudaMalloc`` that fails before
+    it raises out-of-memory (``DeviceCachingAllocator::malloc``), so reserving more than fits is
+    not yet an OOM."""
+
+    limit_bytes: int
+    """What the allocator may reserve: the usable memory less what the device holds outside it."""
+    retries: int
+    """Times the cache was emptied to retry (``num_alloc_retries``), each a device-wide synchronisation."""
+    oom_op: str | None
+    """The op whose allocation still failed: an out-of-memory error; ``None`` if the job runs."""
+    expandable_retries: int | None = None
+    """With ``expandable_segments:True`` instead, where it was not set: its retries, or ``None`` if it OOMs too."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
     """A simulated run's memory, per device (one rank; with data parallelism, the rank ``ranks`` names)."""
 
@@ -140,6 +159,9 @@ class Report:
     """Bytes by category at the moment of ``peak_bytes``, counted as ``peak_bytes`` counts them: sums to it."""
     parameters: int
     """Parameter count (tied weights once)."""
+    trainable_parameters: int | None = None
+    """Parameters that get gradients and optimizer states (``requires_grad``: with LoRA the adapters and
+    ``modules_to_save`` copies), tied ones once; ``None`` unless training."""
     layers: list[LayerRow]
     checkpointing: list[CheckpointChoice] = field(default_factory=list)
     """With ``checkpointing="all"``: every choice's figures, from this one trace."""
@@ -154,6 +176,8 @@ class Report:
     """What the real run may do differently, or options that changed nothing here: each one line."""
     options: dict[str, Any] = field(default_factory=dict)
     trace_seconds: float = 0.0
+    allocator_pressure: AllocatorPressure | None = None
+    """Where ``device_bytes`` passes the usable memory: the replay within it (OOM, or cache flushes)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; ``--json`` prints exactly this."""
@@ -161,6 +185,23 @@ class Report:
 
     def __repr__(self) -> str:
         return f"<Report peak={self.peak_bytes / 2**30:.2f} GiB target={self.target}>"
+
+    def __str__(self) -> str:
+        """The summary ``vramsim trace`` prints first, then the warnings (which the CLI puts on stderr)."""
+        from .render import report_text
+
+        return report_text(self, summary=True) + "".join(f"warning: {line}\n" for line in self.warnings)
+
+    def render(self, *, layers: Literal["fold", "all"] = "fold", width: int | None = None) -> str:
+        """Everything ``vramsim trace`` prints, as text: the summary, the tables and the assumptions.
+
+        ``layers="all"`` gives one row per layer (the CLI's ``--layers all``); ``width`` None: $COLUMNS, else 80.
+        """
+        from .render import report_text
+
+        if layers not in ("fold", "all"):
+            raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")
+        return report_text(self, summary=False, fold=layers == "fold", width=width)
 
 
 def advice_for(breakdown: dict[str, int]) -> list[str]:

@@ -167,6 +167,7 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
         max_model_len=config.max_model_len, max_num_batched_tokens=tokens,
     )  # fmt: skip
     budget = serving.vllm_budget(inputs) if config.engine == "vllm" else serving.sglang_budget(inputs)
+    hybrid = serving.hybrid_groups(layers, element) if config.engine == "vllm" else None
     return ServeReport(
         model=name, engine=config.engine, target=target.name, gpus=config.gpus, tp=config.tp,
         max_model_len=config.max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs,
@@ -177,7 +178,7 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
         block_size=inputs.block_size, block_bytes=budget.block_bytes, kv_blocks=budget.kv_blocks,
         kv_cache_tokens=budget.kv_cache_tokens, request_bytes=budget.request_bytes,
         max_concurrency=budget.max_concurrency, layers=layers,
-        assumptions=_assumptions(config, non_torch, graphs, context, peak_notes),
+        assumptions=[*_assumptions(config, non_torch, graphs, context, peak_notes), *_hybrid_note(hybrid, layers)],
         trace_seconds=round(time.perf_counter() - started, 3),
     )  # fmt: skip
 
@@ -208,7 +209,7 @@ def _prefill_decode(program: Program, observer: StepObserver, samples: list[Cach
     keep = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     with torch.no_grad():
         outputs = model(**program.batch, use_cache=True, **keep)
-        cache = getattr(outputs, "past_key_values", None) or getattr(outputs, "cache", None)
+        cache = getattr(outputs, "cache", None) or getattr(outputs, "past_key_values", None)  # renamed in transformers 5.2x
         if cache is None:
             raise UnsupportedError(f"{type(model).__name__} returned no cache from a prefill with use_cache=True")
         decoder = "decoder_input_ids" if "decoder_input_ids" in program.batch else "input_ids"
@@ -347,6 +348,16 @@ def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], gra
                             "compressed latent (kv_a_proj_with_mqa output)"))  # fmt: skip
     found.extend(Assumption(name="data_dependent", detail=note) for note in dict.fromkeys(notes))
     return found
+
+
+def _hybrid_note(hybrid: serving.HybridGroups | None, layers: list[LayerCache]) -> list[Assumption]:
+    if hybrid is None:
+        return []
+    padding = f", {hybrid.padding_layers} of them padding that takes pages too" if hybrid.padding_layers else ""
+    return [Assumption(name="kv_cache_groups", detail=f"vLLM's hybrid KV cache manager: the {len(layers)} full and "
+                       f"sliding layers in {len(hybrid.groups)} groups of {hybrid.group_size}{padding}; blocks of one "
+                       "layer's page shared by every group, tokens as vLLM's log prints them (blocks // groups x "
+                       "block size)")]  # fmt: skip
 
 
 def _tp_candidates(source: PretrainedConfig) -> list[int]:

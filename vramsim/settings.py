@@ -30,8 +30,9 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     if config.task == "train":
         settings["optimizer"] = describe_optimizer(program.optimizer) if program.optimizer is not None else "none"
         settings["checkpointing"] = config.checkpointing
+        settings |= _loop(config)
     if config.lora is not None:
-        settings["LoRA"] = _lora(model)
+        settings["adapters"] = _lora(model, config.lora)
     if config.task == "generate":
         settings["new tokens"] = str(config.max_new_tokens)
         settings["KV cache"] = config.cache_implementation
@@ -56,10 +57,31 @@ def _weights(config: SimulationConfig, program: Program, model: torch.nn.Module)
     return f"{_dtype(dtype)} ({'default to train' if source == 'default' and config.task == 'train' else source})"
 
 
-def _lora(model: Any) -> str:
-    config = next(iter(getattr(model, "peft_config", {}).values()), None)
+def _loop(config: SimulationConfig) -> dict[str, str]:
+    """The training loop's shape: accumulation, clipping, what holds the outputs, whose loss."""
+    loop = {}
+    if config.grad_accum > 1:
+        loop["gradient accumulation"] = f"{config.grad_accum} micro-steps per optimizer step"
+    if config.max_grad_norm is not None:
+        loop["gradient clipping"] = f"clip_grad_norm_ to {config.max_grad_norm:g} (foreach)"
+    if config.keep_outputs:  # the default, released before backward as the Trainer does, is in the assumptions
+        loop["outputs"] = "kept through backward"
+    if config.loss is not None:
+        loop["loss"] = "custom (no labels passed, the model computes none)" if config.inputs is None else "custom"
+    return loop
+
+
+def _lora(model: Any, requested: Any) -> str:
+    """The adapter peft built; the targets as asked (peft expands ``all-linear`` into every module it chose)."""
+    config: Any = next(iter(getattr(model, "peft_config", {}).values()), None)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    rank = getattr(config, "r", "?")
-    targets = getattr(config, "target_modules", None)
+    kind = "DoRA" if getattr(config, "use_dora", False) else type(config).__name__.removesuffix("Config").replace("Lora", "LoRA")
+    asked = requested.get("target_modules") if isinstance(requested, dict) else getattr(requested, "target_modules", None)
+    targets = asked or getattr(config, "target_modules", None)
     named = targets if isinstance(targets, str) else ",".join(sorted(targets or []))
-    return f"rank {rank} on {named}, {trainable:,} trainable parameters"
+    shape = ""
+    if kind in ("LoRA", "DoRA"):
+        shape = f"rank {config.r}, alpha {config.lora_alpha:g}, dropout {config.lora_dropout:g}, "
+    saved = getattr(config, "modules_to_save", None)
+    copies = f", copies of {','.join(saved)} trained" if saved else ""
+    return f"{kind} {shape}on {named}{copies}, {trainable:,} trainable parameters"

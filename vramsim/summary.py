@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,22 +41,26 @@ class Steady:
     """Bytes by category at the peak, in the device's units (rounded blocks on a GPU): sums to ``peak_bytes``."""
 
 
-def count_parameters(*modules: torch.nn.Module) -> int:
+def count_parameters(*modules: torch.nn.Module, trainable: bool = False) -> int:
     """Parameters counted once each, tied and shared ones included (``parameters()`` skips duplicates);
-    a quantized weight counts the values it stands for, not its packed bytes."""
-    unique = {id(p): p for module in modules for p in module.parameters()}
+    a quantized weight counts the values it stands for, not its packed bytes. With ``trainable``,
+    only those that get gradients (``requires_grad``), as peft's ``get_nb_trainable_parameters``
+    counts them."""
+    unique = {id(p): p for module in modules for p in module.parameters() if p.requires_grad or not trainable}
     return sum(logical_numel(p) for p in unique.values())
 
 
 def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
     """Each module down to the decoder layer, named as the trace names them (``name.path``, or
-    ``path`` for the unnamed single model): containers holding a layer list are opened up."""
+    ``path`` for the unnamed single model): containers holding a layer list are opened up, and each
+    layer of a list is one row (a UNet block's own lists, a MoE layer's experts are not opened)."""
     rows: list[LayerSpec] = []
 
     def visit(module: torch.nn.Module, prefix: str) -> None:
+        listed = isinstance(module, (torch.nn.ModuleList, torch.nn.ModuleDict))
         for name, child in module.named_children():
             path = f"{prefix}{name}"
-            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child):
+            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or (not listed and _holds_layer_list(child)):
                 visit(child, f"{path}.")
             else:
                 rows.append(LayerSpec(path, count_parameters(child), _weight_bytes(child)))
@@ -66,13 +71,28 @@ def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
 
 
 def _weight_bytes(module: torch.nn.Module) -> int:
-    """A module's weight bytes, a quantized weight's metadata included (tensors it holds, once each)."""
-    tensors = {id(t): t for p in module.parameters() for t in (p, *(t for _, t in attached_tensors(p)))}
-    return sum(t.nbytes for t in tensors.values())
+    """A module's weight bytes, a quantized weight's metadata included (each storage once: LLM.int8's
+    ``CB`` is its weight's own data)."""
+    tensors = (t for p in module.parameters() for t in (p, *(t for _, t in attached_tensors(p))))
+    storages = {id(s): s.nbytes() for s in (t.untyped_storage() for t in tensors)}
+    return sum(storages.values())
 
 
 def _holds_layer_list(module: torch.nn.Module) -> bool:
-    return any(isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)) for m in module.modules())
+    """Whether a ModuleList/ModuleDict lies below; a peft adapter's own dicts (``lora_A``, ``lora_B``,
+    ``lora_dropout``, ``lora_magnitude_vector``, keyed by adapter name) belong to the layer they adapt."""
+    if _is_adapter_layer(module):
+        return False
+    return any(
+        isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child)
+        for child in module.children()
+    )
+
+
+def _is_adapter_layer(module: torch.nn.Module) -> bool:
+    """A peft tuner layer (a LoRA ``Linear`` wrapping ``base_layer``); peft is imported only if in use."""
+    tuners = sys.modules.get("peft.tuners.tuners_utils")
+    return tuners is not None and isinstance(module, tuners.BaseTunerLayer)
 
 
 def steady_peak(timeline: Timeline, memory: DeviceMemory) -> Steady:

@@ -91,7 +91,7 @@ def test_unknown_name_is_one_line_with_the_closest_names() -> None:
     assert isinstance(caught.value, ValueError)
     with pytest.raises(ConfigError, match=r"did you mean 'rtx-3080-ti'"):
         get_device("rtx3080tii")
-    with pytest.raises(ConfigError, match=r"^unknown device 'zzzz'; `vramsim gpus` lists all 52 targets$"):
+    with pytest.raises(ConfigError, match=r"^unknown device 'zzzz'; `vramsim gpus` lists all 52 targets \(custom:<memory>:"):
         get_device("zzzz")
 
 
@@ -174,3 +174,25 @@ def test_the_measured_h200_record_maps_to_its_catalog_entry() -> None:
     profile = match_reported_name(machine["device_name"], machine["total_memory"])
     assert profile is not None and profile.name == "h200"
     assert abs((profile.memory_bytes or 0) - machine["total_memory"]) < 2**20
+
+
+@pytest.mark.parametrize(
+    ("spec", "memory", "architecture", "bf16", "fp8"),
+    [("custom:48GiB:sm_89", 48 << 30, "ada", True, True), ("custom:24GB:sm_75", 24 * 10**9, "turing", False, False),
+     ("Custom:192gb:gfx942", 192 * 10**9, "cdna3", True, True)],
+)  # fmt: skip
+def test_a_custom_gpu_is_its_memory_and_architecture(spec: str, memory: int, architecture: str, bf16: bool, fp8: bool) -> None:
+    profile = get_device(spec)
+    assert (profile.memory_bytes, profile.architecture, profile.supports_bf16, profile.supports_fp8) == (
+        memory, architecture, bf16, fp8)
+    assert profile.name == spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("custom", "custom:<memory>:<arch>"), ("custom:48:sm_89", "custom:<memory>:<arch>"),
+     ("custom:48GiB:sm_99", "unknown CUDA architecture sm_99"), ("custom:8GB:gfx1100", "unknown AMD architecture gfx1100")],
+)  # fmt: skip
+def test_a_bad_custom_gpu_is_one_clear_line(spec: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        get_device(spec)

@@ -80,3 +80,38 @@ def test_sglang_token_pool_has_no_blocks_and_no_profile() -> None:
     at_start = (80 << 30) - (512 << 20)
     assert budget.kv_cache_bytes == at_start - (16 << 30) - int(at_start * (1 - 0.88))
     assert budget.kv_cache_tokens == budget.kv_cache_bytes // 64
+
+
+def _gemma3_like() -> list:
+    """62 layers, five sliding (window 1023) to one full: 52 sliding, 10 full, as Gemma-3-27B lays them out."""
+    from vramsim.estimators.kv_cache import LayerCache
+
+    def layer(index: int) -> LayerCache:
+        full = index % 6 == 5
+        return LayerCache(layer=index, kind="full" if full else "sliding", cache_class="X", bytes_per_token=4096,
+                          element_bytes=2, window=None if full else 1023, state_bytes=0, dtype="bfloat16", shapes=(),
+                          model_bytes_per_token=4096)  # fmt: skip
+
+    return [layer(i) for i in range(62)]
+
+
+def test_vllm_hybrid_groups_pad_the_sliding_layers_to_groups_of_the_full_ones() -> None:
+    """vLLM's _get_kv_cache_groups_uniform_page_size: groups of 10 (the full layers' count), the 52 sliding
+    layers in 6 groups with 8 padding layers; blocks = available // page // 10; the log's tokens are blocks // 7
+    x 16; a request takes its blocks in the full group plus, in each of the 6 sliding groups, the blocks
+    ``request_bytes`` gives a sliding layer (here its whole length: window plus a step's tokens exceeds it)."""
+    layers = _gemma3_like()
+    hybrid = serving.hybrid_groups(layers, None)
+    assert hybrid is not None and (hybrid.group_size, len(hybrid.groups), hybrid.padding_layers) == (10, 7, 8)
+    budget = serving.vllm_budget(_inputs(layers))
+    page = 16 * 4096
+    kv = int((80 << 30) * 0.9) - (18 << 30)
+    assert budget.kv_blocks == kv // page // 10
+    assert budget.kv_cache_tokens == budget.kv_blocks // 7 * 16
+    full_blocks, sliding_blocks = 8192 // 16, min(-(-8192 // 16) + 1, 8192 // 16)
+    assert budget.max_concurrency == pytest.approx(budget.kv_blocks / (full_blocks + 6 * sliding_blocks))
+
+
+def test_one_attention_type_is_one_group() -> None:
+    layers = layers_from_samples([_sample(t, t, layer=i) for i in range(4) for t in (17, 33, 1000)])
+    assert serving.hybrid_groups(layers, None) is None

@@ -227,6 +227,11 @@ def lm_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
     return {"input_ids": ids, "labels": ids.clone()}
 
 
+def logits_loss(outputs: Any) -> torch.Tensor:
+    """A custom loss on the logits: it replaces the model's own, so the batch carries no labels."""
+    return outputs.logits.float().pow(2).mean()
+
+
 def rmsprop(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     """A custom optimizer factory: RMSprop with momentum (two state tensors per parameter)."""
     return torch.optim.RMSprop(params, lr=1e-3, momentum=0.9, foreach=False)
@@ -256,6 +261,8 @@ CASES: list[Case] = [
     Case("llama-train-sgd-momentum", llama, {**_TRAIN, "optimizer": "sgd"}),
     Case("llama-train-adafactor", llama, {**_TRAIN, "optimizer": "adafactor"}),
     Case("llama-train-custom-rmsprop", llama, {**_TRAIN, "optimizer": rmsprop}),
+    # Muon's Newton-Schulz step (bf16 matmuls, one matrix at a time) sets the peak with so few tokens.
+    Case("llama-train-muon", llama, {"task": "train", "batch_size": 1, "seq_len": 4, "optimizer": "muon"}),
     Case("llama-train-grad-checkpointing", llama, {**_TRAIN, "gradient_checkpointing": True}),
     Case("llama-train-bf16-autocast", llama, {**_TRAIN, "mixed_precision": "bf16"}),
     Case("llama-train-bf16-weights", llama, {**_TRAIN, "dtype": "bf16"}),
@@ -265,6 +272,13 @@ CASES: list[Case] = [
          {**_LORA_TRAIN, "dtype": "bf16", "quantization": "nf4-dq", "lora": _LORA_LLAMA}, peft=True),
     Case("llama-qlora-fp4-bf16-autocast", llama,
          {**_LORA_TRAIN, "dtype": "bf16", "quantization": "fp4", "lora": _LORA_LLAMA, "mixed_precision": "bf16"}, peft=True),
+    Case("llama-train-dora", llama, {**_LORA_TRAIN, "lora": {**_LORA_LLAMA, "use_dora": True}}, peft=True),
+    # The training loop: accumulation (3 micro-steps, gradients add up in .grad), clipping (foreach
+    # clip_grad_norm_ with the for-loop AdamW), the plain loop's outputs held through backward, a custom loss.
+    Case("llama-train-grad-accum-3", llama, {**_TRAIN, "grad_accum": 3}),
+    Case("llama-train-clip-grad-norm", llama, {**_TRAIN, "max_grad_norm": 1.0, "optimizer": "adamw-foreach"}),
+    Case("llama-train-keep-outputs", llama, {**_TRAIN, "keep_outputs": True}),
+    Case("llama-train-custom-loss", llama, {**_TRAIN, "loss": logits_loss}),
     Case("llama-forward-fp32", llama, _FORWARD),
     Case("llama-forward-bf16-weights", llama, {**_FORWARD, "dtype": "bf16"}),
     Case("llama-forward-bf16-autocast", llama, {**_FORWARD, "mixed_precision": "bf16"}),

@@ -1,4 +1,4 @@
-"""bitsandbytes' 4-bit matmul as each target runs it.
+"""bitsandbytes' 4-bit and LLM.int8 matmuls as each target runs them.
 
 ``bitsandbytes::gemm_4bit`` is one op at dispatch, and its meta kernel allocates only the output;
 the implementation each device registers behind it allocates more, and differs by device:
@@ -13,7 +13,14 @@ the implementation each device registers behind it allocates more, and differs b
   dtype, then ``F.linear``. The heuristic's middle range is not modelled: the fallback, the larger of
   the two, is assumed there (``NOTE_GEMM_4BIT``).
 
-Running the composite on meta tensors lets the tracer see each buffer as the device allocates it.
+LLM.int8 (``MatMul8bitLt``) calls three ops whose meta kernels allocate only their outputs; on
+CUDA, ``int8_vectorwise_quant`` is CUDA's composite (``backends/cuda/ops.py``: the input's absolute
+values and their outlier mask beside the int8 rows and their scales) and ``int8_mixed_scaled_mm`` /
+``int8_scaled_mm`` / ``int8_vectorwise_dequant`` are the ``default`` backend's composites over
+CUDA's int8 GEMM (an int32 result) and its dequantization (fp16, then the input's dtype). Which
+columns hold outliers is a fact of the data; ``LLM_INT8_OUTLIER_COLUMNS`` is assumed.
+
+Running the composites on meta tensors lets the tracer see each buffer as the device allocates it.
 """
 
 from __future__ import annotations
@@ -26,13 +33,21 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["NOTE_GEMM_4BIT", "bitsandbytes_functions"]
+__all__ = ["LLM_INT8_OUTLIER_COLUMNS", "NOTE_GEMM_4BIT", "NOTE_LLM_INT8", "bitsandbytes_functions"]
 
 CUDA_FUSED_MAX_ROWS = 4
 """``_GEMM_4BIT_CUSTOM_FLOOR_M``: at or below it every CUDA architecture runs the fused kernel."""
 NOTE_GEMM_4BIT = (
     "bitsandbytes 4-bit matmuls of more than 4 rows dequantize the whole weight before F.linear (the "
     "unfused path, taken past 1536 rows; between, bitsandbytes' per-GPU heuristic may fuse instead)"
+)
+LLM_INT8_OUTLIER_COLUMNS = 6
+"""Input columns of each LLM.int8 matmul with a value past the outlier threshold: Dettmers et al.,
+"LLM.int8()" (2022), section 4.1: in transformers of 6.7B parameters and more, outliers occupy up to
+6 feature dimensions of a layer's input (fewer in smaller models)."""
+NOTE_LLM_INT8 = (
+    f"LLM.int8 matmuls find {LLM_INT8_OUTLIER_COLUMNS} outlier input columns each (Dettmers et al. 2022, up to 6 "
+    "feature dimensions from 6.7B parameters on), kept in 16 bits beside the int8 product"
 )
 
 
@@ -41,13 +56,25 @@ def bitsandbytes_functions(*, cuda: bool) -> dict[Callable[..., Any], Callable[.
     bitsandbytes is not installed (no model can then hold its layers)."""
     if importlib.util.find_spec("bitsandbytes") is None:
         return {}
-    # The CPU backend logs a warning on import when the optional `kernels` package is missing; it
-    # concerns CPU inference speed, not what vramsim simulates.
+    # The CPU backend logs a warning on import when the optional `kernels` package is missing (CPU
+    # inference speed), and LLM.int8 one per matmul whose input is not fp16 (the cast is traced).
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    logging.getLogger("bitsandbytes.autograd._functions").setLevel(logging.ERROR)
     import bitsandbytes  # noqa: F401  (registers torch.ops.bitsandbytes)
 
-    gemm_4bit = torch.ops.bitsandbytes.gemm_4bit.default
-    return {gemm_4bit: _cuda_gemm_4bit(gemm_4bit) if cuda else _dequantize_and_linear}
+    ops = torch.ops.bitsandbytes
+    gemm_4bit = ops.gemm_4bit.default
+    if not cuda:
+        return {gemm_4bit: _dequantize_and_linear}
+    by_op: dict[Any, Callable[..., Any]] = {
+        ops.gemm_4bit: _cuda_gemm_4bit(gemm_4bit),
+        ops.int8_vectorwise_quant: _cuda_int8_vectorwise_quant,
+        ops.int8_mixed_scaled_mm: _int8_mixed_scaled_mm,
+        ops.int8_scaled_mm: _int8_scaled_mm,
+        ops.int8_vectorwise_dequant: _int8_vectorwise_dequant,
+    }
+    # bitsandbytes calls some through the op (``ops.x(...)``), some through its overload (``ops.x.default(...)``)
+    return {key: function for op, function in by_op.items() for key in (op, op.default)}
 
 
 def _dequantize_and_linear(
@@ -72,3 +99,60 @@ def _cuda_gemm_4bit(fused: Callable[..., torch.Tensor]) -> Callable[..., torch.T
         return _dequantize_and_linear(A, *args, **kwargs)
 
     return gemm_4bit
+
+
+def _cuda_int8_vectorwise_quant(A: torch.Tensor, threshold: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """CUDA's: int8 rows and float32 row scales; past a threshold, ``A.abs() >= threshold`` marks
+    outliers, whose columns (``argwhere``, ``LLM_INT8_OUTLIER_COLUMNS`` of them) are zeroed in the rows."""
+    rows = A.numel() // A.shape[-1]
+    row_stats = torch.empty(rows, device=A.device, dtype=torch.float32)
+    out_row = torch.empty(A.shape, device=A.device, dtype=torch.int8)
+    outlier_cols = None
+    if threshold > 0.0:
+        outliers = A.abs() >= threshold
+        outliers.any()  # read by the host: are there any
+        outliers.any(dim=0)  # the columns argwhere searches
+        columns = min(A.shape[-1], LLM_INT8_OUTLIER_COLUMNS)
+        outlier_cols = torch.arange(columns, device=A.device)  # argwhere's result, positions assumed
+    if rows > 1 and outlier_cols is not None:
+        out_row[:, outlier_cols] = 0
+    return out_row, row_stats, outlier_cols
+
+
+def _int8_mixed_scaled_mm(
+    A: torch.Tensor, CA: torch.Tensor, CB: torch.Tensor, SCA: torch.Tensor, SCB: torch.Tensor,
+    outlier_cols: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The default backend's: the outlier columns' inputs and dequantized weights in 16 bits, added
+    to the int8 product."""
+    sub_b = None
+    if outlier_cols is not None and outlier_cols.numel():
+        sub_a = A[:, outlier_cols].contiguous()
+        sub_b = torch.ops.bitsandbytes.int8_vectorwise_dequant.default(CB[:, outlier_cols].contiguous(), SCB)
+        sub_b = sub_b.to(A.dtype).t()
+    else:
+        sub_a = torch.empty(0, device=A.device, dtype=A.dtype)
+    output = _int8_scaled_mm(CA, CB, SCA, SCB, bias=bias, dtype=A.dtype)
+    if sub_b is not None:
+        output = output.addmm(sub_a, sub_b)
+    return output, sub_a
+
+
+def _int8_scaled_mm(
+    A: torch.Tensor, B: torch.Tensor, row_stats: torch.Tensor, col_stats: torch.Tensor,
+    bias: torch.Tensor | None = None, dtype: torch.dtype | None = None,
+) -> torch.Tensor:  # fmt: skip
+    """The default backend's over CUDA's kernels: cuBLASLt's int32 product, dequantized to fp16 (the
+    kernel's only output dtype), a bias not in fp16 added after, then cast to ``dtype``."""
+    product = torch.ops.bitsandbytes.int8_linear_matmul.default(A, B)
+    out = torch.empty_like(product, dtype=torch.float16)
+    if bias is not None and bias.dtype != torch.float16:
+        out.add_(bias)
+    result = out.to(dtype or torch.float16)
+    del product
+    return result
+
+
+def _int8_vectorwise_dequant(A: torch.Tensor, stats: torch.Tensor) -> torch.Tensor:
+    """The default backend's (CUDA registers none): int8 times the row scales, in float32."""
+    return A * stats.view(-1, 1) * 7.874015718698502e-3

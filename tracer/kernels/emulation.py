@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from ..patches import emulated_autocast, fused_optimizers_on_meta
+from ..patches import emulated_autocast, foreach_clipping_on_meta, fused_optimizers_on_meta
 
 __all__ = ["AttentionCall", "KernelEmulation", "KernelRules"]
 
@@ -89,6 +89,8 @@ class KernelEmulation(TorchFunctionMode):
         """``id(source)`` -> (weakref to the source, its cast); the weakref guards against a
         reused id, as autocast's weak_intrusive_ptr key does."""
         self._patches = contextlib.ExitStack()
+        self._replacing: set[Any] = set()
+        """Functions whose replacement is running with this mode re-entered (see ``__torch_function__``)."""
         self._depth = 0
         self._layouts = _OutputLayouts(rules.output_layouts) if rules.output_layouts else None
 
@@ -113,6 +115,7 @@ class KernelEmulation(TorchFunctionMode):
         if self._depth == 0:
             self._patches.enter_context(emulated_autocast(self._maybe_autocast))
             self._patches.enter_context(fused_optimizers_on_meta())
+            self._patches.enter_context(foreach_clipping_on_meta())
             if self._layouts is not None:
                 self._layouts.__enter__()
         self._depth += 1
@@ -171,13 +174,18 @@ class KernelEmulation(TorchFunctionMode):
             out = self.rules.attention(_attention_call(*args, **kwargs))
             if out is not None:
                 return out
-        replacement = self.rules.functions.get(func)
+        replacement = None if func in self._replacing else self.rules.functions.get(func)
         if replacement is None:
             return func(*args, **kwargs)
         if enabled and not self._listed(name):
-            # A composite on no autocast list: the ops inside it meet autocast, as at:: calls do.
-            with self:
-                return replacement(*args, **kwargs)
+            # A composite on no autocast list: the ops inside it meet autocast, as at:: calls do; a
+            # replacement that falls back to the function it replaces gets the function itself.
+            self._replacing.add(func)
+            try:
+                with self:
+                    return replacement(*args, **kwargs)
+            finally:
+                self._replacing.discard(func)
         return replacement(*args, **kwargs)
 
     def _listed(self, name: str) -> bool:

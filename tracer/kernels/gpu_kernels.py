@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from .cpu_layout import suggest_memory_format
 
-__all__ = ["GPU_FUNCTIONS", "GpuWorkspaces", "cuda_cross_entropy", "cuda_dropout", "efficient_backward_workspace", "gpu_rms_norm"]
+__all__ = ["GPU_FUNCTIONS", "GpuWorkspaces", "cuda_cross_entropy", "cuda_dropout", "efficient_backward_workspace",
+           "foreach_norm_workspace", "gpu_rms_norm"]
 
 _FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
 _CUDNN_BACKWARD = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
@@ -216,6 +217,28 @@ def embedding_backward_workspace(args: tuple[Any, ...]) -> int:
     return index_arrays + 2 * 8 + count * grad.shape[-1] * partial_size
 
 
+_FOREACH_NORM = torch.ops.aten._foreach_norm.Scalar
+_FOREACH_CHUNK = 65536
+"""MultiTensorApply.cuh ``kChunkSize``: elements per chunk a block of a foreach kernel handles."""
+
+
+def foreach_norm_workspace(args: tuple[Any, ...]) -> int:
+    """aten/src/ATen/native/cuda/ForeachReduceOp.cu ``_foreach_tensor_norm_cuda_impl`` (the fast route:
+    floating tensors of one dtype, p of 1, 2 or inf, as ``clip_grad_norm_`` calls it per device and
+    dtype): ``output_per_tensor``, tensors x the largest tensor's chunks of 65,536 elements in the op
+    math dtype (float32 for half, bfloat16 and float32), ``global_output`` (320 of them) and the
+    scalar ``global_norm``, live together beside the per-tensor norms it returns. Each is its own
+    caching-allocator block (512-byte multiples); their sum is returned as one buffer."""
+    tensors, ord = args[0], float(args[1]) if len(args) > 1 else 2.0
+    if not tensors or ord not in (1.0, 2.0, float("inf")) or not all(t.is_floating_point() for t in tensors):
+        return 0
+    if len({t.dtype for t in tensors}) > 1:
+        return 0
+    chunks = max(-(-t.numel() // _FOREACH_CHUNK) for t in tensors)
+    math = 8 if tensors[0].dtype == torch.float64 else 4
+    return sum(_round_up(max(n, 1), 512) for n in (len(tensors) * chunks * math, 320 * math, tensors[0].element_size()))
+
+
 @dataclass(frozen=True, slots=True)
 class GpuWorkspaces:
     """``KernelRules.workspaces`` for a CUDA target; the efficient-attention kernel depends on its
@@ -233,6 +256,9 @@ class GpuWorkspaces:
             return [efficient_backward_workspace(args, self.compute_capability)]
         if func is _EMBEDDING_BACKWARD:
             nbytes = embedding_backward_workspace(args)
+            return [nbytes] if nbytes else []
+        if func is _FOREACH_NORM:
+            nbytes = foreach_norm_workspace(args)
             return [nbytes] if nbytes else []
         return []
 

@@ -1,0 +1,49 @@
+"""Near the limit: PyTorch's caching allocator empties its cache and retries before it raises out-of-memory."""
+
+from __future__ import annotations
+
+import pytest
+import transformers
+
+import vramsim
+from vramsim.device_memory import device_memory
+from vramsim.estimators.assumptions import overheads_for, totals
+from vramsim.estimators.timeline import Block, Timeline
+from vramsim.targets import resolve_target
+
+_MiB = 1 << 20
+
+
+def _timeline() -> Timeline:
+    """20 MiB allocated and freed, then 30 MiB: the cached 20 MiB segment cannot hold it, so an unlimited
+    allocator reserves 50 MiB while never more than 30 MiB is allocated."""
+    blocks = [Block(nbytes=n * _MiB, category="temporaries", module="", phase="forward", op=f"op{n}", step=0,
+                    alloc_at=(0, 0, 0), free_at=None) for n in (20, 30)]  # fmt: skip
+    events = [(0, True), (0, False), (1, True), (1, False)]
+    return Timeline(blocks=blocks, events=events, preexisting=0, steps=[(0, 3)])
+
+
+@pytest.mark.parametrize(("allocator_mib", "retries", "oom"), [(64, None, None), (40, 1, None), (25, 1, "op30")])
+# 64 MiB beside the cuBLAS workspace holds both segments; 40 holds the 30 MiB one once the cached 20 MiB segment
+# is released (one retry); 25 holds the 20 MiB one, and the 30 MiB one fails even after the release.
+def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: int, retries: int | None,
+                                                                 oom: str | None) -> None:  # fmt: skip
+    target = resolve_target("h100")
+    outside = totals(overheads_for(target.profile, world_size=1, training=False))
+    usable = allocator_mib * _MiB + outside.device  # the allocator may reserve its workspace plus allocator_mib
+    memory = device_memory(_timeline(), target, training=False, usable_bytes=usable)
+    assert memory.reserved_bytes - (outside.reserved - outside.allocated) == 50 * _MiB + outside.allocated
+    if retries is None:
+        assert memory.pressure is None  # 50 MiB reserved fits: nothing to replay
+        return
+    assert memory.pressure is not None
+    assert (memory.pressure.retries, memory.pressure.oom_op) == (retries, oom)
+
+
+def test_bf16_autocast_training_through_a_zero_dropout_runs_on_a_gpu() -> None:
+    """Phi-3's residual dropouts have p=0: CUDA's dropout falls back to F.dropout itself, under autocast too."""
+    config = transformers.Phi3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+                                     pad_token_id=0, architectures=["Phi3ForCausalLM"])  # fmt: skip
+    report = vramsim.simulate(config, mixed_precision="bf16", device="h100", seq_len=16)
+    assert report.peak_bytes > 0

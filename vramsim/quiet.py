@@ -1,0 +1,80 @@
+"""Library messages that tell a vramsim user nothing, silenced one by one where vramsim calls the library.
+
+Each filter names one message (category and text), so anything else a library says still shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.profiler import profile
+
+__all__ = ["quiet_default_loss", "quiet_peft", "quiet_profiler"]
+
+
+@contextlib.contextmanager
+def quiet_peft() -> Iterator[None]:
+    """``peft.get_peft_model``: peft reads transformers' deprecated ``is_gradient_checkpointing``
+    (a FutureWarning from transformers 5), and tells that it set ``fan_in_fan_out`` itself for
+    GPT-2's ``Conv1D`` (the layout of the adapter's weights, not their size)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False", category=UserWarning)
+        yield
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, start: str) -> None:
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.start)
+
+
+@contextlib.contextmanager
+def quiet_default_loss() -> Iterator[None]:
+    """A model whose class name names no loss (``GPT2LMHeadModel``) makes transformers log
+    "`loss_type=None` was set in the config but it is unrecognized" and use the causal-LM loss,
+    the one such a model computes anyway."""
+    logger = logging.getLogger("transformers.modeling_utils")
+    drop = _DropMessage("`loss_type=None` was set in the config but it is unrecognized")
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+@contextlib.contextmanager
+def quiet_profiler(prof: profile) -> Iterator[profile]:
+    """``prof`` running, without the lines Kineto writes to the process's stderr (file descriptor 2)
+    when it starts and stops ("USDT: ... profiler_start"; no log level turns them off). Only its
+    start and stop are silenced: what the profiled code prints still shows."""
+    with _no_stderr():
+        prof.__enter__()
+    try:
+        yield prof
+    finally:
+        with _no_stderr():
+            prof.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _no_stderr() -> Iterator[None]:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
