@@ -121,3 +121,17 @@ def test_cli_bad_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     out, err = capsys.readouterr()
     assert code != 0 and out == ""
     assert err.startswith("vramsim: error: cannot read the DeepSpeed config") and err.count("\n") == 1, err
+
+
+def test_cli_offload_json_reports_host_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ds_config with ZeRO-3 offload through the CLI: --json gives the host bytes in ranks.host, none on the device."""
+    path = _ds(tmp_path, {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}})
+    code = main(["trace", "gpt2", "--seq-len", "16", "--device", "h100", "--gpus", "8", "--deepspeed", path, "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    data = json.loads(out)
+    ranks = data["ranks"]
+    assert ranks["scheme"] == "ZeRO-3 + offload optimizer" and data["options"]["offload_states"] == "optimizer"
+    assert ranks["model_state"]["optimizer_states"] == 0 and ranks["host"]["optimizer_states"] > 0
+    assert set(ranks["host"]) == {"parameters", "gradients", "optimizer_states"}
+    assert "cpu_offload_states" in {a["name"] for a in data["assumptions"]}
