@@ -82,7 +82,8 @@ def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
 
 
 def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``prepare_latents`` (packed), the shifted sigmas and the transformer once per traced step."""
+    """``prepare_latents`` (packed), the shifted sigmas, the transformer once per traced step; then the latents
+    unpacked and shifted for the decode (``latents / scaling_factor + shift_factor``)."""
     from diffusers.pipelines.flux.pipeline_flux import FluxPipeline, calculate_shift, retrieve_timesteps
 
     transformer: Any = program.modules["transformer"]
@@ -115,23 +116,20 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
         del timestep
         latents = scheduler.step(noise, t, latents, return_dict=False)[0]
         del noise
-    return latents
+    # __call__ rebinds its ``latents`` to the unpacked, shifted ones and holds them through the decode
+    vae_config: Any = program.modules["vae"].config
+    latents = FluxPipeline._unpack_latents(latents, step.run.height, step.run.width, _vae_scale_factor(program))
+    return (latents / vae_config.scaling_factor) + vae_config.shift_factor  # (n, 16, h, w)
 
 
 def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Tensor:
-    """Unpack, ``latents / scaling_factor + shift_factor``, ``vae.decode`` (no upcast in FluxPipeline), then
-    ``postprocess``'s device part."""
+    """``vae.decode`` of the unpacked latents (no upcast in FluxPipeline), then ``postprocess``'s device part."""
     from diffusers.image_processor import VaeImageProcessor
-    from diffusers.pipelines.flux.pipeline_flux import FluxPipeline
 
     vae: Any = program.modules["vae"]
-    scale = _vae_scale_factor(program)
-    latents = FluxPipeline._unpack_latents(latents, step.run.height, step.run.width, scale)  # (n, 16, h, w)
-    latents = (latents / vae.config.scaling_factor) + vae.config.shift_factor
     step.use("vae")
     image = vae.decode(latents, return_dict=False)[0]
-    del latents
-    return VaeImageProcessor(vae_scale_factor=scale * 2).postprocess(image, output_type="pt")
+    return VaeImageProcessor(vae_scale_factor=_vae_scale_factor(program) * 2).postprocess(image, output_type="pt")
 
 
 def _vae_scale_factor(program: Program) -> int:

@@ -326,10 +326,9 @@ class _Generate:
         with torch.no_grad():
             embeds = self._encode(program, observer)
             latents = self._denoise(program, observer, embeds)
-            del embeds
-            image = self._decode(program, latents)
+            image = self._decode(program, latents)  # the prompt embeddings are __call__'s locals: alive through the decode
             observer.mark([image], Category.OUTPUT)
-            del image
+            del image, embeds
         if self.residency is not None:
             self.residency.release()
             self.residency.observer = None
