@@ -33,6 +33,7 @@ __all__ = [
     "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
     "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
     "DENOISING_STEPS_TRACED",
+    "FLUX_SCHNELL_MAX_SEQUENCE_LENGTH",
     "FSDP2_SHARD_RULE",
     "HIPBLASLT_WORKSPACE_BYTES",
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
@@ -363,4 +364,12 @@ arithmetic, the scheduler's update into new latents; the second step is the firs
 A scheduler that keeps a history is traced until it is full: PNDM's PLMS step keeps the last 4
 model outputs (``self.ets``, diffusers/schedulers/scheduling_pndm.py ``step_plms``), full after
 its 5th step (the 2nd appends nothing). Euler and DDIM keep none.
+"""
+
+FLUX_SCHNELL_MAX_SEQUENCE_LENGTH = 256
+"""T5 prompt tokens for FLUX.1-schnell (a FluxTransformer2DModel without ``guidance_embeds``).
+
+FluxPipeline.__call__ pads the T5 prompt to ``max_sequence_length=512`` by default; diffusers'
+FLUX docs (api/pipelines/flux, "Timestep-distilled") say schnell's ``max_sequence_length`` cannot
+be more than 256, and their schnell example passes 256. Dev keeps the default 512.
 """
