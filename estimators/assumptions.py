@@ -33,11 +33,13 @@ __all__ = [
     "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
     "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
     "DENOISING_STEPS_TRACED",
+    "FLUX_SCHNELL_MAX_SEQUENCE_LENGTH",
     "FSDP2_SHARD_RULE",
     "HIPBLASLT_WORKSPACE_BYTES",
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
     "HIPBLAS_WORKSPACE_BYTES_GFX94_95",
     "HIP_CONTEXT_BYTES",
+    "HSDP_SHARD_GROUP_DEFAULT",
     "NCCL_ASSUMED_CHANNELS",
     "NCCL_LL128_BUFFER_BYTES",
     "NCCL_LL_BUFFER_BYTES",
@@ -219,6 +221,11 @@ FSDP2_SHARD_RULE = "torch.chunk on dim 0, padded to the first chunk"
 to the first chunk's size, i.e. ceil(dim0 / N) rows (torch/distributed/fsdp/_fully_shard/_fsdp_param.py,
 ``_init_sharded_param``, ``padded_sharded_param_size = chunks[0].size()``)."""
 
+HSDP_SHARD_GROUP_DEFAULT = 8
+"""HSDP's default shard group: the GPUs of one node (8 on DGX/HGX servers), as torchtitan's
+``data_parallel_shard_degree`` and FSDP1's HYBRID_SHARD (shard within the node's process group,
+replicate across nodes) are commonly set; ``--shard-group-size`` changes it."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Overhead:
@@ -357,4 +364,12 @@ arithmetic, the scheduler's update into new latents; the second step is the firs
 A scheduler that keeps a history is traced until it is full: PNDM's PLMS step keeps the last 4
 model outputs (``self.ets``, diffusers/schedulers/scheduling_pndm.py ``step_plms``), full after
 its 5th step (the 2nd appends nothing). Euler and DDIM keep none.
+"""
+
+FLUX_SCHNELL_MAX_SEQUENCE_LENGTH = 256
+"""T5 prompt tokens for FLUX.1-schnell (a FluxTransformer2DModel without ``guidance_embeds``).
+
+FluxPipeline.__call__ pads the T5 prompt to ``max_sequence_length=512`` by default; diffusers'
+FLUX docs (api/pipelines/flux, "Timestep-distilled") say schnell's ``max_sequence_length`` cannot
+be more than 256, and their schnell example passes 256. Dev keeps the default 512.
 """

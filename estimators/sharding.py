@@ -24,6 +24,11 @@ stands for all):
   into a reduce-scatter input (freed when the next block's reduce begins) and keeps its shard.
   Checked against torch's FSDP2 run for real under a fake process group
   (``tests/ground_truth/test_data_parallel_ground_truth.py``).
+- HSDP (``hybrid``): FSDP2 full over a shard group of ``shard_group`` ranks, replicated across the
+  groups; the replicas all-reduce the gradients' shards in place, so a rank holds what FSDP2 full
+  over the group holds.
+- CPU offload (``offload``): the model states DeepSpeed ZeRO-Offload or FSDP2's CPUOffloadPolicy
+  keep in host memory leave the device and are counted in ``Sharded.host`` (``sharding_offload.py``).
 
 It transforms a ``Timeline`` (the traced one, or the one a checkpointing what-if made: apply
 checkpointing first, then sharding) and reads the graph it came from for what each traced block
@@ -50,11 +55,8 @@ import networkx as nx
 
 from vramsim.tracer.graph import saved_edges, storage_nodes
 
-from .assumptions import (
-    DEEPSPEED_OVERLAP_COMM_STAGES,
-    DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD,
-    DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
-)
+from .assumptions import DEEPSPEED_OVERLAP_COMM_STAGES
+from .sharding_offload import offload_to_host
 from .sharding_plan import (
     FSDP_CHOICES,
     MAX_GPUS,
@@ -86,6 +88,9 @@ class Sharded:
     buffers: dict[str, int] = field(default_factory=dict)
     """Communication buffers by name: bytes of one buffer of that kind."""
     notes: list[str] = field(default_factory=list)
+    host: dict[str, int] = field(default_factory=dict)
+    """Bytes the rank keeps in host memory under CPU offload (not device memory), by kind: parameters,
+    gradients, optimizer_states, buffers (``sharding_offload.py``)."""
 
 
 def shard(graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan) -> Sharded:
@@ -97,7 +102,7 @@ class _Rank:
     def __init__(self, graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan) -> None:
         self.graph = graph
         self.plan = plan
-        self.n = plan.gpus
+        self.n = plan.shard_size
         self.blocks = [replace(block) for block in timeline.blocks]
         self.traced = graph.graph["storage_count"]
         self.attrs: list[dict[str, Any]] = [attrs for _, attrs in storage_nodes(graph)]
@@ -110,6 +115,7 @@ class _Rank:
                 self.grads[a["step"]].append(sid)
         self.model_state: dict[str, int] = dict.fromkeys(_MODEL_STATE, 0)
         self.buffers: dict[str, int] = {}
+        self.host: dict[str, int] = {}
         self.notes: list[str] = []
         self.gathered = 0
         self.phase_bounds: dict[int, tuple[int, int]] = {}
@@ -147,10 +153,14 @@ class _Rank:
         shape = weight.shape if weight is not None and same_size else tuple(attrs["shape"])
         return shard_bytes(attrs["nbytes"], shape, self.n, dim0=self.plan.fsdp != "no")
 
+    def trainable_weights(self) -> set[str]:
+        """Names of the weights that get gradients."""
+        return {self.attrs[sid]["owner"] for sids in self.grads.values() for sid in sids}
+
     def sharded_weight(self, weight: Weight) -> bool:
         if not self.plan.shards_parameters:
             return False
-        return self.plan.fsdp != "no" or weight.numel >= DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD
+        return self.plan.fsdp != "no" or weight.numel >= self.plan.zero_settings.param_persistence_threshold
 
     # -- the transform --------------------------------------------------------------------------
 
@@ -162,6 +172,8 @@ class _Rank:
             self._master_partition()
         elif self.plan.gpus > 1 and any(self.grads.values()):
             self._ddp_buckets()
+        if self.plan.offload != "none":
+            offload_to_host(self)
         for block in self.blocks:  # weights as held (not gathered), optimizer states, one step's gradients
             if (block.category == "parameters" and block.op != "all_gather") or block.category == "optimizer_states" or (
                 block.category == "gradients" and block.step in (-1, last_step)
@@ -169,7 +181,7 @@ class _Rank:
                 self.model_state[block.category] += block.nbytes
         timeline = order_blocks(self.blocks, self.graph.graph["step_clocks"])
         return Sharded(plan=self.plan, timeline=timeline, model_state=self.model_state,
-                       gathered_elements=self.gathered, buffers=self.buffers, notes=self.notes)  # fmt: skip
+                       gathered_elements=self.gathered, buffers=self.buffers, notes=self.notes, host=self.host)  # fmt: skip
 
     def _shard_states(self) -> None:
         """Weights, optimizer states and the optimizer step's temporaries shrink to the rank's share."""
@@ -185,15 +197,19 @@ class _Rank:
     def _master_partition(self) -> None:
         """DeepSpeed's optimizer updates an fp32 copy of the rank's partition of the trainable weights:
         stages 1-2 always clone it (stage_1_and_2.py ``single_partition_of_fp32_groups``), stage 3 only
-        when the weights are not fp32 already (stage3.py ``fp32_partitioned_groups_flat``)."""
-        trainable = {self.attrs[sid]["owner"] for sids in self.grads.values() for sid in sids}
+        when the weights are not fp32 already (stage3.py ``fp32_partitioned_groups_flat``); offloaded, it is
+        always a copy, on the host."""
+        trainable = self.trainable_weights()
         weights = [w for w in self.weights.values() if w.name in trainable]
         if not self.plan.zero or not weights:
             return
         fp32 = all(itemsize(self.attrs[w.sid]) == 4 for w in weights)
+        nbytes = sum(4 * ceil(w.numel / self.n) for w in weights)
+        if self.plan.offload != "none":
+            self.host["parameters"] = self.host.get("parameters", 0) + nbytes
+            return
         if self.plan.zero == 3 and fp32:
             return
-        nbytes = sum(4 * ceil(w.numel / self.n) for w in weights)
         self.add(nbytes, "parameters", "zero.fp32_master_partition", alloc_at=self.at(0, 4), free_at=None)
         if not fp32:
             self.notes.append("DeepSpeed keeps optimizer states with its fp32 master partition; the traced optimizer "
@@ -201,7 +217,7 @@ class _Rank:
 
     def _ddp_buckets(self) -> None:
         """DDP's Reducer: buckets over the trainable weights in reverse order, kept for the run."""
-        trainable = {self.attrs[sid]["owner"] for sids in self.grads.values() for sid in sids}
+        trainable = self.trainable_weights()
         weights = sorted(self.weights.values(), key=lambda w: w.sid, reverse=True)
         sizes = [w.nbytes for w in weights if w.name in trainable]
         category = "gradients" if self.plan.bucket_view else COMMUNICATION
@@ -238,7 +254,7 @@ class _Rank:
         if not self.plan.zero:
             return
         element = max(itemsize(self.attrs[sid]) for sid in grads)
-        nbytes = DEEPSPEED_REDUCE_BUCKET_ELEMENTS * element
+        nbytes = self.plan.zero_settings.reduce_bucket * element
         if self.plan.zero == 3:  # one bucket per gradient dtype, made at start-up
             if step == 0:
                 self.add(nbytes, COMMUNICATION, "zero.reduce_bucket", alloc_at=self.at(0, 4), free_at=None)

@@ -7,20 +7,43 @@ timeline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import ceil, prod
 from typing import Any
 
-from .assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
+from .assumptions import (
+    DDP_BUCKET_CAP_BYTES,
+    DDP_FIRST_BUCKET_BYTES,
+    DEEPSPEED_MAX_LIVE_PARAMETERS,
+    DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD,
+    DEEPSPEED_PREFETCH_BUCKET_ELEMENTS,
+    DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
+    HSDP_SHARD_GROUP_DEFAULT,
+)
 
 __all__ = [
-    "FSDP_CHOICES", "MAX_GPUS", "ZERO_STAGES", "ShardingPlan", "ddp_bucket_sizes", "itemsize", "shard_bytes", "sharding_plan",
+    "FSDP_CHOICES", "MAX_GPUS", "OFFLOAD_CHOICES", "ZERO_STAGES", "ShardingPlan", "ZeroSettings", "ddp_bucket_sizes",
+    "itemsize", "shard_bytes", "sharding_plan",
 ]  # fmt: skip
 
 ZERO_STAGES = (0, 1, 2, 3)
-FSDP_CHOICES = ("no", "full", "grad-op")
+FSDP_CHOICES = ("no", "full", "grad-op", "hybrid")
+OFFLOAD_CHOICES = ("none", "optimizer", "params")
+"""Model states kept in host memory: ``optimizer`` (DeepSpeed ``offload_optimizer``: fp32 master
+partition, fp32 gradient partition, optimizer states; the step runs on the CPU) or ``params``
+(that and the weights' shards: DeepSpeed ZeRO-3 ``offload_param``, FSDP2 ``CPUOffloadPolicy``)."""
 MAX_GPUS = 1 << 16
 """More data-parallel ranks than 65,536 are refused: no job runs that many today."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZeroSettings:
+    """DeepSpeed's ``zero_optimization`` sizes, in elements; DeepSpeed's defaults unless a ds_config sets them."""
+
+    reduce_bucket: int = DEEPSPEED_REDUCE_BUCKET_ELEMENTS
+    prefetch_bucket: int = DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
+    max_live_parameters: int = DEEPSPEED_MAX_LIVE_PARAMETERS
+    param_persistence_threshold: int = DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,20 +54,43 @@ class ShardingPlan:
     zero: int = 0
     """DeepSpeed ZeRO stage, 0 (none) to 3."""
     fsdp: str = "no"
-    """``no``, ``full`` (FSDP2 reshard_after_forward=True) or ``grad-op`` (False)."""
+    """``no``, ``full`` (FSDP2 reshard_after_forward=True), ``grad-op`` (False) or ``hybrid`` (HSDP: full
+    within a shard group, replicated across the groups)."""
     bucket_view: bool = False
     """DDP's ``gradient_as_bucket_view=True``: each ``.grad`` is a view into its bucket, so the buckets
     are the gradients, kept for the run; the gradient autograd makes (``.grad`` was set to None) is
     copied in and dropped at once."""
+    offload: str = "none"
+    """One of ``OFFLOAD_CHOICES``: the model states kept in host memory."""
+    shard_group: int = 0
+    """HSDP: the ranks the model states are sharded over (a node); 0 for the other schemes."""
+    zero_settings: ZeroSettings = field(default_factory=ZeroSettings)
 
     @property
     def scheme(self) -> str:
         """The name the report prints."""
+        offload = f" + offload {self.offload}" if self.offload != "none" else ""
+        if self.fsdp == "hybrid":
+            return f"FSDP2 hybrid ({self.replicas} x {self.shard_size}){offload}"
         if self.fsdp != "no":
-            return f"FSDP2 {self.fsdp}"
+            return f"FSDP2 {self.fsdp}{offload}"
         if self.zero:
-            return f"ZeRO-{self.zero}"
+            return f"ZeRO-{self.zero}{offload}"
         return "DDP" if self.gpus > 1 else "one GPU"
+
+    @property
+    def shard_size(self) -> int:
+        """The ranks each model state is divided over: the shard group for HSDP, every rank otherwise."""
+        return self.shard_group or self.gpus
+
+    @property
+    def replicas(self) -> int:
+        """Copies of each shard: HSDP all-reduces the gradients' shards across them."""
+        return self.gpus // self.shard_size
+
+    @property
+    def reshards_after_forward(self) -> bool:
+        return self.fsdp in ("full", "hybrid")
 
     @property
     def shards_optimizer(self) -> bool:
@@ -63,7 +109,9 @@ class ShardingPlan:
         return self.gpus > 1 or self.zero > 0 or self.fsdp != "no"
 
 
-def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucket_view: bool = False) -> ShardingPlan:
+def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucket_view: bool = False, *,
+                  offload: object = "none", shard_group: object = None,
+                  zero_settings: ZeroSettings | None = None) -> ShardingPlan:  # fmt: skip
     """The plan for these options; ``ValueError`` naming the choices otherwise."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
         raise ValueError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
@@ -76,7 +124,42 @@ def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucke
         raise ValueError(f"ZeRO-{zero} and FSDP {text} both shard the model; choose one (--zero 0 or --fsdp no)")
     if bucket_view and (zero or text != "no"):
         raise ValueError("gradient_as_bucket_view is DDP's; it applies with --zero 0 and --fsdp no")
-    return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view))  # type: ignore[call-overload]
+    group = _shard_group(gpus, text, shard_group)
+    return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view),  # type: ignore[call-overload]
+                        offload=_offload(int(zero), text, offload), shard_group=group,
+                        zero_settings=zero_settings or ZeroSettings())  # fmt: skip
+
+
+def _offload(zero: int, fsdp: str, offload: object) -> str:
+    """What DeepSpeed and FSDP2 can keep on the host: ZeRO offloads the optimizer (any stage) and the weights
+    (stage 3 only); FSDP2's ``CPUOffloadPolicy`` moves weights, gradients and optimizer states together."""
+    text = str(offload).strip().lower()
+    if text not in OFFLOAD_CHOICES:
+        raise ValueError(f"unknown offload_states {offload!r}; choose one of: {', '.join(OFFLOAD_CHOICES)}")
+    if text != "none" and not zero and fsdp == "no":
+        raise ValueError("offload_states moves sharded model states to the host: it needs --zero 1-3 or --fsdp")
+    if text == "params" and zero in (1, 2):
+        raise ValueError(f"DeepSpeed offloads parameters with ZeRO-3 only (offload_param); ZeRO-{zero} takes "
+                         "offload_states='optimizer'")  # fmt: skip
+    if text == "optimizer" and fsdp != "no":
+        raise ValueError("FSDP2's CPUOffloadPolicy moves the sharded weights, gradients and optimizer states together: "
+                         "use offload_states='params'")  # fmt: skip
+    return text
+
+
+def _shard_group(gpus: int, fsdp: str, shard_group: object) -> int:
+    """HSDP's shard group: ``shard_group`` ranks (default a node's GPUs, or every rank when there are fewer)."""
+    if shard_group is None:
+        return min(HSDP_SHARD_GROUP_DEFAULT, gpus) if fsdp == "hybrid" else 0
+    if fsdp != "hybrid":
+        raise ValueError("shard_group_size is HSDP's (--fsdp hybrid): the other schemes shard over every rank")
+    if isinstance(shard_group, bool) or not isinstance(shard_group, int) or not 1 <= shard_group <= gpus:
+        raise ValueError(f"shard_group_size must be an integer between 1 and the data-parallel ranks ({gpus}), "
+                         f"got {shard_group!r}")  # fmt: skip
+    if gpus % shard_group:
+        raise ValueError(f"HSDP replicates shard groups of {shard_group} ranks: {gpus} data-parallel ranks are not a "
+                         "multiple of it")  # fmt: skip
+    return shard_group
 
 
 def itemsize(attrs: dict[str, Any]) -> int:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from vramsim.tracer.records import UnitRecord
 
-from .assumptions import DEEPSPEED_MAX_LIVE_PARAMETERS, DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
 from .timeline import Block, Position
 
 if TYPE_CHECKING:
@@ -130,7 +129,7 @@ class StepWindows:
         post-forward frees the last; in backward a group's pre-backward copies its own out, frees that output and
         prefetches the next group's (``_backward_prefetch``; the root's pre-backward prefetches the first)."""
         rank = self.rank
-        reshard = rank.plan.fsdp == "full"
+        reshard = rank.plan.reshards_after_forward
         forward = [("", self.first_clock, self.backward[""][1])] + [
             (u.module, u.first_clock, u.last_clock if reshard else self.backward.get(u.module, (0, u.last_clock))[1])
             for _, u in self.calls
@@ -166,6 +165,9 @@ class StepWindows:
         """FSDP2's flat all-gather output of a group (every rank's padded shard; the input is a view into it)."""
         rank = self.rank
         total = sum(rank.shard_of(w.sid) * rank.n for w in weights)
+        if rank.plan.offload == "params":  # CPUOffloadPolicy: each shard is copied to the device to fill the input
+            rank.add(total // rank.n, "temporaries", "fsdp.offload_copy_in", module=module, phase=phase, step=self.step,
+                     alloc_at=rank.at(at[0], at[1]), free_at=rank.at(at[0], 5))  # fmt: skip
         rank.add(total, COMMUNICATION, "fsdp.all_gather_output", module=module, phase=phase, step=self.step, alloc_at=at,
                  free_at=None)  # fmt: skip
         key = "FSDP all-gather output (largest block)"
@@ -193,11 +195,12 @@ class StepWindows:
         self._gather(root, "", self.first_clock, self.first_clock, self.backward[""][1], "forward")
         largest = max((sum(w.numel for w in self.groups.get(m, []) if rank.sharded_weight(w)) for m, _, _ in forward),
                       default=0)  # fmt: skip
-        live = largest + min(largest, DEEPSPEED_PREFETCH_BUCKET_ELEMENTS) + sum(w.numel for w in root)
+        settings = rank.plan.zero_settings
+        live = largest + min(largest, settings.prefetch_bucket) + sum(w.numel for w in root)
         rank.gathered = max(rank.gathered, live)
-        if live > DEEPSPEED_MAX_LIVE_PARAMETERS:
+        if live > settings.max_live_parameters:
             note = (f"{live:,} weight elements gathered at once exceed stage3_max_live_parameters "
-                    f"({DEEPSPEED_MAX_LIVE_PARAMETERS:,}): DeepSpeed would release some sooner")  # fmt: skip
+                    f"({settings.max_live_parameters:,}): DeepSpeed would release some sooner")  # fmt: skip
             if note not in rank.notes:
                 rank.notes.append(note)
 
@@ -215,7 +218,7 @@ class StepWindows:
             return
         fetched = 0
         for weight in weights:
-            ahead = fetched + weight.numel <= DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
+            ahead = fetched + weight.numel <= rank.plan.zero_settings.prefetch_bucket
             fetched += weight.numel
             clock = early if ahead else start
             rank.add(weight.nbytes, "parameters", "all_gather", module=module, phase=phase, step=self.step,

@@ -36,15 +36,17 @@ def transient_bytes(fn: Callable[[], Any]) -> int:
 
 
 @contextlib.contextmanager
-def fake_process_group(world_size: int) -> Iterator[object]:
+def fake_process_group(world_size: int, mesh_shape: tuple[int, ...] | None = None) -> Iterator[object]:
     """Rank 0 of ``world_size`` under torch's fake process group, on one process: collectives return
-    at once, so torch's own distributed code (FSDP2, DDP, DTensor) runs with a rank's real buffers."""
+    at once, so torch's own distributed code (FSDP2, DDP, DTensor) runs with a rank's real buffers.
+    ``mesh_shape``: HSDP's 2-D (replicate, shard) mesh instead of one of ``world_size`` ranks."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
     try:
-        yield init_device_mesh("cpu", (world_size,))
+        names = ("replicate", "shard") if mesh_shape and len(mesh_shape) == 2 else None
+        yield init_device_mesh("cpu", mesh_shape or (world_size,), mesh_dim_names=names)
     finally:
         dist.destroy_process_group()

@@ -84,7 +84,7 @@ BAD_INPUTS = {
     "zero and fsdp together": (lambda _: "gpt2", ["--gpus", "8", "--zero", "3", "--fsdp", "full"], "choose one"),
     "no gpus": (lambda _: "gpt2", ["--gpus", "0"], "gpus must be an integer between 1 and 65536, got 0"),
     "unknown zero stage": (lambda _: "gpt2", ["--zero", "4"], "unknown ZeRO stage 4; choose one of: 0, 1, 2, 3"),
-    "unknown fsdp": (lambda _: "gpt2", ["--fsdp", "hybrid"], "choose one of: no, full, grad-op"),
+    "unknown fsdp": (lambda _: "gpt2", ["--fsdp", "hsdp"], "choose one of: no, full, grad-op, hybrid"),
     "model fails on meta": (_fails_on_meta, ["--seq-len", "4"], "failed on the meta device at model.layers.0.self_attn"),
 }
 
@@ -115,7 +115,7 @@ def test_every_option_is_on_the_command_line_or_python_only() -> None:
     given = _options(args)
     for spec, option in options():
         assert (spec.name in given) == option.cli, spec.name
-        assert option.cli or spec.name in ("inputs", "loss", "steps"), spec.name
+        assert option.cli or spec.name in ("inputs", "loss", "steps", "zero_settings"), spec.name
         if option.cli and spec.name != "device":
             assert given[spec.name] == spec.default, spec.name  # the CLI's default is the API's
     assert _options(_build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"

@@ -1,8 +1,9 @@
-"""Diffusion pipelines traced as their ``__call__`` runs them, on a tiny StableDiffusionXLPipeline folder."""
+"""Diffusion pipelines traced as their ``__call__`` runs them, on tiny StableDiffusionXLPipeline and FluxPipeline folders."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from vramsim.cli import main
 from vramsim.errors import ConfigError, UnsupportedError
 
 TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
+TINY_FLUX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-flux")
 _RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
 
 
@@ -53,9 +55,47 @@ def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], me
         simulate(TINY, device="cpu", **options)
 
 
-def test_a_pipeline_not_run_yet_says_so_in_one_line() -> None:
-    with pytest.raises(UnsupportedError, match="FluxPipeline is not run yet"):
-        simulate("black-forest-labs/FLUX.1-dev", task="generate", device="cpu")
+def test_a_pipeline_not_run_yet_says_so_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "StableDiffusion3Pipeline"}))
+    with pytest.raises(UnsupportedError, match="StableDiffusion3Pipeline is not run yet"):
+        simulate(str(tmp_path), task="generate", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def flux() -> Report:
+    """A tiny FLUX.1-dev-shaped pipeline at 64x64: CLIP, T5 (512 tokens), a guidance-embedding transformer, a 2x VAE."""
+    return simulate(TINY_FLUX, height=64, width=64, **_RUN)
+
+
+def _peaks(report: Report) -> dict[str, int]:
+    return {c.name: c.peak_bytes for c in report.components}
+
+
+def test_flux_runs_clip_t5_the_transformer_and_the_vae(flux: Report, guided: Report) -> None:
+    assert {c.name: c.phase for c in flux.components} == {
+        "text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    assert flux.options["max_sequence_length"] == 512 and flux.options["guidance_scale"] == 3.5
+    assert flux.peak_at.module.startswith("text_encoder_2.")  # T5 over 512 tokens outweighs 64 px here
+    assert {"flux_prompt", "flux_max_sequence_length"} <= {a.name for a in flux.assumptions}
+    assert "max_sequence_length" not in guided.options  # SD/SDXL have none
+
+
+def test_flux_guidance_is_an_embedding_not_a_doubled_batch(flux: Report) -> None:
+    """FLUX.1-dev is guidance-distilled: guidance 1 runs the same transformer call as 3.5 (SDXL's would halve)."""
+    unguided = simulate(TINY_FLUX, height=64, width=64, guidance_scale=1.0, **_RUN)
+    assert _peaks(unguided)["transformer"] == _peaks(flux)["transformer"]
+
+
+def test_flux_schnell_pads_t5_to_256_tokens(tmp_path: Path, flux: Report) -> None:
+    """A transformer without a guidance embedding is schnell's: T5 over 256 tokens, a smaller encode peak."""
+    shutil.copytree(TINY_FLUX, tmp_path / "schnell")
+    config_file = tmp_path / "schnell" / "transformer" / "config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "guidance_embeds": False}))
+    schnell = simulate(str(tmp_path / "schnell"), height=64, width=64, **_RUN)
+    assert schnell.options["max_sequence_length"] == 256
+    assert _peaks(schnell)["text_encoder_2"] < _peaks(flux)["text_encoder_2"]
+    assert schnell.parameters < flux.parameters  # no guidance embedder
 
 
 def test_offload_keeps_only_the_running_component_or_layer_on_the_device() -> None:

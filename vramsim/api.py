@@ -57,7 +57,7 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
 ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
                               "headroom", "expandable_segments", "pp", "pp_schedule", "micro_batches",
-                              "pp_virtual_stages"})  # fmt: skip
+                              "pp_virtual_stages", "offload_states", "shard_group_size"})  # fmt: skip
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
 
 

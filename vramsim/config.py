@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
+from vramsim.estimators.sharding_plan import ZeroSettings
 
 from .errors import ConfigError, UnsupportedError
+from .launch_files import LaunchOptions, read_accelerate_config, read_deepspeed_config
 from .optimizers import OPTIMIZERS, canonical_name
 from .quantization import QUANTIZATIONS
 
@@ -188,6 +190,23 @@ class SimulationConfig:
     gradient_as_bucket_view: bool = field(default=False, metadata=_option(
         help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
         report=_same))
+    offload_states: str = field(default="none", metadata=_option(
+        help="CPU offload of sharded model states: optimizer (ZeRO offload_optimizer: fp32 master, gradients, "
+        "optimizer states on the host), params (also the weights: ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy) "
+        "or none", report=_same))
+    shard_group_size: int | None = field(default=None, metadata=_option(
+        help="--fsdp hybrid (HSDP): ranks each shard group holds, replicated across groups; none given: a node's 8 "
+        "GPUs (or every rank when fewer)", parse=int, report=_same))
+    deepspeed: str | None = field(default=None, metadata=_option(
+        help="a DeepSpeed ds_config.json: zero_optimization (stage, offload_optimizer/offload_param devices, bucket "
+        "sizes), bf16/fp16 and train_micro_batch_size_per_gpu set the matching options (vramsim/launch_files.py)",
+        report=_same))
+    accelerate_config: str | None = field(default=None, metadata=_option(
+        help="accelerate's config file (default_config.yaml): distributed_type, num_processes, mixed_precision and its "
+        "fsdp_config / deepspeed_config set the matching options", report=_same))
+    zero_settings: ZeroSettings | None = field(default=None, repr=False, metadata=_option(
+        help="DeepSpeed's zero_optimization sizes (reduce and prefetch buckets, live and persistent parameters); none "
+        "given: DeepSpeed's defaults, or the --deepspeed file's", cli=False))
     tp: int = field(default=1, metadata=_option(
         help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
         parse=int, report=_same))
@@ -231,7 +250,9 @@ class SimulationConfig:
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
+        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
+                             offload=self.offload_states, shard_group=self.shard_group_size,
+                             zero_settings=self.zero_settings)  # fmt: skip
 
     @property
     def pipeline(self) -> PipelinePlan:
@@ -248,6 +269,10 @@ class SimulationConfig:
         return cls(**options)
 
     def __post_init__(self) -> None:
+        if self.deepspeed is not None:
+            _apply_launch_file(self, read_deepspeed_config(self.deepspeed))
+        if self.accelerate_config is not None:
+            _apply_launch_file(self, read_accelerate_config(self.accelerate_config))
         if self.task not in TASKS:
             raise ConfigError(f"unknown task {self.task!r}; choose one of: {', '.join(TASKS)}")
         _check_count("batch_size", self.batch_size, MAX_BATCH)
@@ -298,10 +323,16 @@ class SimulationConfig:
         self.gradient_checkpointing = plan.kind == "full"
         _check_model_parallel(self)
         try:
-            sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view)
+            sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
+                                     offload=self.offload_states, shard_group=self.shard_group_size,
+                                     zero_settings=self.zero_settings)  # fmt: skip
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp
+        self.offload_states = sharding.offload
+        if sharding.offload != "none" and self.device.lower() == "cpu":
+            raise ConfigError("offload_states moves model states to host memory, which is the cpu target's own memory; "
+                              "use a GPU target")  # fmt: skip
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
             which = f"zero={sharding.zero}" if sharding.zero else f"fsdp={sharding.fsdp!r}"
             raise ConfigError(f"{which} would shard training state; task={self.task!r} has none (gpus alone replicates)")
@@ -332,6 +363,22 @@ def _check_training_loop(config: SimulationConfig) -> None:
     if config.grad_accum > 1 and (config.gpus > 1 or config.zero or config.fsdp != "no" or config.pp > 1):
         raise UnsupportedError("--grad-accum with --gpus, --zero, --fsdp or --pp is not modelled yet "
                                "(pipeline micro-batches are --micro-batches)")  # fmt: skip
+
+
+def _apply_launch_file(config: SimulationConfig, launch: LaunchOptions) -> None:
+    """The file's options fill in those left at their defaults; one set otherwise must agree with the file."""
+    defaults = {f.name: f.default for f in fields(SimulationConfig)}
+    for name, value in launch.options.items():
+        current = getattr(config, name)
+        if current == defaults[name]:
+            setattr(config, name, value)
+        elif str(current).lower() != str(value).lower():
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} {current} contradicts {launch.source}, which sets {name} = {value}")
+    if launch.zero_settings is not None:
+        if config.zero_settings not in (None, launch.zero_settings):
+            raise ConfigError(f"zero_settings contradicts {launch.source}'s zero_optimization sizes")
+        config.zero_settings = launch.zero_settings
 
 
 def _check_image(config: SimulationConfig) -> None:

@@ -6,6 +6,7 @@ CPU, to measure) and a ``Program`` runs them as diffusers' pipeline ``__call__``
 encoding, the denoising loop with classifier-free guidance (the latents doubled), the VAE decode
 (upcast to fp32 where the pipeline does it) and the on-device part of post-processing. The
 pipeline class itself is not run: it needs tokenizers and weights; its tensors are the same.
+FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from vramsim import model_zoo
 from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED
 from vramsim.tracer.categories import Category, Phase
 
+from . import flux
 from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
@@ -38,10 +40,11 @@ __all__ = [
     "pipeline_phases",
 ]
 
-COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "unet": "denoise", "vae": "decode"}
+COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "unet": "denoise",
+                    "transformer": "denoise", "vae": "decode"}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
-_GUIDANCE = {"StableDiffusionPipeline": 7.5, "StableDiffusionXLPipeline": 5.0}
+_GUIDANCE = {"StableDiffusionPipeline": 7.5, "StableDiffusionXLPipeline": 5.0, "FluxPipeline": 3.5}
 """Pipeline classes whose ``__call__`` this module runs, with their default ``guidance_scale``."""
 
 
@@ -59,6 +62,11 @@ class PipelineSpec:
 
     def has(self, name: str) -> bool:
         return isinstance(self.index.get(name), list) and self.index[name][0] is not None
+
+    @property
+    def denoiser(self) -> str:
+        """The denoising component's folder: ``transformer`` (DiT pipelines such as FLUX) or ``unet``."""
+        return "transformer" if self.has("transformer") else "unet"
 
     def max_tokens(self, tokenizer: str) -> int:
         """The tokenizer's ``model_max_length``: every prompt is padded to it (``padding="max_length"``)."""
@@ -96,7 +104,7 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     for name in ("text_encoder", "text_encoder_2"):
         if spec.has(name):
             modules[name] = build_model(load_config(spec.component(name)), device=device, dtype=dtype).eval()
-    modules["unet"] = _diffusers_model(spec, "unet", device, dtype)
+    modules[spec.denoiser] = _diffusers_model(spec, spec.denoiser, device, dtype)
     vae = _diffusers_model(spec, "vae", device, dtype)
     if config.vae_tiling:
         vae.enable_tiling()
@@ -104,14 +112,15 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         vae.enable_slicing()
     modules["vae"] = vae
     residency = _Residency(mode=config.offload, modules=modules) if config.offload != "no" else None
-    run = _run(config, spec, modules["unet"], vae)
-    tokens = spec.max_tokens("tokenizer")
+    run = _run(config, spec, modules[spec.denoiser], vae)
     with torch.device(device):
-        ids = torch.zeros(1, tokens, dtype=torch.long)  # one prompt, padded to the tokenizer's length
+        batch = {"input_ids": torch.zeros(1, spec.max_tokens("tokenizer"), dtype=torch.long)}  # one prompt, padded
+        if run.max_sequence_length is not None:  # FLUX's T5 prompt, padded to max_sequence_length
+            batch["t5_input_ids"] = torch.zeros(1, run.max_sequence_length, dtype=torch.long)
     return Program(
         modules=modules,
         step=_Generate(spec=spec, run=run, scheduler=_scheduler(spec), residency=residency),
-        batch={"input_ids": ids},
+        batch=batch,
         loss=None,
         optimizer=None,
         autocast=contextlib.nullcontext,
@@ -124,18 +133,21 @@ def pipeline_notes(program: Program) -> list[Assumption]:
     """What the pipeline run assumes, for the report."""
     assert isinstance(program.step, _Generate), "a pipeline program runs _Generate"
     spec, run = program.step.spec, program.step.run
-    dtype = str(next(program.modules["unet"].parameters()).dtype).removeprefix("torch.")
+    dtype = str(next(program.modules[spec.denoiser].parameters()).dtype).removeprefix("torch.")
     traced = program.step.steps_traced
     notes = [
         Assumption(name="pipeline", detail=f"{spec.class_name}.__call__ driven component by component (diffusers "
                    f"{_diffusers_version()}): weights in {dtype}, one prompt, {run.num_images} image(s), "
-                   f"{run.height}x{run.width}, guidance {run.guidance_scale}"),
+                   f"{run.height}x{run.width}"
+                   + ("" if spec.class_name in flux.FLUX_PIPELINES else f", guidance {run.guidance_scale}")),
         Assumption(name="denoising_steps_traced", detail=f"{traced} of {run.num_inference_steps} denoising steps "
                    "traced: every step runs the same tensors (and the scheduler's history is full by then), so the "
                    "rest repeat the last one's memory"),
         Assumption(name="scheduler_on_host", detail="the scheduler's timesteps and sigmas are kept on the host "
                    "(a few hundred bytes; the pipeline puts them on the device)"),
     ]  # fmt: skip
+    if spec.class_name in flux.FLUX_PIPELINES:
+        notes.extend(flux.flux_notes(spec, program.step, program.modules[spec.denoiser]))
     if spec.has("safety_checker"):
         notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
     if program.step.residency is not None:
@@ -151,7 +163,9 @@ def pipeline_notes(program: Program) -> list[Assumption]:
 
 def pipeline_options(program: Program) -> dict[str, Any]:
     """The call's arguments with the pipeline's defaults filled in, for the report's ``options``; empty otherwise."""
-    return asdict(program.step.run) if isinstance(program.step, _Generate) else {}
+    if not isinstance(program.step, _Generate):
+        return {}
+    return {key: value for key, value in asdict(program.step.run).items() if value is not None}
 
 
 def pipeline_phases(program: Program) -> dict[str, str]:
@@ -216,13 +230,17 @@ class _Run:
     num_inference_steps: int
     guidance_scale: float
     num_images: int
+    max_sequence_length: int | None = None
+    """FLUX: the T5 prompt's padded length; None for pipelines without it."""
 
 
-def _run(config: SimulationConfig, spec: PipelineSpec, unet: torch.nn.Module, vae: torch.nn.Module) -> _Run:
+def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module, vae: torch.nn.Module) -> _Run:
     """``height = height or default_sample_size * vae_scale_factor``, as the pipelines default them."""
-    unet_config: Any = unet.config
+    denoiser_config: Any = denoiser.config
     vae_config: Any = vae.config
-    default = unet_config.sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
+    is_flux = spec.class_name in flux.FLUX_PIPELINES
+    sample_size = flux.DEFAULT_SAMPLE_SIZE if is_flux else denoiser_config.sample_size
+    default = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
     guidance = _GUIDANCE[spec.class_name] if config.guidance_scale is None else float(config.guidance_scale)
     return _Run(
         height=config.height or default,
@@ -230,6 +248,7 @@ def _run(config: SimulationConfig, spec: PipelineSpec, unet: torch.nn.Module, va
         num_inference_steps=config.num_inference_steps,
         guidance_scale=guidance,
         num_images=config.num_images,
+        max_sequence_length=flux.max_sequence_length(denoiser) if is_flux else None,
     )
 
 
@@ -307,15 +326,15 @@ class _Generate:
         with torch.no_grad():
             embeds = self._encode(program, observer)
             latents = self._denoise(program, observer, embeds)
-            del embeds
-            image = self._decode(program, latents)
+            image = self._decode(program, latents)  # the prompt embeddings are __call__'s locals: alive through the decode
             observer.mark([image], Category.OUTPUT)
-            del image
+            del image, embeds
         if self.residency is not None:
             self.residency.release()
             self.residency.observer = None
 
-    def _use(self, name: str) -> None:
+    def use(self, name: str) -> None:
+        """``name`` runs next: under model offload its weights come to the device."""
         if self.residency is not None:
             self.residency.use(name)
 
@@ -328,13 +347,19 @@ class _Generate:
     def _cfg(self) -> bool:
         return self.run.guidance_scale > 1  # the pipelines' do_classifier_free_guidance
 
+    @property
+    def _flux(self) -> bool:
+        return self.spec.class_name in flux.FLUX_PIPELINES
+
     def _encode(self, program: Program, observer: StepObserver) -> dict[str, torch.Tensor]:
         """``encode_prompt``: the embeddings, the negative ones first when guidance doubles the batch."""
+        if self._flux:
+            return flux.encode_prompt(self, program)
         ids = program.batch["input_ids"]
         n = self.run.num_images
         if "text_encoder_2" not in program.modules:  # StableDiffusionPipeline: CLIP's last hidden state
             encoder = program.modules["text_encoder"]
-            self._use("text_encoder")
+            self.use("text_encoder")
             embeds = encoder(ids)[0].repeat(1, n, 1).view(n, ids.shape[1], -1)
             if self._cfg:  # the empty negative prompt goes through the encoder too
                 negative = encoder(ids)[0].repeat(1, n, 1).view(n, ids.shape[1], -1)
@@ -343,7 +368,7 @@ class _Generate:
         hidden: list[torch.Tensor] = []
         pooled: torch.Tensor | None = None
         for name in ("text_encoder", "text_encoder_2"):
-            self._use(name)
+            self.use(name)
             out = program.modules[name](ids, output_hidden_states=True)
             if pooled is None and out[0].ndim == 2:
                 pooled = out[0]
@@ -363,6 +388,8 @@ class _Generate:
         return {"encoder_hidden_states": embeds, "text_embeds": pooled, "time_ids": time_ids.repeat(n, 1)}
 
     def _denoise(self, program: Program, observer: StepObserver, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self._flux:
+            return flux.denoise(self, program, embeds)
         unet: Any = program.modules["unet"]
         vae_config: Any = program.modules["vae"].config
         scale = 2 ** (len(vae_config.block_out_channels) - 1)
@@ -373,7 +400,7 @@ class _Generate:
         shape = (self.run.num_images, unet.config.in_channels, self.run.height // scale, self.run.width // scale)
         latents = torch.randn(shape, device=hidden.device, dtype=hidden.dtype) * self.scheduler.init_noise_sigma
         added = {k: embeds[k] for k in ("text_embeds", "time_ids") if k in embeds} or None
-        self._use("unet")
+        self.use("unet")
         for t in self.scheduler.timesteps[: self.steps_traced]:
             model_input = torch.cat([latents] * 2) if self._cfg else latents
             model_input = self.scheduler.scale_model_input(model_input, t)
@@ -392,8 +419,10 @@ class _Generate:
         device part (denormalize; the copy to the host follows)."""
         from diffusers.image_processor import VaeImageProcessor
 
+        if self._flux:
+            return flux.decode(self, program, latents)
         vae: Any = program.modules["vae"]
-        self._use("vae")
+        self.use("vae")
         upcast = _upcasts_vae(vae, self.spec)
         if upcast:  # vae.to(dtype=...) as the pipeline calls it, without ModelMixin.to's warning
             torch.nn.Module.to(vae, dtype=torch.float32)

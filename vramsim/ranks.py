@@ -29,7 +29,7 @@ def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: i
                       model_state=dict(sharded.model_state) if sharded else held_state(timeline),
                       gathered_elements=sharded.gathered_elements if sharded else 0,
                       buffers=dict(sharded.buffers) if sharded else {}, tp=tp, pp=pipeline.stages, stages=stages,
-                      busiest_stage=busiest)  # fmt: skip
+                      busiest_stage=busiest, host=dict(sharded.host) if sharded else {})  # fmt: skip
 
 
 def held_state(timeline: Timeline) -> dict[str, int]:
@@ -67,6 +67,17 @@ def model_parallel_notes(tp: int, pipeline: PipelinePlan) -> list[Assumption]:
     return notes
 
 
+_OFFLOAD = (
+    "DeepSpeed ZeRO-Offload (stage_1_and_2.py, stage3.py): the fp32 master partition, the fp32 gradient partition and "
+    "the optimizer states on the host, the step on the CPU; offload_param (ZeRO-3) also the weights' partitions, "
+    "gathered to the device around each use; stages 1-2 keep a device buffer of the largest weight's size "
+    "(temp_grad_buffer_for_gpu_offload)",
+    "FSDP2 CPUOffloadPolicy (_fsdp_param.py): the weights', gradients' and optimizer states' shards on the host, the "
+    "step on the CPU; each shard is copied to the device before its all-gather and each gradient shard to the host "
+    "after its reduce-scatter",
+)
+
+
 def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
     """Every figure and policy the rank's memory rests on, with its source; ``autocast``: the program
     casts weights under torch.autocast."""
@@ -94,17 +105,18 @@ def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
             name="zero_master_and_reduce_bucket",
             detail="the optimizer updates an fp32 copy of the rank's partition (stages 1-2 always; stage 3 when the "
             "weights are not fp32), counted with the weights; "
-            f"DeepSpeed reduce_bucket_size={a.DEEPSPEED_REDUCE_BUCKET_ELEMENTS:.0e} elements in the gradients' "
-            "dtype (zero/config.py default); stages 1-2 hold it through backward (overlap_comm off by default: one "
-            "buffer), stage 3 from start-up; allgather_bucket_size adds nothing (in-place all-gather)",
+            f"DeepSpeed reduce_bucket_size={plan.zero_settings.reduce_bucket:.0e} elements in the gradients' "
+            "dtype (zero/config.py default 5e8, or the ds_config's); stages 1-2 hold it through backward "
+            "(overlap_comm off by default: one buffer), stage 3 from start-up; allgather_bucket_size adds nothing "
+            "(in-place all-gather)",
             bytes=buffers.get("ZeRO reduce bucket", 0),
         ))  # fmt: skip
     if plan.zero == 3:
         notes.append(Assumption(
             name="zero3_gather",
             detail=f"ZeRO-3 gathers a block's weights around its forward and its backward and prefetches "
-            f"stage3_prefetch_bucket_size={a.DEEPSPEED_PREFETCH_BUCKET_ELEMENTS:.0e} elements of the next; weights "
-            f"under stage3_param_persistence_threshold={a.DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD:.0e} elements stay "
+            f"stage3_prefetch_bucket_size={plan.zero_settings.prefetch_bucket:.0e} elements of the next; weights "
+            f"under stage3_param_persistence_threshold={plan.zero_settings.param_persistence_threshold:.0e} elements stay "
             "whole; weights outside the blocks stay gathered from forward to the end of backward; each weight is "
             "padded to a multiple of the ranks (partition_parameters.py _padding_size); gradients reduce into a flat "
             "buffer of the rank's partitions made at start-up (stage3.py grad_partitions_flat_buffer)",
@@ -115,9 +127,25 @@ def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
             detail=f"fully_shard on each block and on the root; shards by {a.FSDP2_SHARD_RULE}; a block's weights are "
             "all-gathered into a flat output and copied out (in forward the output waits for the next block's "
             "copy-out, in backward the next block is prefetched); reshard_after_forward="
-            f"{plan.fsdp == 'full'}; the root stays gathered from forward to the end of backward; a block's gradients "
+            f"{plan.reshards_after_forward}; the root stays gathered from forward to the end of backward; a block's gradients "
             "go through a reduce-scatter input freed when the next block's reduce begins (torch 2.13 "
             "_fsdp_param_group.py)",
+        ))  # fmt: skip
+    if plan.fsdp == "hybrid":
+        notes.append(Assumption(
+            name="hsdp_shard_groups",
+            detail=f"HSDP (fully_shard with a 2-D mesh, replicate x shard = {plan.replicas} x {plan.shard_size}): model "
+            f"states sharded over the {plan.shard_size} ranks of a shard group, replicated across the {plan.replicas} "
+            "groups; the gradients' shards are all-reduced across replicas in place after the reduce-scatter "
+            "(_fsdp_collectives.py foreach_reduce), adding no buffer",
+        ))  # fmt: skip
+    if plan.offload != "none":
+        notes.append(Assumption(
+            name="cpu_offload_states",
+            detail="host memory, not device memory: " + ", ".join(f"{k} {v:,} B" for k, v in sharded.host.items())
+            + "; " + _OFFLOAD[plan.fsdp != "no"] + "; the host step's own temporaries and pinned-memory rounding "
+            "are not counted",
+            bytes=sum(sharded.host.values()),
         ))  # fmt: skip
     if autocast and plan.shards_parameters:
         notes.append(Assumption(

@@ -137,6 +137,8 @@ def _ranks(report: Report) -> Table:
         table.add_row(f"communication: {name}", format_bytes(nbytes))
     if ranks.gathered_elements:
         table.add_row("most weight elements gathered at once", f"{ranks.gathered_elements:,}")
+    for kind, nbytes in ranks.host.items():
+        table.add_row(f"host memory (CPU offload, not on the device): {kind}", format_bytes(nbytes))
     table.add_row("peak allocated", format_bytes(report.peak_bytes))
     table.add_row(_device_label(report.target), format_bytes(report.device_bytes))
     for stage in ranks.stages:

@@ -94,6 +94,8 @@ class RankMemory:
     stages: list[StageMemory] = field(default_factory=list)
     busiest_stage: int | None = None
     """The pipeline rank with the most device memory, whose figures the report gives."""
+    host: dict[str, int] = field(default_factory=dict)
+    """Bytes kept in host memory under CPU offload, by kind; not device memory and not in any device figure."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -71,11 +71,13 @@ def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
 
 
 def _weight_bytes(module: torch.nn.Module) -> int:
-    """A module's weight bytes, a quantized weight's metadata included (each storage once: LLM.int8's
-    ``CB`` is its weight's own data)."""
-    tensors = (t for p in module.parameters() for t in (p, *(t for _, t in attached_tensors(p))))
-    storages = {id(s): s.nbytes() for s in (t.untyped_storage() for t in tensors)}
-    return sum(storages.values())
+    """A module's weight bytes, with a quantized weight's metadata (the tensors it holds that are not
+    its own data: LLM.int8's ``CB`` is)."""
+    total = 0
+    for param in {id(p): p for p in module.parameters()}.values():
+        own = param.untyped_storage()
+        total += param.nbytes + sum(t.nbytes for _, t in attached_tensors(param) if t.untyped_storage() is not own)
+    return total
 
 
 def _holds_layer_list(module: torch.nn.Module) -> bool:

@@ -172,7 +172,14 @@ def test_sharding_shrinks_the_rank(llama: transformers.LlamaConfig) -> None:
         ({"gpus": 8, "zero": 3, "fsdp": "full"}, "choose one"),
         ({"gpus": 0}, "gpus must be an integer between 1"),
         ({"zero": 4}, "unknown ZeRO stage 4; choose one of: 0, 1, 2, 3"),
-        ({"fsdp": "hybrid"}, "unknown fsdp 'hybrid'; choose one of: no, full, grad-op"),
+        ({"fsdp": "hsdp"}, "unknown fsdp 'hsdp'; choose one of: no, full, grad-op, hybrid"),
+        ({"gpus": 8, "offload_states": "optimizer"}, "needs --zero 1-3 or --fsdp"),
+        ({"gpus": 8, "zero": 2, "offload_states": "params"}, "ZeRO-3 only"),
+        ({"gpus": 8, "fsdp": "full", "offload_states": "optimizer"}, "CPUOffloadPolicy"),
+        ({"gpus": 8, "zero": 1, "offload_states": "disk"}, "unknown offload_states 'disk'"),
+        ({"gpus": 8, "zero": 1, "offload_states": "optimizer", "device": "cpu"}, "cpu target's own memory"),
+        ({"gpus": 8, "fsdp": "full", "shard_group_size": 4}, "HSDP's"),
+        ({"gpus": 12, "fsdp": "hybrid", "shard_group_size": 8}, "not a multiple"),
         ({"zero": 2, "task": "forward"}, "shard training state"),
     ],
 )
@@ -197,3 +204,63 @@ def test_one_trace_many_plans(llama: transformers.LlamaConfig) -> None:
         assert (report.peak_bytes, report.device_bytes, report.ranks) == (alone.peak_bytes, alone.device_bytes, alone.ranks)
     with pytest.raises(ConfigError, match="a variant cannot set 'seq_len'"):
         vramsim.simulate_each(llama, [{"seq_len": 64}], device="h100", **OPTIONS)
+
+
+def _largest(weights: list[torch.nn.Parameter]) -> int:
+    return max(p.numel() for p in weights)
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_zero_offload_optimizer(llama: transformers.LlamaConfig, zero: int) -> None:
+    """DeepSpeed offload_optimizer: the fp32 master, gradient and optimizer-state partitions go to the host;
+    stage 1 keeps whole gradients on the device, stages 1-2 add the hand-over buffer."""
+    weights = _weights(llama)
+    on = vramsim.simulate(llama, device="h100", gpus=N, zero=zero, offload_states="optimizer", **OPTIONS)
+    off = vramsim.simulate(llama, device="h100", gpus=N, zero=zero, **OPTIONS)
+    assert on.ranks is not None and off.ranks is not None and on.ranks.scheme == f"ZeRO-{zero} + offload optimizer"
+    share = sum(4 * _elements(p) for p in weights)
+    held = dict(off.ranks.model_state, optimizer_states=0, gradients=0 if zero >= 2 else off.ranks.model_state["gradients"])
+    held["parameters"] -= share if zero < 3 else 0  # the master partition leaves the device
+    assert on.ranks.model_state == held
+    expected = {"parameters": share, "optimizer_states": off.ranks.model_state["optimizer_states"], "gradients": share}
+    if zero < 3:
+        expected["buffers"] = 4 * _largest(weights) + share
+        assert on.ranks.buffers["ZeRO-Offload gradient hand-over buffer"] == 4 * _largest(weights)
+    assert on.ranks.host == expected
+    assert on.peak_bytes < off.peak_bytes
+    assert any(a.name == "cpu_offload_states" for a in on.assumptions)
+
+
+def test_zero3_offload_params(llama: transformers.LlamaConfig) -> None:
+    """offload_param: the weights' partitions join the host; weights under the persistence threshold stay whole."""
+    weights = _weights(llama)
+    report = vramsim.simulate(llama, device="h100", gpus=N, zero=3, offload_states="params", **OPTIONS)
+    assert report.ranks is not None
+    small = sum(4 * p.numel() for p in weights if p.numel() < 100_000)
+    shards = sum(4 * _elements(p) for p in weights if p.numel() >= 100_000)
+    assert report.ranks.model_state == {"parameters": small, "gradients": 0, "optimizer_states": 0}
+    assert report.ranks.host["parameters"] == shards + sum(4 * _elements(p) for p in weights)
+
+
+def test_fsdp_cpu_offload_policy(llama: transformers.LlamaConfig) -> None:
+    """CPUOffloadPolicy: every shard on the host; the device keeps the gathered units and their buffers only."""
+    weights = _weights(llama)
+    on = vramsim.simulate(llama, device="h100", gpus=N, fsdp="full", offload_states="params", **OPTIONS)
+    off = vramsim.simulate(llama, device="h100", gpus=N, fsdp="full", **OPTIONS)
+    assert on.ranks is not None and off.ranks is not None
+    assert on.ranks.model_state == dict.fromkeys(("parameters", "gradients", "optimizer_states"), 0)
+    assert on.ranks.host == off.ranks.model_state
+    assert on.ranks.host["parameters"] == sum(4 * _rows(p) for p in weights)
+    assert on.ranks.buffers == off.ranks.buffers and on.peak_bytes < off.peak_bytes
+
+
+def test_hsdp_shards_over_the_group(llama: transformers.LlamaConfig) -> None:
+    """HSDP over 32 ranks in groups of 8 holds what FSDP2 full over 8 holds; the group size sets the share."""
+    hybrid = vramsim.simulate(llama, device="cpu", gpus=4 * N, fsdp="hybrid", **OPTIONS)
+    assert hybrid.ranks is not None and hybrid.ranks.scheme == "FSDP2 hybrid (4 x 8)"
+    assert hybrid.ranks.model_state == closed_form(_weights(llama), 0, "full")
+    four = vramsim.simulate(llama, device="cpu", gpus=4 * N, fsdp="hybrid", shard_group_size=4, **OPTIONS)
+    assert four.ranks is not None and four.ranks.scheme == "FSDP2 hybrid (8 x 4)"
+    assert four.ranks.model_state["parameters"] == sum(4 * ceil(p.shape[0] / 4) * (p.numel() // p.shape[0])
+                                                       for p in _weights(llama))
+    assert sharding_plan(4, 0, "hybrid").shard_size == 4  # fewer ranks than a node: one group

@@ -210,6 +210,11 @@ def tiny_sdxl() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-sdxl")
 
 
+def tiny_flux() -> str:
+    """A FluxPipeline folder (CLIP, T5, a guidance-embedding FluxTransformer2DModel, a 16-channel-packing VAE)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-flux")
+
+
 def vae_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
     """``seq_len`` is the latent side."""
     return {"latents": torch.randn(batch_size, 4, seq_len, seq_len)}
@@ -340,6 +345,9 @@ CASES: list[Case] = [
     # A diffusion pipeline by folder, run as StableDiffusionXLPipeline.__call__: two text encoders, 2 denoising
     # steps with guidance (batch doubled), the decode (which sets the peak at 64x64) and the on-device postprocess.
     Case("sdxl-pipeline-generate", tiny_sdxl, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}),
+    # FluxPipeline.__call__: CLIP pooled + T5 at 512 tokens, packed latents and img_ids, 2 transformer steps with the
+    # guidance embedding (no doubling), unpack, shift and decode (which sets the peak at 128x128).
+    Case("flux-pipeline-generate", tiny_flux, {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128}),
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),

@@ -1,0 +1,165 @@
+"""The setups users already keep in files: a DeepSpeed ``ds_config.json`` and accelerate's ``default_config.yaml``.
+
+Each file becomes the ``SimulationConfig`` options it stands for (``LaunchOptions``); the config
+fills in the options the caller left at their defaults and refuses ones the file contradicts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramsim.estimators.sharding_plan import ZeroSettings
+
+from .errors import ConfigError, UnsupportedError
+
+__all__ = ["LaunchOptions", "read_accelerate_config", "read_deepspeed_config"]
+
+_ZERO_SIZES = {
+    "reduce_bucket_size": "reduce_bucket",
+    "stage3_prefetch_bucket_size": "prefetch_bucket",
+    "stage3_max_live_parameters": "max_live_parameters",
+    "stage3_param_persistence_threshold": "param_persistence_threshold",
+}
+"""ds_config keys (zero_optimization) that size what a rank holds, and their ``ZeroSettings`` fields;
+``allgather_bucket_size`` is read too but sizes nothing (stages 1-2 all-gather in place)."""
+
+_FSDP_STRATEGIES = {"FULL_SHARD": "full", "SHARD_GRAD_OP": "grad-op", "HYBRID_SHARD": "hybrid", "NO_SHARD": "no",
+                    "1": "full", "2": "grad-op", "3": "no", "4": "hybrid"}  # fmt: skip
+"""accelerate's ``fsdp_sharding_strategy`` (names, or torch's ShardingStrategy numbers) as ``--fsdp`` choices."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOptions:
+    """What one launch file sets: ``SimulationConfig`` options, and DeepSpeed's sizes when it names them."""
+
+    source: str
+    """The file, as the messages name it."""
+    options: dict[str, Any] = field(default_factory=dict)
+    zero_settings: ZeroSettings | None = None
+
+
+def read_deepspeed_config(path: str | Path) -> LaunchOptions:
+    """A DeepSpeed config: zero_optimization (stage, offload devices, bucket sizes), bf16/fp16, the micro-batch."""
+    source = Path(path).name
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the DeepSpeed config {path}: {' '.join(str(exc).split())}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"DeepSpeed config {source}: expected a JSON object at the top")
+    return _deepspeed_options(config, source)
+
+
+def _deepspeed_options(config: dict[str, Any], source: str) -> LaunchOptions:
+    zero = config.get("zero_optimization") or {}
+    if not isinstance(zero, dict):
+        raise ConfigError(f"DeepSpeed config {source}: zero_optimization must be an object")
+    options: dict[str, Any] = {"zero": _integer(zero.get("stage", 0), "zero_optimization.stage", source)}
+    offload = _offload(zero, source)
+    if offload != "none":
+        options["offload_states"] = offload
+    for key, precision in (("bf16", "bf16"), ("fp16", "fp16")):
+        enabled = (config.get(key) or {}).get("enabled", False)
+        if enabled is True:  # DeepSpeed casts the weights (engine.py _configure_distributed_model); "auto": the trainer's
+            options["dtype"] = precision
+    micro = config.get("train_micro_batch_size_per_gpu")
+    if micro is not None and micro != "auto":
+        options["batch_size"] = _integer(micro, "train_micro_batch_size_per_gpu", source)
+    sizes = {field_: _integer(zero[key], f"zero_optimization.{key}", source) for key, field_ in _ZERO_SIZES.items()
+             if key in zero}  # fmt: skip
+    if "allgather_bucket_size" in zero:
+        _integer(zero["allgather_bucket_size"], "zero_optimization.allgather_bucket_size", source)
+    return LaunchOptions(source=source, options=options, zero_settings=ZeroSettings(**sizes) if sizes else None)
+
+
+def _offload(zero: dict[str, Any], source: str) -> str:
+    """``offload_optimizer`` / ``offload_param`` devices as ``--offload-states``."""
+    devices = {}
+    for key in ("offload_optimizer", "offload_param"):
+        device = str((zero.get(key) or {}).get("device", "none")).lower()
+        if device not in ("none", "cpu", "nvme"):
+            raise ConfigError(f"DeepSpeed config {source}: unknown zero_optimization.{key}.device {device!r}; "
+                              "choose one of: none, cpu, nvme")  # fmt: skip
+        if device == "nvme":
+            raise UnsupportedError(f"DeepSpeed config {source}: NVMe offload ({key}) is not modelled yet; use cpu")
+        devices[key] = device == "cpu"
+    if devices["offload_param"] and not devices["offload_optimizer"]:
+        raise UnsupportedError(f"DeepSpeed config {source}: offload_param without offload_optimizer is not modelled "
+                               "yet; offload both to the cpu")  # fmt: skip
+    return "params" if devices["offload_param"] else "optimizer" if devices["offload_optimizer"] else "none"
+
+
+def read_accelerate_config(path: str | Path) -> LaunchOptions:
+    """accelerate's config file, parsed by accelerate's own ``load_config_from_file``: distributed type, processes,
+    mixed precision, and its FSDP or DeepSpeed section (a ``deepspeed_config_file`` is read as a ds_config)."""
+    import yaml  # type: ignore[import-untyped]
+    from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file  # type: ignore[import-untyped]
+
+    source = Path(path).name
+    try:
+        config = load_config_from_file(str(path))
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as exc:  # accelerate's for a bad file
+        message = " ".join(str(exc).split())
+        raise ConfigError(f"cannot read the accelerate config {path}: {message}") from None
+    if not isinstance(config, ClusterConfig):
+        raise UnsupportedError(f"accelerate config {source}: only local-machine clusters are modelled (not SageMaker)")
+    kind = str(getattr(config.distributed_type, "value", config.distributed_type)).upper()
+    options: dict[str, Any] = {}
+    if config.num_processes and config.num_processes > 0:
+        options["gpus"] = int(config.num_processes)
+    precision = str(config.mixed_precision or "no").lower()  # YAML reads an unquoted ``no`` as False
+    if precision not in ("no", "bf16", "fp16"):
+        raise UnsupportedError(f"accelerate config {source}: mixed_precision {precision!r} is not modelled; use bf16 or fp16")
+    if kind == "DEEPSPEED":
+        return _accelerate_deepspeed(config.deepspeed_config or {}, Path(path).parent, source, options, precision)
+    if precision != "no":  # accelerate runs the forward under torch.autocast
+        options["mixed_precision"] = precision
+    if kind == "FSDP":
+        options.update(_accelerate_fsdp(config.fsdp_config or {}, source))
+    elif kind not in ("NO", "MULTI_GPU"):
+        raise UnsupportedError(f"accelerate config {source}: distributed_type {kind} is not modelled; "
+                               "choose NO, MULTI_GPU, FSDP or DEEPSPEED")  # fmt: skip
+    return LaunchOptions(source=source, options=options)
+
+
+def _accelerate_fsdp(fsdp: dict[str, Any], source: str) -> dict[str, Any]:
+    """``fsdp_config``: FSDP2 ``fsdp_reshard_after_forward`` or FSDP1 ``fsdp_sharding_strategy``, ``fsdp_offload_params``."""
+    if str(fsdp.get("fsdp_version", 1)) == "2" and isinstance(fsdp.get("fsdp_reshard_after_forward"), bool):
+        mode = "full" if fsdp["fsdp_reshard_after_forward"] else "grad-op"
+    else:
+        strategy = str(fsdp.get("fsdp_sharding_strategy", fsdp.get("fsdp_reshard_after_forward", "FULL_SHARD"))).upper()
+        if strategy not in _FSDP_STRATEGIES:
+            raise UnsupportedError(f"accelerate config {source}: fsdp_sharding_strategy {strategy} is not modelled; "
+                                   f"choose one of: {', '.join(k for k in _FSDP_STRATEGIES if not k.isdigit())}")  # fmt: skip
+        mode = _FSDP_STRATEGIES[strategy]
+    options: dict[str, Any] = {"fsdp": mode}
+    if fsdp.get("fsdp_offload_params") in (True, "true", "True"):
+        options["offload_states"] = "params"
+    return options
+
+
+def _accelerate_deepspeed(section: dict[str, Any], folder: Path, source: str, options: dict[str, Any],
+                          precision: str) -> LaunchOptions:  # fmt: skip
+    """``deepspeed_config``: a ``deepspeed_config_file``, or its zero_stage and offload devices."""
+    if section.get("deepspeed_config_file"):
+        read = read_deepspeed_config(folder / str(section["deepspeed_config_file"]))
+        return LaunchOptions(source=source, options={**options, **read.options}, zero_settings=read.zero_settings)
+    zero = {"stage": section.get("zero_stage", 0),
+            "offload_optimizer": {"device": section.get("offload_optimizer_device", "none")},
+            "offload_param": {"device": section.get("offload_param_device", "none")}}  # fmt: skip
+    precision_section = {precision: {"enabled": True}} if precision != "no" else {}
+    read = _deepspeed_options({"zero_optimization": zero, **precision_section}, source)
+    return LaunchOptions(source=source, options={**options, **read.options}, zero_settings=read.zero_settings)
+
+
+def _integer(value: Any, key: str, source: str) -> int:
+    """DeepSpeed takes sizes as numbers (5e8 too); "auto" is filled in by transformers' integration from the model."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise ConfigError(
+            f"DeepSpeed config {source}: {key} must be a non-negative whole number, got {value!r}"
+            + (" ('auto' is filled in by transformers' Trainer; give the number)" if value == "auto" else "")
+        )
+    return int(value)
