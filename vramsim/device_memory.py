@@ -68,12 +68,17 @@ def device_memory(
             failing = None if failed is None else timeline.blocks[timeline.events[failed][0]].op
             return limited.stats().alloc_retries, failing
 
-        retries, oom_op = replay(expandable_segments)
-        alternative = None
-        if not expandable_segments and (retries or oom_op):
-            expandable_retries, expandable_oom = replay(True)
-            alternative = None if expandable_oom else expandable_retries
-        pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_op=oom_op, expandable_retries=alternative)
+        beyond = next((i for i, allocated in enumerate(live.allocated) if allocated > limit), None)
+        if beyond is not None:  # the blocks in use alone pass the limit: no cache to give back, no replay needed
+            op = timeline.blocks[timeline.events[beyond][0]].op
+            pressure = AllocatorPressure(limit_bytes=limit, retries=0, oom_op=op)
+        else:
+            retries, oom_op = replay(expandable_segments)
+            alternative = None
+            if not expandable_segments and (retries or oom_op):
+                expandable_retries, expandable_oom = replay(True)
+                alternative = None if expandable_oom else expandable_retries
+            pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_op=oom_op, expandable_retries=alternative)
     return DeviceMemory(
         live=live, peak_bytes=peak, peak_index=index, reserved_bytes=reserved, device_bytes=device,
         overheads=overheads, pressure=pressure,

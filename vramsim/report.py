@@ -126,7 +126,8 @@ class AllocatorPressure:
     limit_bytes: int
     """What the allocator may reserve: the usable memory less what the device holds outside it."""
     retries: int
-    """Times the cache was emptied to retry (``num_alloc_retries``), each a device-wide synchronisation."""
+    """Times the cache was emptied to retry (``num_alloc_retries``), each a device-wide synchronisation;
+    0 where the blocks in use alone pass the limit (nothing is replayed: no cache can help)."""
     oom_op: str | None
     """The op whose allocation still failed: an out-of-memory error; ``None`` if the job runs."""
     expandable_retries: int | None = None

@@ -124,7 +124,7 @@ def test_cli_flag_reaches_transformers(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["trace", "gpt2", "--task", "forward", "--seq-len", "16", "--attn-implementation", "eager", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["options"]["attn_implementation"] == "eager"
     assert main(["trace", "gpt2", "--attn-implementation", "flash", "--seq-len", "16"]) == 1
-    assert "unknown attn_implementation 'flash'" in capsys.readouterr().err
+    assert "unknown --attn-implementation 'flash'" in capsys.readouterr().err
 
 
 def test_the_report_names_the_default_kernel() -> None:
