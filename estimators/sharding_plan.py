@@ -121,9 +121,9 @@ def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucke
     if text not in FSDP_CHOICES:
         raise ValueError(f"unknown fsdp {fsdp!r}; choose one of: {', '.join(FSDP_CHOICES)}")
     if zero and text != "no":
-        raise ValueError(f"ZeRO-{zero} and FSDP {text} both shard the model; choose one (--zero 0 or --fsdp no)")
+        raise ValueError(f"ZeRO-{zero} and FSDP {text} both shard the model; choose one: zero=0 or fsdp='no'")
     if bucket_view and (zero or text != "no"):
-        raise ValueError("gradient_as_bucket_view is DDP's; it applies with --zero 0 and --fsdp no")
+        raise ValueError("gradient_as_bucket_view is DDP's; it applies with zero=0 and fsdp='no'")
     group = _shard_group(gpus, text, shard_group)
     return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view),  # type: ignore[call-overload]
                         offload=_offload(int(zero), text, offload), shard_group=group,
@@ -137,7 +137,7 @@ def _offload(zero: int, fsdp: str, offload: object) -> str:
     if text not in OFFLOAD_CHOICES:
         raise ValueError(f"unknown offload_states {offload!r}; choose one of: {', '.join(OFFLOAD_CHOICES)}")
     if text != "none" and not zero and fsdp == "no":
-        raise ValueError("offload_states moves sharded model states to the host: it needs --zero 1-3 or --fsdp")
+        raise ValueError("offload_states moves sharded model states to the host: it needs zero 1-3 or fsdp")
     if text == "params" and zero in (1, 2):
         raise ValueError(f"DeepSpeed offloads parameters with ZeRO-3 only (offload_param); ZeRO-{zero} takes "
                          "offload_states='optimizer'")  # fmt: skip
@@ -152,7 +152,7 @@ def _shard_group(gpus: int, fsdp: str, shard_group: object) -> int:
     if shard_group is None:
         return min(HSDP_SHARD_GROUP_DEFAULT, gpus) if fsdp == "hybrid" else 0
     if fsdp != "hybrid":
-        raise ValueError("shard_group_size is HSDP's (--fsdp hybrid): the other schemes shard over every rank")
+        raise ValueError("shard_group_size is HSDP's (fsdp='hybrid'): the other schemes shard over every rank")
     if isinstance(shard_group, bool) or not isinstance(shard_group, int) or not 1 <= shard_group <= gpus:
         raise ValueError(f"shard_group_size must be an integer between 1 and the data-parallel ranks ({gpus}), "
                          f"got {shard_group!r}")  # fmt: skip

@@ -47,7 +47,7 @@ def test_guidance_doubles_the_denoiser_batch(guided: Report) -> None:
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"task": "forward"}, "use --task generate"), ({"task": "generate", "height": 60}, "multiple of 8"),
+    [({"task": "forward"}, "use task='generate'"), ({"task": "generate", "height": 60}, "multiple of 8"),
      ({"task": "generate", "num_images": 0}, "num_images")],
 )  # fmt: skip
 def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], message: str) -> None:

@@ -67,7 +67,7 @@ def build_program(
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
     if config.tp > 1:
         if not isinstance(source, PretrainedConfig):
-            raise UnsupportedError("--tp splits a transformers decoder by its config; give a model id or a config")
+            raise UnsupportedError("tp splits a transformers decoder by its config; give a model id or a config")
         source = rank_config(source, config.tp)
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config

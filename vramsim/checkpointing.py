@@ -99,7 +99,9 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     if plan.kind in ("none", "offload"):
         return
     if not supports_checkpointing(model):
-        raise ConfigError(f"{type(model).__name__} does not support gradient checkpointing; use --checkpointing none or offload")
+        raise ConfigError(
+            f"{type(model).__name__} does not support gradient checkpointing; use checkpointing='none' or 'offload'"
+        )
     from diffusers import ModelMixin
     from transformers import PreTrainedModel
 
@@ -111,7 +113,7 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     elif isinstance(model, ModelMixin):  # takes the function to call at each block
         ModelMixin.enable_gradient_checkpointing(model, _EveryKth(plan.every, context_fn))
     else:
-        raise ConfigError(f"{type(model).__name__} has no checkpointing switch vramsim knows; use --checkpointing offload")
+        raise ConfigError(f"{type(model).__name__} has no checkpointing switch vramsim knows; use checkpointing='offload'")
 
 
 def saved_tensor_context(plan: CheckpointPlan) -> Callable[[], contextlib.AbstractContextManager[Any]]:

@@ -301,7 +301,7 @@ class SimulationConfig:
         if self.cache_implementation not in ("dynamic", "static"):
             raise ConfigError(f"unknown cache_implementation {self.cache_implementation!r}; choose one of: dynamic, static")
         if self.cache_implementation == "static" and self.task != "generate":
-            raise ConfigError(f"cache_implementation='static' is the generate loop's cache; --task {self.task} keeps none")
+            raise ConfigError(f"cache_implementation='static' is the generate loop's cache; task='{self.task}' keeps none")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
         try:
@@ -359,9 +359,9 @@ def _check_training_loop(config: SimulationConfig) -> None:
     if norm is not None and (isinstance(norm, bool) or not isinstance(norm, (int, float)) or not norm > 0):
         raise ConfigError(f"max_grad_norm must be a number > 0, got {norm!r}")
     if config.task != "train" and (config.grad_accum > 1 or norm is not None or config.keep_outputs):
-        raise ConfigError(f"grad_accum, max_grad_norm and keep_outputs shape a training step; --task {config.task} takes none")
+        raise ConfigError(f"grad_accum, max_grad_norm and keep_outputs shape a training step; task='{config.task}' takes none")
     if config.grad_accum > 1 and (config.gpus > 1 or config.zero or config.fsdp != "no" or config.pp > 1):
-        raise UnsupportedError("--grad-accum with --gpus, --zero, --fsdp or --pp is not modelled yet "
+        raise UnsupportedError("grad_accum with gpus, zero, fsdp or pp is not modelled yet "
                                "(pipeline micro-batches are --micro-batches)")  # fmt: skip
 
 
@@ -420,7 +420,7 @@ def _check_model_parallel(config: SimulationConfig) -> None:
         raise ConfigError(f"pp={config.pp} models a training pipeline's micro-batches in flight; "
                           f"task={config.task!r} is not training")
     if plan.active and (config.gpus > config.tp * config.pp or config.zero or config.fsdp != "no"):
-        raise UnsupportedError("--pp with data parallelism (--gpus > tp x pp, --zero, --fsdp) is not modelled yet; "
+        raise UnsupportedError("pp with data parallelism (gpus > tp x pp, zero, fsdp) is not modelled yet; "
                                "set --gpus to tp x pp")  # fmt: skip
 
 

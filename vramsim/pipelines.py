@@ -93,7 +93,7 @@ def find_pipeline(source: Any) -> PipelineSpec | None:
 def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, device: str) -> Program:
     """The pipeline's components on ``device`` and the step that runs one generation."""
     if config.task != "generate":
-        raise ConfigError(f"{spec.class_name} is a diffusion pipeline: use --task generate (got --task {config.task})")
+        raise ConfigError(f"{spec.class_name} is a diffusion pipeline: use task='generate' (got task='{config.task}')")
     if spec.class_name not in _GUIDANCE:
         raise UnsupportedError(
             f"{spec.class_name} is not run yet (its components' parameters are counted by `vramsim models`); "

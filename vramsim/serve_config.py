@@ -86,10 +86,10 @@ class ServeConfig:
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
             raise ConfigError(f"unknown quantization {self.quantization!r}; choose one of: {', '.join(QUANTIZATIONS)}")
         if self.gpus is not None and self.tp is not None and self.gpus % self.tp:
-            raise ConfigError(f"--gpus {self.gpus} is not a multiple of --tp {self.tp}")
+            raise ConfigError(f"gpus={self.gpus} is not a multiple of tp={self.tp}")
         if self.tp is None:
             self.tp = self.gpus or 1
         if self.gpus is None:
             self.gpus = self.tp
         if self.concurrency is not None and (self.gpus != self.tp or self.tp != 1):
-            raise ConfigError("--concurrency searches the GPU count itself; drop --gpus and --tp")
+            raise ConfigError("concurrency searches the GPU count itself; leave gpus and tp out")

@@ -119,5 +119,5 @@ def cuda_target_name() -> str:
     reported = torch.cuda.get_device_name(0)
     profile = match_reported_name(reported, torch.cuda.get_device_properties(0).total_memory)
     if profile is None:
-        raise UnsupportedError(f"{reported} is not in the catalog (vramsim gpus); pass --device NAME")
+        raise UnsupportedError(f"{reported} is not in the catalog (vramsim gpus); pass device='NAME'")
     return profile.name

@@ -105,11 +105,11 @@ def test_interleaved_in_flight_follows_torchs_schedule(p: int, m: int, v: int) -
 @pytest.mark.parametrize(
     ("source", "options", "error", "match"),
     [
-        ("gpt2", {"tp": 2}, UnsupportedError, "--tp splits"),
+        ("gpt2", {"tp": 2}, UnsupportedError, "tp splits"),
         ("llama", {"tp": 3}, ConfigError, "must divide num_attention_heads"),
         ("llama", {"tp": 2, "gpus": 3}, ConfigError, "multiple of tp x pp"),
         ("llama", {"pp": 3}, ConfigError, "do not split evenly"),
-        ("llama", {"pp": 2, "zero": 1}, UnsupportedError, "--pp with data parallelism"),
+        ("llama", {"pp": 2, "zero": 1}, UnsupportedError, "pp with data parallelism"),
         ("llama", {"pp": 2, "pp_schedule": "zb"}, ConfigError, "unknown pipeline schedule"),
         ("llama", {"pp": 2, "task": "forward"}, ConfigError, "not training"),
     ],

@@ -173,7 +173,7 @@ def test_sharding_shrinks_the_rank(llama: transformers.LlamaConfig) -> None:
         ({"gpus": 0}, "gpus must be an integer between 1"),
         ({"zero": 4}, "unknown ZeRO stage 4; choose one of: 0, 1, 2, 3"),
         ({"fsdp": "hsdp"}, "unknown fsdp 'hsdp'; choose one of: no, full, grad-op, hybrid"),
-        ({"gpus": 8, "offload_states": "optimizer"}, "needs --zero 1-3 or --fsdp"),
+        ({"gpus": 8, "offload_states": "optimizer"}, "needs zero 1-3 or fsdp"),
         ({"gpus": 8, "zero": 2, "offload_states": "params"}, "ZeRO-3 only"),
         ({"gpus": 8, "fsdp": "full", "offload_states": "optimizer"}, "CPUOffloadPolicy"),
         ({"gpus": 8, "zero": 1, "offload_states": "disk"}, "unknown offload_states 'disk'"),
