@@ -215,6 +215,17 @@ class Analysis:
         return Analysis(self._graph, self._target, config, timeline=self._timeline)
 
     def run(self, plan: CheckpointPlan) -> _Outcome:
+        """``plan`` on this trace under this config's parallelism and allocator. Outcomes are kept with the
+        graph: every variant of ``simulate_each`` and every advice line that asks the same reuses one."""
+        config = self._config
+        key = (plan.spec, config.sharding, config.pipeline, config.expandable_segments, config.gpus, config.headroom,
+               config.task, id(self._timeline))  # fmt: skip
+        outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
+        if key not in outcomes:
+            outcomes[key] = self._run(plan)
+        return outcomes[key]
+
+    def _run(self, plan: CheckpointPlan) -> _Outcome:
         try:
             outcome = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
         except ValueError as exc:
