@@ -144,6 +144,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
+            *(target.training_notes if config.task == "train" else ()),
             *attention_notes(config.attn_implementation),
             *(pipeline_notes(program) if pipeline_phases(program) else _run_notes(config, program)),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),

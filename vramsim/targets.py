@@ -37,6 +37,8 @@ class Target:
     foreach: bool
     """Whether torch.optim defaults to the foreach implementation there."""
     notes: tuple[Assumption, ...] = ()
+    training_notes: tuple[Assumption, ...] = ()
+    """Assumptions only a backward pass rests on: listed for training runs only."""
 
     def emulation(self) -> KernelEmulation:
         return KernelEmulation(self.rules)
@@ -102,15 +104,16 @@ def resolve_target(name: str) -> Target:
         detail=f"{profile.label} is emulated on the meta device (kernel choices, autocast, allocator) "
         f"from PyTorch's source; {checked} (benchmarks/measured/h200.json)",
     )
+    selection, backward = _sdpa_notes(rules.attention)
     return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True,
-                  notes=(note, *_sdpa_notes(rules.attention)))  # fmt: skip
+                  notes=(note, *selection), training_notes=backward)  # fmt: skip
 
 
-def _sdpa_notes(attention: Any) -> tuple[Assumption, ...]:
-    """Which SDPA kernel family leads on this GPU depends on the cuDNN the PyTorch build ships;
-    which memory-efficient backward kernel runs depends on its shared memory."""
+def _sdpa_notes(attention: Any) -> tuple[tuple[Assumption, ...], tuple[Assumption, ...]]:
+    """Which SDPA kernel family leads on this GPU depends on the cuDNN the PyTorch build ships (any
+    run); which memory-efficient backward kernel runs depends on its shared memory (training runs)."""
     if not isinstance(attention, GpuAttention) or attention.rocm:
-        return ()
+        return (), ()
     major, minor = attention.compute_capability
     efficient = Assumption(
         name="efficient_attention_backward",
@@ -119,7 +122,7 @@ def _sdpa_notes(attention: Any) -> tuple[Assumption, ...]:
         "gpu_kernels.EFFICIENT_BACKWARD_ROW128_SMEM_KIB (their exact shared-memory size is not computed)",
     )
     if not attention.prefers_cudnn():
-        return (efficient,)
+        return (), (efficient,)
     major, minor = divmod(CUDNN_RUNTIME_VERSION, 10000)
     cudnn = Assumption(
         name="cudnn_attention",
@@ -127,7 +130,7 @@ def _sdpa_notes(attention: Any) -> tuple[Assumption, ...]:
         "(sdp_utils.cpp check_prefer_cudnn_attention); its backward scratch is cudnn-frontend's dQ accumulator and "
         "softmax sum, the cuDNN engine's own workspace is not counted",
     )
-    return cudnn, efficient
+    return (cudnn,), (efficient,)
 
 
 def _cpu_notes() -> tuple[Assumption, ...]:

@@ -109,3 +109,10 @@ def test_flash_backward_scratch_buffers(tiny_llama) -> None:  # type: ignore[no-
     dq_accum = B * 128 * H * 32 * 4
     expanded = 2 * B * L * H * head_dim * 2
     assert scratch == {softmax_d + dq_accum + expanded}
+
+
+def test_backward_only_assumptions_are_listed_for_training_only(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
+    forward = vramsim.simulate(tiny_gpt2, device="h100", task="forward", seq_len=16)
+    train = vramsim.simulate(tiny_gpt2, device="h100", seq_len=16)
+    assert "efficient_attention_backward" not in {a.name for a in forward.assumptions}
+    assert "efficient_attention_backward" in {a.name for a in train.assumptions}
