@@ -6,14 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_runs import run
 
 from vramsim.cli import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,22 +10,12 @@ from pathlib import Path
 
 import pytest
 import transformers
+from cli_runs import run, saved_config
 
 import vramsim
 from vramsim.advice import retraced_advice, retraced_options
 from vramsim.cli import NOT_FIT_EXIT, main
 from vramsim.render import format_bytes
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _tiny(tmp_path: Path, config: transformers.PretrainedConfig) -> str:
-    config.save_pretrained(tmp_path)
-    return str(tmp_path / "config.json")
 
 
 def _saving(line: str, report: vramsim.Report, rerun: vramsim.Report) -> None:
@@ -79,7 +69,7 @@ def test_advice_offers_nothing_set_or_refused(options: dict[str, str], absent: s
 
 
 def test_fail_if_not_fit(tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]) -> None:
-    model = _tiny(tmp_path, tiny_llama)
+    model = saved_config(tmp_path, tiny_llama)
     assert run(capsys, "trace", model, "--seq-len", "16", "--fail-if-not-fit")[0] == 0
     code, out, _ = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999", "--fail-if-not-fit", "--json")
     advice = json.loads(out)["advice"]
@@ -96,7 +86,7 @@ def test_fit_command(
 ) -> None:
     """``vramsim fit``: both answers, each said to be traced; a position table bounds the length."""
     monkeypatch.setenv("COLUMNS", "200")
-    model = _tiny(tmp_path, tiny_gpt2)
+    model = saved_config(tmp_path, tiny_gpt2)
     code, out, _ = run(capsys, "fit", model, "--seq-len", "64", "--headroom", "0.9895", "--device", "h100")
     assert code == 0, out
     lines = out.splitlines()
@@ -113,7 +103,7 @@ def test_fit_command(
 def test_progress_only_on_a_terminal(
     tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = _tiny(tmp_path, tiny_llama)
+    model = saved_config(tmp_path, tiny_llama)
     assert run(capsys, "trace", model, "--seq-len", "16")[2] == ""  # stderr is not a terminal here
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert "tracing" in run(capsys, "trace", model, "--seq-len", "16")[2]
@@ -163,7 +153,7 @@ def test_optimizer_error_offers_a_cli_user_no_callable(capsys: pytest.CaptureFix
 def test_cpu_target_says_host_memory(
     tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "trace", _tiny(tmp_path, tiny_llama), "--seq-len", "16", "--device", "cpu")
+    code, out, _ = run(capsys, "trace", saved_config(tmp_path, tiny_llama), "--seq-len", "16", "--device", "cpu")
     assert code == 0 and "nvidia-smi" not in out and "In host memory (the process): " in out
 
 

@@ -9,25 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from cli_runs import run, saved_config
 from torch.profiler import ProfilerActivity, profile
 
 import vramsim
-from vramsim.cli import main
 from vramsim.inputs import default_inputs
 from vramsim.render import format_bytes
 from vramsim.tracer.data_dependent.shadows import SEEDS, SHADOW_LIMIT, forget_seeds
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _tiny(tmp_path: Path, config: transformers.PretrainedConfig) -> str:
-    config.save_pretrained(tmp_path)
-    return str(tmp_path / "config.json")
-
 
 # -- 1. never hurt the machine ------------------------------------------------------------------
 
@@ -40,7 +28,7 @@ def test_validate_refuses_what_the_host_cannot_hold(
 
     monkeypatch.setattr(validation, "host_memory_available", lambda: 1 << 10)
     monkeypatch.setattr(validation, "measure_cpu", lambda *a, **k: pytest.fail("the real run started"))
-    code, _, err = run(capsys, "validate", _tiny(tmp_path, tiny_gpt2), "--task", "forward", "--seq-len", "16")
+    code, _, err = run(capsys, "validate", saved_config(tmp_path, tiny_gpt2), "--task", "forward", "--seq-len", "16")
     assert code == 1
     assert "of host memory; 0.0 GiB is available" in err and err.count("\n") == 1
 
@@ -147,7 +135,7 @@ def test_option_that_does_not_apply_is_refused(
     case: str, tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv, message = REFUSED[case]
-    code, out, err = run(capsys, "trace", _tiny(tmp_path, tiny_llama), "--seq-len", "16", *argv)
+    code, out, err = run(capsys, "trace", saved_config(tmp_path, tiny_llama), "--seq-len", "16", *argv)
     assert (code, out) == (1, "")
     assert err.startswith("vramsim: error: ") and message in err and err.count("\n") == 1
 
@@ -163,7 +151,7 @@ def test_option_that_changes_little_is_warned(
     case: str, tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv, message = WARNED[case]
-    code, out, err = run(capsys, "trace", _tiny(tmp_path, tiny_llama), "--seq-len", "16", "--json", *argv)
+    code, out, err = run(capsys, "trace", saved_config(tmp_path, tiny_llama), "--seq-len", "16", "--json", *argv)
     assert code == 0
     assert [message in w for w in json.loads(out)["warnings"]] == [True]
     assert err.startswith("vramsim: warning: ") and message in err
