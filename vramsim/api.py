@@ -12,7 +12,6 @@ import networkx as nx
 import torch
 
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
-from vramsim.estimators.devices import get_device
 from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
@@ -146,7 +145,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *target.notes,
             *(target.training_notes if config.task == "train" else ()),
             *attention_notes(config.attn_implementation),
-            *(pipeline_notes(program) if pipeline_phases(program) else _run_notes(config, program)),
+            *(pipeline_notes(program) if pipeline_phases(program) else _run_notes(config, program, target)),
             *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
             *model_parallel_notes(config.tp, config.pipeline),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
@@ -364,7 +363,7 @@ def _option_warnings(config: SimulationConfig, trace: Trace) -> list[str]:
     return warnings
 
 
-def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
+def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[Assumption]:
     notes = [
         Assumption(
             name="steady_state",
@@ -411,7 +410,7 @@ def _run_notes(config: SimulationConfig, program: Any) -> list[Assumption]:
                 "its scale, growth tracker, found_inf and inverse scale are traced",
             )
         )
-    profile = get_device(config.device)
+    profile = target.profile
     if config.mixed_precision == torch.bfloat16 and profile.vendor == "nvidia" and not profile.supports_bf16:
         notes.append(Assumption(name="bf16_emulated", detail=f"{profile.label} has no native bf16: torch.autocast "
                                 "runs it emulated (torch.cuda.is_bf16_supported(including_emulation=True)), with the "
