@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,7 +80,20 @@ def test_flux_runs_clip_t5_the_transformer_and_the_vae(flux: Report, guided: Rep
     assert flux.options["max_sequence_length"] == 512 and flux.options["guidance_scale"] == 3.5
     assert flux.peak_at.module.startswith("text_encoder_2.")  # T5 over 512 tokens outweighs 64 px here
     assert {"flux_prompt", "flux_max_sequence_length"} <= {a.name for a in flux.assumptions}
-    assert "max_sequence_length" not in guided.options  # SD/SDXL have none
+    assert guided.options["max_sequence_length"] is None  # SD/SDXL have none
+
+
+def test_flux_max_sequence_length_as_given(flux: Report) -> None:
+    """A shorter T5 prompt lowers the encode peak; the default's assumption is then not listed. Steps not
+    given are FluxPipeline.__call__'s default."""
+    short = simulate(TINY_FLUX, height=64, width=64, max_sequence_length=128, task="generate", device="cpu")
+    assert short.options["max_sequence_length"] == 128 and short.options["num_inference_steps"] == 28
+    assert _peaks(short)["text_encoder_2"] < _peaks(flux)["text_encoder_2"]
+    assert "flux_max_sequence_length" not in {a.name for a in short.assumptions}
+    with pytest.raises(ConfigError, match="cannot be greater than 512"):
+        simulate(TINY_FLUX, height=64, width=64, max_sequence_length=1024, **_RUN)
+    with pytest.raises(ConfigError, match="pads FLUX's T5 prompt"):
+        simulate(TINY, height=64, width=64, max_sequence_length=128, **_RUN)
 
 
 def test_flux_guidance_is_an_embedding_not_a_doubled_batch(flux: Report) -> None:
@@ -110,3 +125,11 @@ def test_offload_keeps_only_the_running_component_or_layer_on_the_device() -> No
     assert sequential.breakdown.get("parameters", 0) < weights["unet"]
     with pytest.raises(ConfigError, match="host memory"):
         simulate(TINY, offload="model", task="generate", device="cpu")
+
+
+def test_importing_a_pipeline_prints_nothing() -> None:
+    """A fresh process imports diffusers' pipeline modules (and their image processors, which log a PIL
+    fallback when torchvision is absent, as here) without a line on stderr."""
+    code = "from vramsim.pipelines import pipeline_class; pipeline_class('FluxPipeline')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stderr == ""

@@ -153,7 +153,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         ],
         ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
                           stages=chosen.stages) if chosen.sharded or config.gpus > 1 else None,
-        components=summary.component_peaks(pipeline_phases(program), chosen.timeline, memory),
+        components=summary.component_peaks(pipeline_phases(program), program.modules, chosen.timeline, memory),
         options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)}
         | pipeline_options(program),
         settings=run_settings(config, program),

@@ -229,8 +229,12 @@ class SimulationConfig:
         parse=int, report=_same))
     width: int | None = field(default=None, metadata=_option(
         help="diffusion pipelines: image width in pixels (none given: the pipeline's default)", parse=int, report=_same))
-    num_inference_steps: int = field(default=50, metadata=_option(
-        help="diffusion pipelines: denoising steps", parse=int, report=_same))
+    num_inference_steps: int | None = field(default=None, metadata=_option(
+        help="diffusion pipelines: denoising steps (none given: the pipeline's default, e.g. 50 for SDXL, 28 for FLUX)",
+        parse=int, report=_same))
+    max_sequence_length: int | None = field(default=None, metadata=_option(
+        help="FLUX pipelines: tokens the T5 prompt is padded to (none given: 512, 256 for schnell)", parse=int,
+        report=_same))
     guidance_scale: float | None = field(default=None, metadata=_option(
         help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
         "pipeline's default)", parse=float, report=_same))
@@ -389,7 +393,9 @@ def _check_image(config: SimulationConfig) -> None:
             _check_count(name, value, 1 << 16)
             if value % 8:
                 raise ConfigError(f"{name} must be a multiple of 8 (the VAE's downsampling), got {value}")
-    _check_count("num_inference_steps", config.num_inference_steps, 10_000)
+    for name, most in (("num_inference_steps", 10_000), ("max_sequence_length", 1 << 16)):
+        if getattr(config, name) is not None:
+            _check_count(name, getattr(config, name), most)
     _check_count("num_images", config.num_images, 1024)
     if config.offload not in ("no", "model", "sequential"):
         raise ConfigError(f"unknown offload {config.offload!r}; choose one of: no, model, sequential")

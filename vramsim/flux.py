@@ -19,6 +19,7 @@ import torch
 
 from vramsim.estimators.assumptions import FLUX_SCHNELL_MAX_SEQUENCE_LENGTH
 
+from .errors import ConfigError
 from .report import Assumption
 
 if TYPE_CHECKING:
@@ -33,15 +34,22 @@ FLUX_PIPELINES = ("FluxPipeline",)
 DEFAULT_SAMPLE_SIZE = 128
 """FluxPipeline's ``default_sample_size``: latents of 128 (1024 px with the 8x VAE) unless height/width are given."""
 
-_MAX_SEQUENCE_LENGTH = 512
-"""FluxPipeline.__call__'s default ``max_sequence_length``: the T5 prompt is padded to it."""
+_T5_MAX_TOKENS = 512
+"""FluxPipeline.check_inputs refuses a ``max_sequence_length`` above 512."""
 
 
-def max_sequence_length(transformer: torch.nn.Module) -> int:
-    """512 (the pipeline's default) for a guidance-distilled transformer (dev); the timestep-distilled
-    schnell (no guidance embedding) takes FLUX_SCHNELL_MAX_SEQUENCE_LENGTH."""
+def max_sequence_length(transformer: torch.nn.Module, given: int | None) -> int:
+    """The T5 prompt's padded length: as given, else the pipeline's default (512) for a guidance-distilled
+    transformer (dev); the timestep-distilled schnell (no guidance embedding) takes
+    FLUX_SCHNELL_MAX_SEQUENCE_LENGTH."""
+    from .pipelines import call_default
+
+    if given is not None:
+        if given > _T5_MAX_TOKENS:
+            raise ConfigError(f"max_sequence_length cannot be greater than {_T5_MAX_TOKENS} (FluxPipeline's limit), got {given}")
+        return given
     config: Any = transformer.config
-    return _MAX_SEQUENCE_LENGTH if config.guidance_embeds else FLUX_SCHNELL_MAX_SEQUENCE_LENGTH
+    return call_default(FLUX_PIPELINES[0], "max_sequence_length") if config.guidance_embeds else FLUX_SCHNELL_MAX_SEQUENCE_LENGTH
 
 
 def flux_notes(spec: PipelineSpec, step: _Generate, transformer: torch.nn.Module) -> list[Assumption]:
@@ -53,13 +61,16 @@ def flux_notes(spec: PipelineSpec, step: _Generate, transformer: torch.nn.Module
                     "call per step (guidance-distilled: no batch doubling, no negative prompt)")  # fmt: skip
     else:
         guidance = "no guidance embedding (timestep-distilled: guidance_scale is not used), one transformer call per step"
-    return [
+    notes = [
         Assumption(name="flux_prompt", detail=f"CLIP's pooled output (prompt padded to {spec.max_tokens('tokenizer')} "
                    f"tokens) and T5's last hidden state (padded to max_sequence_length={tokens}); {guidance}"),
-        Assumption(name="flux_max_sequence_length", detail="T5 prompt length: the pipeline's default 512 for "
-                   f"guidance-distilled transformers, {FLUX_SCHNELL_MAX_SEQUENCE_LENGTH} for timestep-distilled ones "
-                   "(FLUX_SCHNELL_MAX_SEQUENCE_LENGTH, as diffusers' FLUX docs run schnell)"),
     ]  # fmt: skip
+    if "max_sequence_length" not in step.run.defaulted:
+        return notes
+    return [*notes, Assumption(name="flux_max_sequence_length", detail="T5 prompt length (--max-sequence-length not "
+            "given): the pipeline's default 512 for guidance-distilled transformers, "
+            f"{FLUX_SCHNELL_MAX_SEQUENCE_LENGTH} for timestep-distilled ones (FLUX_SCHNELL_MAX_SEQUENCE_LENGTH, as "
+            "diffusers' FLUX docs run schnell)")]  # fmt: skip
 
 
 def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
@@ -84,7 +95,10 @@ def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
 def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents`` (packed), the shifted sigmas, the transformer once per traced step; then the latents
     unpacked and shifted for the decode (``latents / scaling_factor + shift_factor``)."""
-    from diffusers.pipelines.flux.pipeline_flux import FluxPipeline, calculate_shift, retrieve_timesteps
+    from .pipelines import pipeline_class
+
+    pipeline = pipeline_class(FLUX_PIPELINES[0])  # first: importing its module quietly
+    from diffusers.pipelines.flux.pipeline_flux import calculate_shift, retrieve_timesteps
 
     transformer: Any = program.modules["transformer"]
     hidden = embeds["encoder_hidden_states"]
@@ -92,8 +106,8 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     height, width = _latent_size(step, program)
     channels = transformer.config.in_channels // 4
     latents = torch.randn((n, channels, height, width), device=device, dtype=dtype)
-    latents = FluxPipeline._pack_latents(latents, n, channels, height, width)  # (n, h/2 * w/2, 4 * channels)
-    img_ids = FluxPipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)  # (h/2 * w/2, 3)
+    latents = pipeline._pack_latents(latents, n, channels, height, width)  # (n, h/2 * w/2, 4 * channels)
+    img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)  # (h/2 * w/2, 3)
     steps = step.run.num_inference_steps
     sigmas = np.linspace(1.0, 1 / steps, steps).tolist()
     scheduler = step.scheduler
@@ -118,7 +132,7 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
         del noise
     # __call__ rebinds its ``latents`` to the unpacked, shifted ones and holds them through the decode
     vae_config: Any = program.modules["vae"].config
-    latents = FluxPipeline._unpack_latents(latents, step.run.height, step.run.width, _vae_scale_factor(program))
+    latents = pipeline._unpack_latents(latents, step.run.height, step.run.width, _vae_scale_factor(program))
     return (latents / vae_config.scaling_factor) + vae_config.shift_factor  # (n, 16, h, w)
 
 

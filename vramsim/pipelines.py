@@ -12,6 +12,7 @@ FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
 from .program import Program, StepObserver
+from .quiet import quiet_image_processors
 from .report import Assumption
 
 __all__ = [
@@ -44,8 +46,22 @@ COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_p
                     "transformer": "denoise", "vae": "decode"}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
-_GUIDANCE = {"StableDiffusionPipeline": 7.5, "StableDiffusionXLPipeline": 5.0, "FluxPipeline": 3.5}
-"""Pipeline classes whose ``__call__`` this module runs, with their default ``guidance_scale``."""
+PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *flux.FLUX_PIPELINES)
+"""Pipeline classes whose ``__call__`` this module runs."""
+
+
+def call_default(class_name: str, argument: str) -> Any:
+    """The default of ``argument`` in the diffusers pipeline class's own ``__call__`` signature, so an
+    option left unset means what the pipeline would do (FLUX's 28 steps, SDXL's guidance 5.0)."""
+    return inspect.signature(pipeline_class(class_name).__call__).parameters[argument].default
+
+
+def pipeline_class(class_name: str) -> Any:
+    """diffusers' pipeline class, imported without the image-processor messages (quiet_image_processors)."""
+    import diffusers
+
+    with quiet_image_processors():
+        return getattr(diffusers, class_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +110,10 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     """The pipeline's components on ``device`` and the step that runs one generation."""
     if config.task != "generate":
         raise ConfigError(f"{spec.class_name} is a diffusion pipeline: use task='generate' (got task='{config.task}')")
-    if spec.class_name not in _GUIDANCE:
+    if spec.class_name not in PIPELINES_RUN:
         raise UnsupportedError(
             f"{spec.class_name} is not run yet (its components' parameters are counted by `vramsim models`); "
-            f"pipelines run: {', '.join(_GUIDANCE)}"
+            f"pipelines run: {', '.join(PIPELINES_RUN)}"
         )
     dtype = _pipeline_dtype(spec, config)
     modules: dict[str, torch.nn.Module] = {}
@@ -165,7 +181,7 @@ def pipeline_options(program: Program) -> dict[str, Any]:
     """The call's arguments with the pipeline's defaults filled in, for the report's ``options``; empty otherwise."""
     if not isinstance(program.step, _Generate):
         return {}
-    return {key: value for key, value in asdict(program.step.run).items() if value is not None}
+    return {key: value for key, value in asdict(program.step.run).items() if value is not None and key != "defaulted"}
 
 
 def pipeline_phases(program: Program) -> dict[str, str]:
@@ -232,23 +248,31 @@ class _Run:
     num_images: int
     max_sequence_length: int | None = None
     """FLUX: the T5 prompt's padded length; None for pipelines without it."""
+    defaulted: tuple[str, ...] = ()
+    """The arguments not given, which took the pipeline's defaults."""
 
 
 def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module, vae: torch.nn.Module) -> _Run:
-    """``height = height or default_sample_size * vae_scale_factor``, as the pipelines default them."""
+    """``height = height or default_sample_size * vae_scale_factor``, as the pipelines default them; any other
+    argument left unset takes the default of the pipeline's ``__call__``."""
     denoiser_config: Any = denoiser.config
     vae_config: Any = vae.config
     is_flux = spec.class_name in flux.FLUX_PIPELINES
     sample_size = flux.DEFAULT_SAMPLE_SIZE if is_flux else denoiser_config.sample_size
     default = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
-    guidance = _GUIDANCE[spec.class_name] if config.guidance_scale is None else float(config.guidance_scale)
+    given = {"num_inference_steps": config.num_inference_steps, "guidance_scale": config.guidance_scale}
+    called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
+    if config.max_sequence_length is not None and not is_flux:
+        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt; {spec.class_name} has no such argument")
     return _Run(
         height=config.height or default,
         width=config.width or default,
-        num_inference_steps=config.num_inference_steps,
-        guidance_scale=guidance,
+        num_inference_steps=int(called["num_inference_steps"]),
+        guidance_scale=float(called["guidance_scale"]),
         num_images=config.num_images,
-        max_sequence_length=flux.max_sequence_length(denoiser) if is_flux else None,
+        max_sequence_length=flux.max_sequence_length(denoiser, config.max_sequence_length) if is_flux else None,
+        defaulted=tuple(name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items()
+                        if value is None),
     )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch.profiler import profile
 
-__all__ = ["quiet_default_loss", "quiet_peft", "quiet_profiler"]
+__all__ = ["quiet_default_loss", "quiet_image_processors", "quiet_peft", "quiet_profiler"]
 
 
 @contextlib.contextmanager
@@ -31,12 +31,12 @@ def quiet_peft() -> Iterator[None]:
 
 
 class _DropMessage(logging.Filter):
-    def __init__(self, start: str) -> None:
+    def __init__(self, text: str) -> None:
         super().__init__()
-        self.start = start
+        self.text = text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.start)
+        return self.text not in record.getMessage()
 
 
 @contextlib.contextmanager
@@ -46,6 +46,19 @@ def quiet_default_loss() -> Iterator[None]:
     the one such a model computes anyway."""
     logger = logging.getLogger("transformers.modeling_utils")
     drop = _DropMessage("`loss_type=None` was set in the config but it is unrecognized")
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+@contextlib.contextmanager
+def quiet_image_processors() -> Iterator[None]:
+    """Importing a diffusers pipeline imports its image processors; without torchvision transformers
+    logs that ``CLIPImageProcessor`` falls back to its PIL class. vramsim never processes an image."""
+    logger = logging.getLogger("transformers.utils.import_utils")
+    drop = _DropMessage("requires torchvision (not installed); falling back to")
     logger.addFilter(drop)
     try:
         yield

@@ -111,12 +111,9 @@ def _components(report: Report) -> Table:
     table = Table(title=f"Pipeline components (the peak is set by {top.name}, {top.phase})", title_justify="left")
     for name in ("component", "phase", "peak while running", "weights"):
         table.add_column(name, justify="left" if name in ("component", "phase") else "right", no_wrap=True)
-    weights = {row.module.partition(".")[0]: 0 for row in report.layers}
-    for row in report.layers:
-        weights[row.module.partition(".")[0]] += row.parameter_bytes
     for component in report.components:
         table.add_row(component.name, component.phase, format_bytes(component.peak_bytes),
-                      format_bytes(weights.get(component.name, 0)))  # fmt: skip
+                      format_bytes(component.weights_bytes))  # fmt: skip
     return table
 
 

@@ -46,6 +46,8 @@ class ComponentPeak:
     """Highest allocated bytes (whole device) while this component ran in the steady-state call."""
     phase: str
     """The pipeline phase it runs in: ``encode_prompt``, ``denoise`` or ``decode``."""
+    weights_bytes: int
+    """Its parameters' bytes, a tied weight (T5's ``shared`` and ``embed_tokens``) once."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

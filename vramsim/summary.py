@@ -156,8 +156,10 @@ def _row_finder(names: tuple[str, ...]) -> Callable[[str], str | None]:
     return row_of
 
 
-def component_peaks(phases: dict[str, str], timeline: Timeline, memory: DeviceMemory) -> list[ComponentPeak]:
-    """Each named module's own peak over the last step: the most allocated at one of its allocations."""
+def component_peaks(
+    phases: dict[str, str], modules: dict[str, torch.nn.Module], timeline: Timeline, memory: DeviceMemory
+) -> list[ComponentPeak]:
+    """Each named module's own peak over the last step (the most allocated at one of its allocations) and its weights."""
     first, last = timeline.steps[-1]
     allocated = memory.live.allocated
     peaks: dict[str, int] = dict.fromkeys(phases, 0)
@@ -167,4 +169,7 @@ def component_peaks(phases: dict[str, str], timeline: Timeline, memory: DeviceMe
             name = timeline.blocks[key].module.partition(".")[0]
             if name in peaks:
                 peaks[name] = max(peaks[name], allocated[index])
-    return [ComponentPeak(name=name, peak_bytes=peak, phase=phases[name]) for name, peak in peaks.items()]
+    return [
+        ComponentPeak(name=name, peak_bytes=peak, phase=phases[name], weights_bytes=_weight_bytes(modules[name]))
+        for name, peak in peaks.items()
+    ]
