@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import transformers
 
@@ -23,7 +25,8 @@ def _timeline() -> Timeline:
     return Timeline(blocks=blocks, events=events, preexisting=0, steps=[(0, 3)])
 
 
-@pytest.mark.parametrize(("allocator_mib", "retries", "oom"), [(64, None, None), (40, 1, None), (25, 0, "op30")])
+@pytest.mark.parametrize(("allocator_mib", "retries", "oom"),
+                         [(64, None, None), (40, 1, None), (25, 0, "op30 (forward)")])
 # 64 MiB beside the cuBLAS workspace holds both segments; 40 holds the 30 MiB one once the cached 20 MiB segment
 # is released (one retry); in 25 the 30 MiB block alone passes the limit: out of memory there, nothing to replay.
 def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: int, retries: int | None,
@@ -37,7 +40,20 @@ def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: i
         assert memory.pressure is None  # 50 MiB reserved fits: nothing to replay
         return
     assert memory.pressure is not None
-    assert (memory.pressure.retries, memory.pressure.oom_op) == (retries, oom)
+    assert (memory.pressure.retries, memory.pressure.oom_at) == (retries, oom)
+
+
+def test_weights_that_alone_pass_the_limit_fail_while_loading() -> None:
+    """The 30 MiB block exists before the step (a weight) and alone passes the allocator's 25 MiB (the
+    workspace comes later): the job fails before it starts."""
+    timeline = dataclasses.replace(_timeline(), events=[(1, True), (0, True), (0, False), (1, False)], preexisting=1,
+                                   steps=[(1, 3)])  # fmt: skip
+    target = resolve_target("h100")
+    outside = totals(overheads_for(target.profile, world_size=1, training=False))
+    usable = 25 * _MiB + outside.device - outside.allocated
+    memory = device_memory(timeline, target, training=False, usable_bytes=usable)
+    assert memory.pressure is not None
+    assert memory.pressure.oom_at == "loading the model (weights, buffers and inputs before the step)", memory.pressure
 
 
 def test_bf16_autocast_training_through_a_zero_dropout_runs_on_a_gpu() -> None:

@@ -77,6 +77,8 @@ def test_fail_if_not_fit(tmp_path: Path, tiny_llama: transformers.LlamaConfig, c
     assert advice[-2].startswith("no --batch-size fits at --seq-len 16: 1 takes ") and advice[-2].endswith(" (traced)")
     assert advice[-1].startswith("no --seq-len fits at --batch-size 1: 1 takes ")  # 16 is no multiple of 64: steps of 1
     assert run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999")[0] == 0  # without the flag
+    code, out, _ = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999", "--no-search", "--json")
+    assert code == 0 and not any("(traced)" in line or line.startswith("no --") for line in json.loads(out)["advice"])
     code, _, err = run(capsys, "trace", model, "--seq-len", "16", "--device", "cpu", "--fail-if-not-fit")
     assert code == 1 and "the cpu target has no fixed size" in err and err.count("\n") == 1
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 import torch
+from torch.autograd.graph import register_multi_grad_hook
 from torch.distributed._tools.mod_tracker import ModTracker
+from torch.nn.modules.module import register_module_forward_hook
+from torch.utils._pytree import tree_leaves
 
 from .categories import Phase
 from .patches import any_mode_grad_hooks
@@ -45,6 +49,7 @@ class ModuleScope:
         self._patches.enter_context(any_mode_grad_hooks())
         self._tracker.register_user_hooks(self._pre_forward, self._post_forward)
         self._tracker.__enter__()
+        self._patches.callback(register_module_forward_hook(self._leave_backward_by_keyword, with_kwargs=True).remove)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -53,6 +58,18 @@ class ModuleScope:
             self._tracker.clear_user_hooks()
         finally:
             self._patches.close()
+
+    def _leave_backward_by_keyword(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        """``ModTracker`` sees a module's positional inputs only (a global pre-forward hook gets no
+        keywords): a module called with keywords alone, as transformers calls attention
+        (``self_attn(hidden_states=...)``), would stay in the backward scope until backward ends and
+        take every later allocation. It leaves at its first keyword input's gradient instead."""
+        if self._tracker.is_bw or any(_needs_grad(arg) for arg in tree_leaves(args)):
+            return  # recompute, or ModTracker's own multi-grad hook on the positional inputs
+        tensors = [value for value in tree_leaves(kwargs) if _needs_grad(value)]
+        if tensors:
+            leave = self._tracker._get_pop_fn(weakref.ref(module), self._tracker._get_mod_name(module), True)
+            register_multi_grad_hook(tensors, lambda _grad: leave(), mode="any")
 
     def _pre_forward(self, module: torch.nn.Module, inputs: Any) -> None:
         self._forward_depth += 1
@@ -79,3 +96,6 @@ class ModuleScope:
             return Phase.RECOMPUTE
         return self.phase
 
+
+def _needs_grad(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.requires_grad

@@ -271,7 +271,7 @@ class Analysis:
         if capacity is None:
             return None
         return memory.device_bytes <= capacity * (1 - self._config.headroom) or (
-            memory.pressure is not None and memory.pressure.oom_op is None)
+            memory.pressure is not None and memory.pressure.oom_at is None)
 
     def choice(self, outcome: _Outcome) -> CheckpointChoice:
         return CheckpointChoice(

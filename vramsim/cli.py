@@ -110,6 +110,9 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     if command == "trace":
         parser.add_argument("--fail-if-not-fit", action="store_true",
                             help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)")  # fmt: skip
+        parser.add_argument("--no-search", action="store_true",
+                            help="a job that does not fit gets only the advice this trace gives (checkpointing): no "
+                            "re-traced dtype, optimizer, batch size or sequence length")  # fmt: skip
 
 
 _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}
@@ -187,7 +190,7 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
     given = _options(args)
     with _progress(args, f"tracing {args.model}") as tell:
         report = simulate(args.model, **given)
-        if report.fits is False:
+        if report.fits is False and not args.no_search:
             report = dataclasses.replace(report, advice=_more_advice(args.model, report, given, tell))
     for warning in report.warnings:
         print(f"vramsim: warning: {warning}", file=sys.stderr)

@@ -65,21 +65,28 @@ def device_memory(
             limited = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable,
                                                        memory_limit_bytes=max(limit, 1)))  # fmt: skip
             failed = replay_under_limit(timeline, limited, overhead_bytes=added.allocated)
-            failing = None if failed is None else timeline.blocks[timeline.events[failed][0]].op
-            return limited.stats().alloc_retries, failing
+            return limited.stats().alloc_retries, None if failed is None else _failing(timeline, failed)
 
         beyond = next((i for i, allocated in enumerate(live.allocated) if allocated > limit), None)
         if beyond is not None:  # the blocks in use alone pass the limit: no cache to give back, no replay needed
-            op = timeline.blocks[timeline.events[beyond][0]].op
-            pressure = AllocatorPressure(limit_bytes=limit, retries=0, oom_op=op)
+            pressure = AllocatorPressure(limit_bytes=limit, retries=0, oom_at=_failing(timeline, beyond))
         else:
-            retries, oom_op = replay(expandable_segments)
+            retries, oom_at = replay(expandable_segments)
             alternative = None
-            if not expandable_segments and (retries or oom_op):
+            if not expandable_segments and (retries or oom_at):
                 expandable_retries, expandable_oom = replay(True)
                 alternative = None if expandable_oom else expandable_retries
-            pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_op=oom_op, expandable_retries=alternative)
+            pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_at=oom_at, expandable_retries=alternative)
     return DeviceMemory(
         live=live, peak_bytes=peak, peak_index=index, reserved_bytes=reserved, device_bytes=device,
         overheads=overheads, pressure=pressure,
     )  # fmt: skip
+
+
+def _failing(timeline: Timeline, event: int) -> str:
+    """Where the allocation that cannot be served happens: the op, its module and phase, or the model's
+    loading (what exists before the step: weights, buffers, inputs)."""
+    if event < timeline.preexisting:
+        return "loading the model (weights, buffers and inputs before the step)"
+    block = timeline.blocks[timeline.events[event][0]]
+    return f"{block.op} in {block.module} ({block.phase})" if block.module else f"{block.op} ({block.phase})"

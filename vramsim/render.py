@@ -357,8 +357,8 @@ def render_fit(fit: LargestFit, console: Console) -> None:
 def _pressure(pressure: AllocatorPressure) -> str:
     """What the caching allocator does within the usable memory, where the unlimited replay reserves more."""
     within = f"within {format_bytes(pressure.limit_bytes)} for the allocator"
-    if pressure.oom_op is not None:
-        line = f"  out of memory at {pressure.oom_op} even after emptying the cache ({within})"
+    if pressure.oom_at is not None:
+        line = f"  out of memory at {pressure.oom_at} even after emptying the cache ({within})"
     else:
         line = (f"  fits under allocator pressure: the cache is emptied {pressure.retries} time(s) to retry a cudaMalloc "
                 f"({within}); each is a device-wide synchronisation")  # fmt: skip

@@ -130,8 +130,9 @@ class AllocatorPressure:
     retries: int
     """Times the cache was emptied to retry (``num_alloc_retries``), each a device-wide synchronisation;
     0 where the blocks in use alone pass the limit (nothing is replayed: no cache can help)."""
-    oom_op: str | None
-    """The op whose allocation still failed: an out-of-memory error; ``None`` if the job runs."""
+    oom_at: str | None
+    """Where an allocation still failed (the op, its module and phase, or the model's loading): an
+    out-of-memory error; ``None`` if the job runs."""
     expandable_retries: int | None = None
     """With ``expandable_segments:True`` instead, where it was not set: its retries, or ``None`` if it OOMs too."""
 

@@ -96,3 +96,27 @@ def test_graph_timeline_is_the_recorded_one(case: str, request: pytest.FixtureRe
     assert timeline.events == [(sid, True) for sid in preexisting] + trace.events
     assert timeline.preexisting == len(preexisting)
     assert liveness(timeline).allocated[len(preexisting) :] == live_bytes(trace)
+
+
+def test_a_module_called_by_keyword_leaves_the_backward_scope() -> None:
+    """transformers calls attention by keyword (``self_attn(hidden_states=...)``): once its backward is
+    done, what the earlier layer allocates is that layer's, not the keyword-called module's."""
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = torch.nn.Linear(16, 16, device="meta")
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.attn(input=x))
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16, device="meta"), Block())
+    scope = ModuleScope({"": model})
+    tracer = MemoryTracer(scope, devices={"meta"})
+    with scope, tracer:
+        scope.phase = Phase.FORWARD
+        loss = model(torch.empty(4, 16, device="meta")).sum()
+        scope.phase = Phase.BACKWARD
+        loss.backward()
+    first_layer = [s.module for s in tracer.trace.storages if s.phase is Phase.BACKWARD and s.op == "aten.mm"][-1]
+    assert first_layer == "0"  # the first Linear's weight gradient, after Block.attn's backward
