@@ -124,17 +124,18 @@ class _Schedule:
         self._seq += 1
         return (clock, 1, self._seq)
 
-    def add(self, *, nbytes: int, module: str, op: str, step: int, phase: str, category: str, alloc_at: Position | None) -> int:
+    def add(self, *, nbytes: int, module: str, op: str, step: int, phase: str, category: str, alloc_at: Position | None,
+            copy_of: int | None = None) -> int:  # fmt: skip
         assert alloc_at is not None
         self.added.append(Block(nbytes=nbytes, category=category, module=module, phase=phase, op=op, step=step,
-                                alloc_at=alloc_at, free_at=None))  # fmt: skip
+                                alloc_at=alloc_at, free_at=None, copy_of=copy_of))  # fmt: skip
         return self._first_added + len(self.added) - 1
 
     def copy(self, sid: int, *, phase: str, category: str, at: Position | None, nbytes: int | None = None) -> int:
         """A new block made like traced storage ``sid`` (a recomputed or fetched activation)."""
         attrs = self.graph.nodes[("storage", sid)]
         return self.add(nbytes=attrs["nbytes"] if nbytes is None else nbytes, module=attrs["module"], op=attrs["op"],
-                        step=attrs["step"], phase=phase, category=category, alloc_at=at)  # fmt: skip
+                        step=attrs["step"], phase=phase, category=category, alloc_at=at, copy_of=sid)  # fmt: skip
 
     def free_added(self, key: int, at: Position | None) -> None:
         self.added[key - self._first_added].free_at = at

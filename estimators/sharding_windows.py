@@ -164,7 +164,7 @@ class StepWindows:
     def _all_gather_output(self, weights: list[Weight], module: str, at: Position, phase: str) -> Block:
         """FSDP2's flat all-gather output of a group (every rank's padded shard; the input is a view into it)."""
         rank = self.rank
-        total = sum(rank.shard_of(w.sid) * rank.n for w in weights)
+        total = sum(rank.gathered_bytes(w, padded=True) for w in weights)
         if rank.plan.offload == "params":  # CPUOffloadPolicy: each shard is copied to the device to fill the input
             rank.add(total // rank.n, "temporaries", "fsdp.offload_copy_in", module=module, phase=phase, step=self.step,
                      alloc_at=rank.at(at[0], at[1]), free_at=rank.at(at[0], 5))  # fmt: skip
@@ -180,7 +180,7 @@ class StepWindows:
         rank = self.rank
         for weight in weights:
             free = rank.at(end, 2) if end > start else rank.at(end, 5)
-            rank.add(weight.nbytes, "parameters", "all_gather", module=module, phase=phase, step=self.step,
+            rank.add(rank.gathered_bytes(weight), "parameters", "all_gather", module=module, phase=phase, step=self.step,
                      alloc_at=rank.at(start, 4), free_at=free)  # fmt: skip
 
     def _zero3_gathers(self) -> None:
@@ -221,7 +221,7 @@ class StepWindows:
             ahead = fetched + weight.numel <= rank.plan.zero_settings.prefetch_bucket
             fetched += weight.numel
             clock = early if ahead else start
-            rank.add(weight.nbytes, "parameters", "all_gather", module=module, phase=phase, step=self.step,
+            rank.add(rank.gathered_bytes(weight), "parameters", "all_gather", module=module, phase=phase, step=self.step,
                      alloc_at=rank.at(clock, 4), free_at=rank.at(end, 3) if end > clock else rank.at(end, 5))  # fmt: skip
 
 

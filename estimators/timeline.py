@@ -37,6 +37,8 @@ class Block:
     alloc_at: Position
     free_at: Position | None
     """``None``: still live at the end of the program."""
+    copy_of: int | None = None
+    """For a block a what-if adds in the image of a traced storage (a recomputed or fetched activation): its sid."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -146,7 +146,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *(target.training_notes if config.task == "train" else ()),
             *attention_notes(config.attn_implementation),
             *(pipeline_notes(program) if pipeline_phases(program) else _run_notes(config, program, target)),
-            *(sharding_notes(chosen.sharded, autocast=config.mixed_precision is not None) if chosen.sharded else []),
+            *(sharding_notes(chosen.sharded) if chosen.sharded else []),
             *model_parallel_notes(config.tp, config.pipeline),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
             *([derived.note] if derived is not None else []),

@@ -78,9 +78,8 @@ _OFFLOAD = (
 )
 
 
-def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
-    """Every figure and policy the rank's memory rests on, with its source; ``autocast``: the program
-    casts weights under torch.autocast."""
+def sharding_notes(sharded: Sharded) -> list[Assumption]:
+    """Every figure and policy the rank's memory rests on, with its source."""
     plan = sharded.plan
     buffers = sharded.buffers
     notes = [
@@ -146,14 +145,6 @@ def sharding_notes(sharded: Sharded, *, autocast: bool) -> list[Assumption]:
             + "; " + _OFFLOAD[plan.fsdp != "no"] + "; the host step's own temporaries and pinned-memory rounding "
             "are not counted",
             bytes=sum(sharded.host.values()),
-        ))  # fmt: skip
-    if autocast and plan.shards_parameters:
-        notes.append(Assumption(
-            name="autocast_casts_gathered_weights",
-            detail="the traced program keeps fp32 weights and casts them under torch.autocast, whose cache holds the "
-            "cast copy of every weight a forward used until the forward ends (temporaries, aten._to_copy): with "
-            "sharded weights those copies are whole; DeepSpeed's bf16 mode and FSDP2's MixedPrecisionPolicy gather "
-            "bf16 weights instead (not modelled)",
         ))  # fmt: skip
     notes.extend(Assumption(name="sharding", detail=note) for note in sharded.notes)
     return notes
