@@ -8,7 +8,7 @@ script trains Llama-3.2-3B on an L40S with every PEFT method and records
 ``torch.cuda.max_memory_reserved()`` over the run, so the rows differ only in the adapter. torchtune's
 README table is listed with the reason vramsim cannot ask it yet.
 
-Run: ``python benchmarks/published_finetune.py`` (about a minute on two cores);
+Run: ``python benchmarks/published_finetune.py`` (about 2 minutes on two cores);
 ``--only SUBSTRING`` runs the matching cases.
 """
 
