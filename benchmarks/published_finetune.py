@@ -8,7 +8,7 @@ script trains Llama-3.2-3B on an L40S with every PEFT method and records
 ``torch.cuda.max_memory_reserved()`` over the run, so the rows differ only in the adapter. torchtune's
 README table is listed with the reason vramsim cannot ask it yet.
 
-Run: ``python benchmarks/published_finetune.py`` (about 2 minutes on two cores);
+Run: ``python benchmarks/published_finetune.py`` (about 5 minutes on two cores);
 ``--only SUBSTRING`` runs the matching cases.
 """
 
@@ -17,7 +17,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from peft import IA3Config, LNTuningConfig, LoHaConfig, LoraConfig, PromptTuningConfig, VeraConfig
+from peft import (
+    BOFTConfig,
+    FourierFTConfig,
+    IA3Config,
+    LNTuningConfig,
+    LoHaConfig,
+    LoraConfig,
+    OFTConfig,
+    PrefixTuningConfig,
+    PromptTuningConfig,
+    TrainableTokensConfig,
+    VeraConfig,
+)
 from published_gpu import Case, run_cases
 
 # ---- peft's method comparison: Llama-3.2-3B on MetaMathQA, one L40S -------------------------------------------
@@ -81,6 +93,17 @@ PEFT_METHOD_COMPARISON = [
           LNTuningConfig(target_modules=["input_layernorm", "norm", "post_attention_layernorm"])),
     _peft("prompt tuning 200 tokens", "prompt_tuning--llama-3.2-3B-default", 24_394_072_064,
           PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=200)),
+    _peft("prefix tuning 200 tokens", "prefixtuning--llama-3.2-3B-lr_0.001", 21_952_987_136,
+          PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=200)),
+    _peft("trainable tokens (2)", "trainable_tokens--llama-3.2-3B-sos+eos", 20_937_965_568,
+          TrainableTokensConfig(task_type="CAUSAL_LM", target_modules=["embed_tokens"], token_indices=[128000, 128001])),
+    _peft("FourierFT q,v", "fourierft--llama-3.2-3B-default", 23_657_971_712,
+          FourierFTConfig(n_frequency=1000, scaling=300, random_loc_seed=777, target_modules=_QV)),
+    _peft("OFT r32 q,v", "oft--llama-3.2-3B-rank32", 22_332_571_648,
+          OFTConfig(r=32, oft_block_size=0, eps=6e-05, use_cayley_neumann=True, num_cayley_neumann_terms=5,
+                    target_modules=_QV)),
+    _peft("BOFT q,v", "boft--llama-3.2-3B-default", 24_691_867_648,
+          BOFTConfig(boft_block_size=4, boft_block_num=0, boft_n_butterfly_factor=1, target_modules=_QV)),
 ]  # fmt: skip
 
 # ---- torchtune README, "Memory and training speed" (Llama 3.1 8B on one RTX 4090) --------------------------------
