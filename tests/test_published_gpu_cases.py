@@ -40,7 +40,7 @@ def test_case_names_are_unique_and_there_are_at_least_25() -> None:
 
 
 def test_finetune_cases_ask_what_their_source_trained() -> None:
-    """At least ten answerable fine-tuning figures; every adapter case trains an adapter, a full case none."""
+    """At least ten answerable fine-tuning figures: a full fine-tuning baseline and adapters (peft configs) beside it."""
     answerable = [case for case in FINETUNE_CASES if case.unavailable is None]
     assert len(answerable) >= 10
     assert any(case.options.get("lora") is None for case in answerable), "a full fine-tuning baseline"
