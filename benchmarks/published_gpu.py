@@ -313,15 +313,16 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_cases(cases: list[Case], doc: str | None) -> None:
+    """The command line of a benchmark of published figures: ask vramsim each case (``--only`` filters), print the table."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows = [_ask(case) for case in CASES if args.only in case.name]
+    rows = [_ask(case) for case in cases if args.only in case.name]
     print(table(rows))
     print(f"\nWall time: {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":
-    main()
+    run_cases(CASES, __doc__)

@@ -1,4 +1,4 @@
-"""The published-measurement benchmark's case list is well-formed (no simulation runs here: too slow for CI)."""
+"""The published-measurement benchmarks' case lists are well-formed (no simulation runs here: too slow for CI)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ from vramsim.config import SimulationConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+from published_finetune import CASES as FINETUNE_CASES
 from published_gpu import CASES, REPORT_FIELD, Case
 
+ALL_CASES = [*CASES, *FINETUNE_CASES]
 
-@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[case.name for case in ALL_CASES])
 def test_case_is_well_formed(case: Case) -> None:
     assert case.figure > 0
     url = urlparse(case.source)
@@ -31,9 +34,18 @@ def test_case_is_well_formed(case: Case) -> None:
 
 
 def test_case_names_are_unique_and_there_are_at_least_25() -> None:
-    names = [case.name for case in CASES]
+    names = [case.name for case in ALL_CASES]
     assert len(names) == len(set(names))
     assert len(CASES) >= 25
+
+
+def test_finetune_cases_ask_what_their_source_trained() -> None:
+    """At least ten answerable fine-tuning figures: a full fine-tuning baseline and adapters (peft configs) beside it."""
+    answerable = [case for case in FINETUNE_CASES if case.unavailable is None]
+    assert len(answerable) >= 10
+    assert any(case.options.get("lora") is None for case in answerable), "a full fine-tuning baseline"
+    assert sum(case.options.get("lora") is not None for case in answerable) >= 8
+    assert all(case.options["task"] == "train" for case in FINETUNE_CASES)
 
 
 def test_every_report_field_exists() -> None:
