@@ -90,6 +90,13 @@ def _build_parser() -> argparse.ArgumentParser:
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
     _workload_arguments(fit, "trace")
     _run_arguments(fit, "fit")
+    saved = commands.add_parser("checkpoint", help="a training checkpoint's files on disk, and the memory to save and "
+                                "restore it", formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    _workload_arguments(saved, "trace")
+    saved.add_argument("--map-location", default=None, metavar="MAP_LOCATION",
+                       help="where torch.load puts the optimizer state on restore: cpu or device (default: the "
+                       "Trainer's, cpu on one GPU, the device with --gpus > 1)")  # fmt: skip
+    _run_arguments(saved, "checkpoint")
     serve = commands.add_parser("serve", help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
     _serve_arguments(serve)
@@ -228,6 +235,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         with _progress(args, f"searching the largest fit of {args.model}") as tell:
             fit = largest_fit(args.model, progress=tell, **_options(args))
         _show(args, fit, render_fit, console)
+    elif args.command == "checkpoint":
+        from .render import render_checkpoint
+        from .training_checkpoint import checkpoint
+
+        with _progress(args, f"tracing {args.model} and its checkpoint"):
+            report = checkpoint(args.model, map_location=args.map_location, **_options(args))
+        _show(args, report, render_checkpoint, console)
     elif args.command == "serve":
         from .render import render_serve
         from .serve import serve
