@@ -10,12 +10,13 @@ storage's bytes without writing them. Every size is then read off the (sparse) f
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import random
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,12 @@ from unittest import mock
 import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._pytree import tree_map_only
 
 from vramsim.estimators.assumptions import CUDA_RNG_STATE_BYTES, TRAINING_ARGS_BYTES
 
 from .program import Program
 
-__all__ = ["CheckpointFile", "SavedCheckpoint", "safetensors_header", "save_trainer_checkpoint"]
+__all__ = ["CheckpointFile", "SavedCheckpoint", "safetensors_header", "save_torch_checkpoint", "save_trainer_checkpoint"]
 
 SAFETENSORS_DTYPE_ORDER = ("BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
                            "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64",
@@ -94,6 +94,29 @@ def save_trainer_checkpoint(program: Program, *, device: str, gpus: int = 1) -> 
     return SavedCheckpoint(files=files, shards=shards, optimizer_storages=storages)
 
 
+def save_torch_checkpoint(program: Program, *, device: str) -> SavedCheckpoint:
+    """The plain loop's one file, ``torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+    "checkpoint.pt")``, with the device tensors standing for ``device``."""
+    assert program.optimizer is not None, "a checkpoint is taken of a training program"
+    model = program.model.state_dict()
+    weights = list({t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in model.values()}.values())
+    optimizer = program.optimizer.state_dict()
+    storages = _storage_sizes(optimizer)
+    with tempfile.TemporaryDirectory() as folder, torch.serialization.skip_data(materialize_fake_tensors=True):
+        path = Path(folder) / "checkpoint.pt"
+        torch.save(_on_device({"model": model, "optimizer": optimizer}, device), path)
+        size = path.stat().st_size
+    saved = CheckpointFile(name=path.name, bytes=size, holds="model and optimizer state (torch.save)",
+                           tensor_bytes=sum(weights) + sum(storages))  # fmt: skip
+    return SavedCheckpoint(files=[saved], shards=[weights], optimizer_storages=storages)
+
+
+def _storage_sizes(optimizer_state: dict[str, Any]) -> list[int]:
+    """Bytes of each tensor of an optimizer's state dict (each state tensor has its own storage)."""
+    return [t.untyped_storage().nbytes() for one in optimizer_state["state"].values() for t in one.values()
+            if isinstance(t, torch.Tensor)]  # fmt: skip
+
+
 def _save_model(model: torch.nn.Module, folder: str) -> None:
     """``Trainer._save``: ``save_pretrained`` for a transformers or peft model, else the state dict alone."""
     save_pretrained = getattr(model, "save_pretrained", None)
@@ -112,8 +135,7 @@ def _save_states(program: Program, folder: Path, *, device: str, gpus: int) -> l
 
     assert program.optimizer is not None, "a checkpoint is taken of a training program"
     saved = program.optimizer.state_dict()
-    storages = [t.untyped_storage().nbytes() for one in saved["state"].values() for t in one.values()
-                if isinstance(t, torch.Tensor)]  # fmt: skip
+    storages = _storage_sizes(saved)
     state = _on_device(saved, device)
     with torch.serialization.skip_data(materialize_fake_tensors=True):
         torch.save(state, folder / "optimizer.pt")
@@ -131,16 +153,38 @@ def _save_states(program: Program, folder: Path, *, device: str, gpus: int) -> l
 
 
 def _on_device(state: Any, device: str) -> Any:
-    """``state`` with its meta tensors as FakeTensors on ``device``: what the save pickles, without the bytes."""
+    """``state`` with its meta tensors as FakeTensors on ``device``, views of one fake storage per meta
+    storage (tied weights stay one storage): what the save pickles, without the bytes."""
     mode = FakeTensorMode()
+    storages: dict[int, torch.UntypedStorage] = {}
 
     def fake(tensor: torch.Tensor) -> torch.Tensor:
         if tensor.device.type != "meta":
             return tensor
+        key = tensor.untyped_storage()._cdata
         with mode:
-            return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device=device)
+            if key not in storages:
+                nbytes = tensor.untyped_storage().nbytes()
+                storages[key] = torch.empty(nbytes, dtype=torch.uint8, device=device).untyped_storage()
+            shell = torch.empty(0, dtype=tensor.dtype, device=device)
+            return shell.set_(storages[key], tensor.storage_offset(), tensor.shape, tensor.stride())
 
-    return tree_map_only(torch.Tensor, fake, state)
+    return _map_tensors(state, fake)
+
+
+def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``obj`` with ``fn`` applied to its tensors; dicts are copied with their attributes (a state dict's
+    ``_metadata``, which torch.save pickles too), which pytree's maps drop."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, dict):
+        mapped = copy.copy(obj)
+        for key, value in obj.items():
+            mapped[key] = _map_tensors(value, fn)
+        return mapped
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_tensors(value, fn) for value in obj)
+    return obj
 
 
 @contextlib.contextmanager

@@ -23,8 +23,10 @@ class CheckpointReport:
     files: list[CheckpointFile]
     disk_bytes: int
     """All files of the checkpoint folder together."""
+    save_format: str
+    """``trainer`` (the Hugging Face Trainer's folder) or ``torch`` (one ``torch.save`` of both state dicts)."""
     map_location: str
-    """Where ``torch.load`` puts the optimizer state on restore: ``cpu`` (the Trainer on one GPU) or ``device``."""
+    """Where ``torch.load`` puts what it loads on restore: ``cpu`` (the Trainer on one GPU) or ``device``."""
     save_peak_bytes: int
     """Allocated on the device while saving: the model and optimizer states (safetensors and torch.save copy to the host)."""
     save_device_bytes: int

@@ -7,6 +7,10 @@ saved state tensor at the map location, and ``optimizer.load_state_dict`` gives 
 through torch's own ``Optimizer._process_value_according_to_param_policy``, called here on the traced
 parameters: a state tensor already of the parameter's device and dtype is kept, any other is copied (cast
 to the parameter's dtype), and the loaded dictionary is freed when the call returns.
+
+The plain loop's one file (``layout="torch"``) is restored as ``ckpt = torch.load(path, map_location)``,
+``model.load_state_dict(ckpt["model"])``, ``optimizer.load_state_dict(ckpt["optimizer"])``: the weights are
+loaded at the map location too, beside the optimizer state, and live until ``ckpt`` is dropped.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ LOADED = "checkpoint_loaded"
 """Breakdown key of what ``torch.load`` / ``load_file`` made and ``load_state_dict`` has not yet consumed."""
 
 MapLocation = Literal["cpu", "device"]
+Layout = Literal["trainer", "torch"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,9 +56,9 @@ class _Clock:
         return (self.now, 0, 0)
 
 
-def restore_timelines(program: Program, *, map_location: MapLocation, host_is_device: bool,
+def restore_timelines(program: Program, *, layout: Layout, map_location: MapLocation, host_is_device: bool,
                       shards: list[list[int]]) -> RestoreTimelines:  # fmt: skip
-    """``shards``: each weights file's tensor sizes; the host is the device on the cpu target."""
+    """``shards``: the weights' tensor sizes, by file; the host is the device on the cpu target."""
     optimizer = program.optimizer
     assert optimizer is not None, "a checkpoint is taken of a training program"
     if type(optimizer).load_state_dict is not torch.optim.Optimizer.load_state_dict:
@@ -65,32 +70,42 @@ def restore_timelines(program: Program, *, map_location: MapLocation, host_is_de
     save = order_blocks([_at(block, clock.tick(), None) for block in [*model_blocks, *state]], [(1, clock.now)])
     clock = _Clock()
     blocks = [_at(block, (0, 0, 0), None) for block in model_blocks]
-    for sizes in shards if host_is_device else []:  # each file on the host, copied into the parameters, dropped
-        loaded, freed = clock.tick(), clock.tick()
-        blocks += [_block(size, LOADED, "safetensors.load_file", loaded, freed) for size in sizes]
-    blocks += _optimizer_load(optimizer, clock, same_device=host_is_device or map_location == "device",
-                              counted=host_is_device or map_location == "device")  # fmt: skip
+    on_device = host_is_device or map_location == "device"
+    if layout == "trainer":
+        for sizes in shards if host_is_device else []:  # each file on the host, copied into the parameters, dropped
+            loaded, freed = clock.tick(), clock.tick()
+            blocks += [_block(size, LOADED, "safetensors.load_file", loaded, freed) for size in sizes]
+    alongside = [size for sizes in shards for size in sizes] if layout == "torch" else []
+    blocks += _optimizer_load(optimizer, clock, on_device=on_device, alongside=alongside)
     restore = order_blocks(blocks, [(1, max(clock.now, 1))])
-    loaded_host = 0 if host_is_device or map_location == "device" else sum(b.nbytes for b in state)
-    return RestoreTimelines(save=save, restore=restore, restore_host_bytes=max([loaded_host, *map(sum, shards)]))
+    optimizer_bytes = sum(b.nbytes for b in _state_blocks(optimizer, True))
+    if layout == "torch":
+        host = 0 if on_device else optimizer_bytes + sum(alongside)
+    else:
+        host = max([0 if on_device else optimizer_bytes, *map(sum, shards)])
+    return RestoreTimelines(save=save, restore=restore, restore_host_bytes=host)
 
 
-def _optimizer_load(optimizer: torch.optim.Optimizer, clock: _Clock, *, same_device: bool, counted: bool) -> list[Block]:
-    """``optimizer.load_state_dict(torch.load(..., map_location))``: the loaded tensors (on the device
-    when ``counted``), then each parameter's state as torch's policy makes it from them."""
+def _optimizer_load(optimizer: torch.optim.Optimizer, clock: _Clock, *, on_device: bool,
+                    alongside: list[int]) -> list[Block]:  # fmt: skip
+    """``optimizer.load_state_dict(torch.load(..., map_location))``: the loaded tensors (counted when
+    ``on_device``: mapped to the device, or the host is the device), then each parameter's state as torch's
+    policy makes it from them. ``alongside``: other tensors of the same file (weights copied into the
+    parameters), freed with the loaded state."""
     saved = optimizer.state_dict()
     params = [p for group in optimizer.param_groups for p in group["params"]]
     ids = [i for group in saved["param_groups"] for i in group["params"]]
     by_id = dict(zip(ids, params, strict=True))
     loaded_at = clock.tick()
-    made: list[tuple[int, Position]] = []
+    made: list[tuple[int, int, Position]] = []
+    """(loaded bytes, bytes of the copy the policy made, when)"""
     kept: list[int] = []
     for param_id, values in saved["state"].items():
         param = by_id[param_id]
         for key, value in values.items():
             if not isinstance(value, torch.Tensor):
                 continue
-            proxy = torch.empty_like(value, device="meta") if same_device else torch.empty(0, dtype=value.dtype)
+            proxy = torch.empty_like(value, device="meta") if on_device else torch.empty(0, dtype=value.dtype)
             result = torch.optim.Optimizer._process_value_according_to_param_policy(
                 param, proxy, param_id, saved["param_groups"], key
             )
@@ -98,13 +113,14 @@ def _optimizer_load(optimizer: torch.optim.Optimizer, clock: _Clock, *, same_dev
             if result is proxy:
                 kept.append(size)
             elif result.device.type == "meta":  # a copy on the parameter's device
-                made.append((value.numel() * result.element_size(), clock.tick()))
+                made.append((size, value.numel() * result.element_size(), clock.tick()))
     freed = clock.tick()
-    blocks = [_block(size, LOADED, "torch.load", loaded_at, freed) for size in kept + [s for s, _ in made]] if counted else []
-    if counted:  # what the policy kept stays as the parameter's state: not freed
+    loaded = kept + [size for size, _, _ in made] + alongside
+    blocks = [_block(size, LOADED, "torch.load", loaded_at, freed) for size in loaded] if on_device else []
+    if on_device:  # what the policy kept stays as the parameter's state: not freed
         for block in blocks[: len(kept)]:
             block.category, block.free_at = Category.OPTIMIZER_STATE.value, None
-    blocks += [_block(size, Category.OPTIMIZER_STATE.value, "Optimizer.load_state_dict", at, None) for size, at in made]
+    blocks += [_block(size, Category.OPTIMIZER_STATE.value, "Optimizer.load_state_dict", at, None) for _, size, at in made]
     return blocks
 
 
