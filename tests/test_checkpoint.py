@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import peft
 import pytest
 import torch
 import transformers
@@ -64,24 +65,6 @@ def _trainer_save(program: Program, folder: Path) -> None:
     TrainerState(global_step=1, max_steps=1).save_to_json(str(folder / "trainer_state.json"))
 
 
-@pytest.mark.parametrize("lora", [None, {"r": 4, "target_modules": "all-linear"}], ids=["full", "lora"])
-def test_files_are_the_real_checkpoint_s(tiny_llama: transformers.LlamaConfig, tmp_path: Path, lora: Any) -> None:
-    """Every file the Trainer writes has the predicted size: to the byte for the safetensors weights, the
-    JSON files and the small torch.save files; optimizer.pt within the pickle memo of its location tags."""
-    tiny_llama.tie_word_embeddings = True  # tied weights are saved once
-    report = checkpoint(tiny_llama, **_OPTIONS, lora=lora)
-    real = _trained(tiny_llama, lora=lora)
-    _trainer_save(real, tmp_path)
-    predicted = {f.name: f.bytes for f in report.files}
-    on_disk = {name: os.path.getsize(tmp_path / name) for name in os.listdir(tmp_path)}
-    assert set(on_disk) == set(predicted) - {"training_args.bin"}
-    tensors = sum(len(state) for state in real.optimizer.state_dict()["state"].values())  # type: ignore[union-attr]
-    assert 0 <= predicted.pop("optimizer.pt") - on_disk.pop("optimizer.pt") <= _PICKLE_MEMO_BYTES * tensors + _ZIP_ALIGNMENT
-    assert {name: predicted[name] for name in on_disk} == on_disk
-    weights = "adapter_model.safetensors" if lora else "model.safetensors"
-    assert any(f.name == weights and f.tensor_bytes > 0 for f in report.files)
-
-
 def test_safetensors_header_is_the_writer_s(tmp_path: Path) -> None:
     """The header bytes equal safetensors' own across dtypes (the writer orders by dtype, then by name)."""
     from safetensors.torch import save_file
@@ -98,9 +81,12 @@ def _trainer_restore(program: Program, folder: Path) -> None:
     from safetensors.torch import load_file
 
     assert program.optimizer is not None
-    state = load_file(folder / "model.safetensors", device="cpu")
-    program.model.load_state_dict(state, strict=False)
-    del state
+    if isinstance(program.model, peft.PeftModel):  # its adapter files, on the device
+        program.model.load_adapter(str(folder), "default", is_trainable=True)
+    else:
+        state = load_file(folder / "model.safetensors", device="cpu")
+        program.model.load_state_dict(state, strict=False)
+        del state
     program.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True))
 
 
@@ -131,24 +117,34 @@ def _restore_peak(program: Program, folder: Path, save_format: str) -> int:
     return sum(held.values()) + peak
 
 
+_LORA = {"r": 4, "target_modules": "all-linear"}
+
+
 @pytest.mark.parametrize(
-    ("save_format", "options"), [("trainer", {}), ("trainer", {"dtype": "bf16"}), ("torch", {})], ids=["fp32", "bf16", "torch"]
+    ("save_format", "options"),
+    [("trainer", {}), ("trainer", {"dtype": "bf16"}), ("trainer", {"lora": _LORA}), ("torch", {})],
+    ids=["fp32", "bf16", "lora", "torch"],
 )
-def test_restore_peak_is_measured_on_the_cpu(tiny_llama: transformers.LlamaConfig, tmp_path: Path, save_format: str,
-                                              options: dict[str, Any]) -> None:  # fmt: skip
-    """The restore's peak on the cpu target equals a real restore's, measured by the profiler, within 0.5%;
-    the plain loop's one file holds the loaded weights beside the optimizer state until it is dropped."""
+def test_checkpoint_is_a_real_one_s(tiny_llama: transformers.LlamaConfig, tmp_path: Path, save_format: str,
+                                    options: dict[str, Any]) -> None:  # fmt: skip
+    """Against a real checkpoint of the same run, saved and then restored into a fresh model and optimizer:
+    every file has the predicted size, to the byte for the safetensors weights (tied ones once), the JSON files
+    and the small torch.save files, the optimizer's torch.save files within the pickle memo of their location
+    tags; the restore's peak equals the profiler's within 0.5%."""
+    tiny_llama.tie_word_embeddings = True
     report = checkpoint(tiny_llama, **_OPTIONS, save_format=save_format, **options)
     real = _trained(tiny_llama, **options)
     _FORMATS[save_format][0](real, tmp_path)
+    predicted = {f.name: f.bytes for f in report.files}
+    on_disk = {name: os.path.getsize(tmp_path / name) for name in os.listdir(tmp_path)}
+    assert set(on_disk) == set(predicted) - {"training_args.bin"}
+    big = "optimizer.pt" if save_format == "trainer" else "checkpoint.pt"
+    held = real.optimizer.state_dict()["state"].values()  # type: ignore[union-attr]
+    tensors = sum(map(len, held)) + (len(real.model.state_dict()) if save_format == "torch" else 0)
+    assert 0 <= predicted.pop(big) - on_disk.pop(big) <= _PICKLE_MEMO_BYTES * tensors + _ZIP_ALIGNMENT
+    assert {name: predicted[name] for name in on_disk} == on_disk
     fresh = build_program(tiny_llama, SimulationConfig.from_options(**_OPTIONS, **options), device="cpu")
-    measured = _restore_peak(fresh, tmp_path, save_format)
-    assert report.restore_peak_bytes / measured == pytest.approx(1.0, abs=0.005)
-    if save_format == "torch":
-        (saved,) = report.files
-        tensors = len(real.model.state_dict()) + sum(map(len, real.optimizer.state_dict()["state"].values()))  # type: ignore[union-attr]
-        assert 0 <= saved.bytes - os.path.getsize(tmp_path / "checkpoint.pt") <= _PICKLE_MEMO_BYTES * tensors + _ZIP_ALIGNMENT
-        assert report.restore_breakdown["checkpoint_loaded"] > 0
+    assert report.restore_peak_bytes / _restore_peak(fresh, tmp_path, save_format) == pytest.approx(1.0, abs=0.005)
 
 
 def test_gpu_restore_holds_states_on_the_device_and_the_file_on_the_host(tiny_llama: transformers.LlamaConfig) -> None:

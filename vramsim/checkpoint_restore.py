@@ -71,8 +71,10 @@ def restore_timelines(program: Program, *, layout: Layout, map_location: MapLoca
     clock = _Clock()
     blocks = [_at(block, (0, 0, 0), None) for block in model_blocks]
     on_device = host_is_device or map_location == "device"
-    if layout == "trainer":
-        for sizes in shards if host_is_device else []:  # each file on the host, copied into the parameters, dropped
+    # Each weights file loaded, copied into the parameters, dropped: on the host (load_file(device="cpu")), but
+    # peft's load_adapter loads adapter files on the device (load_peft_weights(device=infer_device())).
+    if layout == "trainer" and (host_is_device or _is_peft(program.model)):
+        for sizes in shards:
             loaded, freed = clock.tick(), clock.tick()
             blocks += [_block(size, LOADED, "safetensors.load_file", loaded, freed) for size in sizes]
     alongside = [size for sizes in shards for size in sizes] if layout == "torch" else []
@@ -122,6 +124,14 @@ def _optimizer_load(optimizer: torch.optim.Optimizer, clock: _Clock, *, on_devic
             block.category, block.free_at = Category.OPTIMIZER_STATE.value, None
     blocks += [_block(size, Category.OPTIMIZER_STATE.value, "Optimizer.load_state_dict", at, None) for _, size, at in made]
     return blocks
+
+
+def _is_peft(model: torch.nn.Module) -> bool:
+    try:
+        import peft
+    except ImportError:
+        return False
+    return isinstance(model, peft.PeftModel)
 
 
 def _model_blocks(model: torch.nn.Module, host_is_device: bool) -> list[Block]:

@@ -395,7 +395,7 @@ def render_checkpoint(report: CheckpointReport, console: Console) -> None:
     console.print(f"At the restore's peak: {held}")
     if report.fits is not None and report.capacity_bytes is not None:
         usable = format_bytes(int(report.capacity_bytes * (1 - report.headroom)))
-        verdict = "[bold green]fits[/]" if report.fits else "[bold red]does not fit[/]"
+        verdict = "[bold green]fit[/]" if report.fits else "[bold red]do not fit[/]"
         console.print(f"Restore and the step after it {verdict} on {report.target} ({usable} usable of "
                       f"{format_bytes(report.capacity_bytes)})")  # fmt: skip
     console.print("Assumptions:")
