@@ -86,8 +86,8 @@ def save_trainer_checkpoint(program: Program, *, device: str, gpus: int = 1) -> 
     """The folder ``Trainer._save_checkpoint`` writes for ``program`` (traced, so its optimizer has state),
     with the device tensors standing for ``device`` (``cuda:0`` or ``cpu``)."""
     shards: list[list[int]] = []
-    with tempfile.TemporaryDirectory() as folder, _hole_safetensors(shards), _quiet_progress():
-        _save_model(program.model, folder)
+    with tempfile.TemporaryDirectory() as folder, _quiet_progress():
+        _save_model(program.model, folder, shards)
         storages = _save_states(program, Path(folder), device=device, gpus=gpus)
         files = [_describe(Path(folder) / name, optimizer_bytes=sum(storages)) for name in sorted(os.listdir(folder))]
     files.append(CheckpointFile(name="training_args.bin", bytes=TRAINING_ARGS_BYTES, holds="TrainingArguments (pickled)"))
@@ -117,15 +117,14 @@ def _storage_sizes(optimizer_state: dict[str, Any]) -> list[int]:
             if isinstance(t, torch.Tensor)]  # fmt: skip
 
 
-def _save_model(model: torch.nn.Module, folder: str) -> None:
+def _save_model(model: torch.nn.Module, folder: str, shards: list[list[int]]) -> None:
     """``Trainer._save``: ``save_pretrained`` for a transformers or peft model, else the state dict alone."""
     save_pretrained = getattr(model, "save_pretrained", None)
     if callable(save_pretrained):
-        save_pretrained(folder)
+        with _hole_safetensors(shards):
+            save_pretrained(folder)
         return
-    from safetensors.torch import save_file
-
-    save_file(model.state_dict(), os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    _write_holed(model.state_dict(), os.path.join(folder, "model.safetensors"), {"format": "pt"}, shards)
 
 
 def _save_states(program: Program, folder: Path, *, device: str, gpus: int) -> list[int]:
@@ -139,8 +138,8 @@ def _save_states(program: Program, folder: Path, *, device: str, gpus: int) -> l
     state = _on_device(saved, device)
     with torch.serialization.skip_data(materialize_fake_tensors=True):
         torch.save(state, folder / "optimizer.pt")
-        if program.scaler is not None:
-            torch.save(_on_device(program.scaler.state_dict(), device), folder / "scaler.pt")
+        if program.scaler is not None:  # its state is numbers read off the device (.item()); a fresh scaler's have its sizes
+            torch.save(torch.amp.GradScaler("cpu").state_dict(), folder / "scaler.pt")
     scheduler = get_scheduler("linear", program.optimizer, num_warmup_steps=0, num_training_steps=1)
     torch.save(scheduler.state_dict(), folder / "scheduler.pt")
     rng: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.get_rng_state()}
@@ -187,17 +186,23 @@ def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return obj
 
 
+def _write_holed(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[str, str] | None,
+                 shards: list[list[int]]) -> None:  # fmt: skip
+    """A safetensors file of ``tensors``: the exact header, then a hole as long as their data."""
+    header = safetensors_header(tensors, metadata)
+    sizes = [t.numel() * t.element_size() for t in tensors.values()]
+    with open(filename, "wb") as out:
+        out.write(header)
+        out.truncate(len(header) + sum(sizes))
+    shards.append(sizes)
+
+
 @contextlib.contextmanager
 def _hole_safetensors(shards: list[list[int]]) -> Iterator[None]:
-    """``safe_save_file`` as transformers and peft call it, writing the header and a hole for the data."""
+    """``safe_save_file`` as transformers and peft call it, writing holed files."""
 
     def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[str, str] | None = None) -> None:
-        header = safetensors_header(tensors, metadata)
-        sizes = [t.numel() * t.element_size() for t in tensors.values()]
-        with open(filename, "wb") as out:
-            out.write(header)
-            out.truncate(len(header) + sum(sizes))
-        shards.append(sizes)
+        _write_holed(tensors, filename, metadata, shards)
 
     with contextlib.ExitStack() as stack:
         for module in ("transformers.modeling_utils", "peft.peft_model"):

@@ -24,6 +24,7 @@ from vramsim.estimators.timeline import Block, Position, Timeline, order_blocks
 from vramsim.tracer.categories import Category
 
 from .errors import UnsupportedError
+from .optimizers import describe_optimizer
 from .program import Program
 
 __all__ = ["LOADED", "RestoreTimelines", "restore_timelines"]
@@ -62,8 +63,8 @@ def restore_timelines(program: Program, *, layout: Layout, map_location: MapLoca
     optimizer = program.optimizer
     assert optimizer is not None, "a checkpoint is taken of a training program"
     if type(optimizer).load_state_dict is not torch.optim.Optimizer.load_state_dict:
-        raise UnsupportedError(f"restoring {type(optimizer).__name__} (its own load_state_dict) is not modelled yet; "
-                               "torch.optim optimizers are")  # fmt: skip
+        raise UnsupportedError(f"restoring {describe_optimizer(optimizer)} (its own load_state_dict) is not modelled "
+                               "yet; torch.optim optimizers are")  # fmt: skip
     model_blocks = _model_blocks(program.model, host_is_device)
     state = _state_blocks(optimizer, host_is_device)
     clock = _Clock()
