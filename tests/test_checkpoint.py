@@ -148,14 +148,18 @@ def test_checkpoint_is_a_real_one_s(tiny_llama: transformers.LlamaConfig, tmp_pa
 
 
 def test_gpu_restore_holds_states_on_the_device_and_the_file_on_the_host(tiny_llama: transformers.LlamaConfig) -> None:
-    """On a GPU with the Trainer's map_location=cpu the loaded state sits on the host; with the device it is
-    made there, and fp32 states kept as loaded (no second copy)."""
+    """On a GPU with the Trainer's map_location=cpu the loaded optimizer state sits on the host (the weights file
+    always does); mapped to the device it is made there and kept as loaded (no second copy); the plain loop's
+    one file, loaded onto the device, also holds the weights there beside the parameters until it is dropped."""
     on_host = checkpoint(tiny_llama, seq_len=16, device="h100")
     on_device = checkpoint(tiny_llama, seq_len=16, device="h100", map_location="device")
+    plain = checkpoint(tiny_llama, seq_len=16, device="h100", save_format="torch")
     optimizer = next(f for f in on_host.files if f.name == "optimizer.pt").tensor_bytes
+    weights = next(f for f in on_host.files if f.name == "model.safetensors").tensor_bytes
     assert on_host.map_location == "cpu" and on_host.restore_host_bytes == optimizer
-    assert on_device.restore_host_bytes < optimizer
-    assert on_device.restore_peak_bytes == on_host.restore_peak_bytes
+    assert on_device.restore_host_bytes == weights and on_device.restore_peak_bytes == on_host.restore_peak_bytes
+    assert plain.map_location == "device" and plain.restore_breakdown["checkpoint_loaded"] >= weights
+    assert plain.restore_peak_bytes - on_host.restore_peak_bytes == plain.restore_breakdown["checkpoint_loaded"]
 
 
 def test_api_is_exported_and_json_is_the_report(tiny_gpt2: transformers.GPT2Config, tmp_path: Path,
