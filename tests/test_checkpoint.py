@@ -178,7 +178,8 @@ def test_api_is_exported_and_json_is_the_report(tiny_gpt2: transformers.GPT2Conf
     [
         (["--task", "forward"], "holds optimizer state"),
         (["--optimizer", "none"], "no optimizer state"),
-        (["--map-location", "gpu"], "unknown map_location 'gpu'"),
+        (["--map-location", "gpu"], "unknown map location 'gpu'"),
+        (["--save-format", "zip"], "unknown save format 'zip'"),
         (["--gpus", "2", "--zero", "2"], "sharded checkpoints"),
     ],
 )

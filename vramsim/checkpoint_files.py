@@ -77,7 +77,7 @@ def safetensors_header(tensors: dict[str, torch.Tensor], metadata: dict[str, str
         size = tensor.numel() * tensor.element_size()
         header[key] = {"dtype": names[tensor.dtype], "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
         offset += size
-    text = json.dumps(header, separators=(",", ":")).encode()
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()  # serde_json writes UTF-8 as is
     text += b" " * (-len(text) % 8)
     return struct.pack("<Q", len(text)) + text
 

@@ -101,7 +101,7 @@ def _save_host_bytes(saved: SavedCheckpoint, layout: Layout) -> int:
 
 def _layout(given: str) -> Layout:
     if given not in SAVE_FORMATS:
-        raise ConfigError(f"unknown save_format {given!r}; choose one of: {', '.join(SAVE_FORMATS)}")
+        raise ConfigError(f"unknown save format {given!r}; choose one of: {', '.join(SAVE_FORMATS)}")
     return "trainer" if given == "trainer" else "torch"
 
 
@@ -109,7 +109,7 @@ def _map_location(given: str | None, config: SimulationConfig, layout: Layout) -
     if given is None:
         return "device" if config.gpus > 1 or layout == "torch" else "cpu"
     if given not in MAP_LOCATIONS:
-        raise ConfigError(f"unknown map_location {given!r}; choose one of: {', '.join(MAP_LOCATIONS)}")
+        raise ConfigError(f"unknown map location {given!r}; choose one of: {', '.join(MAP_LOCATIONS)}")
     return "cpu" if given == "cpu" else "device"
 
 
