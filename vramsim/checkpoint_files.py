@@ -49,6 +49,8 @@ class CheckpointFile:
     """What it holds: model weights, adapter weights, optimizer state, LR scheduler, RNG state..."""
     tensor_bytes: int = 0
     """The tensor data in it (the rest is the format's header, pickle and zip records)."""
+    copies: int = 1
+    """Files like it in the folder: every rank writes its own RNG state (``rng_state_{rank}.pth``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +91,7 @@ def save_trainer_checkpoint(program: Program, *, device: str, gpus: int = 1) -> 
     with tempfile.TemporaryDirectory() as folder, _quiet_progress():
         _save_model(program.model, folder, shards)
         storages = _save_states(program, Path(folder), device=device, gpus=gpus)
-        files = [_describe(Path(folder) / name, optimizer_bytes=sum(storages)) for name in sorted(os.listdir(folder))]
+        files = [_describe(Path(folder) / name, optimizer_bytes=sum(storages), ranks=gpus) for name in sorted(os.listdir(folder))]
     files.append(CheckpointFile(name="training_args.bin", bytes=TRAINING_ARGS_BYTES, holds="TrainingArguments (pickled)"))
     return SavedCheckpoint(files=files, shards=shards, optimizer_storages=storages)
 
@@ -237,7 +239,7 @@ _HOLDS = {
 }
 
 
-def _describe(path: Path, *, optimizer_bytes: int) -> CheckpointFile:
+def _describe(path: Path, *, optimizer_bytes: int, ranks: int) -> CheckpointFile:
     size = path.stat().st_size
     name = path.name
     if name.endswith(".safetensors"):
@@ -246,7 +248,7 @@ def _describe(path: Path, *, optimizer_bytes: int) -> CheckpointFile:
         holds = "adapter weights (safetensors)" if name.startswith("adapter") else "model weights (safetensors)"
         return CheckpointFile(name=name, bytes=size, holds=holds, tensor_bytes=size - 8 - length)
     if name.startswith("rng_state"):
-        return CheckpointFile(name=name, bytes=size, holds="RNG state (python, numpy, torch)")
+        return CheckpointFile(name=name, bytes=size, holds="RNG state (python, numpy, torch)", copies=ranks)
     if name.endswith(".index.json"):
         return CheckpointFile(name=name, bytes=size, holds="weight map of the shards")
     tensors = optimizer_bytes if name == "optimizer.pt" else 0

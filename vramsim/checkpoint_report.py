@@ -22,7 +22,7 @@ class CheckpointReport:
     """The optimizer whose state is saved, and the kernel it runs (``torch.optim.AdamW (fused)``)."""
     files: list[CheckpointFile]
     disk_bytes: int
-    """All files of the checkpoint folder together."""
+    """All files of the checkpoint folder together (each rank's RNG state counted)."""
     save_format: str
     """``trainer`` (the Hugging Face Trainer's folder) or ``torch`` (one ``torch.save`` of both state dicts)."""
     map_location: str

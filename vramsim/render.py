@@ -379,7 +379,8 @@ def render_checkpoint(report: CheckpointReport, console: Console) -> None:
     for name in ("file", "bytes", "size", "holds"):
         files.add_column(name, justify="right" if name in ("bytes", "size") else "left")
     for saved in report.files:
-        files.add_row(saved.name, f"{saved.bytes:,}", format_bytes(saved.bytes), saved.holds)
+        copies = f" (x{saved.copies}, one per rank)" if saved.copies > 1 else ""
+        files.add_row(saved.name, f"{saved.bytes:,}", format_bytes(saved.bytes), saved.holds + copies)
     files.add_row("total", f"{report.disk_bytes:,}", format_bytes(report.disk_bytes), "", style="bold")
     console.print(files)
     memory = Table(title="Memory", title_justify="left")

@@ -73,7 +73,7 @@ def checkpoint(
         target=target.name,
         optimizer=describe_optimizer(program.optimizer),
         files=saved.files,
-        disk_bytes=sum(f.bytes for f in saved.files),
+        disk_bytes=sum(f.bytes * f.copies for f in saved.files),
         save_format=layout,
         map_location=location,
         save_peak_bytes=save.peak_bytes,
