@@ -373,3 +373,15 @@ FluxPipeline.__call__ pads the T5 prompt to ``max_sequence_length=512`` by defau
 FLUX docs (api/pipelines/flux, "Timestep-distilled") say schnell's ``max_sequence_length`` cannot
 be more than 256, and their schnell example passes 256. Dev keeps the default 512.
 """
+
+CUDA_RNG_STATE_BYTES = 16
+"""``torch.cuda.get_rng_state()``: the Philox generator's seed and offset, 8 bytes each
+(aten/src/ATen/cuda/CUDAGeneratorImpl.cpp ``get_state``), saved by the Trainer in rng_state.pth."""
+
+TRAINING_ARGS_BYTES = 5229
+"""training_args.bin: ``torch.save(TrainingArguments(output_dir="out"))`` measured with transformers 5.24 and
+its defaults; other arguments change it by their pickled lengths (a few bytes each). Not built per run:
+constructing TrainingArguments loads accelerate (seconds)."""
+
+TRAINER_LOG_HISTORY = "trainer_state.json is sized at step 1 with an empty log history; each logging step adds one entry"
+"""What ``vramsim checkpoint`` lists about the Trainer's JSON state, which grows as training logs."""

@@ -12,9 +12,9 @@ from vramsim import api, errors
 def test_all_is_sorted_and_pinned() -> None:
     assert vramsim.__all__ == sorted(vramsim.__all__)
     assert set(vramsim.__all__) == {
-        "Assumption", "ConfigError", "LargestFit", "LayerRow", "ModelNotFoundError", "PeakSite", "Report", "TraceError",
-        "UnsupportedError", "Validation", "VramsimError", "count_parameters", "largest_fit", "simulate", "simulate_each",
-        "validate",
+        "Assumption", "CheckpointReport", "ConfigError", "LargestFit", "LayerRow", "ModelNotFoundError", "PeakSite",
+        "Report", "TraceError", "UnsupportedError", "Validation", "VramsimError", "checkpoint", "count_parameters",
+        "largest_fit", "simulate", "simulate_each", "validate",
     }  # fmt: skip
 
 

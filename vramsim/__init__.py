@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .api import count_parameters, simulate, simulate_each
+    from .checkpoint_report import CheckpointReport
     from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from .fitting import LargestFit, largest_fit
     from .report import Assumption, LayerRow, PeakSite, Report
+    from .training_checkpoint import checkpoint
     from .validation import Validation, validate
 
 __all__ = [
     "Assumption",
+    "CheckpointReport",
     "ConfigError",
     "LargestFit",
     "LayerRow",
@@ -28,6 +31,7 @@ __all__ = [
     "UnsupportedError",
     "Validation",
     "VramsimError",
+    "checkpoint",
     "count_parameters",
     "largest_fit",
     "simulate",
@@ -37,6 +41,7 @@ __all__ = [
 
 _HOMES = {
     "count_parameters": "api", "simulate": "api", "simulate_each": "api",
+    "checkpoint": "training_checkpoint", "CheckpointReport": "checkpoint_report",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",
     "LargestFit": "fitting", "largest_fit": "fitting",

@@ -1,0 +1,167 @@
+"""``checkpoint``: what a training checkpoint takes on disk, and the memory of saving and restoring it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from vramsim.estimators.assumptions import TRAINER_LOG_HISTORY
+from vramsim.estimators.checkpointing import parse_checkpointing
+from vramsim.tracer.graph import build_graph
+
+from .api import Analysis, _model_name, build_and_trace
+from .attention import check_attention
+from .checkpoint_files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
+from .checkpoint_report import CheckpointReport
+from .checkpoint_restore import Layout, MapLocation, restore_timelines
+from .config import SimulationConfig
+from .device_memory import device_memory
+from .errors import ConfigError, UnsupportedError
+from .models import ModelSource
+from .optimizers import check_target, describe_optimizer
+from .report import Assumption
+from .targets import Target, resolve_target
+
+__all__ = ["MAP_LOCATIONS", "SAVE_FORMATS", "checkpoint"]
+
+MAP_LOCATIONS = ("cpu", "device")
+SAVE_FORMATS = ("trainer", "torch")
+
+
+def checkpoint(
+    model: ModelSource, *, save_format: str = "trainer", map_location: str | None = None, **options: Any
+) -> CheckpointReport:
+    """Trace one training step of ``model`` (``options`` as ``simulate`` takes them), then save the traced
+    state and restore it.
+
+    ``save_format``: ``trainer``, the Hugging Face Trainer's folder (safetensors weights, optimizer.pt...)
+    restored as its ``resume_from_checkpoint`` does; or ``torch``, the plain loop's
+    ``torch.save({"model": ..., "optimizer": ...})`` restored by ``torch.load`` and both ``load_state_dict``.
+    ``map_location``: where ``torch.load`` puts what it loads, ``cpu`` or ``device``; none given: the
+    Trainer's choice (``cpu`` on one GPU, the device when ``gpus`` > 1), or torch.load's own for ``torch``
+    (each tensor back on the device it was saved from).
+
+    >>> report = checkpoint("gpt2", seq_len=16, device="cpu")
+    >>> [f.name for f in report.files if f.name.endswith((".safetensors", ".pt"))]
+    ['model.safetensors', 'optimizer.pt', 'scheduler.pt']
+    """
+    config = SimulationConfig.from_options(**options)
+    layout = _layout(save_format)
+    location = _map_location(map_location, config, layout)
+    _check(config)
+    target = resolve_target(config.device)
+    check_attention(config.attn_implementation, target.profile)
+    check_target(config.optimizer, target.profile.vendor)
+    started = time.perf_counter()
+    program, _, trace = build_and_trace(model, config, target, checkpointing="marked")
+    analysis = Analysis(build_graph(trace), target, config)
+    train = analysis.run(parse_checkpointing(config.checkpointing)).memory
+    host = target.profile.vendor == "cpu"
+    device = "cpu" if host else "cuda:0"
+    if layout == "trainer":
+        saved = save_trainer_checkpoint(program, device=device, gpus=config.gpus)
+    else:
+        saved = save_torch_checkpoint(program, device=device)
+    timelines = restore_timelines(program, layout=layout, map_location=location, host_is_device=host, shards=saved.shards)
+    save = device_memory(timelines.save, target, training=True)
+    restore = device_memory(timelines.restore, target, training=True)
+    capacity = target.profile.memory_bytes
+    fits = None if capacity is None else max(restore.device_bytes, train.device_bytes) <= capacity * (1 - config.headroom)
+    assert program.optimizer is not None, "a training program has an optimizer (checked above)"
+    return CheckpointReport(
+        model=_model_name(model),
+        target=target.name,
+        optimizer=describe_optimizer(program.optimizer),
+        files=saved.files,
+        disk_bytes=sum(f.bytes * f.copies for f in saved.files),
+        save_format=layout,
+        map_location=location,
+        save_peak_bytes=save.peak_bytes,
+        save_device_bytes=save.device_bytes,
+        save_host_bytes=0 if host else _save_host_bytes(saved, layout),
+        restore_peak_bytes=restore.peak_bytes,
+        restore_device_bytes=restore.device_bytes,
+        restore_host_bytes=0 if host else timelines.restore_host_bytes,
+        restore_breakdown=restore.live.breakdown(timelines.restore, restore.peak_index),
+        train_device_bytes=train.device_bytes,
+        capacity_bytes=capacity,
+        headroom=config.headroom,
+        fits=fits,
+        assumptions=_assumptions(target, restore.overheads, layout),
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _save_host_bytes(saved: SavedCheckpoint, layout: Layout) -> int:
+    """What a save from the device holds on the host at once: safetensors copies a whole weights file's tensors
+    (``_flatten_as_ptr`` keeps each ``tensor.to("cpu")``); ``torch.save`` copies one storage at a time (``_save``)."""
+    weights = map(sum, saved.shards) if layout == "trainer" else (size for sizes in saved.shards for size in sizes)
+    return max([*weights, *saved.optimizer_storages])
+
+
+def _layout(given: str) -> Layout:
+    if given not in SAVE_FORMATS:
+        raise ConfigError(f"unknown save format {given!r}; choose one of: {', '.join(SAVE_FORMATS)}")
+    return "trainer" if given == "trainer" else "torch"
+
+
+def _map_location(given: str | None, config: SimulationConfig, layout: Layout) -> MapLocation:
+    if given is None:
+        return "device" if config.gpus > 1 or layout == "torch" else "cpu"
+    if given not in MAP_LOCATIONS:
+        raise ConfigError(f"unknown map location {given!r}; choose one of: {', '.join(MAP_LOCATIONS)}")
+    return "cpu" if given == "cpu" else "device"
+
+
+def _check(config: SimulationConfig) -> None:
+    """A checkpoint of this kind is of one rank's full training state."""
+    if config.task != "train":
+        raise ConfigError(f"a training checkpoint holds optimizer state; task={config.task!r} has none (use task='train')")
+    if config.optimizer is None:
+        raise ConfigError("optimizer=None leaves no optimizer state to checkpoint; name an optimizer")
+    if config.checkpointing == "all":
+        raise ConfigError("checkpointing='all' compares choices; a checkpoint is of one run (choose one)")
+    if config.zero or config.fsdp != "no" or config.tp > 1 or config.pp > 1:
+        raise UnsupportedError("sharded checkpoints (zero, fsdp, tp, pp: DeepSpeed's and DCP's per-rank files) are not "
+                               "modelled yet; gpus alone (DDP: rank 0 saves the full state) is")  # fmt: skip
+
+
+def _assumptions(target: Target, overheads: list[Any], layout: Layout) -> list[Assumption]:
+    from vramsim.estimators.assumptions import TRAINING_ARGS_BYTES
+
+    if layout == "torch":
+        saved = [
+            Assumption(
+                name="torch_layout",
+                detail='one file, torch.save({"model": model.state_dict(), "optimizer": '
+                'optimizer.state_dict()}, "checkpoint.pt")',
+            ),
+            Assumption(
+                name="restore_path",
+                detail='ckpt = torch.load("checkpoint.pt", map_location); '
+                'model.load_state_dict(ckpt["model"]) copies in place; optimizer.load_state_dict(ckpt["optimizer"]) '
+                "makes each state by torch's _process_value_according_to_param_policy; ckpt is dropped after both",
+            ),
+        ]
+    else:
+        saved = [
+            Assumption(
+                name="trainer_layout",
+                detail="the folder transformers' Trainer._save_checkpoint writes: "
+                "save_pretrained (safetensors, 50GB shards) or peft's adapter files, optimizer.pt, scheduler.pt "
+                "(linear schedule), rng_state.pth, trainer_state.json, training_args.bin",
+            ),
+            Assumption(name="trainer_state", detail=TRAINER_LOG_HISTORY),
+            Assumption(
+                name="training_args", detail="training_args.bin as pickled with transformers' defaults", bytes=TRAINING_ARGS_BYTES
+            ),
+            Assumption(
+                name="restore_path",
+                detail="Trainer.resume_from_checkpoint: weights loaded on the host and "
+                "copied in place; optimizer.load_state_dict(torch.load(optimizer.pt, map_location)), each state "
+                "made by torch's _process_value_according_to_param_policy (cast to the parameter's dtype)",
+            ),
+        ]
+    process = Assumption(name="restore_process", detail="the save and the restore are counted in the process that "
+                         "trains: its CUDA context and cuBLAS workspaces as a training step leaves them")  # fmt: skip
+    return [*saved, process, *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in overheads), *target.notes]
