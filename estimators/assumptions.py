@@ -24,6 +24,7 @@ __all__ = [
     "CUBLAS_WORKSPACE_BYTES_SM90_PLUS",
     "CUDA_CONTEXT_BYTES",
     "CUDA_KERNELS_LOADED_BYTES",
+    "DATA_PARALLEL_COMMUNICATION",
     "DDP_BUCKET_CAP_BYTES",
     "DDP_FIRST_BUCKET_BYTES",
     "DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS",
@@ -198,6 +199,16 @@ stage 3 allocates it once at start-up (stage3.py, ``bucket.buffer = torch.empty(
 DEEPSPEED_OVERLAP_COMM_STAGES = frozenset({3})
 """Stages where DeepSpeed's ``overlap_comm`` defaults to True (config.py ``overlap_comm_valid``:
 ``stage == ZeroStageEnum.weights``); with it stages 1 and 2 double the reduce bucket (``buf_1``)."""
+
+DATA_PARALLEL_COMMUNICATION: dict[str, float] = {
+    "DDP": 2.0, "ZeRO-1": 2.0, "ZeRO-2": 2.0, "FSDP2 grad-op": 2.0, "ZeRO-3": 3.0, "FSDP2 full": 3.0,
+}
+"""Bytes each rank sends per step, in units of the model's weights, used only to order candidates of
+equal GPUs and recompute (``vramsim/strategy.py``). Rajbhandari et al. 2020 (ZeRO), section 7: an
+all-reduce of the gradients moves 2 x the model (reduce-scatter + all-gather); stages 1 and 2 move the
+same (reduce-scatter the gradients, all-gather the updated weights); stage 3 gathers the weights again
+for backward, 3 x (1.5 x DDP). FSDP2 full reshards after forward like stage 3; grad-op keeps the
+weights to backward like stages 1-2. Volumes, not times: bandwidths and overlap are not modelled."""
 
 DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``allgather_bucket_size`` default, 5e8 elements (zero/config.py). Stages 1 and 2

@@ -99,6 +99,18 @@ def test_fit_command(
     assert code == 1 and "--task generate has no largest fit searched (its length is --max-new-tokens)" in err
 
 
+def test_fit_strategies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``vramsim fit --strategies``: the cheapest setting, then the largest sizes under it, in one JSON."""
+    from test_fit import _LLAMA_300M
+
+    model = saved_config(tmp_path, _LLAMA_300M)
+    code, out, _ = run(capsys, "fit", model, "--gpus", "8", "--strategies", "--device", "custom:6GiB:sm_90", "--seq-len",
+                       "1024", "--batch-size", "2", "--json")  # fmt: skip
+    found = json.loads(out)
+    best = found["strategies"]["cheapest"]
+    assert code == 0 and best["fits"] and found["largest"]["batch_size"]["device_bytes"] == best["device_bytes"]
+
+
 # -- progress ------------------------------------------------------------------------------------------
 
 

@@ -118,6 +118,11 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """How the command runs rather than what it simulates."""
     parser.add_argument("--quiet", action="store_true", help="no progress display on stderr (none either when stderr "
                         "is not a terminal)")  # fmt: skip
+    if command == "fit":
+        parser.add_argument("--strategies", action="store_true",
+                            help="with --gpus N: every data-parallel scheme and checkpointing choice on 1, 2, 4, ... N "
+                            "GPUs from one trace, the cheapest that fits (fewest GPUs, least recompute, least "
+                            "communication), then the largest sizes under it")  # fmt: skip
     if command == "trace":
         parser.add_argument("--fail-if-not-fit", action="store_true",
                             help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)")  # fmt: skip
@@ -237,11 +242,25 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _trace(args, console)
     elif args.command == "fit":
         from .fitting import largest_fit
-        from .render import render_fit
+        from .render import render_fit, render_strategies
+        from .strategy import cheapest_strategy
 
+        options = _options(args)
         with _progress(args, f"searching the largest fit of {args.model}") as tell:
-            fit = largest_fit(args.model, progress=tell, **_options(args))
-        _show(args, fit, render_fit, console)
+            search = cheapest_strategy(args.model, progress=tell, **options) if args.strategies else None
+            if search is not None and search.cheapest is None:
+                fit = None
+            else:
+                fit = largest_fit(args.model, progress=tell, **options | (search.options() if search else {}))
+        if search is None:
+            _show(args, fit, render_fit, console)
+        elif args.json:
+            print(json.dumps({"strategies": search.to_dict(), "largest": fit.to_dict() if fit else None}, indent=2))
+        else:
+            render_strategies(search, console)
+            if fit is not None:
+                console.print("Under that setting:")
+                render_fit(fit, console)
     elif args.command == "checkpoint":
         from .render import render_checkpoint
         from .training_checkpoint import checkpoint

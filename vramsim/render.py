@@ -13,6 +13,7 @@ from .fitting import Largest, LargestFit
 from .folding import PEFT_PREFIX, fold_layers
 from .report import AllocatorPressure, Report
 from .serve_report import ServeReport
+from .strategy import SCHEMES, StrategySearch
 from .validation import Validation
 
 __all__ = [
@@ -353,6 +354,33 @@ def render_fit(fit: LargestFit, console: Console) -> None:
     for line in _largest_lines(fit):
         console.print(f"  largest {line}")
     console.print(f"[dim]each figure from a trace: {fit.traces} traced in {fit.trace_seconds:.2f} s[/dim]")
+
+
+def render_strategies(search: StrategySearch, console: Console) -> None:
+    """Every data-parallel setting tried, cheapest first, and the first that fits."""
+    console.print(Text.assemble((search.model, "bold"), f"  on up to {search.max_gpus} x {search.target}: "
+                                f"{format_bytes(search.usable_bytes)} usable per GPU"))  # fmt: skip
+    best = search.cheapest
+    if best is None:
+        console.print(f"  no setting fits on up to {search.max_gpus} GPUs (raise --gpus, or shorten the batch)")
+    else:
+        console.print(f"  cheapest that fits: --gpus {best.gpus} {_scheme_flags(best.scheme)}--checkpointing "
+                      f"{best.checkpointing}: {format_bytes(best.device_bytes)} on each device")  # fmt: skip
+    table = Table(title="Tried, cheapest first (fewest GPUs, least recompute, least communication)", title_justify="left")
+    for name in ("gpus", "scheme", "checkpointing", "on the device", "fits"):
+        table.add_column(name, justify="right" if name in ("gpus", "on the device") else "left", no_wrap=True)
+    for candidate in search.candidates:
+        table.add_row(str(candidate.gpus), candidate.scheme, candidate.checkpointing,
+                      format_bytes(candidate.device_bytes), "yes" if candidate.fits else "no")  # fmt: skip
+    console.print(table)
+    console.print(f"[dim]{len(search.candidates)} settings from one trace in {search.trace_seconds:.2f} s[/dim]")
+
+
+def _scheme_flags(scheme: str) -> str:
+    options = SCHEMES.get(scheme)
+    if options is None or scheme == "DDP":
+        return ""
+    return f"--fsdp {options['fsdp']} " if options["fsdp"] != "no" else f"--zero {options['zero']} "
 
 
 def _pressure(pressure: AllocatorPressure) -> str:
