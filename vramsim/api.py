@@ -25,6 +25,7 @@ from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, TraceError, UnsupportedError
+from .losses import check_loss_target, loss_notes, parse_loss
 from .models import ModelSource, build_model, load_config
 from .optimizers import PAGED_STATES, check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
@@ -79,6 +80,7 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
         configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
+    check_loss_target(parse_loss(config.loss) if isinstance(config.loss, str) else None, target.profile)
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     check_target(config.optimizer, target.profile.vendor)
@@ -400,6 +402,10 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
                     "a training step reads no KV cache",
                 )
             )
+    if isinstance(config.loss, str):
+        model_config = getattr(program.model, "config", None)
+        notes += loss_notes(parse_loss(config.loss), getattr(model_config, "vocab_size", None),
+                            getattr(model_config, "hidden_size", None))  # fmt: skip
     if getattr(program.optimizer, "traced_paged", False):
         notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:

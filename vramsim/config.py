@@ -165,8 +165,11 @@ class SimulationConfig:
         report=_same))
     inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
         help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"))
-    loss: Callable[[Any], torch.Tensor] | None = field(default=None, metadata=_option(
-        help="the model's output -> the loss to minimise; on the command line path/to/file.py:function"))
+    loss: Callable[[Any], torch.Tensor] | str | None = field(default=None, metadata=_option(
+        help="the model's output -> the loss to minimise; on the command line path/to/file.py:function; or a named "
+        "loss: model (its own), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's chunked "
+        "cross-entropy, 8 chunks unless N) (vramsim/losses.py)",
+        report=lambda value: value if isinstance(value, str) else ("model" if value is None else "custom")))
     model_class: str | None = field(default=None, metadata=_option(
         help="transformers class, e.g. AutoModelForSequenceClassification"))
     attn_implementation: str | None = field(default=None, metadata=_option(
@@ -341,6 +344,7 @@ class SimulationConfig:
         if self.task != "train" and self.optimizer not in (None, "adamw"):
             raise ConfigError(f"optimizer={_optimizer_name(self.optimizer)!r} is for training; task={self.task!r} takes no step")
         _check_training_loop(self)
+        _check_loss(self)
         if isinstance(self.lora, int) and not isinstance(self.lora, bool):
             _check_count("lora", self.lora, 1 << 16)
             self.lora = lora_of_rank(self.lora)
@@ -363,6 +367,22 @@ def _check_training_loop(config: SimulationConfig) -> None:
     if config.grad_accum > 1 and (config.gpus > 1 or config.zero or config.fsdp != "no" or config.pp > 1):
         raise UnsupportedError("grad_accum with gpus, zero, fsdp or pp is not modelled yet "
                                "(pipeline micro-batches are --micro-batches)")  # fmt: skip
+
+
+def _check_loss(config: SimulationConfig) -> None:
+    """A named loss is a spec string (``model`` is none); it replaces a training step's loss on one rank's whole model."""
+    if not isinstance(config.loss, str):
+        if config.loss is not None and not callable(config.loss):
+            raise ConfigError(f"loss must be a name or a callable, not {type(config.loss).__name__}")
+        return
+    from .losses import parse_loss  # torch, once arguments are parsed
+
+    named = parse_loss(config.loss)
+    config.loss = None if named is None else named.spec
+    if named is not None and config.task != "train":
+        raise ConfigError(f"loss={named.spec!r} is a training loss; task={config.task!r} computes none")
+    if named is not None and (config.tp > 1 or config.pp > 1):
+        raise UnsupportedError(f"loss={named.spec!r} with tp or pp is not modelled yet")
 
 
 def _apply_launch_file(config: SimulationConfig, launch: LaunchOptions) -> None:
