@@ -373,3 +373,12 @@ FluxPipeline.__call__ pads the T5 prompt to ``max_sequence_length=512`` by defau
 FLUX docs (api/pipelines/flux, "Timestep-distilled") say schnell's ``max_sequence_length`` cannot
 be more than 256, and their schnell example passes 256. Dev keeps the default 512.
 """
+
+LIGER_CHUNK_MEM_CONST = 1
+"""Liger's fused linear cross-entropy bounds a chunk's transient logits to ``chunk_mem_const x tokens x hidden``
+elements; 1 is liger-kernel 0.8.5's default (``_CHUNK_MEM_CONST``), which ``LigerForCausalLMLoss`` and so the HF
+Trainer's ``use_liger_kernel=True`` keep. Also ``accum_dtype=None``: the head's gradient in the weight's dtype."""
+
+TORCHTUNE_OUTPUT_CHUNKS = 8
+"""Chunks of ``--loss chunked-ce`` without ``:N``: torchtune 0.6.1's ``CEWithChunkedOutputLoss(num_output_chunks=8)``
+default, which its recipes pass to ``model.set_num_output_chunks``."""

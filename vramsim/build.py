@@ -20,7 +20,7 @@ from .checkpointing import apply_checkpointing, install_unit_marker, saved_tenso
 from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
-from .losses import install_loss, liger_device, parse_loss
+from .losses import install_loss, liger_run, parse_loss
 from .models import ModelSource, build_model, call_user, load_builder, load_config
 from .optimizers import make_optimizer
 from .pipelines import build_pipeline_program, find_pipeline
@@ -158,7 +158,7 @@ def _install_named_loss(model: torch.nn.Module, config: SimulationConfig, device
             raise UnsupportedError("loss='liger-flce' is traced on meta with a stand-in for Liger's Triton kernel; "
                                    "a real run of it is not wired up")  # fmt: skip
         assert not isinstance(config.mixed_precision, str), "SimulationConfig resolves dtype names"
-        liger = liger_device(resolve_target(config.device).profile, config.mixed_precision)
+        liger = liger_run(resolve_target(config.device).profile, config.mixed_precision)
     install_loss(model, named, liger)
 
 

@@ -21,19 +21,17 @@ from typing import Any
 
 import torch
 
+from vramsim.estimators.assumptions import LIGER_CHUNK_MEM_CONST, TORCHTUNE_OUTPUT_CHUNKS
 from vramsim.estimators.devices import DeviceProfile
-from vramsim.tracer.kernels.liger import IGNORE_INDEX, LigerDevice, liger_fused_linear_cross_entropy
+from vramsim.tracer.kernels.liger import IGNORE_INDEX, LigerRun, liger_fused_linear_cross_entropy
 
 from .errors import ConfigError, UnsupportedError
 from .report import Assumption
 
-__all__ = ["LOSSES", "NamedLoss", "check_loss_target", "install_loss", "liger_device", "loss_notes", "parse_loss"]
+__all__ = ["LOSSES", "NamedLoss", "check_loss_target", "install_loss", "liger_run", "loss_notes", "parse_loss"]
 
 LOSSES = ("model", "liger-flce", "chunked-ce[:N]")
 """The loss names ``--loss`` takes besides ``path/to/file.py:function``."""
-
-DEFAULT_CHUNKS = 8
-"""torchtune's ``CEWithChunkedOutputLoss(num_output_chunks=8)`` default."""
 
 LIGER_MODEL_TYPES = frozenset({
     "deepseek_v2", "deepseek_v3", "exaone4", "falcon_h1", "gemma", "gemma2", "gemma3_text", "glm4", "gpt_oss",
@@ -49,7 +47,7 @@ class NamedLoss:
 
     kind: str
     """``liger-flce`` or ``chunked-ce``."""
-    chunks: int = DEFAULT_CHUNKS
+    chunks: int = TORCHTUNE_OUTPUT_CHUNKS
     """``chunked-ce``: the sequence's chunks (``num_output_chunks``)."""
 
     @property
@@ -80,7 +78,7 @@ def check_loss_target(loss: NamedLoss | None, profile: DeviceProfile) -> None:
                                "target, or chunked-ce)")  # fmt: skip
 
 
-def install_loss(model: torch.nn.Module, loss: NamedLoss, liger: LigerDevice | None) -> None:
+def install_loss(model: torch.nn.Module, loss: NamedLoss, liger: LigerRun | None) -> None:
     """Replace ``model.forward`` on the instance, as Liger's instance patch does; the original still
     runs outside training or without labels (its own logits and loss)."""
     config = getattr(model, "config", None)
@@ -95,8 +93,8 @@ def install_loss(model: torch.nn.Module, loss: NamedLoss, liger: LigerDevice | N
                                    f"{config.model_type!r}")  # fmt: skip
         if head.bias is not None:
             raise UnsupportedError("loss='liger-flce' with a biased lm_head is not modelled")
-        assert liger is not None, "a liger-flce trace names the target's LigerDevice"
-        compute = functools.partial(_liger_loss, device=liger)
+        assert liger is not None, "a liger-flce trace names the target's LigerRun"
+        compute = functools.partial(_liger_loss, run=liger)
     else:
         scaled = [name for name in ("final_logit_softcapping", "logit_scale", "logits_scaling")
                   if getattr(config, name, None) not in (None, 1, 1.0)]  # fmt: skip
@@ -125,9 +123,9 @@ def _training_forward(original: Callable[..., Any], compute: Callable[..., tuple
     return forward
 
 
-def _liger_loss(model: Any, hidden: torch.Tensor, labels: torch.Tensor, *, device: LigerDevice) -> tuple[torch.Tensor, None]:
+def _liger_loss(model: Any, hidden: torch.Tensor, labels: torch.Tensor, *, run: LigerRun) -> tuple[torch.Tensor, None]:
     """``lce_forward`` in training: no logits returned."""
-    return liger_fused_linear_cross_entropy(hidden, model.lm_head.weight, labels, device), None
+    return liger_fused_linear_cross_entropy(hidden, model.lm_head.weight, labels, run), None
 
 
 def _chunked_loss(
@@ -154,11 +152,11 @@ def _chunked_cross_entropy(logits: list[torch.Tensor], labels: torch.Tensor, chu
     return loss
 
 
-def liger_device(profile: DeviceProfile, autocast: torch.dtype | None) -> LigerDevice:
+def liger_run(profile: DeviceProfile, autocast: torch.dtype | None) -> LigerRun:
     """What Liger's Python reads of the target: ROCm or not, sm80+ (ROCm's gfx9 reports a major of 9)."""
     capability = profile.compute_capability
-    return LigerDevice(hip=profile.vendor == "amd", sm80=profile.vendor == "amd" or (capability or (0, 0)) >= (8, 0),
-                       autocast=autocast)  # fmt: skip
+    return LigerRun(hip=profile.vendor == "amd", sm80=profile.vendor == "amd" or (capability or (0, 0)) >= (8, 0),
+                       autocast=autocast, chunk_mem_const=LIGER_CHUNK_MEM_CONST)  # fmt: skip
 
 
 def loss_notes(loss: NamedLoss | None, vocab: int | None, hidden: int | None) -> list[Assumption]:
@@ -169,8 +167,9 @@ def loss_notes(loss: NamedLoss | None, vocab: int | None, hidden: int | None) ->
         return [Assumption(name="chunked_cross_entropy", detail=f"torchtune 0.6.1's chunked output and "
                            f"CEWithChunkedOutputLoss({loss.chunks} chunks): the head's logits made per chunk of the "
                            "sequence and each upcast to float32 in its own cross-entropy (vramsim/losses.py)")]  # fmt: skip
-    sizes = f"chunks of next_power_of_2(cdiv(tokens, cdiv({vocab}, {hidden}))) tokens" if vocab and hidden else "chunks"
+    budget = f"{LIGER_CHUNK_MEM_CONST} x {hidden}" if LIGER_CHUNK_MEM_CONST != 1 else f"{hidden}"
+    sizes = f"chunks of next_power_of_2(cdiv(tokens, cdiv({vocab}, {budget}))) tokens" if vocab and hidden else "chunks"
     detail = (f"liger-kernel 0.8.5's fused linear cross-entropy (lce_forward) in {sizes}, its gradients made in forward; "
               "Liger's other kernels (RMSNorm, RoPE, SwiGLU, which use_liger_kernel=True also applies) are not modelled "
-              "(tracer/kernels/liger.py)")  # fmt: skip
+              "(tracer/kernels/liger.py); accum_dtype=None, so the head's gradient is in the weight's dtype")  # fmt: skip
     return [Assumption(name="liger_fused_linear_cross_entropy", detail=detail)]

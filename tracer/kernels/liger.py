@@ -33,15 +33,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["IGNORE_INDEX", "LigerDevice", "liger_chunk_size", "liger_fused_linear_cross_entropy"]
+__all__ = ["IGNORE_INDEX", "LigerRun", "liger_chunk_size", "liger_fused_linear_cross_entropy"]
 
 IGNORE_INDEX = -100
 """The label the loss skips (``ignore_index``), as transformers and Liger default it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LigerDevice:
-    """What of the target Liger's Python branches on."""
+class LigerRun:
+    """What Liger's Python branches on: the target, autocast and the chunk budget."""
 
     hip: bool
     """ROCm: ``_can_use_mm_out`` is False there, so logits are a new tensor per chunk."""
@@ -49,22 +49,24 @@ class LigerDevice:
     """Compute capability 8.0 or newer: ``grad_weight`` is accumulated in place by ``addmm(out=)``."""
     autocast: torch.dtype | None
     """The autocast dtype in force around the loss (``torch.get_autocast_dtype('cuda')`` when enabled)."""
+    chunk_mem_const: int
+    """The transient-logits budget in multiples of ``tokens x hidden`` elements."""
 
 
-def liger_chunk_size(tokens: int, hidden: int, vocab: int) -> int:
-    """Tokens per chunk: ``inc_factor = cdiv(V, H)``, ``next_power_of_2(cdiv(BT, inc_factor))``, at most BT
-    (``chunk_mem_const=1``), so a chunk's logits take about as many elements as the hidden states."""
-    inc_factor = -(-vocab // hidden)
+def liger_chunk_size(tokens: int, hidden: int, vocab: int, chunk_mem_const: int) -> int:
+    """Tokens per chunk: ``inc_factor = cdiv(V, C x H)``, ``next_power_of_2(cdiv(BT, inc_factor))``, at most BT,
+    so a chunk's logits take about C times as many elements as the hidden states."""
+    inc_factor = -(-vocab // (chunk_mem_const * hidden))
     return min(1 << max(0, math.ceil(math.log2(-(-tokens // inc_factor)))), tokens)
 
 
 def liger_fused_linear_cross_entropy(
-    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, device: LigerDevice
+    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, run: LigerRun
 ) -> torch.Tensor:
     """``LigerForCausalLMLoss`` without bias: labels shifted by padding, hidden states flattened, the fused loss."""
     padded = torch.nn.functional.pad(labels, (0, 1), value=IGNORE_INDEX)
     shifted = padded[..., 1:].contiguous()  # (batch, seq)
-    loss: torch.Tensor = _FusedLinearCrossEntropy.apply(hidden.view(-1, hidden.shape[-1]), weight, shifted.view(-1), device)
+    loss: torch.Tensor = _FusedLinearCrossEntropy.apply(hidden.view(-1, hidden.shape[-1]), weight, shifted.view(-1), run)
     return loss
 
 
@@ -72,8 +74,8 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
     """``LigerFusedLinearCrossEntropyFunction`` (reduction 'mean'): saves only the gradients made in forward."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, device: LigerDevice) -> torch.Tensor:
-        loss, grad_input, grad_weight = _forward(hidden, weight, target, device)
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, run: LigerRun) -> torch.Tensor:
+        loss, grad_input, grad_weight = _forward(hidden, weight, target, run)
         ctx.save_for_backward(grad_input.detach(), grad_weight.detach() if grad_weight is not None else None)
         return loss
 
@@ -87,18 +89,18 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
 
 
 def _forward(
-    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, device: LigerDevice
+    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, run: LigerRun
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """``fused_linear_cross_entropy_forward``'s allocations, in its order."""
     tokens, width = hidden.shape  # (batch * seq, hidden)
     vocab = weight.shape[0]
-    chunk = liger_chunk_size(tokens, width, vocab)
+    chunk = liger_chunk_size(tokens, width, vocab, run.chunk_mem_const)
     grad_input = torch.zeros_like(hidden)
     grad_weight = torch.zeros_like(weight) if hidden.requires_grad and weight.requires_grad else None
     loss_1d = torch.zeros(tokens, dtype=torch.float32, device=hidden.device)
     target_mask = target != IGNORE_INDEX
     target_mask.sum()  # .item(): the count of labelled tokens, read on the host
-    mm_out = _can_use_mm_out(hidden, weight, device)
+    mm_out = _can_use_mm_out(hidden, weight, run)
     storage = torch.empty((chunk, vocab), dtype=hidden.dtype, device=hidden.device) if mm_out else None
     for start in range(0, tokens, chunk):
         end = min(start + chunk, tokens)
@@ -114,25 +116,25 @@ def _forward(
         else:
             grad_input[start:end] = logits @ weight
         if grad_weight is not None:
-            _accumulate_grad_weight(grad_weight, logits, hidden_chunk, device)
+            _accumulate_grad_weight(grad_weight, logits, hidden_chunk, run)
         del logits, hidden_chunk
     del storage
     return torch.sum(loss_1d), grad_input, grad_weight
 
 
-def _can_use_mm_out(hidden: torch.Tensor, weight: torch.Tensor, device: LigerDevice) -> bool:
+def _can_use_mm_out(hidden: torch.Tensor, weight: torch.Tensor, run: LigerRun) -> bool:
     """``_can_use_mm_out`` on CUDA with grad mode off (inside ``forward``): same dtypes, and the autocast one."""
-    if device.hip or hidden.dtype != weight.dtype or hidden.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+    if run.hip or hidden.dtype != weight.dtype or hidden.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return False
-    return device.autocast is None or hidden.dtype == device.autocast
+    return run.autocast is None or hidden.dtype == run.autocast
 
 
 def _accumulate_grad_weight(
-    grad_weight: torch.Tensor, grad_logits: torch.Tensor, hidden_chunk: torch.Tensor, device: LigerDevice
+    grad_weight: torch.Tensor, grad_logits: torch.Tensor, hidden_chunk: torch.Tensor, run: LigerRun
 ) -> None:
     """``grad_weight += grad_logits.t() @ hidden_chunk`` the three ways Liger does it."""
     half = grad_logits.dtype in (torch.float16, torch.bfloat16)
-    if device.sm80 and half and grad_weight.dtype in (torch.float32, grad_logits.dtype):
+    if run.sm80 and half and grad_weight.dtype in (torch.float32, grad_logits.dtype):
         chunk = hidden_chunk.to(grad_logits.dtype)  # a copy when the hidden states are float32 under autocast
         extra = {"out_dtype": torch.float32} if grad_weight.dtype == torch.float32 else {}
         _without_autocast(torch.addmm, grad_weight, grad_logits.t(), chunk, out=grad_weight, **extra)
