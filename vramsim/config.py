@@ -166,9 +166,8 @@ class SimulationConfig:
     inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
         help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"))
     loss: Callable[[Any], torch.Tensor] | str | None = field(default=None, metadata=_option(
-        help="the model's output -> the loss to minimise; on the command line path/to/file.py:function; or a named "
-        "loss: model (its own), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's chunked "
-        "cross-entropy, 8 chunks unless N) (vramsim/losses.py)",
+        help="model (its own loss), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's, 8 "
+        "chunks unless N; vramsim/losses.py), or path/to/file.py:function (Python: a callable output -> loss)",
         report=lambda value: value if isinstance(value, str) else ("model" if value is None else "custom")))
     model_class: str | None = field(default=None, metadata=_option(
         help="transformers class, e.g. AutoModelForSequenceClassification"))
