@@ -175,6 +175,9 @@ class SimulationConfig:
         help="transformers' attention kernel: eager, sdpa, flash_attention_2, flash_attention_3 or flex_attention; "
         "none given: what transformers picks (sdpa where the model supports it, else eager)"))
     # The report's options name the implementation in force (the model's config after the build), not this request.
+    torch_empty_cache_steps: int | None = field(default=None, metadata=_option(
+        help="the HF Trainer's torch_empty_cache_steps: torch.cuda.empty_cache() after the loss, before backward, every N "
+        "steps (global_step %% N == 0), in the allocator replay", parse=int, report=_same, commands=("trace",)))
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
@@ -344,6 +347,10 @@ class SimulationConfig:
             raise ConfigError(f"optimizer={_optimizer_name(self.optimizer)!r} is for training; task={self.task!r} takes no step")
         _check_training_loop(self)
         _check_loss(self)
+        if self.torch_empty_cache_steps is not None:
+            _check_count("torch_empty_cache_steps", self.torch_empty_cache_steps, 1 << 20)
+            if self.task != "train":
+                raise ConfigError(f"torch_empty_cache_steps is the Trainer's training step; task={self.task!r} runs none")
         if isinstance(self.lora, int) and not isinstance(self.lora, bool):
             _check_count("lora", self.lora, 1 << 16)
             self.lora = lora_of_rank(self.lora)
