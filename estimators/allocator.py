@@ -278,6 +278,10 @@ class CachingAllocator:
             self._peak_allocated_event = self._event
         return True
 
+    def empty_cache(self) -> None:
+        """``torch.cuda.empty_cache()``: every wholly free segment (or free page) goes back to the device."""
+        self._release_cached()
+
     @property
     def allocated_bytes(self) -> int:
         """``torch.cuda.memory_allocated()``: blocks handed out now."""

@@ -396,3 +396,12 @@ constructing TrainingArguments loads accelerate (seconds)."""
 
 TRAINER_LOG_HISTORY = "trainer_state.json is sized at step 1 with an empty log history; each logging step adds one entry"
 """What ``vramsim checkpoint`` lists about the Trainer's JSON state, which grows as training logs."""
+
+LIGER_CHUNK_MEM_CONST = 1
+"""Liger's fused linear cross-entropy bounds a chunk's transient logits to ``chunk_mem_const x tokens x hidden``
+elements; 1 is liger-kernel 0.8.5's default (``_CHUNK_MEM_CONST``), which ``LigerForCausalLMLoss`` and so the HF
+Trainer's ``use_liger_kernel=True`` keep. Also ``accum_dtype=None``: the head's gradient in the weight's dtype."""
+
+TORCHTUNE_OUTPUT_CHUNKS = 8
+"""Chunks of ``--loss chunked-ce`` without ``:N``: torchtune 0.6.1's ``CEWithChunkedOutputLoss(num_output_chunks=8)``
+default, which its recipes pass to ``model.set_num_output_chunks``."""

@@ -9,6 +9,7 @@ per-layer table all read this one series.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .allocator import CachingAllocator
@@ -57,11 +58,15 @@ class Liveness:
         return dict(totals)
 
 
-def liveness(timeline: Timeline, allocator: CachingAllocator | None = None, *, overhead_bytes: int = 0) -> Liveness:
+def liveness(
+    timeline: Timeline, allocator: CachingAllocator | None = None, *, overhead_bytes: int = 0,
+    cache_releases: frozenset[int] = frozenset(),
+) -> Liveness:  # fmt: skip
     """Replay ``timeline`` (through ``allocator`` on a GPU), resetting peaks where the last step begins.
 
     ``overhead_bytes`` are allocated once what existed before tracing is in place, as the
-    cuBLAS workspace is at the first matmul, before any activation.
+    cuBLAS workspace is at the first matmul, before any activation. The allocator empties its
+    cache right before each event in ``cache_releases`` (``torch.cuda.empty_cache()``).
     """
     sizes = [block.nbytes for block in timeline.blocks]
     allocated: list[int] = []
@@ -74,6 +79,8 @@ def liveness(timeline: Timeline, allocator: CachingAllocator | None = None, *, o
                 allocator.malloc(_OVERHEAD_KEY, overhead_bytes)
         if index == last_step_first and allocator is not None:
             allocator.reset_peak_stats()
+        if index in cache_releases and allocator is not None:
+            allocator.empty_cache()
         if allocator is None:
             total += sizes[key] if is_alloc else -sizes[key]
         elif is_alloc:
@@ -89,16 +96,37 @@ def liveness(timeline: Timeline, allocator: CachingAllocator | None = None, *, o
     return Liveness(allocated=allocated, sizes=sizes, overhead_bytes=overhead_bytes, peak_reserved_bytes=reserved)
 
 
-def replay_under_limit(timeline: Timeline, allocator: CachingAllocator, *, overhead_bytes: int = 0) -> int | None:
+def replay_under_limit(
+    timeline: Timeline, allocator: CachingAllocator, *, overhead_bytes: int = 0, cache_releases: frozenset[int] = frozenset()
+) -> int | None:  # fmt: skip
     """Replay ``timeline`` through ``allocator`` (given a memory limit) until an allocation fails even
     after the cache is emptied (``num_alloc_retries`` counts those retries); the failing event's index,
-    or ``None`` when the whole timeline runs."""
+    or ``None`` when the whole timeline runs. ``cache_releases``: as in ``liveness``."""
     sizes = [block.nbytes for block in timeline.blocks]
     for index, (key, is_alloc) in enumerate(timeline.events):
         if index == timeline.preexisting and overhead_bytes and not allocator.malloc(_OVERHEAD_KEY, overhead_bytes):
             return index
+        if index in cache_releases:
+            allocator.empty_cache()
         if not is_alloc:
             allocator.free(key)
         elif not allocator.malloc(key, sizes[key]):
             return index
     return None
+
+
+def backward_starts(timeline: Timeline, steps: Callable[[int], bool]) -> frozenset[int]:
+    """The first allocation of each backward pass in the steps ``steps(index)`` accepts: where the HF Trainer's
+    ``torch_empty_cache_steps`` empties the cache, after ``compute_loss`` and before ``backward``. Frees are
+    left out (a saved activation is freed in backward but was made in forward), and so are recomputations."""
+    starts = []
+    previous = ""
+    for index, (key, is_alloc) in enumerate(timeline.events):
+        if not is_alloc:
+            continue
+        block = timeline.blocks[key]
+        if block.phase == "backward" and previous == "forward" and steps(block.step):
+            starts.append(index)
+        if block.phase in ("forward", "backward", "optimizer"):
+            previous = block.phase
+    return frozenset(starts)

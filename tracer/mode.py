@@ -333,7 +333,10 @@ _SCALAR_READ = torch.ops.aten._local_scalar_dense.default
 
 def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     formula = flop_registry.get(func.overloadpacket)
-    return int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
+    if formula is None:
+        return 0
+    # The out_dtype overloads (addmm.dtype_out) pass a dtype where the formulas take out_shape: a dtype is no shape.
+    return int(formula(*(a for a in args if not isinstance(a, torch.dtype)), **kwargs, out_val=out))
 
 
 def _is_wrapper_subclass(tensor: torch.Tensor) -> bool:

@@ -25,6 +25,7 @@ from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, TraceError, UnsupportedError
+from .losses import check_loss_target, loss_notes, parse_loss
 from .models import ModelSource, build_model, load_config
 from .optimizers import PAGED_STATES, check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
@@ -56,7 +57,8 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
 ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
                               "headroom", "expandable_segments", "pp", "pp_schedule", "micro_batches",
-                              "pp_virtual_stages", "offload_states", "shard_group_size"})  # fmt: skip
+                              "pp_virtual_stages", "offload_states", "shard_group_size",
+                              "torch_empty_cache_steps"})  # fmt: skip
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
 
 
@@ -79,6 +81,7 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], **options:
         configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
+    check_loss_target(parse_loss(config.loss) if isinstance(config.loss, str) else None, target.profile)
     for each in configs:
         _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     check_target(config.optimizer, target.profile.vendor)
@@ -219,7 +222,7 @@ class Analysis:
         graph: every variant of ``simulate_each`` and every advice line that asks the same reuses one."""
         config = self._config
         key = (plan.spec, config.sharding, config.pipeline, config.expandable_segments, config.gpus, config.headroom,
-               config.task, id(self._timeline))  # fmt: skip
+               config.task, id(self._timeline), config.torch_empty_cache_steps)  # fmt: skip
         outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
         if key not in outcomes:
             outcomes[key] = self._run(plan)
@@ -246,7 +249,7 @@ class Analysis:
         usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
         return device_memory(timeline, self._target, training=self._config.task == "train",
                              expandable_segments=self._config.expandable_segments, world_size=self._config.gpus,
-                             usable_bytes=usable)  # fmt: skip
+                             usable_bytes=usable, empty_cache_steps=self._config.torch_empty_cache_steps)  # fmt: skip
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
         """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""
@@ -400,6 +403,14 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
                     "a training step reads no KV cache",
                 )
             )
+    if isinstance(config.loss, str):
+        model_config = getattr(program.model, "config", None)
+        notes += loss_notes(parse_loss(config.loss), getattr(model_config, "vocab_size", None),
+                            getattr(model_config, "hidden_size", None))  # fmt: skip
+    if config.torch_empty_cache_steps is not None and target.profile.vendor != "cpu":
+        notes.append(Assumption(name="torch_empty_cache_steps", detail=f"the HF Trainer's torch_empty_cache_steps="
+                                f"{config.torch_empty_cache_steps}: torch.cuda.empty_cache() after the loss, before "
+                                "backward, in the traced steps whose global_step (0, 1) is a multiple of it"))  # fmt: skip
     if getattr(program.optimizer, "traced_paged", False):
         notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:

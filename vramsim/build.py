@@ -20,6 +20,7 @@ from .checkpointing import apply_checkpointing, install_unit_marker, saved_tenso
 from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
+from .losses import install_loss, liger_run, parse_loss
 from .models import ModelSource, build_model, call_user, load_builder, load_config
 from .optimizers import make_optimizer
 from .pipelines import build_pipeline_program, find_pipeline
@@ -27,6 +28,7 @@ from .positions import check_positions
 from .program import STEPS, Program
 from .quantization import check_quantized_target, quantization_config, quantize_model
 from .quiet import quiet_peft
+from .targets import resolve_target
 from .tensor_parallel import rank_config
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
@@ -108,6 +110,7 @@ def build_program(
         raise ConfigError("checkpointing='all' compares the choices from one trace; a real run takes one choice")
     else:
         apply_checkpointing(model, plan, emulation)
+    _install_named_loss(model, config, device)
     if config.lora is not None:
         if config.quantization is not None and train:
             _prepare_for_kbit_training(model)
@@ -115,7 +118,7 @@ def build_program(
     with torch.device(device):
         if config.inputs is None:
             batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
-            if config.loss is not None:  # the user's loss replaces the model's: no labels, so no second loss
+            if callable(config.loss):  # the user's loss replaces the model's: no labels, so no second loss
                 batch.pop("labels", None)
         else:
             batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
@@ -127,7 +130,7 @@ def build_program(
         modules={"": model},
         step=STEPS[config.task],
         batch=batch,
-        loss=config.loss,
+        loss=config.loss if callable(config.loss) else None,
         optimizer=optimizer,
         autocast=_autocast(mixed, device, emulation),
         max_new_tokens=config.max_new_tokens or 0,
@@ -142,6 +145,21 @@ def build_program(
         max_grad_norm=config.max_grad_norm,
         keep_outputs=config.keep_outputs,
     )
+
+
+def _install_named_loss(model: torch.nn.Module, config: SimulationConfig, device: str) -> None:
+    """A named loss (``liger-flce``, ``chunked-ce``) in place of the model's head and loss; Liger's reads the target."""
+    named = parse_loss(config.loss) if isinstance(config.loss, str) else None
+    if named is None:
+        return
+    liger = None
+    if named.kind == "liger-flce":
+        if device != "meta":
+            raise UnsupportedError("loss='liger-flce' is traced on meta with a stand-in for Liger's Triton kernel; "
+                                   "a real run of it is not wired up")  # fmt: skip
+        assert not isinstance(config.mixed_precision, str), "SimulationConfig resolves dtype names"
+        liger = liger_run(resolve_target(config.device).profile, config.mixed_precision)
+    install_loss(model, named, liger)
 
 
 def _user_batch(batch: Any, device: str) -> dict[str, Any]:

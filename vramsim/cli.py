@@ -141,6 +141,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     from .models import load_function
 
     for name, signature in _USER_FUNCTIONS.items():
+        if name == "loss" and given[name] is not None and ".py" not in given[name]:
+            continue  # a named loss (vramsim/losses.py), checked with the other options
         if given[name] is not None:
             given[name] = load_function(given[name], signature)
     shaped = args.lora_targets is not _ALL_LINEAR or args.lora_alpha is not None or args.lora_dropout or args.dora

@@ -165,14 +165,19 @@ class SimulationConfig:
         report=_same))
     inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
         help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"))
-    loss: Callable[[Any], torch.Tensor] | None = field(default=None, metadata=_option(
-        help="the model's output -> the loss to minimise; on the command line path/to/file.py:function"))
+    loss: Callable[[Any], torch.Tensor] | str | None = field(default=None, metadata=_option(
+        help="model (its own loss), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's, 8 "
+        "chunks unless N; vramsim/losses.py), or path/to/file.py:function (Python: a callable output -> loss)",
+        report=lambda value: value if isinstance(value, str) else ("model" if value is None else "custom")))
     model_class: str | None = field(default=None, metadata=_option(
         help="transformers class, e.g. AutoModelForSequenceClassification"))
     attn_implementation: str | None = field(default=None, metadata=_option(
         help="transformers' attention kernel: eager, sdpa, flash_attention_2, flash_attention_3 or flex_attention; "
         "none given: what transformers picks (sdpa where the model supports it, else eager)"))
     # The report's options name the implementation in force (the model's config after the build), not this request.
+    torch_empty_cache_steps: int | None = field(default=None, metadata=_option(
+        help="the HF Trainer's torch_empty_cache_steps: torch.cuda.empty_cache() after the loss, before backward, every N "
+        "steps (global_step %% N == 0), in the allocator replay", parse=int, report=_same, commands=("trace",)))
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
@@ -345,6 +350,11 @@ class SimulationConfig:
         if self.task != "train" and self.optimizer not in (None, "adamw"):
             raise ConfigError(f"optimizer={_optimizer_name(self.optimizer)!r} is for training; task={self.task!r} takes no step")
         _check_training_loop(self)
+        _check_loss(self)
+        if self.torch_empty_cache_steps is not None:
+            _check_count("torch_empty_cache_steps", self.torch_empty_cache_steps, 1 << 20)
+            if self.task != "train":
+                raise ConfigError(f"torch_empty_cache_steps is the Trainer's training step; task={self.task!r} runs none")
         if isinstance(self.lora, int) and not isinstance(self.lora, bool):
             _check_count("lora", self.lora, 1 << 16)
             self.lora = lora_of_rank(self.lora)
@@ -367,6 +377,22 @@ def _check_training_loop(config: SimulationConfig) -> None:
     if config.grad_accum > 1 and (config.gpus > 1 or config.zero or config.fsdp != "no" or config.pp > 1):
         raise UnsupportedError("grad_accum with gpus, zero, fsdp or pp is not modelled yet "
                                "(pipeline micro-batches are --micro-batches)")  # fmt: skip
+
+
+def _check_loss(config: SimulationConfig) -> None:
+    """A named loss is a spec string (``model`` is none); it replaces a training step's loss on one rank's whole model."""
+    if not isinstance(config.loss, str):
+        if config.loss is not None and not callable(config.loss):
+            raise ConfigError(f"loss must be a name or a callable, not {type(config.loss).__name__}")
+        return
+    from .losses import parse_loss  # torch, once arguments are parsed
+
+    named = parse_loss(config.loss)
+    config.loss = None if named is None else named.spec
+    if named is not None and config.task != "train":
+        raise ConfigError(f"loss={named.spec!r} is a training loss; task={config.task!r} computes none")
+    if named is not None and (config.tp > 1 or config.pp > 1):
+        raise UnsupportedError(f"loss={named.spec!r} with tp or pp is not modelled yet")
 
 
 def _apply_launch_file(config: SimulationConfig, launch: LaunchOptions) -> None:

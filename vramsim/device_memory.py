@@ -7,7 +7,7 @@ from typing import Literal
 
 from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
 from vramsim.estimators.assumptions import Overhead, overheads_for, totals
-from vramsim.estimators.liveness import Liveness, liveness, replay_under_limit
+from vramsim.estimators.liveness import Liveness, backward_starts, liveness, replay_under_limit
 from vramsim.estimators.timeline import Timeline
 
 from .report import AllocatorPressure
@@ -37,12 +37,14 @@ class DeviceMemory:
 
 def device_memory(
     timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False, world_size: int = 1,
-    usable_bytes: int | None = None,
+    usable_bytes: int | None = None, empty_cache_steps: int | None = None,
 ) -> DeviceMemory:  # fmt: skip
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
     > 1 adds NCCL's buffers. Where the device figure passes ``usable_bytes``, the timeline is
-    replayed again within it (``AllocatorPressure``)."""
+    replayed again within it (``AllocatorPressure``). ``empty_cache_steps`` N: the HF Trainer's
+    ``torch_empty_cache_steps``, the cache emptied before backward in the steps whose index (the
+    Trainer's ``global_step``, 0 for the first traced step) is a multiple of N."""
     first, last = timeline.steps[-1]
     if target.profile.vendor == "cpu":
         live = liveness(timeline)
@@ -53,7 +55,8 @@ def device_memory(
     added = totals(overheads)
     platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))
-    live = liveness(timeline, allocator, overhead_bytes=added.allocated)
+    releases = backward_starts(timeline, lambda step: step % empty_cache_steps == 0) if empty_cache_steps else frozenset()
+    live = liveness(timeline, allocator, overhead_bytes=added.allocated, cache_releases=releases)
     peak, index = live.peak(first, last)
     reserved = live.peak_reserved_bytes + (added.reserved - added.allocated)
     device = reserved + (added.device - added.reserved)
@@ -64,7 +67,7 @@ def device_memory(
         def replay(expandable: bool) -> tuple[int, str | None]:
             limited = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable,
                                                        memory_limit_bytes=max(limit, 1)))  # fmt: skip
-            failed = replay_under_limit(timeline, limited, overhead_bytes=added.allocated)
+            failed = replay_under_limit(timeline, limited, overhead_bytes=added.allocated, cache_releases=releases)
             return limited.stats().alloc_retries, None if failed is None else _failing(timeline, failed)
 
         beyond = next((i for i, allocated in enumerate(live.allocated) if allocated > limit), None)

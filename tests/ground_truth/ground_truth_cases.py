@@ -49,6 +49,13 @@ def llama() -> Any:
     )  # fmt: skip
 
 
+def llama_vocab_4k() -> Any:
+    """The tiny Llama with a vocabulary 64 times its width, as Llama 3's is 32 times: the loss's logits weigh."""
+    config = llama()
+    config.vocab_size = 4096
+    return config
+
+
 def mistral() -> Any:
     from transformers import MistralConfig
 
@@ -284,6 +291,10 @@ CASES: list[Case] = [
     Case("llama-train-clip-grad-norm", llama, {**_TRAIN, "max_grad_norm": 1.0, "optimizer": "adamw-foreach"}),
     Case("llama-train-keep-outputs", llama, {**_TRAIN, "keep_outputs": True}),
     Case("llama-train-custom-loss", llama, {**_TRAIN, "loss": logits_loss}),
+    # torchtune's chunked cross-entropy (vramsim/losses.py): the head per chunk, each chunk upcast in its own
+    # loss; a 4,096-token vocabulary, so the logits are a large share of the step.
+    Case("llama-train-chunked-ce-vocab4k", llama_vocab_4k, {**_TRAIN, "loss": "chunked-ce:4"}),
+    Case("llama-train-chunked-ce-vocab4k-bf16-weights", llama_vocab_4k, {**_TRAIN, "dtype": "bf16", "loss": "chunked-ce"}),
     Case("llama-forward-fp32", llama, _FORWARD),
     Case("llama-forward-bf16-weights", llama, {**_FORWARD, "dtype": "bf16"}),
     Case("llama-forward-bf16-autocast", llama, {**_FORWARD, "mixed_precision": "bf16"}),
