@@ -27,10 +27,10 @@ stands for all):
 - HSDP (``hybrid``): FSDP2 full over a shard group of ``shard_group`` ranks, replicated across the
   groups; the replicas all-reduce the gradients' shards in place, so a rank holds what FSDP2 full
   over the group holds.
-- Mixed precision (a program traced under torch.autocast): a sharded weight that autocast casts is
-  gathered in that dtype, as FSDP2's ``MixedPrecisionPolicy(param_dtype=...)`` and DeepSpeed's
-  bf16/fp16 modes gather it, and autocast's copies of it (live from the weight's forward to its
-  backward) are dropped: the gathered copy is the only one.
+- Mixed precision (a program traced under torch.autocast): ZeRO and FSDP run their own, not autocast
+  (``_Rank._mixed_precision``): FSDP2's ``MixedPrecisionPolicy`` gathers the fp32 shards in the low
+  dtype, DeepSpeed's bf16/fp16 mode holds the weights and gradients in it beside fp32 master and
+  gradient partitions; autocast's copies of the weights are dropped. DDP keeps autocast.
 - CPU offload (``offload``): the model states DeepSpeed ZeRO-Offload or FSDP2's CPUOffloadPolicy
   keep in host memory leave the device and are counted in ``Sharded.host`` (``sharding_offload.py``).
 
@@ -123,9 +123,13 @@ class _Rank:
         self.notes: list[str] = []
         self.gathered = 0
         self.gather_itemsize: dict[str, int] = {}
-        """Weights the program casts under autocast, gathered in that dtype instead (``_mixed_precision_gathers``)."""
+        """Weights the program casts under autocast, gathered in that dtype instead (``_mixed_precision``)."""
+        self.held_itemsize: dict[int, int] = {}
+        """Traced weights and gradients DeepSpeed's bf16/fp16 mode holds in the low dtype instead (``_mixed_precision``)."""
         self.phase_bounds: dict[int, tuple[int, int]] = {}
         """Step -> (last clock of its forward, first clock of its backward)."""
+        self.optimizer_span: dict[int, tuple[int, int]] = {}
+        """Step -> (first, last) clock of its optimizer step."""
         forward_end: dict[int, int] = defaultdict(int)
         backward_start: dict[int, int] = {}
         for node, attrs in graph.nodes(data=True):
@@ -134,6 +138,9 @@ class _Rank:
             elif node[0] == "op" and attrs["phase"] == "backward":
                 step = attrs["step"]
                 backward_start[step] = min(backward_start.get(step, attrs["clock_after"]), attrs["clock_after"])
+            elif node[0] == "op" and attrs["phase"] == "optimizer":
+                first, last = self.optimizer_span.get(attrs["step"], (attrs["clock_after"], attrs["clock_after"]))
+                self.optimizer_span[attrs["step"]] = (min(first, attrs["clock_after"]), max(last, attrs["clock_after"]))
         for step, end in forward_end.items():
             self.phase_bounds[step] = (end, backward_start.get(step, end + 1))
         self._seq = 0
@@ -157,14 +164,19 @@ class _Rank:
         weight = self.weights.get(attrs["owner"])
         same_size = weight is not None and weight.nbytes == attrs["nbytes"]  # not AdamW's scalar step
         shape = weight.shape if weight is not None and same_size else tuple(attrs["shape"])
-        return shard_bytes(attrs["nbytes"], shape, self.n, dim0=self.plan.fsdp != "no")
+        nbytes = attrs["nbytes"] // itemsize(attrs) * self.element_size(sid)
+        return shard_bytes(nbytes, shape, self.n, dim0=self.plan.fsdp != "no")
+
+    def element_size(self, sid: int) -> int:
+        """Bytes per element of traced storage ``sid`` as the rank holds it (``held_itemsize``, else as traced)."""
+        return self.held_itemsize.get(sid, itemsize(self.attrs[sid]))
 
     def gathered_bytes(self, weight: Weight, *, padded: bool = False) -> int:
         """A weight's gathered copy: in the dtype it is gathered in (``gather_itemsize``); ``padded``: every
         rank's padded shard, as FSDP2's flat all-gather output holds it."""
-        held = self.shard_of(weight.sid) * self.n if padded else weight.nbytes
-        cast = self.gather_itemsize.get(weight.name)
-        return held if cast is None else held // itemsize(self.attrs[weight.sid]) * cast
+        size = self.element_size(weight.sid)
+        elements = self.shard_of(weight.sid) * self.n // size if padded else weight.numel
+        return elements * self.gather_itemsize.get(weight.name, size)
 
     def trainable_weights(self) -> set[str]:
         """Names of the weights that get gradients."""
@@ -179,9 +191,9 @@ class _Rank:
 
     def apply(self) -> Sharded:
         last_step = len(self.graph.graph["step_clocks"]) - 1
+        if self.plan.zero or self.plan.shards_parameters:
+            self._mixed_precision()
         self._shard_states()
-        if self.plan.shards_parameters:
-            self._mixed_precision_gathers()
         if self.plan.zero or self.plan.fsdp != "no":
             self._training_windows()
             self._master_partition()
@@ -209,12 +221,51 @@ class _Rank:
             elif block.category == "parameters" and self.sharded_weight(self.weights[self.attrs[sid]["owner"]]):
                 block.nbytes = self.shard_of(sid)
 
-    def _mixed_precision_gathers(self) -> None:
-        """Sharded weights are gathered in the dtype the program computes with: a weight that torch.autocast
-        casts (``aten._to_copy`` of the weight, cached until the forward ends and saved for backward, so a
-        copy of every weight is live from its forward to its backward) is gathered in that dtype by FSDP2's
-        ``MixedPrecisionPolicy(param_dtype=...)`` and DeepSpeed's bf16/fp16 modes, which run no autocast:
-        the gathered copy is the only one, and the traced casts (recomputed ones too) are dropped."""
+    def _mixed_precision(self) -> None:
+        """Mixed precision as the sharding frameworks run it, not as torch.autocast does. Autocast casts a
+        weight (``aten._to_copy`` of it) at its first use, caches the copy until the forward ends and
+        autograd saves it for backward: a copy of every weight lives from its forward to its backward.
+        FSDP2's ``MixedPrecisionPolicy(param_dtype=...)`` keeps fp32 shards and gathers them in the low
+        dtype; DeepSpeed's bf16/fp16 mode holds the weights and their gradients in the low dtype (whole
+        for stages 1-2, partitioned for stage 3), an fp32 master partition (``_master_partition``) and,
+        for stages 1-2, an fp32 copy of the gradient partition during the step (``single_grad_partition``);
+        stage 3 reduces into its fp32 partitions. Neither runs autocast: the traced casts of those weights
+        (recomputed ones too) are dropped and the gathered copy is the only one."""
+        casts = self._autocast_weight_casts()
+        if not casts:
+            return
+        low = next(iter(self.gather_itemsize.values()))  # autocast's one dtype: the frameworks cast every weight to it
+        self.gather_itemsize = {w.name: low for w in self.weights.values() if self.plan.zero or self.sharded_weight(w)}
+        for key, block in enumerate(self.blocks):
+            source = key if key < self.traced else block.copy_of
+            if source is not None and source in casts:
+                block.nbytes = 0
+        if self.plan.zero:
+            for sid, attrs in enumerate(self.attrs):
+                weight = self.weights.get(attrs["owner"])
+                own = attrs["category"] == "parameters" and weight is not None and weight.sid == sid
+                if own or (attrs["category"] == "gradients" and self.plan.zero < 3):
+                    self.held_itemsize[sid] = low
+                    self.blocks[sid].nbytes = self.blocks[sid].nbytes // itemsize(attrs) * low
+            if self.plan.zero < 3 and self.plan.offload == "none":  # offloaded, the host steps on it
+                self._fp32_gradient_partition()
+            self.notes.append(
+                f"DeepSpeed's bf16/fp16 mode for the autocast dtype: {len(self.gather_itemsize)} weights and their "
+                "gradients held in it, "
+                "an fp32 master partition and fp32 gradient partitions for the optimizer, no autocast copies; the traced "
+                "activations keep autocast's dtypes (the residual stream stays fp32 where DeepSpeed computes in the low dtype)"
+            )  # fmt: skip
+            return
+        self.notes.append(
+            "mixed precision as FSDP2's MixedPrecisionPolicy runs it: "
+            f"{len(self.gather_itemsize)} sharded weights gathered in the autocast dtype, no autocast copies of them; "
+            "the traced activations keep autocast's dtypes (the residual stream stays fp32 where FSDP2 computes in the "
+            "low dtype: on a tiny Llama, +16% over torch's FSDP2 with MixedPrecisionPolicy run for real)"
+        )
+
+    def _autocast_weight_casts(self) -> dict[int, str]:
+        """Traced storages that are autocast's copies of a weight (a ``_to_copy`` reading the weight's
+        storage), by sid, with the weight's name; each cast weight's low dtype goes to ``gather_itemsize``."""
         graph = self.graph
         casts: dict[int, str] = {}
         for sid, attrs in enumerate(self.attrs):
@@ -223,21 +274,19 @@ class _Rank:
             producer = next(u for u, _, key in graph.in_edges(storage_node(sid), keys=True) if key == "produced")
             read = [u[1] for u, _, key in graph.in_edges(producer, keys=True) if key == "read"]
             weight = self.weights.get(self.attrs[read[0]]["owner"]) if len(read) == 1 else None
-            if weight is not None and weight.sid == read[0] and self.sharded_weight(weight):
+            if weight is not None and weight.sid == read[0] and (self.plan.zero or self.sharded_weight(weight)):
                 casts[sid] = weight.name
                 self.gather_itemsize[weight.name] = itemsize(attrs)
-        if not casts:
-            return
-        for key, block in enumerate(self.blocks):
-            source = key if key < self.traced else block.copy_of
-            if source is not None and source in casts:
-                block.nbytes = 0
-        self.notes.append(
-            "mixed precision as FSDP2's MixedPrecisionPolicy and DeepSpeed's bf16/fp16 modes run it: "
-            f"{len(self.gather_itemsize)} sharded weights gathered in the autocast dtype, no autocast copies of them; "
-            "the traced activations keep autocast's dtypes (the residual stream stays fp32 where those frameworks "
-            "compute in the low dtype: on a tiny Llama, +16% over torch's FSDP2 with MixedPrecisionPolicy run for real)"
-        )
+        return casts
+
+    def _fp32_gradient_partition(self) -> None:
+        """DeepSpeed stages 1-2 step on an fp32 copy of the rank's gradient partition (stage_1_and_2.py
+        ``single_grad_partition``), made and dropped within each optimizer step."""
+        trainable = self.trainable_weights()
+        nbytes = sum(4 * ceil(w.numel / self.n) for w in self.weights.values() if w.name in trainable)
+        for step, (first, last) in self.optimizer_span.items():
+            self.add(nbytes, "temporaries", "zero.fp32_grad_partition", phase="optimizer", step=step,
+                     alloc_at=self.at(first, 2), free_at=self.at(last, 3))  # fmt: skip
 
     def _master_partition(self) -> None:
         """DeepSpeed's optimizer updates an fp32 copy of the rank's partition of the trainable weights:
@@ -248,7 +297,7 @@ class _Rank:
         weights = [w for w in self.weights.values() if w.name in trainable]
         if not self.plan.zero or not weights:
             return
-        fp32 = all(itemsize(self.attrs[w.sid]) == 4 for w in weights)
+        fp32 = all(self.element_size(w.sid) == 4 for w in weights)
         nbytes = sum(4 * ceil(w.numel / self.n) for w in weights)
         if self.plan.offload != "none":
             self.host["parameters"] = self.host.get("parameters", 0) + nbytes
@@ -256,7 +305,7 @@ class _Rank:
         if self.plan.zero == 3 and fp32:
             return
         self.add(nbytes, "parameters", "zero.fp32_master_partition", alloc_at=self.at(0, 4), free_at=None)
-        if not fp32:
+        if not all(itemsize(self.attrs[w.sid]) == 4 for w in weights):
             self.notes.append("DeepSpeed keeps optimizer states with its fp32 master partition; the traced optimizer "
                               "keeps them in the weights' dtype (DeepSpeed's bf16/fp16 modes are not modelled)")
 
@@ -298,7 +347,7 @@ class _Rank:
         """DeepSpeed's reduce (ipg) bucket: stage 1/2 for backward, stage 3 for the run."""
         if not self.plan.zero:
             return
-        element = max(itemsize(self.attrs[sid]) for sid in grads)
+        element = max(self.element_size(self.weights[self.attrs[sid]["owner"]].sid) for sid in grads)  # the weights' dtype
         nbytes = self.plan.zero_settings.reduce_bucket * element
         if self.plan.zero == 3:  # one bucket per gradient dtype, made at start-up
             if step == 0:

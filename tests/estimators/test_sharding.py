@@ -49,20 +49,25 @@ def _rows(p: torch.Tensor) -> int:
 
 
 def closed_form(weights: list[torch.nn.Parameter], zero: int, fsdp: str) -> dict[str, int]:
-    """fp32 weights, fp32 gradients, AdamW's two fp32 states: whole or each rank's padded share; on the
-    cpu target AdamW's fp32 ``step`` scalars are device memory too (one per weight; a GPU keeps them on the host)."""
+    """Bytes per weight, whole or each rank's padded share, with bf16 mixed precision as each framework runs it:
+    FSDP2 (MixedPrecisionPolicy) and DDP keep fp32 weights and gradients; DeepSpeed's bf16 mode holds bf16
+    weights (whole for stages 1-2) and gradients (stage 3 reduces into fp32 partitions) beside an fp32 master
+    partition: stage 2 is DeepSpeed's own estimate_zero2_model_states_mem_needs (2 + 18 / N bytes per parameter,
+    the step's fp32 gradient copy being a temporary here), stage 3 its 18 / N. AdamW's two fp32 states; on the cpu
+    target AdamW's fp32 ``step`` scalars are device memory too (one per weight; a GPU keeps them on the host)."""
     whole = sum(4 * p.numel() for p in weights)
     steps = 4 * len(weights)
     if fsdp != "no":
         share = sum(4 * _rows(p) for p in weights)
         return {"parameters": share, "gradients": share, "optimizer_states": 2 * share + steps}
     share = sum(4 * _elements(p) for p in weights)
-    kept = sum(4 * (_elements(p) if p.numel() >= 100_000 else p.numel()) for p in weights)
-    master = share if zero in (1, 2) else 0  # DeepSpeed's fp32 copy of the partition (stage 3: the weights are it)
+    if zero == 0:
+        return {"parameters": whole, "gradients": whole, "optimizer_states": 2 * whole + steps}
+    kept = sum(2 * (_elements(p) if p.numel() >= 100_000 else p.numel()) for p in weights)
     return {
-        "parameters": kept if zero == 3 else whole + master,
-        "gradients": share if zero >= 2 else whole,
-        "optimizer_states": (2 * share if zero >= 1 else 2 * whole) + steps,
+        "parameters": (kept if zero == 3 else whole // 2) + share,  # the low-dtype weights and the fp32 master
+        "gradients": {1: whole // 2, 2: share // 2, 3: share}[zero],
+        "optimizer_states": 2 * share + steps,
     }
 
 
@@ -135,14 +140,11 @@ def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int
 def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> None:
     """FSDP2 full: shards + the root whole + one block whole (the prefetched one is communication); grad-op: the whole model
     once the forward is done; ZeRO-3 with the blocks larger than its prefetch bucket: one block and a bit. Under bf16
-    mixed precision a weight autocast casts (a Linear's) is gathered in bf16, as the frameworks' mixed precision gathers
-    it; the others (embedding, norms) in fp32."""
-    model = build_model(llama, device="meta", dtype=None)
-    linear = {f"{name}.weight" for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
-    weights = dict(model.named_parameters())
+    mixed precision every weight is gathered in bf16, as FSDP2's MixedPrecisionPolicy and DeepSpeed's bf16 mode do."""
+    weights = dict(build_model(llama, device="meta", dtype=None).named_parameters())
 
     def gathered(names: Any) -> int:
-        return sum((2 if name in linear else 4) * weights[name].numel() for name in names)
+        return sum(2 * weights[name].numel() for name in names)
 
     shards = closed_form(list(weights.values()), 0, "full")["parameters"]
     block = gathered(n for n in weights if n.startswith("model.layers.0."))
@@ -150,7 +152,7 @@ def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> N
     assert _most_weights(llama, gpus=N, fsdp="full") == shards + root + block  # the next one waits as all-gather output
     assert _most_weights(llama, gpus=N, fsdp="grad-op") == shards + root + 3 * block
     zero3 = _most_weights(llama, gpus=N, zero=3)
-    kept = closed_form(list(weights.values()), 3, "no")["parameters"]
+    kept = closed_form(list(weights.values()), 3, "no")["parameters"]  # bf16 partitions and kept weights, fp32 master
     big_root = gathered(n for n, p in weights.items() if not n.startswith("model.layers.") and p.numel() >= 1e5)
     big_block = gathered(n for n, p in weights.items() if n.startswith("model.layers.0.") and p.numel() >= 1e5)
     assert zero3 == kept + big_root + 2 * big_block
@@ -227,7 +229,7 @@ def test_zero_offload_optimizer(llama: transformers.LlamaConfig, zero: int) -> N
     assert on.ranks is not None and off.ranks is not None and on.ranks.scheme == f"ZeRO-{zero} + offload optimizer"
     share = sum(4 * _elements(p) for p in weights)
     held = dict(off.ranks.model_state, optimizer_states=0, gradients=0 if zero >= 2 else off.ranks.model_state["gradients"])
-    held["parameters"] -= share if zero < 3 else 0  # the master partition leaves the device
+    held["parameters"] -= share  # the fp32 master partition leaves the device (bf16 mode: stage 3 has one too)
     assert on.ranks.model_state == held
     expected = {"parameters": share, "optimizer_states": off.ranks.model_state["optimizer_states"], "gradients": share}
     if zero < 3:
@@ -239,12 +241,13 @@ def test_zero_offload_optimizer(llama: transformers.LlamaConfig, zero: int) -> N
 
 
 def test_zero3_offload_params(llama: transformers.LlamaConfig) -> None:
-    """offload_param: the weights' partitions join the host; weights under the persistence threshold stay whole."""
+    """offload_param: the weights' bf16 partitions join the fp32 master on the host; weights under the persistence
+    threshold stay whole on the device."""
     weights = _weights(llama)
     report = vramsim.simulate(llama, device="h100", gpus=N, zero=3, offload_states="params", **OPTIONS)
     assert report.ranks is not None
-    small = sum(4 * p.numel() for p in weights if p.numel() < 100_000)
-    shards = sum(4 * _elements(p) for p in weights if p.numel() >= 100_000)
+    small = sum(2 * p.numel() for p in weights if p.numel() < 100_000)
+    shards = sum(2 * _elements(p) for p in weights if p.numel() >= 100_000)
     assert report.ranks.model_state == {"parameters": small, "gradients": 0, "optimizer_states": 0}
     assert report.ranks.host["parameters"] == shards + sum(4 * _elements(p) for p in weights)
 
