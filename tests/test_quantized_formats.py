@@ -154,3 +154,24 @@ def test_no_stand_in_outlives_a_simulation() -> None:
 
     simulate(_llama(), task="forward", quantization="fp8", dtype="bf16", batch_size=1, seq_len=8)
     assert not hasattr(finegrained_fp8.fp8_linear, "__vramsim_patch__")
+
+
+def test_torchao_int8_weight_only_counts_the_storages_its_tensor_subclass_owns() -> None:
+    """torchao's Int8Tensor wraps int8 values [out, in], float32 scales [out, 1] and an int8 zero point
+    [out, 1]; its linear casts the int8 weight to the input's dtype before the matmul."""
+    pytest.importorskip("torchao")
+    config = SimulationConfig(task="forward", quantization="int8wo", dtype="bf16", batch_size=1, seq_len=8)
+    _, specs, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
+    layer = next(spec for spec in specs if spec.module == "model.layers.0")
+    assert layer.parameter_bytes == sum(i * o + 4 * o + o for i, o in _LINEARS) + _NORMS
+    assert layer.parameters == sum(i * o for i, o in _LINEARS) + 2 * 128
+    casts = {s.nbytes for s in trace.storages if s.op == "aten._to_copy" and s.module.endswith("q_proj")}
+    assert 128 * 128 * 2 in casts  # the bf16 copy of q_proj's int8 weight
+
+
+def test_torchao_other_than_int8_weight_only_is_refused() -> None:
+    torchao = pytest.importorskip("torchao.quantization")
+    from transformers import TorchAoConfig
+
+    with pytest.raises(vramsim.UnsupportedError, match="torchao's Int4WeightOnlyConfig is not modelled"):
+        simulate(_llama(), task="forward", quantization=TorchAoConfig(torchao.Int4WeightOnlyConfig()), seq_len=8)

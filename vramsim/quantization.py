@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, UnsupportedError
-from .quantized_formats import check_format_target, describe_format, format_notes, quantize_format
+from .quantized_formats import check_format_target, describe_format, format_notes, quantize_format, torchao_int8_weight_only
 from .report import Assumption
 
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line reads QUANTIZATIONS without it
@@ -49,14 +49,16 @@ QUANTIZATIONS: dict[str, dict[str, Any]] = {
     "gptq": {"bits": 4, "group_size": 128},
     "awq": {"bits": 4, "group_size": 128},
     "fp8": {},
+    "int8wo": {},
 }
 """``--quantization`` names -> the config's arguments (``BitsAndBytesConfig``'s, unless
 ``_CONFIG_CLASSES`` names another); ``-dq`` adds double quantization (QLoRA's absmax quantized again
 in blocks of 256); ``int8`` is LLM.int8 (outlier threshold 6); ``gptq`` and ``awq`` are 4 bits in
 groups of 128, as the common checkpoints; ``fp8`` is e4m3 weights in 128x128 blocks with dynamic
-activation scales; the rest are the libraries' defaults."""
-_CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config"}
-_SIMULATED = ("BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "FineGrainedFP8Config")
+activation scales; ``int8wo`` is torchao's ``Int8WeightOnlyConfig`` (per row); the rest are the
+libraries' defaults."""
+_CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config", "int8wo": "TorchAoConfig"}
+_SIMULATED = ("BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "FineGrainedFP8Config", "TorchAoConfig")
 
 
 def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
@@ -75,6 +77,8 @@ def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
         raise ConfigError(f"unknown quantization {spec!r}; choose one of: {', '.join(QUANTIZATIONS)}")
     if arguments.get("load_in_4bit"):
         arguments = {**arguments, "bnb_4bit_compute_dtype": compute_dtype}
+    if name == "int8wo":
+        arguments = {"quant_type": torchao_int8_weight_only()}
     return getattr(transformers, _CONFIG_CLASSES.get(name, "BitsAndBytesConfig"))(**arguments)
 
 
