@@ -117,19 +117,19 @@ def describe_format(config: Any) -> str:
 
 def format_notes(config: Any) -> list[Assumption]:
     """What a GPTQ, AWQ or FP8 run assumed beyond the formats' own layouts."""
+    from vramsim.estimators.assumptions import QUANTIZED_KERNELS
     from vramsim.tracer.kernels.fp8_linear import NOTE_FP8_LINEAR
 
     if _is_fp8(config):
-        return [Assumption(name="fp8_activation_quant", detail=NOTE_FP8_LINEAR)]
+        return [Assumption(name="fp8_activation_quant", detail=f"{QUANTIZED_KERNELS['fp8']}; {NOTE_FP8_LINEAR}")]
     if _is_torchao(config):
-        return [Assumption(name="torchao_int8_linear", detail="torchao's Int8Tensor linear traced as written (device-"
-                           "agnostic torch ops: the int8 weight cast to the input's dtype, a matmul, the row scales "
-                           "applied); torch.compile, which would fuse the cast, is not modelled")]  # fmt: skip
+        return [Assumption(name="torchao_int8_linear", detail=f"{QUANTIZED_KERNELS['int8wo']}, traced as torchao "
+                           "writes it; torch.compile, which would fuse the cast, is not modelled")]  # fmt: skip
     return [Assumption(name="marlin_kernel", detail=(
-        "GPTQ/AWQ layers are gptqmodel's Marlin layers after post_init (its automatic choice on NVIDIA GPUs: "
-        "repacked qweight, scales, a per-layer int32 workspace of max(SMs, 128)); each matmul allocates its output "
-        "and the fp32 global-reduce buffer (SMs x min(rows rounded to 16, 64) x 256 floats, "
-        "GPTQMODEL_MARLIN_USE_FP32's default)"))]  # fmt: skip
+        f"{QUANTIZED_KERNELS[_method(config)]}, gptqmodel's automatic choice on NVIDIA GPUs (estimators/assumptions.py "
+        "QUANTIZED_KERNELS): layers as after its post_init (repacked qweight, scales, a per-layer int32 workspace of "
+        "max(SMs, 128)); each matmul allocates its output and an fp32 reduce buffer of SMs x min(rows rounded up to "
+        "16, 64) x 256 floats"))]  # fmt: skip
 
 
 def _check_fp8(config: Any, profile: DeviceProfile, *, train: bool, lora: bool) -> None:

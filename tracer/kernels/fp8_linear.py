@@ -24,9 +24,8 @@ import torch
 __all__ = ["NOTE_FP8_LINEAR", "fp8_linear"]
 
 NOTE_FP8_LINEAR = (
-    "FP8 matmuls quantize their input to float8 with a float32 scale per token and 128 columns before the GEMM, as "
-    "DeepGEMM's per_token_cast_to_fp8 and the Triton finegrained-fp8 kernel's fp8_act_quant do; kernel-internal "
-    "scratch (DeepGEMM's TMA-aligned scale copy) is not counted"
+    "the input's float8 copy and scales (DeepGEMM's per_token_cast_to_fp8, Triton's fp8_act_quant) are counted, "
+    "kernel-internal scratch (DeepGEMM's TMA-aligned scale copy) is not"
 )
 
 
