@@ -29,15 +29,8 @@ if TYPE_CHECKING:  # torch loads when a model is quantized: the command line rea
     import torch
 
 __all__ = [
-    "QUANTIZATIONS",
-    "check_quantized_target",
-    "describe_quantization",
-    "is_bitsandbytes",
-    "logical_numel",
-    "quantization_config",
-    "quantization_notes",
-    "quantize_model",
-    "quantized_kernels_on_meta",
+    "QUANTIZATIONS", "check_quantized_target", "describe_quantization", "is_bitsandbytes", "logical_numel",
+    "quantization_config", "quantization_notes", "quantize_model", "quantized_kernels_on_meta",
 ]
 
 QUANTIZATIONS: dict[str, dict[str, Any]] = {
@@ -82,7 +75,7 @@ def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
     return getattr(transformers, _CONFIG_CLASSES.get(name, "BitsAndBytesConfig"))(**arguments)
 
 
-def check_quantized_target(config: Any, *, target: str, train: bool, lora: bool = False) -> None:
+def check_quantized_target(config: Any, *, target: str, train: bool, lora: bool) -> None:
     """Refuse what vramsim does not model: GPTQ, AWQ and FP8 where their kernels do not run
     (``quantized_formats.check_format_target``); on the CPU, bitsandbytes' 4-bit inference (its layers
     repack their weights for AVX512 kernels, ``Linear4bit.forward``, host-dependent) and LLM.int8 (the
@@ -104,7 +97,7 @@ def check_quantized_target(config: Any, *, target: str, train: bool, lora: bool 
         )
 
 
-def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: str = "h100") -> None:
+def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: str) -> None:
     """Swap ``model``'s linear layers for the library's and quantize their weights on ``device``, in
     place (meta stands for the target; a real device quantizes bitsandbytes weights for real, as
     ``validate`` measures). GPTQ, AWQ and FP8 layers are sized for ``target``'s kernels."""

@@ -48,8 +48,8 @@ def check_format_target(config: Any, *, target: str, train: bool, lora: bool) ->
     method = _method(config)
     name = method.upper()
     if train:
-        raise UnsupportedError(f"training on a {name} base is not modelled (gptqmodel's Marlin kernel has no backward; "
-                               "peft trains through its Triton/torch kernels): simulate --task forward or generate")  # fmt: skip
+        raise UnsupportedError(f"training on a {name} base is not modelled (gptqmodel's Marlin kernel is inference-only; "
+                               "training runs its Triton or torch kernels): simulate --task forward or generate")  # fmt: skip
     needed = MARLIN_GPTQ_CAPABILITY if method == "gptq" else MARLIN_AWQ_CAPABILITY
     capability = profile.compute_capability
     if profile.vendor != "nvidia" or capability is None or capability < needed:
@@ -88,7 +88,9 @@ def quantize_format(model: torch.nn.Module, config: Any, *, target: str) -> None
         given = str(dtype).removeprefix("torch.")
         raise UnsupportedError(f"gptqmodel's Marlin kernel computes in float16 or bfloat16, not {given}: give dtype=fp16 or bf16")
     method = _method(config)
-    fmt = MarlinFormat(method, config.bits, config.group_size, desc_act=method == "gptq" and bool(config.desc_act))
+    # MarlinLinear drops act order with one group per column: every input then shares its scale
+    act_order = method == "gptq" and bool(config.desc_act) and config.group_size != -1
+    fmt = MarlinFormat(method, config.bits, config.group_size, desc_act=act_order)
     skip: list[str] = []
     if method == "awq":
         from transformers.quantizers.auto import AutoHfQuantizer
@@ -111,7 +113,7 @@ def describe_format(config: Any) -> str:
         block = config.weight_block_size
         scales = f"{block[0]}x{block[1]} block scales" if block else "one scale per tensor"
         return f"FP8 e4m3 weights, {scales}, {config.activation_scheme} activation scales"
-    act_order = ", act order" if _method(config) == "gptq" and config.desc_act else ""
+    act_order = ", act order" if _method(config) == "gptq" and config.desc_act and config.group_size != -1 else ""
     return f"{_method(config).upper()} {config.bits}-bit, group {config.group_size}{act_order}, gptqmodel Marlin kernel"
 
 
