@@ -175,3 +175,22 @@ def test_torchao_other_than_int8_weight_only_is_refused() -> None:
 
     with pytest.raises(vramsim.UnsupportedError, match="torchao's Int4WeightOnlyConfig is not modelled"):
         simulate(_llama(), task="forward", quantization=TorchAoConfig(torchao.Int4WeightOnlyConfig()), seq_len=8)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"task": "forward", "batch_size": 2, "seq_len": 32},
+        {"task": "generate", "batch_size": 1, "seq_len": 16, "max_new_tokens": 4},
+    ],
+    ids=["forward", "generate"],
+)
+def test_torchao_int8_weight_only_matches_a_real_cpu_run(options: dict[str, object]) -> None:
+    """torchao quantizes for real on the CPU: the measured peak of the real Int8Tensor model is the prediction."""
+    pytest.importorskip("torchao")
+    from vramsim.measure import measure_cpu
+
+    options = {**options, "dtype": "bf16", "quantization": "int8wo", "device": "cpu"}
+    predicted = simulate(_llama(), **options).peak_bytes
+    measured = measure_cpu(_llama(), SimulationConfig(**options)).peak_bytes
+    assert predicted / measured - 1 == pytest.approx(0.0, abs=0.005)

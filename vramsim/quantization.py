@@ -107,9 +107,7 @@ def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: 
     if not isinstance(model, PreTrainedModel):
         raise UnsupportedError("quantization goes through transformers' quantizer; give a transformers model")
     if not isinstance(config, BitsAndBytesConfig):
-        if device != "meta":
-            raise UnsupportedError(f"{describe_format(config)}: only simulated (its kernels do not run on this machine)")
-        quantize_format(model, config, target=target)
+        quantize_format(model, config, device=device, target=target)
         return
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
     quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)

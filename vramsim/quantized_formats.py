@@ -71,18 +71,21 @@ def check_format_target(config: Any, *, target: str, train: bool, lora: bool) ->
         raise UnsupportedError(f"{name} with {'; '.join(found)} is not modelled")
 
 
-def quantize_format(model: torch.nn.Module, config: Any, *, target: str) -> None:
-    """Swap ``model``'s layers for the format's, on meta, as loading a quantized checkpoint leaves them."""
+def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target: str) -> None:
+    """Swap ``model``'s layers for the format's as loading a quantized checkpoint leaves them: on meta,
+    or (torchao, whose code runs on any device) on ``device`` for real, as ``validate`` measures."""
     import torch
 
     from .marlin_linear import MarlinFormat, swap_marlin_layers
 
+    if _is_torchao(config):
+        _quantize_torchao(model, config, device)
+        return
+    if device != "meta":
+        raise UnsupportedError(f"{describe_format(config)}: only simulated (its kernels do not run on this machine)")
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
     if _is_fp8(config):
         _swap_fp8(model, config, dtype)
-        return
-    if _is_torchao(config):
-        _quantize_torchao(model, config)
         return
     if dtype not in (torch.float16, torch.bfloat16):
         given = str(dtype).removeprefix("torch.")
@@ -186,7 +189,7 @@ def _check_torchao(config: Any, *, train: bool) -> None:
         raise UnsupportedError("training on a torchao int8 weight-only base is not modelled: simulate --task forward or generate")
 
 
-def _quantize_torchao(model: torch.nn.Module, config: Any) -> None:
+def _quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
     """transformers' torchao path on meta: its quantizer's skip list (the head), then torchao's own
     ``quantize_`` on each linear weight it would quantize while loading (``TorchAoQuantize``), which
     leaves an ``Int8Tensor`` subclass whose ``qdata``, ``scale`` and ``zero_point`` hold the memory."""
@@ -195,7 +198,7 @@ def _quantize_torchao(model: torch.nn.Module, config: Any) -> None:
     from transformers.quantizers.auto import AutoHfQuantizer
 
     quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
-    quantizer.preprocess_model(model, device_map={"": "meta"})
+    quantizer.preprocess_model(model, device_map={"": device})
     for name, module in list(model.named_modules()):
         if isinstance(module, torch.nn.Linear) and quantizer.param_needs_quantization(model, f"{name}.weight"):
             quantize_(module, config.get_apply_tensor_subclass())
