@@ -48,6 +48,7 @@ __all__ = [
     "NCCL_LL_BUFFER_BYTES",
     "NCCL_RING_PEERS",
     "NCCL_SIMPLE_BUFFER_BYTES",
+    "QUANTIZED_KERNELS",
     "TORCHTUNE_OUTPUT_CHUNKS",
     "TRAINER_LOG_HISTORY",
     "TRAINING_ARGS_BYTES",
@@ -410,3 +411,21 @@ Trainer's ``use_liger_kernel=True`` keep. Also ``accum_dtype=None``: the head's 
 TORCHTUNE_OUTPUT_CHUNKS = 8
 """Chunks of ``--loss chunked-ce`` without ``:N``: torchtune 0.6.1's ``CEWithChunkedOutputLoss(num_output_chunks=8)``
 default, which its recipes pass to ``model.set_num_output_chunks``."""
+
+QUANTIZED_KERNELS = {
+    "gptq": "gptqmodel's MarlinLinear (gptq_marlin_gemm with its fp32 global reduce)",
+    "awq": "gptqmodel's AwqMarlinLinear (gptq_marlin_gemm with its fp32 global reduce)",
+    "fp8": "transformers' FP8Linear over DeepGEMM or the Triton finegrained-fp8 kernel, each input quantized to "
+    "float8 with a float32 scale per token and 128 columns first",
+    "int8wo": "torchao's Int8Tensor linear run eagerly (the int8 weight cast to the input's dtype, then a matmul)",
+}
+"""The kernel each GPTQ/AWQ/FP8/torchao format is simulated with (``vramsim/quantized_formats.py``).
+
+Which one runs is decided on the user's machine: gptqmodel picks the highest-priority kernel its
+build and the GPU support (``utils/importer.py select_quant_linear``); Marlin (priority 90) wins on
+NVIDIA GPUs when its CUDA extension is built, and ``GPTQMODEL_MARLIN_USE_FP32`` (default on) is
+assumed unset. transformers fetches its FP8 kernels from the Hub at run time (DeepGEMM on
+Hopper/Blackwell with ``kernels`` and a CUDA toolkit, else Triton); both write the quantized
+input before the GEMM. torchao's linear is assumed not compiled (``torch.compile`` would fuse the
+cast into the matmul).
+"""

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["attached_tensors", "tensor_leaves"]
+__all__ = ["attached_tensors", "is_wrapper_subclass", "tensor_leaves"]
 
 
 def tensor_leaves(obj: Any) -> Iterator[torch.Tensor]:
@@ -43,3 +43,8 @@ def attached_tensors(param: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
                 yield from visit(value, f"{prefix}{name}.", depth - 1)
 
     yield from visit(param, "", 2)
+
+
+def is_wrapper_subclass(tensor: torch.Tensor) -> bool:
+    """Subclasses such as DTensor or torchao's quantized tensors wrap inner tensors; the inner ones carry the memory."""
+    return type(tensor) not in (torch.Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__")

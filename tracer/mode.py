@@ -15,7 +15,7 @@ from torch.utils.flop_counter import flop_registry
 
 from .categories import Category, Phase
 from .data_dependent import DataDependentPolicy
-from .leaves import attached_tensors, tensor_leaves
+from .leaves import attached_tensors, is_wrapper_subclass, tensor_leaves
 from .patches import dispatched_rng_state, host_checkpoint_device
 from .records import BEFORE_TRACE, HoldRecord, OpRecord, StorageRecord, Trace, UnitRecord
 from .scope import ModuleScope
@@ -217,7 +217,7 @@ class MemoryTracer(TorchDispatchMode):
             isinstance(obj, torch.Tensor)
             and obj.device.type in self._devices
             and obj.layout is torch.strided
-            and not _is_wrapper_subclass(obj)
+            and not is_wrapper_subclass(obj)
         )
 
     def _sid_or_existing(self, tensor: torch.Tensor) -> int:
@@ -338,7 +338,3 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -
     # The out_dtype overloads (addmm.dtype_out) pass a dtype where the formulas take out_shape: a dtype is no shape.
     return int(formula(*(a for a in args if not isinstance(a, torch.dtype)), **kwargs, out_val=out))
 
-
-def _is_wrapper_subclass(tensor: torch.Tensor) -> bool:
-    """Subclasses such as DTensor wrap inner tensors; the inner ones carry the memory."""
-    return type(tensor) not in (torch.Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__")

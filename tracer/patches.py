@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_map
 
 __all__ = [
     "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "flash_attn_installed",
-    "foreach_clipping_on_meta", "fused_optimizers_on_meta",
+    "foreach_clipping_on_meta", "fp8_kernels_on_meta", "fused_optimizers_on_meta",
     "host_checkpoint_device", "leftovers",
 ]  # fmt: skip
 
@@ -80,8 +80,9 @@ FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flas
                            by_name=True)  # fmt: skip
 FUSED_DEVICES = Patch("fused_devices", "torch.utils._foreach_utils", "_get_fused_kernels_supported_devices", by_name=True)
 FOREACH_DEVICE = Patch("foreach_device", "torch.utils._foreach_utils", "_device_has_foreach_support", by_name=True)
+FP8_LINEAR = Patch("fp8_linear", "transformers.integrations.finegrained_fp8", "fp8_linear")
 PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE,
-           FUSED_DEVICES, FOREACH_DEVICE)  # fmt: skip
+           FUSED_DEVICES, FOREACH_DEVICE, FP8_LINEAR)  # fmt: skip
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -194,6 +195,13 @@ def foreach_clipping_on_meta() -> contextlib.AbstractContextManager[None]:
     on others, meta included; meta stands for such a target, so let it take the foreach path. Only
     clip_grad asks this question (torch.optim reads ``_get_foreach_kernels_supported_devices``)."""
     return FOREACH_DEVICE.applied(lambda original: lambda device: device.type == "meta" or original(device))
+
+
+def fp8_kernels_on_meta(stand_in: Callable[..., torch.Tensor]) -> contextlib.AbstractContextManager[None]:
+    """transformers' ``FP8Linear`` hands its input to a kernel fetched from the Hub (DeepGEMM or
+    Triton, integrations/finegrained_fp8.py ``fp8_linear``), which meta tensors cannot run; while
+    an FP8 model is simulated, ``stand_in`` takes its place and makes on meta what they allocate."""
+    return FP8_LINEAR.applied(lambda original: stand_in)
 
 
 def leftovers() -> list[str]:

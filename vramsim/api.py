@@ -30,7 +30,7 @@ from .models import ModelSource, build_model, load_config
 from .optimizers import PAGED_STATES, check_target, describe_optimizer
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
-from .quantization import quantization_notes
+from .quantization import quantization_notes, quantized_kernels_on_meta
 from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
 from .report import Assumption, CheckpointChoice, Report, StageMemory
 from .settings import run_settings
@@ -174,7 +174,8 @@ def build_and_trace(
     checkpointable blocks marked and computes every checkpointing choice from the graph; a
     re-trace with the choice ``applied`` for real is how the tests check that computation.
     ``prepare`` changes the built program before it is traced (a generation's tail probe)."""
-    with target.emulation() as emulation, attention_stand_in(config.attn_implementation, emulation):
+    with target.emulation() as emulation, attention_stand_in(config.attn_implementation, emulation), \
+            quantized_kernels_on_meta(config.quantization):  # fmt: skip
         program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach,
                               checkpointing=checkpointing)  # fmt: skip
         if prepare is not None:

@@ -26,7 +26,7 @@ from .optimizers import make_optimizer
 from .pipelines import build_pipeline_program, find_pipeline
 from .positions import check_positions
 from .program import STEPS, Program
-from .quantization import check_quantized_target, quantization_config, quantize_model
+from .quantization import check_quantized_target, is_bitsandbytes, quantization_config, quantize_model
 from .quiet import quiet_peft
 from .targets import resolve_target
 from .tensor_parallel import rank_config
@@ -92,8 +92,8 @@ def build_program(
     )
     if config.quantization is not None:
         quantization = quantization_config(config.quantization, _first_float_dtype(model))
-        check_quantized_target(quantization, target=config.device, train=config.task == "train")
-        quantize_model(model, quantization, device=device)
+        check_quantized_target(quantization, target=config.device, train=config.task == "train", lora=config.lora is not None)
+        quantize_model(model, quantization, device=device, target=config.device)
     if config.task == "generate":
         check_can_generate(model)
     warnings = []
@@ -112,7 +112,7 @@ def build_program(
         apply_checkpointing(model, plan, emulation)
     _install_named_loss(model, config, device)
     if config.lora is not None:
-        if config.quantization is not None and train:
+        if config.quantization is not None and train and is_bitsandbytes(model):
             _prepare_for_kbit_training(model)
         model = _apply_lora(model, config.lora)
     with torch.device(device):
@@ -221,7 +221,8 @@ def _first_float_dtype(model: torch.nn.Module) -> torch.dtype:
 
 
 def _prepare_for_kbit_training(model: torch.nn.Module) -> None:
-    """QLoRA's recipe (peft's ``prepare_model_for_kbit_training``, which TRL's trainer also calls):
+    """QLoRA's recipe (peft's ``prepare_model_for_kbit_training``, which TRL's trainer calls for a base
+    bitsandbytes loaded, ``is_loaded_in_4bit``/``8bit``; an FP8 base trains as loaded):
     the base frozen, the weights left unquantized (embeddings, norms, head) upcast to fp32.
     Checkpointing stays the run's own choice (``checkpointing=``), not the recipe's default."""
     import peft

@@ -154,8 +154,11 @@ class SimulationConfig:
         flag="--lora-rank", parse=int, report=lambda value: value is not None))
     quantization: Any = field(default=None, metadata=_option(
         help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
-        "quantization; int8: LLM.int8), quantized by the library itself (vramsim/quantization.py; Python: also transformers' "
-        "BitsAndBytesConfig)", report=lambda value: value if isinstance(value, str) or value is None
+        "quantization; int8: LLM.int8; gptq/awq: 4-bit, group 128, gptqmodel's Marlin kernel; fp8: e4m3 weights in "
+        "128x128 blocks, sm 8.9+; int8wo: torchao int8 weight-only, needs torchao), quantized by the library itself "
+        "(vramsim/quantization.py; Python: also transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig, "
+        "FineGrainedFP8Config, TorchAoConfig)",
+        report=lambda value: value if isinstance(value, str) or value is None
         else type(value).__name__))
     max_new_tokens: int | None = field(default=None, metadata=_option(
         help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))

@@ -1,10 +1,18 @@
 """Quantized weights as the libraries make them.
 
-transformers' own quantizer (``AutoHfQuantizer``) swaps the model's linear layers for the library's
-(bitsandbytes' ``Linear4bit`` and ``Linear8bitLt``), as ``from_pretrained`` does; bitsandbytes then
+bitsandbytes: transformers' own quantizer (``AutoHfQuantizer``) swaps the model's linear layers for
+the library's (``Linear4bit`` and ``Linear8bitLt``), as ``from_pretrained`` does; bitsandbytes then
 quantizes each weight on the meta device with its own functions. The packed storage, its metadata
 (absmax, the nested statistics of double quantization, the codebooks) and what the kernels allocate
 (each matmul's dequantized weight) are therefore the library's own, not a formula of ours.
+
+FP8 (``FineGrainedFP8Config``): transformers' quantizer swaps in its own ``FP8Linear`` (float8
+weights, float32 block scales), as for a pre-quantized checkpoint; its kernels come from the Hub
+at run time, so a stand-in makes what they allocate (``tracer/kernels/fp8_linear.py``).
+
+GPTQ and AWQ (``GPTQConfig``, ``AwqConfig``): transformers loads them through gptqmodel, whose
+layers need its CUDA extension; ``marlin_linear.MarlinLinear`` holds what gptqmodel's Marlin layers
+hold once loaded, and ``vramsim::marlin_gemm`` allocates what their kernel does (``tracer/kernels/marlin.py``).
 """
 
 from __future__ import annotations
@@ -14,14 +22,15 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, UnsupportedError
+from .quantized_formats import check_format_target, describe_format, format_notes, quantize_format, torchao_int8_weight_only
 from .report import Assumption
 
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line reads QUANTIZATIONS without it
     import torch
 
 __all__ = [
-    "QUANTIZATIONS", "check_quantized_target", "describe_quantization", "logical_numel", "quantization_config",
-    "quantization_notes", "quantize_model",
+    "QUANTIZATIONS", "check_quantized_target", "describe_quantization", "is_bitsandbytes", "logical_numel",
+    "quantization_config", "quantization_notes", "quantize_model", "quantized_kernels_on_meta",
 ]
 
 QUANTIZATIONS: dict[str, dict[str, Any]] = {
@@ -30,34 +39,52 @@ QUANTIZATIONS: dict[str, dict[str, Any]] = {
     "fp4": {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4"},
     "fp4-dq": {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4", "bnb_4bit_use_double_quant": True},
     "int8": {"load_in_8bit": True},
+    "gptq": {"bits": 4, "group_size": 128},
+    "awq": {"bits": 4, "group_size": 128},
+    "fp8": {},
+    "int8wo": {},
 }
-"""``--quantization`` names -> ``BitsAndBytesConfig`` arguments; ``-dq`` adds double quantization
-(QLoRA's absmax quantized again in blocks of 256); ``int8`` is LLM.int8 (outlier threshold 6);
-the rest are the library's defaults."""
+"""``--quantization`` names -> the config's arguments (``BitsAndBytesConfig``'s, unless
+``_CONFIG_CLASSES`` names another); ``-dq`` adds double quantization (QLoRA's absmax quantized again
+in blocks of 256); ``int8`` is LLM.int8 (outlier threshold 6); ``gptq`` and ``awq`` are 4 bits in
+groups of 128, as the common checkpoints; ``fp8`` is e4m3 weights in 128x128 blocks with dynamic
+activation scales; ``int8wo`` is torchao's ``Int8WeightOnlyConfig`` (per row); the rest are the
+libraries' defaults."""
+_CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config", "int8wo": "TorchAoConfig"}
+_SIMULATED = ("BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "FineGrainedFP8Config", "TorchAoConfig")
 
 
 def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
     """The library's config for ``spec``: a name of ``QUANTIZATIONS`` (4-bit matmuls computing in
     ``compute_dtype``, the weights' dtype), or transformers' own config object, used as given."""
-    from transformers import BitsAndBytesConfig
+    import transformers
     from transformers.utils.quantization_config import QuantizationConfigMixin
 
     if isinstance(spec, QuantizationConfigMixin):
-        if not isinstance(spec, BitsAndBytesConfig):
-            raise UnsupportedError(f"{type(spec).__name__} is not simulated yet; bitsandbytes (BitsAndBytesConfig) is")
+        if type(spec).__name__ not in _SIMULATED:
+            raise UnsupportedError(f"{type(spec).__name__} is not simulated yet; {', '.join(_SIMULATED)} are")
         return spec
-    arguments = QUANTIZATIONS.get(str(spec).lower())
+    name = str(spec).lower()
+    arguments = QUANTIZATIONS.get(name)
     if arguments is None:
         raise ConfigError(f"unknown quantization {spec!r}; choose one of: {', '.join(QUANTIZATIONS)}")
     if arguments.get("load_in_4bit"):
         arguments = {**arguments, "bnb_4bit_compute_dtype": compute_dtype}
-    return BitsAndBytesConfig(**arguments)
+    if name == "int8wo":
+        arguments = {"quant_type": torchao_int8_weight_only()}
+    return getattr(transformers, _CONFIG_CLASSES.get(name, "BitsAndBytesConfig"))(**arguments)
 
 
-def check_quantized_target(config: Any, *, target: str, train: bool) -> None:
-    """Refuse what vramsim does not model on the CPU: bitsandbytes' 4-bit layers repack their weights
-    for AVX512 kernels when they infer (``Linear4bit.forward``, host-dependent), and LLM.int8 runs
-    the library's reference composites there."""
+def check_quantized_target(config: Any, *, target: str, train: bool, lora: bool) -> None:
+    """Refuse what vramsim does not model: GPTQ, AWQ and FP8 where their kernels do not run
+    (``quantized_formats.check_format_target``); on the CPU, bitsandbytes' 4-bit inference (its layers
+    repack their weights for AVX512 kernels, ``Linear4bit.forward``, host-dependent) and LLM.int8 (the
+    library's reference composites)."""
+    from transformers import BitsAndBytesConfig
+
+    if not isinstance(config, BitsAndBytesConfig):
+        check_format_target(config, target=target, train=train, lora=lora)
+        return
     if target.lower() != "cpu":
         return
     if config.load_in_8bit:
@@ -70,14 +97,18 @@ def check_quantized_target(config: Any, *, target: str, train: bool) -> None:
         )
 
 
-def quantize_model(model: torch.nn.Module, config: Any, *, device: str) -> None:
+def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: str) -> None:
     """Swap ``model``'s linear layers for the library's and quantize their weights on ``device``, in
-    place (meta stands for the target; a real device quantizes for real, as ``validate`` measures)."""
-    from transformers import PreTrainedModel
+    place (meta stands for the target; a real device quantizes bitsandbytes weights for real, as
+    ``validate`` measures). GPTQ, AWQ and FP8 layers are sized for ``target``'s kernels."""
+    from transformers import BitsAndBytesConfig, PreTrainedModel
     from transformers.quantizers.auto import AutoHfQuantizer
 
     if not isinstance(model, PreTrainedModel):
         raise UnsupportedError("quantization goes through transformers' quantizer; give a transformers model")
+    if not isinstance(config, BitsAndBytesConfig):
+        quantize_format(model, config, device=device, target=target)
+        return
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
     quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
     quantizer.preprocess_model(model, device_map={"": device})
@@ -87,13 +118,33 @@ def quantize_model(model: torch.nn.Module, config: Any, *, device: str) -> None:
     quantizer.postprocess_model(model)
 
 
+def quantized_kernels_on_meta(spec: Any) -> contextlib.AbstractContextManager[Any]:
+    """While an FP8 model is built and traced, transformers' ``fp8_linear`` is the stand-in that makes
+    on meta what its Hub kernels allocate (``tracer/kernels/fp8_linear.py``); nothing for other formats."""
+    fp8 = spec.lower() == "fp8" if isinstance(spec, str) else type(spec).__name__ == "FineGrainedFP8Config"
+    if not fp8:
+        return contextlib.nullcontext()
+    from vramsim.tracer.kernels.fp8_linear import fp8_linear
+    from vramsim.tracer.patches import fp8_kernels_on_meta
+
+    return fp8_kernels_on_meta(fp8_linear)
+
+
+def is_bitsandbytes(model: torch.nn.Module) -> bool:
+    """Whether bitsandbytes quantized ``model`` (QLoRA's k-bit training recipe applies to it)."""
+    config = getattr(getattr(model, "config", None), "quantization_config", None)
+    return type(config).__name__ == "BitsAndBytesConfig"
+
+
 def describe_quantization(model: torch.nn.Module) -> str | None:
     """The header's words for a quantized model: format, metadata and compute dtype."""
     from transformers import BitsAndBytesConfig
 
     config = getattr(getattr(model, "config", None), "quantization_config", None)
-    if not isinstance(config, BitsAndBytesConfig):
+    if config is None:
         return None
+    if not isinstance(config, BitsAndBytesConfig):
+        return describe_format(config)
     if config.load_in_8bit:
         return f"bitsandbytes LLM.int8 (int8 rows, float32 row scales, outlier threshold {config.llm_int8_threshold})"
     double = ", double quantization" if config.bnb_4bit_use_double_quant else ""
@@ -103,9 +154,15 @@ def describe_quantization(model: torch.nn.Module) -> str | None:
 
 def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: bool) -> list[Assumption]:
     """What the simulated run of a quantized model assumed, beyond the library's own code."""
+    from transformers import BitsAndBytesConfig
+
     from vramsim.tracer.kernels.bitsandbytes_kernels import NOTE_GEMM_4BIT, NOTE_LLM_INT8
 
     config = getattr(getattr(model, "config", None), "quantization_config", None)
+    if not isinstance(config, BitsAndBytesConfig):
+        loaded = [Assumption(name="quantized_weights", detail=f"{describe_format(config)}: a pre-quantized checkpoint "
+                             "loaded as transformers loads it; layers its loader skips (the head) stay unquantized")]
+        return loaded + format_notes(config)
     eight_bit = getattr(config, "load_in_8bit", False)
     notes = [Assumption(name="quantized_weights", detail=f"{describe_quantization(model)}: weights quantized at load "
                         "time by the library from a checkpoint in the model's dtype; layers it skips stay unquantized")]
@@ -121,9 +178,12 @@ def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: 
 
 def logical_numel(param: torch.Tensor) -> int:
     """A weight's parameter count: a packed 4-bit weight holds two per byte; its quant state keeps the
-    unpacked shape."""
+    unpacked shape. GPTQ/AWQ/FP8 layers set ``logical_numel`` on their tensors (0 on scales and zeros)."""
     import torch
 
+    given = getattr(param, "logical_numel", None)
+    if given is not None:
+        return int(given)
     shape = getattr(getattr(param, "quant_state", None), "shape", None)
     return int(torch.Size(shape).numel()) if shape is not None else param.numel()
 

@@ -13,7 +13,7 @@ import torch
 from vramsim.estimators.liveness import OVERHEAD_CATEGORY
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.categories import Category, Phase
-from vramsim.tracer.leaves import attached_tensors
+from vramsim.tracer.leaves import attached_tensors, is_wrapper_subclass
 
 from .device_memory import DeviceMemory
 from .quantization import logical_numel
@@ -72,11 +72,13 @@ def layer_specs(modules: dict[str, torch.nn.Module]) -> list[LayerSpec]:
 
 def _weight_bytes(module: torch.nn.Module) -> int:
     """A module's weight bytes, with a quantized weight's metadata (the tensors it holds that are not
-    its own data: LLM.int8's ``CB`` is)."""
+    its own data: LLM.int8's ``CB`` is); a tensor subclass that wraps others (torchao's ``Int8Tensor``)
+    has no storage of its own: the tensors it holds are its bytes."""
     total = 0
     for param in {id(p): p for p in module.parameters()}.values():
-        own = param.untyped_storage()
-        total += param.nbytes + sum(t.nbytes for _, t in attached_tensors(param) if t.untyped_storage() is not own)
+        own = None if is_wrapper_subclass(param) else param.untyped_storage()
+        total += 0 if own is None else param.nbytes
+        total += sum(t.nbytes for _, t in attached_tensors(param) if own is None or t.untyped_storage() is not own)
     return total
 
 

@@ -16,6 +16,7 @@ from vramsim.tracer.kernels.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
 from vramsim.tracer.kernels.emulation import KernelEmulation, KernelRules
 from vramsim.tracer.kernels.flash_attn import flash_attn_workspaces
 from vramsim.tracer.kernels.gpu_kernels import GPU_FUNCTIONS, GpuWorkspaces
+from vramsim.tracer.kernels.marlin import marlin_workspaces
 from vramsim.tracer.kernels.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
 from vramsim.tracer.kernels.reductions import reduction_copies
 from vramsim.tracer.mode import WorkspaceRule
@@ -91,7 +92,8 @@ def resolve_target(name: str) -> Target:
         promote_ops=autocast_lists.CUDA_PROMOTE,
         fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
         attention=GpuAttention(compute_capability=capability, rocm=rocm),
-        workspaces=combine_workspaces(GpuWorkspaces(capability, rocm), flash_attn_workspaces, reduction_copies(cuda=True)),
+        workspaces=combine_workspaces(GpuWorkspaces(capability, rocm), flash_attn_workspaces, reduction_copies(cuda=True),
+                                      marlin_workspaces(profile.multiprocessors or 0)),
         functions={**GPU_FUNCTIONS, **bitsandbytes_functions(cuda=True)},
     )
     checked = (

@@ -1,0 +1,196 @@
+"""GPTQ, AWQ and FP8 weights: each format's storage to the byte, its kernel's temporaries, the CLI, the refusals."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from transformers import AwqConfig, FineGrainedFP8Config, GPTQConfig, LlamaConfig
+
+import vramsim
+from tests.cli_runs import run, saved_config
+from vramsim import count_parameters, simulate
+from vramsim.api import build_and_trace
+from vramsim.config import SimulationConfig
+from vramsim.marlin_linear import MarlinLinear
+from vramsim.targets import resolve_target
+from vramsim.tracer.records import Trace
+
+_LINEARS = [(128, 128), (128, 64), (128, 64), (128, 128), (128, 256), (128, 256), (256, 128)]
+"""(in, out) of a decoder layer's q, k, v, o, gate, up and down projections in ``_llama()``."""
+_NORMS = 2 * 128 * 2
+"""The layer's two RMSNorm weights, bf16, left unquantized."""
+_H100_SMS = 132
+
+
+def _llama() -> LlamaConfig:
+    """Every output a multiple of 64, as Marlin needs (``MARLIN_OUT_FEATURES_MULTIPLE``)."""
+    return LlamaConfig(
+        vocab_size=128, max_position_embeddings=128, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, architectures=["LlamaForCausalLM"],
+    )  # fmt: skip
+
+
+def _marlin_bytes(in_features: int, out_features: int, *, awq: bool, bits: int = 4, group: int = 128,
+                  act_order: bool = False) -> int:  # fmt: skip
+    """gptqmodel's Marlin layers after post_init: packed int32 weight, compute-dtype scales per group,
+    AWQ's packed int32 zeros, act order's int32 g_idx (parameters; the workspace is a buffer)."""
+    groups = in_features // group
+    packed = in_features * out_features * bits // 8
+    zeros = groups * out_features * bits // 8 if awq else 0
+    return packed + groups * out_features * 2 + zeros + (4 * in_features if act_order else 0)
+
+
+def _layer_bytes(report: vramsim.Report) -> int:
+    return next(row.parameter_bytes for row in report.layers if row.module == "model.layers.0")
+
+
+@pytest.mark.parametrize("method", ["gptq", "awq"])
+def test_gptq_and_awq_layers_hold_marlins_tensors_to_the_byte(method: str) -> None:
+    report = simulate(_llama(), task="forward", quantization=method, dtype="bf16", batch_size=1, seq_len=8)
+    awq = method == "awq"
+    assert _layer_bytes(report) == sum(_marlin_bytes(*shape, awq=awq) for shape in _LINEARS) + _NORMS
+    assert report.parameters == count_parameters(_llama())  # counted as the values they stand for
+    assert report.settings["quantization"] == f"{method.upper()} 4-bit, group 128, gptqmodel Marlin kernel"
+    assert {"quantized_weights", "marlin_kernel"} <= {a.name for a in report.assumptions}
+
+
+def test_a_gptq_config_object_with_act_order_keeps_g_idx_and_permutes_the_input() -> None:
+    """GPTQConfig(bits=8, group_size=64, desc_act=True): g_idx and its sort indices stay, and each
+    GEMM holds the permuted input (a_tmp) beside the fp32 reduce buffer."""
+    quantization = GPTQConfig(bits=8, group_size=64, desc_act=True)
+    config = SimulationConfig(task="forward", quantization=quantization, dtype="fp16", batch_size=1, seq_len=8)
+    program, specs, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
+    layer = next(spec for spec in specs if spec.module == "model.layers.0")
+    expected = sum(_marlin_bytes(*shape, awq=False, bits=8, group=64, act_order=True) for shape in _LINEARS)
+    assert layer.parameter_bytes == expected + _NORMS
+    marlin = [m for m in program.model.modules() if isinstance(m, MarlinLinear)]
+    assert len(marlin) == 14 and not isinstance(program.model.lm_head, MarlinLinear)
+    assert {m.g_idx_sort_indices.nbytes for m in marlin} == {4 * 128, 4 * 256}
+    reduce_buffer = _H100_SMS * 16 * 256 * 4  # 8 rows round up to 16
+    assert _workspaces(trace, "vramsim.marlin_gemm") == {reduce_buffer + 8 * k * 2 for k in (128, 256)}
+
+
+@pytest.mark.parametrize(("seq_len", "block_rows"), [(8, 16), (100, 64)])
+def test_marlin_gemm_holds_its_fp32_reduce_buffer(seq_len: int, block_rows: int) -> None:
+    """gptq_marlin.cu: c_tmp of SMs x min(rows rounded up to 16, 64) x 256 floats, one per GEMM."""
+    config = SimulationConfig(task="forward", quantization="awq", dtype="fp16", batch_size=1, seq_len=seq_len)
+    program, _, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
+    assert _workspaces(trace, "vramsim.marlin_gemm") == {_H100_SMS * block_rows * 256 * 4}
+    assert sum(op.name == "vramsim.marlin_gemm" for op in trace.ops) == 14 * config.steps
+    workspace = {m.workspace.nbytes for m in program.model.modules() if isinstance(m, MarlinLinear)}
+    assert workspace == {4 * _H100_SMS}  # max(SMs, 128) int32 per layer
+
+
+def test_fp8_layers_hold_e4m3_weights_and_block_scales_to_the_byte() -> None:
+    """transformers' FP8Linear: one byte per weight, a float32 scale per 128x128 block."""
+    report = simulate(_llama(), task="forward", quantization="fp8", dtype="bf16", batch_size=1, seq_len=8)
+    expected = sum(i * o + 4 * math.ceil(i / 128) * math.ceil(o / 128) for i, o in _LINEARS)
+    assert _layer_bytes(report) == expected + _NORMS
+    assert report.parameters == count_parameters(_llama())
+    assert "fp8_activation_quant" in {a.name for a in report.assumptions}
+
+
+def test_fp8_matmuls_quantize_their_input_before_the_gemm() -> None:
+    """Each FP8 matmul writes its input in float8 [rows, K] with float32 scales [rows, K / 128]."""
+    config = SimulationConfig(task="forward", quantization=FineGrainedFP8Config(), dtype="bf16", batch_size=2, seq_len=8)
+    _, _, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
+    made = {(s.dtype, s.nbytes) for s in trace.storages if s.op == "vramsim.fp8_act_quant"}
+    rows = 2 * 8
+    assert made == {("float8_e4m3fn", rows * 128), ("float8_e4m3fn", rows * 256),
+                    ("float32", rows * 4), ("float32", rows * 2 * 4)}  # fmt: skip
+    assert sum(op.name == "vramsim.fp8_gemm" for op in trace.ops) == 14 * config.steps
+
+
+def test_lora_trains_on_an_fp8_base_without_the_k_bit_recipe() -> None:
+    """transformers' FP8LinearFunction backward dequantizes the weight; TRL prepares no FP8 base."""
+    report = simulate(_llama(), task="train", quantization="fp8", dtype="bf16", lora=4, batch_size=1, seq_len=16)
+    assert report.settings["weights"] == "bfloat16 (given)"
+    assert report.breakdown["optimizer_states"] > 0 and "kbit_training" not in {a.name for a in report.assumptions}
+
+
+@pytest.mark.parametrize("name", ["gptq", "awq", "fp8"])
+def test_the_cli_traces_each_format_on_an_h100(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = saved_config(tmp_path, _llama())
+    code, out, err = run(capsys, "trace", model, "--device", "h100", "--task", "generate", "--quantization", name,
+                         "--dtype", "fp16", "--seq-len", "16", "--max-new-tokens", "2")  # fmt: skip
+    assert code == 0, err
+    assert ("FP8 e4m3" if name == "fp8" else f"{name.upper()} 4-bit") in out
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"quantization": "fp8", "device": "a100"}, "FP8 weights need an NVIDIA GPU of compute capability 8.9+"),
+        ({"quantization": "awq", "device": "t4"}, "needs an NVIDIA GPU of compute capability 8.0+"),
+        ({"quantization": "gptq", "device": "cpu"}, "needs an NVIDIA GPU of compute capability 7.5+"),
+        ({"quantization": "gptq", "task": "train", "lora": 4}, "training on a GPTQ base is not modelled"),
+        ({"quantization": "fp8", "task": "train"}, "FP8 weights stay frozen"),
+        ({"quantization": GPTQConfig(bits=4, sym=False)}, "sym=False"),
+        ({"quantization": AwqConfig(bits=4, group_size=256)}, "group_size=256"),
+        ({"quantization": "gptq", "dtype": "fp32"}, "computes in float16 or bfloat16"),
+    ],
+)
+def test_what_is_not_modelled_is_refused_in_one_line(options: dict[str, object], message: str) -> None:
+    arguments = {"task": "forward", "dtype": "bf16", "batch_size": 1, "seq_len": 8, **options}
+    with pytest.raises(vramsim.UnsupportedError, match=message):
+        simulate(_llama(), **arguments)
+
+
+def test_a_quantization_config_not_simulated_names_the_ones_that_are() -> None:
+    from transformers import EetqConfig
+
+    with pytest.raises(vramsim.UnsupportedError, match="EetqConfig is not simulated yet; BitsAndBytesConfig, GPTQConfig"):
+        simulate(_llama(), task="forward", quantization=EetqConfig(), seq_len=8)
+
+
+def _workspaces(trace: Trace, op: str) -> set[int]:
+    return {s.nbytes for s in trace.storages if s.op == f"{op}:workspace"}
+
+
+def test_no_stand_in_outlives_a_simulation() -> None:
+    from transformers.integrations import finegrained_fp8
+
+    simulate(_llama(), task="forward", quantization="fp8", dtype="bf16", batch_size=1, seq_len=8)
+    assert not hasattr(finegrained_fp8.fp8_linear, "__vramsim_patch__")
+
+
+def test_torchao_int8_weight_only_counts_the_storages_its_tensor_subclass_owns() -> None:
+    """torchao's Int8Tensor wraps int8 values [out, in], float32 scales [out, 1] and an int8 zero point
+    [out, 1]; its linear casts the int8 weight to the input's dtype before the matmul."""
+    pytest.importorskip("torchao")
+    config = SimulationConfig(task="forward", quantization="int8wo", dtype="bf16", batch_size=1, seq_len=8)
+    _, specs, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
+    layer = next(spec for spec in specs if spec.module == "model.layers.0")
+    assert layer.parameter_bytes == sum(i * o + 4 * o + o for i, o in _LINEARS) + _NORMS
+    assert layer.parameters == sum(i * o for i, o in _LINEARS) + 2 * 128
+    casts = {s.nbytes for s in trace.storages if s.op == "aten._to_copy" and s.module.endswith("q_proj")}
+    assert 128 * 128 * 2 in casts  # the bf16 copy of q_proj's int8 weight
+
+
+def test_torchao_other_than_int8_weight_only_is_refused() -> None:
+    torchao = pytest.importorskip("torchao.quantization")
+    from transformers import TorchAoConfig
+
+    with pytest.raises(vramsim.UnsupportedError, match="torchao's Int4WeightOnlyConfig is not modelled"):
+        simulate(_llama(), task="forward", quantization=TorchAoConfig(torchao.Int4WeightOnlyConfig()), seq_len=8)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"task": "forward", "batch_size": 2, "seq_len": 32},
+        {"task": "generate", "batch_size": 1, "seq_len": 16, "max_new_tokens": 4},
+    ],
+    ids=["forward", "generate"],
+)
+def test_torchao_int8_weight_only_matches_a_real_cpu_run(options: dict[str, object]) -> None:
+    """torchao quantizes for real on the CPU: the measured peak of the real Int8Tensor model is the prediction."""
+    pytest.importorskip("torchao")
+    from vramsim.measure import measure_cpu
+
+    options = {**options, "dtype": "bf16", "quantization": "int8wo", "device": "cpu"}
+    predicted = simulate(_llama(), **options).peak_bytes
+    measured = measure_cpu(_llama(), SimulationConfig(**options)).peak_bytes
+    assert predicted / measured - 1 == pytest.approx(0.0, abs=0.005)
