@@ -373,3 +373,14 @@ FluxPipeline.__call__ pads the T5 prompt to ``max_sequence_length=512`` by defau
 FLUX docs (api/pipelines/flux, "Timestep-distilled") say schnell's ``max_sequence_length`` cannot
 be more than 256, and their schnell example passes 256. Dev keeps the default 512.
 """
+
+COMPILE_MODELLED = (
+    "torch.compile (inductor): dynamo's graphs, inductor's decompositions and AOTAutograd's min-cut partitioner "
+    "run on the traced program, so the saved tensors are the ones the partitioner chooses; each graph is run op "
+    "by op, a value freed after its last use; inductor's fusion (pointwise chains whose intermediates are never "
+    "allocated) and its buffer reuse are not modelled: every op's output is allocated"
+)
+"""What ``--compile`` models (vramsim/compiled.py). Fusion is left out: it needs inductor's
+scheduler, which lowers for a real device. On the CPU ground truth the saved set matches the
+partitioner's exactly; the fused buffers inductor never allocates are the remaining difference
+against a real inductor run (README, "torch.compile")."""

@@ -75,8 +75,11 @@ class MemoryTracer(TorchDispatchMode):
         devices: Iterable[str],
         workspaces: WorkspaceRule | None = None,
         moe_routing: str = "balanced",
+        compiled: bool = False,
     ) -> None:
         super().__init__()
+        self._compiled = compiled
+        """Whether ``torch.compile``d code runs its compiled graphs under the tracer (see ``ignore_compile_internals``)."""
         self._workspaces = workspaces
         self.scope = scope
         self.trace = Trace()
@@ -115,6 +118,11 @@ class MemoryTracer(TorchDispatchMode):
             self._refs.clear()  # frees after the trace ended are not part of it
             self._tensor_refs.clear()
             self._held.clear()
+
+    def ignore_compile_internals(self) -> bool:  # type: ignore[override]
+        """With ``compiled``, dynamo compiles as if no mode were on and runs the compiled graphs'
+        ops through this one; otherwise (torch's default) compiled code falls back to eager here."""
+        return self._compiled
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}

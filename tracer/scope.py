@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -29,6 +30,8 @@ class ModuleScope:
         """``roots``: the program's modules by name; paths are ``name.path``, or ``path`` alone
         for the module named ``""`` (a single model)."""
         self._tracker = ModTracker()
+        for hook in ("_fw_pre_hook", "_fw_post_hook"):
+            setattr(self._tracker, hook, _outside_compiled_code(getattr(self._tracker, hook)))
         self._patches = contextlib.ExitStack()
         unnamed = (roots or {}).get("")
         self._root_name = type(unnamed).__name__ if unnamed is not None else ""
@@ -79,3 +82,16 @@ class ModuleScope:
             return Phase.RECOMPUTE
         return self.phase
 
+
+
+def _outside_compiled_code(hook: Callable[..., None]) -> Callable[..., None]:
+    """A module hook that dynamo traces as nothing: a compiled module runs no Python hooks (ModTracker
+    skips itself the same way inside a ``torch.compile(module)`` wrapper, ``_is_in_optimized_module``),
+    so ops inside compiled graphs are the compiled module's caller's."""
+
+    @functools.wraps(hook)
+    def outside(*args: Any) -> None:
+        if not torch.compiler.is_compiling():
+            hook(*args)
+
+    return outside

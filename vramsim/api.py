@@ -11,6 +11,7 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
+from vramsim.estimators.assumptions import COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
 from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
@@ -400,6 +401,8 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
                     "a training step reads no KV cache",
                 )
             )
+    if program.compiled is not None:
+        notes.append(Assumption(name="compile_partitioned", detail=f"{COMPILE_MODELLED} ({program.compiled.describe()})"))
     if getattr(program.optimizer, "traced_paged", False):
         notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:
