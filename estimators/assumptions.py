@@ -378,7 +378,8 @@ COMPILE_MODELLED = (
     "torch.compile (inductor): dynamo's graphs, inductor's decompositions and AOTAutograd's min-cut partitioner "
     "run on the traced program, so the saved tensors are the ones the partitioner chooses; each graph is run op "
     "by op, a value freed after its last use; inductor's fusion (pointwise chains whose intermediates are never "
-    "allocated) and its in-place buffer reuse are not modelled: every op's output is allocated, an upper bound"
+    "allocated) and its in-place buffer reuse are not modelled: every op's output is allocated, an upper bound; "
+    "ops inside compiled graphs belong to no module (the per-layer table leaves them out)"
 )
 """What ``--compile`` models (vramsim/compiled.py). Fusion is left out: it needs inductor's
 scheduler, which lowers for a real device. On the CPU the saved set matches the partitioner's
