@@ -11,7 +11,7 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
-from vramsim.estimators.assumptions import COMPILE_MODELLED
+from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
 from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
@@ -403,6 +403,7 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
             )
     if program.compiled is not None:
         notes.append(Assumption(name="compile_partitioned", detail=f"{COMPILE_MODELLED} ({program.compiled.describe()})"))
+        notes.append(Assumption(name="compile_fusion", detail=COMPILE_FUSION))
     if getattr(program.optimizer, "traced_paged", False):
         notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:
