@@ -100,6 +100,9 @@ CASES: dict[str, tuple[Callable[[Path], str], list[str]]] = {
     "negative max new tokens": (TINY, ["--task", "generate", "--max-new-tokens", "-1"]),
     "unknown moe routing": (TINY, ["--moe-routing", "random"]),
     "capacity below 1": (TINY, ["--moe-routing", "capacity:0.5"]),
+    "compile with generate": (TINY, ["--compile", "--task", "generate"]),
+    "compile with forward": (TINY, ["--compile", "--task", "forward"]),
+    "compile with checkpointing": (TINY, ["--compile", "--checkpointing", "full"]),
 }
 
 

@@ -75,8 +75,11 @@ class MemoryTracer(TorchDispatchMode):
         devices: Iterable[str],
         workspaces: WorkspaceRule | None = None,
         moe_routing: str = "balanced",
+        compiled: bool = False,
     ) -> None:
         super().__init__()
+        self._compiled = compiled
+        """Whether ``torch.compile``d code runs its compiled graphs under the tracer (see ``ignore_compile_internals``)."""
         self._workspaces = workspaces
         self.scope = scope
         self.trace = Trace()
@@ -116,6 +119,11 @@ class MemoryTracer(TorchDispatchMode):
             self._tensor_refs.clear()
             self._held.clear()
 
+    def ignore_compile_internals(self) -> bool:  # type: ignore[override]
+        """With ``compiled``, dynamo compiles as if no mode were on and runs the compiled graphs'
+        ops through this one; otherwise (torch's default) compiled code falls back to eager here."""
+        return self._compiled
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         if self._packing:  # the tracer's own detach of a tensor autograd saves
@@ -124,30 +132,44 @@ class MemoryTracer(TorchDispatchMode):
             return self.data_dependent.scalar(args[0])
         inputs = tuple(self._sid_or_existing(t) for t in tensor_leaves((args, kwargs)) if self._counts(t))
         out = self.data_dependent.run(func, args, kwargs)
-        new: list[int] = []
-        for tensor in tensor_leaves(out):
-            if self._counts(tensor):
-                sid, is_new = self._track(tensor, str(func.overloadpacket))
-                self._reference(tensor, sid)
-                if is_new:
-                    new.append(sid)
+        new = self._track_outputs(out, str(func.overloadpacket))
         if self._workspaces is not None:
             for nbytes in self._workspaces(func, args, kwargs):
                 self._transient(nbytes, f"{func.overloadpacket}:workspace")
+        self._record_op(str(func.overloadpacket), inputs, new, _flops(func, args, kwargs, out))
+        return out
+
+    def record_kernel(self, name: str, inputs: Iterable[torch.Tensor], out: Any) -> None:
+        """A kernel that ran outside dispatch: a fused kernel of compiled code reads ``inputs`` (the
+        buffers it loads) and allocates ``out``, recorded as an op is (``vramsim/compiled.py``)."""
+        sids = tuple(self._sid_or_existing(t) for t in inputs if self._counts(t))
+        self._record_op(name, sids, self._track_outputs(out, name), 0)
+
+    def _track_outputs(self, out: Any, op: str) -> list[int]:
+        """Count every tensor of ``out``; return the sids of the storages it allocated."""
+        new: list[int] = []
+        for tensor in tensor_leaves(out):
+            if self._counts(tensor):
+                sid, is_new = self._track(tensor, op)
+                self._reference(tensor, sid)
+                if is_new:
+                    new.append(sid)
+        return new
+
+    def _record_op(self, name: str, inputs: tuple[int, ...], outputs: list[int], flops: int) -> None:
         self.trace.ops.append(
             OpRecord(
                 index=len(self.trace.ops),
-                name=str(func.overloadpacket),
+                name=name,
                 module=self.scope.module,
                 phase=self.scope.current_phase,
                 step=self.scope.step,
                 inputs=inputs,
-                outputs=tuple(new),
+                outputs=tuple(outputs),
                 clock_after=len(self.trace.events),
-                flops=_flops(func, args, kwargs, out),
+                flops=flops,
             )
         )
-        return out
 
     # -- facts reported by the workload -------------------------------------------------------
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -33,6 +34,8 @@ class ModuleScope:
         """``roots``: the program's modules by name; paths are ``name.path``, or ``path`` alone
         for the module named ``""`` (a single model)."""
         self._tracker = ModTracker()
+        for hook in ("_fw_pre_hook", "_fw_post_hook"):
+            setattr(self._tracker, hook, _outside_compiled_code(getattr(self._tracker, hook)))
         self._patches = contextlib.ExitStack()
         unnamed = (roots or {}).get("")
         self._root_name = type(unnamed).__name__ if unnamed is not None else ""
@@ -49,7 +52,8 @@ class ModuleScope:
         self._patches.enter_context(any_mode_grad_hooks())
         self._tracker.register_user_hooks(self._pre_forward, self._post_forward)
         self._tracker.__enter__()
-        self._patches.callback(register_module_forward_hook(self._leave_backward_by_keyword, with_kwargs=True).remove)
+        hook = _outside_compiled_code(self._leave_backward_by_keyword)
+        self._patches.callback(register_module_forward_hook(hook, with_kwargs=True).remove)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -99,3 +103,16 @@ class ModuleScope:
 
 def _needs_grad(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+def _outside_compiled_code(hook: Callable[..., None]) -> Callable[..., None]:
+    """A module hook that dynamo traces as nothing: a compiled module runs no Python hooks (ModTracker
+    skips itself the same way inside a ``torch.compile(module)`` wrapper, ``_is_in_optimized_module``),
+    so ops inside compiled graphs are the compiled module's caller's."""
+
+    @functools.wraps(hook)
+    def outside(*args: Any) -> None:
+        if not torch.compiler.is_compiling():
+            hook(*args)
+
+    return outside

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
+from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
 from vramsim.estimators.pipeline import stage_timelines
 from vramsim.estimators.sharding import Sharded, shard
@@ -412,6 +413,9 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
         notes.append(Assumption(name="torch_empty_cache_steps", detail=f"the HF Trainer's torch_empty_cache_steps="
                                 f"{config.torch_empty_cache_steps}: torch.cuda.empty_cache() after the loss, before "
                                 "backward, in the traced steps whose global_step (0, 1) is a multiple of it"))  # fmt: skip
+    if program.compiled is not None:
+        notes.append(Assumption(name="compile_partitioned", detail=f"{COMPILE_MODELLED} ({program.compiled.describe()})"))
+        notes.append(Assumption(name="compile_fusion", detail=COMPILE_FUSION))
     if getattr(program.optimizer, "traced_paged", False):
         notes.append(Assumption(name="paged_optimizer_states", detail=f"{PAGED_STATES}: {_paged_bytes(program):,} B here"))
     if program.scaler is not None:

@@ -17,6 +17,7 @@ from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
 
 from .checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
+from .compiled import compile_model
 from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
 from .inputs import default_inputs
@@ -64,6 +65,8 @@ def build_program(
     """
     pipeline = find_pipeline(source)
     if pipeline is not None:
+        if config.compile:
+            raise UnsupportedError("compile is modelled for a single model, not a diffusion pipeline's components yet")
         return build_pipeline_program(pipeline, config, device=device)
     if isinstance(source, (str, Path)):
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
@@ -105,7 +108,7 @@ def build_program(
     plan = parse_checkpointing(config.checkpointing)
     units = None
     if checkpointing == "marked":
-        units = install_unit_marker(model) if train else None
+        units = install_unit_marker(model) if train and not config.compile else None
     elif plan.kind == "all":
         raise ConfigError("checkpointing='all' compares the choices from one trace; a real run takes one choice")
     else:
@@ -122,6 +125,7 @@ def build_program(
                 batch.pop("labels", None)
         else:
             batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
+    compiled = compile_model(model, device=device) if config.compile else None
     optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
     assert not isinstance(mixed, str), "SimulationConfig resolves dtype names"
@@ -144,6 +148,7 @@ def build_program(
         grad_accum=config.grad_accum,
         max_grad_norm=config.max_grad_norm,
         keep_outputs=config.keep_outputs,
+        compiled=compiled,
     )
 
 

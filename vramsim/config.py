@@ -182,6 +182,9 @@ class SimulationConfig:
         help="the HF Trainer's torch_empty_cache_steps: torch.cuda.empty_cache() after the loss, before backward, every N "
         "steps (global_step %% N == 0), in the allocator replay", parse=int, report=_same, commands=("trace",)))
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
+    compile: bool = field(default=False, metadata=_option(
+        help="torch.compile the model (training): the saved tensors AOTAutograd's min-cut partitioner chooses, each "
+        "op's output materialised (inductor's fusion is not modelled, vramsim/compiled.py)", report=_same))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
     headroom: float = field(default=0.10, metadata=_option(
@@ -305,6 +308,7 @@ class SimulationConfig:
             raise ConfigError(
                 f"unknown attn_implementation {self.attn_implementation!r}; choose one of: {', '.join(ATTN_IMPLEMENTATIONS)}"
             )
+        _check_compile(self)
         if self.max_new_tokens is None:
             self.max_new_tokens = 16 if self.task == "generate" else 0
         elif self.max_new_tokens and self.task != "generate":
@@ -366,6 +370,23 @@ class SimulationConfig:
         _check_image(self)
         if self.steps < 2:
             raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
+
+
+def _check_compile(config: SimulationConfig) -> None:
+    """``--compile`` is modelled for one device's training step (vramsim/compiled.py)."""
+    if not config.compile:
+        return
+    if config.task != "train":
+        raise UnsupportedError(
+            f"compile with task='{config.task}' is not modelled: without a backward, what compile changes is "
+            "inductor's fusion, which vramsim does not model; compile is modelled for training (vramsim/compiled.py)"
+        )
+    others = {"checkpointing": config.checkpointing != "none" or config.gradient_checkpointing, "gpus": config.gpus > 1,
+              "tp": config.tp > 1, "pp": config.pp > 1, "quantization": config.quantization is not None,
+              "mixed_precision": config.mixed_precision is not None}  # fmt: skip
+    named = [name for name, on in others.items() if on]
+    if named:
+        raise UnsupportedError(f"compile with {', '.join(named)} is not modelled yet; compile models one device's step")
 
 
 def _check_training_loop(config: SimulationConfig) -> None:

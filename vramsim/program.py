@@ -21,6 +21,7 @@ from .quiet import quiet_default_loss
 
 if TYPE_CHECKING:
     from .checkpointing import UnitMarker
+    from .compiled import CompiledGraphs
 
 __all__ = ["STEPS", "Program", "Step", "StepObserver", "run_program", "tensors_in"]
 
@@ -79,6 +80,8 @@ class Program:
     """Clip the gradients' total norm with ``torch.nn.utils.clip_grad_norm_`` before the step."""
     keep_outputs: bool = False
     """Hold the model's outputs (logits) through backward, as ``out = model(**batch); out.loss.backward()`` does."""
+    compiled: CompiledGraphs | None = None
+    """The model runs ``torch.compile``d, its partitioned graphs interpreted on meta (``vramsim/compiled.py``)."""
 
     @property
     def model(self) -> torch.nn.Module:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch.profiler import profile
 
-__all__ = ["quiet_default_loss", "quiet_image_processors", "quiet_peft", "quiet_profiler"]
+__all__ = ["quiet_default_loss", "quiet_image_processors", "quiet_joint_trace", "quiet_peft", "quiet_profiler"]
 
 
 @contextlib.contextmanager
@@ -27,6 +27,17 @@ def quiet_peft() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
         warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False", category=UserWarning)
+        yield
+
+
+@contextlib.contextmanager
+def quiet_joint_trace() -> Iterator[None]:
+    """AOTAutograd traces the joint forward-backward graph with ``torch.autograd.grad`` on its own
+    functional tensors, and autograd's fallback warns that ``aten::nll_loss`` (the loss of every
+    causal-LM head) has no autograd kernel there; the real ``torch.compile`` warns the same, and
+    the traced backward holds the loss's gradient all the same."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="aten::nll_loss: an autograd kernel was not registered", category=UserWarning)
         yield
 
 

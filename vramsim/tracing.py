@@ -67,11 +67,14 @@ def trace_program(
     """Trace ``program`` counting storages on ``devices`` (``meta`` stands for the target).
 
     ``moe_routing`` is the load MoE routers are assumed to give experts (``tracer/data_dependent/``).
+    A ``torch.compile``d program's compiled graphs run under the tracer (``vramsim/compiled.py``).
     An error the program raises on meta is a ``TraceError``; one raised by vramsim's own code
     propagates unchanged, since it is vramsim's bug, not the model's.
     """
     scope = ModuleScope(program.modules)
-    tracer = MemoryTracer(scope, devices=devices, workspaces=workspaces, moe_routing=moe_routing)
+    tracer = MemoryTracer(
+        scope, devices=devices, workspaces=workspaces, moe_routing=moe_routing, compiled=program.compiled is not None
+    )
     for name, module in program.modules.items():
         tracer.register_module(module, f"{name}." if name else "")
     try:

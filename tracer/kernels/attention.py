@@ -33,17 +33,36 @@ def cpu_attention(call: AttentionCall) -> torch.Tensor | None:
 
 
 def _cpu_choice(call: AttentionCall) -> int:
+    mask = None if call.attn_mask is None else _layout(call.attn_mask)
+    layouts = (_layout(call.query), _layout(call.key), _layout(call.value), mask)
+    return _cpu_choice_of(layouts, call.dropout_p, call.is_causal, call.scale, call.enable_gqa)
+
+
+_Layout = tuple[tuple[int, ...], int, torch.dtype, bool]
+"""What the selector reads of a tensor: shape, last-dim stride, dtype, requires_grad."""
+
+
+def _layout(tensor: torch.Tensor) -> _Layout:
+    return tuple(tensor.shape), tensor.stride(-1) if tensor.dim() else 1, tensor.dtype, tensor.requires_grad
+
+
+@torch.compiler.assume_constant_result
+def _cpu_choice_of(
+    layouts: tuple[_Layout, _Layout, _Layout, _Layout | None], dropout_p: float, is_causal: bool, scale: float | None,
+    enable_gqa: bool,
+) -> int:
+    """The selector on stand-ins; under ``torch.compile`` it runs once, at trace time, on the
+    static layouts (the choice is part of the compiled graph, as on the device)."""
     with _disable_current_modes():
-        query, key, value = (_stand_in(t) for t in (call.query, call.key, call.value))
-        mask = None if call.attn_mask is None else _stand_in(call.attn_mask)
-        return torch._fused_sdp_choice(
-            query, key, value, mask, call.dropout_p, call.is_causal, scale=call.scale, enable_gqa=call.enable_gqa
-        )
+        query, key, value = (_stand_in(layout) for layout in layouts[:3])
+        mask = None if layouts[3] is None else _stand_in(layouts[3])
+        return torch._fused_sdp_choice(query, key, value, mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
-def _stand_in(tensor: torch.Tensor) -> torch.Tensor:
-    strides = [0] * (tensor.dim() - 1) + [tensor.stride(-1)] if tensor.dim() else []
-    return torch.empty_strided(tuple(tensor.shape), strides, dtype=tensor.dtype, requires_grad=tensor.requires_grad)
+def _stand_in(layout: _Layout) -> torch.Tensor:
+    shape, last_stride, dtype, requires_grad = layout
+    strides = [0] * (len(shape) - 1) + [last_stride] if shape else []
+    return torch.empty_strided(shape, strides, dtype=dtype, requires_grad=requires_grad)
 
 
 def cpu_attention_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:

@@ -234,6 +234,12 @@ class _OutputLayouts(TorchDispatchMode):
         super().__init__()
         self._rule = rule
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Compiled graphs' ops are restrided too; whether torch.compile runs at all under the
+        tracer is the tracer's to say (dynamo falls back to eager while any mode on the stack objects)."""
+        return True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         return self._rule(func, args, kwargs, func(*args, **kwargs))
