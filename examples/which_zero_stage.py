@@ -1,16 +1,10 @@
 """Which ZeRO stage or FSDP setting lets a 70B full fine-tune fit on 8 H100s?
 
-Llama-3.1-70B with bf16 weights (gradients and AdamW states in bf16 too), full activation
-checkpointing, one sequence of 4,096 tokens per GPU. One trace; every data-parallel setting, and
-every cluster size, is computed from its graph (``vramsim.simulate_each``).
-
-DeepSpeed's optimizer updates an fp32 copy of each rank's partition, which is counted; it would
-keep its optimizer states in fp32 too, which is not modelled yet (the trace's AdamW keeps them in
-bf16), so ZeRO's figures here are a lower bound.
-
-(With fp32 weights under bf16 autocast, vramsim's default training program, nothing fits even on
-64 GPUs: autocast caches a whole bf16 copy of every weight the forward used until the forward
-ends, sharded or not; the report names it.)
+Llama-3.1-70B in bf16 mixed precision (fp32 master weights and AdamW states, bf16 compute), full
+activation checkpointing, one sequence of 4,096 tokens per GPU. One trace; every data-parallel
+setting, and every cluster size, is computed from its graph (``vramsim.simulate_each``). ZeRO runs
+DeepSpeed's bf16 mode (bf16 weights and gradients, fp32 master and optimizer partitions), FSDP2 its
+MixedPrecisionPolicy (fp32 shards gathered in bf16), DDP torch.autocast.
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ def main() -> None:
     runs = [(gpus, name) for gpus in CLUSTERS for name in SETTINGS]
     variants = [{"gpus": gpus, **SETTINGS[name]} for gpus, name in runs]
     reports = vramsim.simulate_each("meta-llama/Llama-3.1-70B", variants, task="train", seq_len=4096, device="h100",
-                                    dtype="bf16", checkpointing="full")  # fmt: skip
+                                    mixed_precision="bf16", checkpointing="full")  # fmt: skip
     by_setting = dict(zip(runs, reports, strict=True))
     print(f"{'setting':<14} {'GPUs':>4} {'model states':>13} {'peak':>11} {'on device':>11} {'fits':>5}")
     for (gpus, name), report in by_setting.items():

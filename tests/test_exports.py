@@ -13,8 +13,8 @@ def test_all_is_sorted_and_pinned() -> None:
     assert vramsim.__all__ == sorted(vramsim.__all__)
     assert set(vramsim.__all__) == {
         "Assumption", "CheckpointReport", "ConfigError", "LargestFit", "LayerRow", "ModelNotFoundError", "PeakSite",
-        "Report", "TraceError", "UnsupportedError", "Validation", "VramsimError", "checkpoint", "count_parameters",
-        "largest_fit", "simulate", "simulate_each", "validate",
+        "Report", "StrategySearch", "TraceError", "UnsupportedError", "Validation", "VramsimError", "cheapest_strategy",
+        "checkpoint", "count_parameters", "largest_fit", "simulate", "simulate_each", "validate",
     }  # fmt: skip
 
 

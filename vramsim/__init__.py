@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from .fitting import LargestFit, largest_fit
     from .report import Assumption, LayerRow, PeakSite, Report
+    from .strategy import StrategySearch, cheapest_strategy
     from .training_checkpoint import checkpoint
     from .validation import Validation, validate
 
@@ -27,10 +28,12 @@ __all__ = [
     "ModelNotFoundError",
     "PeakSite",
     "Report",
+    "StrategySearch",
     "TraceError",
     "UnsupportedError",
     "Validation",
     "VramsimError",
+    "cheapest_strategy",
     "checkpoint",
     "count_parameters",
     "largest_fit",
@@ -46,6 +49,7 @@ _HOMES = {
     "VramsimError": "errors",
     "LargestFit": "fitting", "largest_fit": "fitting",
     "Assumption": "report", "LayerRow": "report", "PeakSite": "report", "Report": "report",
+    "StrategySearch": "strategy", "cheapest_strategy": "strategy",
     "Validation": "validation", "validate": "validation",
 }  # fmt: skip
 """The module each public name lives in."""

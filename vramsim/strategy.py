@@ -84,9 +84,9 @@ def cheapest_strategy(
 ) -> StrategySearch:
     """Every scheme x checkpointing choice on 1, 2, 4, ... up to ``gpus`` GPUs from one trace; the cheapest that fits.
 
-    >>> search = cheapest_strategy("gpt2", gpus=8, batch_size=64, seq_len=1024, device="rtx-4090")
-    >>> search.cheapest.gpus, search.cheapest.scheme
-    (1, 'one GPU')
+    >>> search = cheapest_strategy("meta-llama/Llama-3.2-1B", gpus=8, seq_len=2048, mixed_precision="bf16", device="rtx-4090")
+    >>> search.cheapest.gpus, search.cheapest.scheme, search.cheapest.checkpointing
+    (2, 'FSDP2 grad-op', 'none')
     """
     config = SimulationConfig.from_options(**options)
     if config.task != "train":
