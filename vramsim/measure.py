@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -79,13 +80,20 @@ def measure_cpu(model: ModelSource, config: SimulationConfig, *, seed: int = 0) 
 
 
 def measure_program_cpu(build: Callable[[], Program], *, seed: int = 0) -> Measurement:
-    """Build a program on the CPU inside the profiler (so its weights are seen too) and run it."""
+    """Build a program on the CPU inside the profiler (so its weights are seen too) and run it. Garbage
+    left in reference cycles before it is collected first, and the collector waits until the run ends:
+    a collection inside the profile would free older tensors and lower the running total by their bytes."""
     torch.manual_seed(seed)
-    with quiet_profiler(profile(activities=[ProfilerActivity.CPU], profile_memory=True)) as prof:
-        program = build()
-        steps = program.steps
-        run_program(program, _MarkingObserver())
-        del program
+    gc.collect()
+    gc.disable()
+    try:
+        with quiet_profiler(profile(activities=[ProfilerActivity.CPU], profile_memory=True)) as prof:
+            program = build()
+            steps = program.steps
+            run_program(program, _MarkingObserver())
+            del program
+    finally:
+        gc.enable()
     return _last_step_peak(prof, steps - 1)
 
 

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from torch.profiler import ProfilerActivity, profile
 
 import vramsim
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from profiled import allocation_trace, fake_process_group
+from profiled import allocation_trace, fake_process_group, memory_profile
 
 N = 8
 BATCH, SEQ = 2, 32
@@ -53,7 +52,7 @@ def measured_peak(mesh: object, reshard_after_forward: bool | None, bucket_view:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as first:
+    with memory_profile() as first:
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(_config())
         if reshard_after_forward is None:
@@ -68,7 +67,7 @@ def measured_peak(mesh: object, reshard_after_forward: bool | None, bucket_view:
         ids = torch.randint(0, 501, (BATCH, SEQ))
         step()
     _, held = allocation_trace(first)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as second:
+    with memory_profile() as second:
         step()
     peak, _ = allocation_trace(second)
     return held + peak

@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from torch.profiler import ProfilerActivity, profile
 
 import vramsim
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from profiled import allocation_trace, fake_process_group
+from profiled import allocation_trace, fake_process_group, memory_profile
 
 N = 4
 BATCH, SEQ = 2, 32
@@ -76,7 +75,7 @@ def measured(mesh: object, task: str) -> tuple[int, int]:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as first:
+    with memory_profile() as first:
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(_config())
         parallelize_module(model, mesh, _plan(_config().num_hidden_layers))
@@ -86,7 +85,7 @@ def measured(mesh: object, task: str) -> tuple[int, int]:
         ids = torch.randint(0, 501, (BATCH, SEQ))
         step()
     _, held = allocation_trace(first)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as second:
+    with memory_profile() as second:
         step()
     peak, _ = allocation_trace(second)
     weights = sum(getattr(p, "_local_tensor", p).nbytes for p in model.parameters())  # DTensor slices and whole norms
