@@ -55,21 +55,23 @@ def quiet_default_loss() -> Iterator[None]:
     """A model whose class name names no loss (``GPT2LMHeadModel``) makes transformers log
     "`loss_type=None` was set in the config but it is unrecognized" and use the causal-LM loss,
     the one such a model computes anyway."""
-    logger = logging.getLogger("transformers.modeling_utils")
-    drop = _DropMessage("`loss_type=None` was set in the config but it is unrecognized")
-    logger.addFilter(drop)
-    try:
+    with _dropping("transformers.modeling_utils", "`loss_type=None` was set in the config but it is unrecognized"):
         yield
-    finally:
-        logger.removeFilter(drop)
 
 
 @contextlib.contextmanager
 def quiet_image_processors() -> Iterator[None]:
     """Importing a diffusers pipeline imports its image processors; without torchvision transformers
     logs that ``CLIPImageProcessor`` falls back to its PIL class. vramsim never processes an image."""
-    logger = logging.getLogger("transformers.utils.import_utils")
-    drop = _DropMessage("requires torchvision (not installed); falling back to")
+    with _dropping("transformers.utils.import_utils", "requires torchvision (not installed); falling back to"):
+        yield
+
+
+@contextlib.contextmanager
+def _dropping(logger_name: str, text: str) -> Iterator[None]:
+    """``logger_name``'s records that contain ``text`` dropped while entered."""
+    logger = logging.getLogger(logger_name)
+    drop = _DropMessage(text)
     logger.addFilter(drop)
     try:
         yield
