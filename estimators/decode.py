@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .timeline import Block, Position, Timeline
 
@@ -97,7 +97,7 @@ def derive_generation(head: DecodeRun, tail: DecodeRun, new_tokens: int) -> Time
     head_steps, tail_steps = _steps(head), _steps(tail)
     if len(head_steps) != len(tail_steps):
         raise ValueError("the two short runs have different step counts")
-    blocks = [replace(block) for block in head.timeline.blocks]
+    blocks = [block.copy() for block in head.timeline.blocks]
     events: list[tuple[int, bool]] = list(head.timeline.events[: head_steps[0].first])
     spans: list[tuple[int, int]] = []
     carried: dict[int, int] = {}

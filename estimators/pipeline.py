@@ -27,7 +27,7 @@ backward frees one before the next forward); interleaved 1F1B with ``V`` chunks 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import networkx as nx
 
@@ -230,7 +230,7 @@ class _Split:
         last_step = len(self.graph.graph["step_clocks"]) - 1
         result = []
         for rank in range(self.plan.stages):
-            blocks = [replace(block) for block in kept[rank]]
+            blocks = [block.copy() for block in kept[rank]]
             held = self._held(blocks, last_step)
             count = in_flight(self.plan, rank)
             extra = round(held * (count - 1))

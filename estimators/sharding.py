@@ -51,7 +51,7 @@ the full-size gradient a ZeRO hook copies into the bucket is counted as a moment
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
 
@@ -107,7 +107,7 @@ class _Rank:
         self.graph = graph
         self.plan = plan
         self.n = plan.shard_size
-        self.blocks = [replace(block) for block in timeline.blocks]
+        self.blocks = [block.copy() for block in timeline.blocks]
         self.traced = graph.graph["storage_count"]
         self.attrs: list[dict[str, Any]] = [attrs for _, attrs in storage_nodes(graph)]
         self.weights = {a["owner"]: Weight(sid, a["owner"], tuple(a["shape"]), a["nbytes"])

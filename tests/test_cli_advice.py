@@ -40,6 +40,14 @@ def test_sharding_advice_equals_a_run_sharded(tiny_llama: transformers.LlamaConf
     assert not any(line.startswith(("--zero", "--fsdp")) for line in sharded.advice)
 
 
+def test_a_sweep_may_skip_the_advice(tiny_llama: transformers.LlamaConfig) -> None:
+    """``simulate_each(advise=False)``: the same figures, no advice lines (a sweep's what-ifs are its own)."""
+    options = dict(batch_size=4, seq_len=64, gpus=4, headroom=0.999)
+    advised, plain = (vramsim.simulate_each(tiny_llama, [{}], advise=advise, **options)[0] for advise in (True, False))
+    assert advised.advice and not plain.advice
+    assert (advised.peak_bytes, advised.device_bytes) == (plain.peak_bytes, plain.device_bytes)
+
+
 def test_retraced_advice_equals_the_run_it_names(tiny_llama: transformers.LlamaConfig) -> None:
     options = dict(batch_size=4, seq_len=64, headroom=0.999, device="h100")
     report = vramsim.simulate(tiny_llama, **options)

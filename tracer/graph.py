@@ -97,15 +97,23 @@ def _saving_op(trace: Trace, ops_before: int, sid: int) -> int:
 
 
 def storage_nodes(graph: nx.MultiDiGraph) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(sid, attributes)`` of every storage, in sid order."""
-    nodes = graph.nodes
-    for sid in range(graph.graph["storage_count"]):
-        yield sid, nodes[storage_node(sid)]
+    """``(sid, attributes)`` of every storage, in sid order (the node's own attribute dicts, listed once
+    per graph in ``graph.graph`` as ``saved_edges`` are)."""
+    listed = graph.graph.get("storage_attrs")
+    if listed is None:
+        nodes = graph.nodes
+        listed = graph.graph["storage_attrs"] = [nodes[storage_node(sid)] for sid in range(graph.graph["storage_count"])]
+    return enumerate(listed)
 
 
 def saved_edges(graph: nx.MultiDiGraph) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """``(sid, op index, hold attributes)`` of every saved-for-backward edge, in the order saved."""
-    found = [(key[1], sid, op, attrs) for (_, sid), (_, op), key, attrs in graph.edges(keys=True, data=True)
-             if isinstance(key, tuple)]  # fmt: skip
-    for _, sid, op, attrs in sorted(found, key=lambda item: item[0]):
-        yield sid, op, attrs
+    """``(sid, op index, hold attributes)`` of every saved-for-backward edge, in the order saved.
+
+    Every what-if reads them and a graph is not changed once built: they are found once per graph
+    (a scan of all its edges) and kept in ``graph.graph``."""
+    saved = graph.graph.get("saved_edges")
+    if saved is None:
+        found = [(key[1], sid, op, attrs) for (_, sid), (_, op), key, attrs in graph.edges(keys=True, data=True)
+                 if isinstance(key, tuple)]  # fmt: skip
+        saved = graph.graph["saved_edges"] = [(sid, op, attrs) for _, sid, op, attrs in sorted(found, key=lambda item: item[0])]
+    yield from saved

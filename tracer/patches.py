@@ -59,13 +59,14 @@ class Patch:
         owner = self._owner()
         original = self.current()
         replacement = _marked(make(original), self.name)
+        loaded = set(sys.modules) if self.by_name else set()
         holders = _holders(original, self.attribute) if self.by_name else [owner]
         for module in holders:
             setattr(module, self.attribute, replacement)
         try:
             yield
         finally:
-            for module, name in _references(replacement) if self.by_name else [(owner, self.attribute)]:
+            for module, name in _references(replacement, holders, loaded) if self.by_name else [(owner, self.attribute)]:
                 setattr(module, name, original)
 
 
@@ -235,8 +236,13 @@ def _holders(original: Any, attribute: str) -> list[ModuleType]:
     return [module for module in _modules() if vars(module).get(attribute) is original]
 
 
-def _references(replacement: Any) -> list[tuple[ModuleType, str]]:
-    return [(module, name) for module in _modules() for name, value in list(vars(module).items()) if value is replacement]
+def _references(replacement: Any, holders: list[ModuleType], loaded: set[str]) -> list[tuple[ModuleType, str]]:
+    """Where ``replacement`` is held: the ``holders`` it was given to, and modules imported since ``loaded``
+    (a module loaded earlier imported its names then; scanning only the new ones keeps the exit fast with
+    hundreds of transformers' modules loaded)."""
+    imported = [module for name, module in list(sys.modules.items()) if name not in loaded and isinstance(module, ModuleType)]
+    return [(module, name) for module in [*holders, *imported] for name, value in list(vars(module).items())
+            if value is replacement]  # fmt: skip
 
 
 def _modules() -> list[ModuleType]:

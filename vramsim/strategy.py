@@ -104,7 +104,7 @@ def cheapest_strategy(
         progress(f"tracing {model} once for {len(variants)} settings")
     started = time.perf_counter()
     base = {k: v for k, v in options.items() if k not in ("gpus", "checkpointing")}
-    reports = simulate_each(model, variants, **base)
+    reports = simulate_each(model, variants, advise=False, **base)
     capacity = reports[0].capacity_bytes
     assert capacity is not None, "a GPU target has a capacity"
     candidates = [
