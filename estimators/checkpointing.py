@@ -6,8 +6,10 @@ The choices (``--checkpointing``):
 - ``full``: every decoder layer is checkpointed (``gradient_checkpointing_enable``).
 - ``every:K``: every K-th layer is checkpointed (``torch.utils.checkpoint`` around it).
 - ``selective``: every layer is checkpointed, but matmul and attention outputs are saved and only
-  the cheap ops are recomputed (``create_selective_checkpoint_contexts``, as Megatron's selective
-  recompute and torchtitan's op-level SAC policy do).
+  the cheap ops are recomputed (``create_selective_checkpoint_contexts`` with a save-the-matmuls policy,
+  PyTorch's SAC example).
+- ``selective:torchtitan``: torchtitan's op-level selective AC (``mode="selective"``,
+  ``selective_ac_option="op"``): its save list, but every second ``aten.mm`` of each block recomputed.
 - ``offload``: saved activations are copied to host memory and fetched back in backward
   (``torch.autograd.graph.save_on_cpu``).
 - ``all``: every choice above, from one trace, as a table.
@@ -29,7 +31,7 @@ __all__ = [
     "what_if",
 ]  # fmt: skip
 
-CHECKPOINTING_CHOICES = ("none", "full", "every:K", "selective", "offload", "all")
+CHECKPOINTING_CHOICES = ("none", "full", "every:K", "selective", "selective:torchtitan", "offload", "all")
 
 SELECTIVE_SAVED_OPS = frozenset(
     "aten.mm aten.addmm aten.bmm aten.baddbmm aten._scaled_mm aten.convolution "
@@ -38,8 +40,17 @@ SELECTIVE_SAVED_OPS = frozenset(
     "vramsim_flash_attn.fa2_forward vramsim_flash_attn.fa3_forward".split()
 )
 """Ops whose outputs ``selective`` keeps (matmuls, convolutions, fused attention, flash-attn's
-included): the costly FLOPs; everything else in a checkpointed block is recomputed (torchtitan's
-op-level SAC policy, Megatron's selective recompute)."""
+included): the costly FLOPs; everything else in a checkpointed block is recomputed."""
+
+TORCHTITAN_SAVED_OPS = frozenset(
+    "aten.mm aten._scaled_dot_product_efficient_attention aten._scaled_dot_product_flash_attention "
+    "aten._scaled_dot_product_cudnn_attention aten._scaled_dot_product_attention_math "
+    "aten._scaled_dot_product_fused_attention_overrideable _c10d_functional.reduce_scatter_tensor "
+    "_c10d_functional.all_to_all_single aten.max".split()
+)
+"""torchtitan's ``_op_sac_save_list`` (torchtitan/models/llama3/infra/parallelize.py): what
+``selective:torchtitan`` keeps, except every second ``aten.mm`` of a block (its policy counts the
+block's matmuls afresh in each forward and each recompute, and recomputes the even ones)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +61,20 @@ class CheckpointPlan:
     """``none``, ``full``, ``every``, ``selective``, ``offload`` or ``all``."""
     every: int = 1
     """For ``every``: checkpoint layers 0, K, 2K, ... (``full`` is ``every:1``)."""
+    torchtitan: bool = False
+    """For ``selective``: torchtitan's policy (``TORCHTITAN_SAVED_OPS``, every second matmul recomputed)."""
 
     @property
     def spec(self) -> str:
-        return f"every:{self.every}" if self.kind == "every" else self.kind
+        if self.kind == "every":
+            return f"every:{self.every}"
+        return "selective:torchtitan" if self.torchtitan else self.kind
+
+    def saves(self, op: str, matmuls: int) -> bool:
+        """Whether a ``selective`` checkpoint keeps the output of ``op``, the block's ``matmuls``-th ``aten.mm`` so far."""
+        if not self.torchtitan:
+            return op in SELECTIVE_SAVED_OPS
+        return op in TORCHTITAN_SAVED_OPS and not (op == "aten.mm" and matmuls % 2 == 0)
 
     def checkpointed(self, layer: int) -> bool:
         """Whether decoder layer ``layer`` (0-based) runs inside a checkpoint."""
@@ -63,10 +84,12 @@ class CheckpointPlan:
 
 
 def parse_checkpointing(value: object) -> CheckpointPlan:
-    """``none|full|every:K|selective|offload|all``; ``ValueError`` naming the choices otherwise."""
+    """``none|full|every:K|selective|selective:torchtitan|offload|all``; ``ValueError`` naming the choices otherwise."""
     text = str(value).strip().lower()
     if text in ("none", "full", "selective", "offload", "all"):
         return CheckpointPlan(text)
+    if text == "selective:torchtitan":
+        return CheckpointPlan("selective", torchtitan=True)
     head, _, count = text.partition(":")
     if head == "every" and count.isdigit() and int(count) >= 1:
         return CheckpointPlan("full") if int(count) == 1 else CheckpointPlan("every", int(count))
@@ -170,7 +193,7 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
         units = {i: unit for i, unit in enumerate(graph.graph["units"]) if plan.checkpointed(unit.index)}
         if not units:
             raise ValueError("the traced program has no blocks to checkpoint (the model has no checkpointing call sites)")
-        cost = _Checkpoints(schedule, holds, units, plan.kind == "selective", rng_state_bytes).apply()
+        cost = _Checkpoints(schedule, holds, units, plan if plan.kind == "selective" else None, rng_state_bytes).apply()
     return WhatIf(plan=plan, timeline=schedule.timeline(), cost=cost)
 
 
@@ -216,12 +239,13 @@ class _Checkpoints:
       autograd lets go of them, the others until the replay drops them or stops; the host RNG
       state ``torch.random.fork_rng`` stashes around the replay counts where host memory is the
       device's;
-    - selective: outputs of ``SELECTIVE_SAVED_OPS`` are kept from the forward and handed to the
+    - selective: outputs of the ops the plan saves (``CheckpointPlan.saves``) are kept from the forward and handed to the
       replay instead of being made again.
     """
 
     def __init__(
-        self, schedule: _Schedule, holds: list[_Hold], units: dict[int, UnitRecord], selective: bool, rng_bytes: int
+        self, schedule: _Schedule, holds: list[_Hold], units: dict[int, UnitRecord], selective: CheckpointPlan | None,
+        rng_bytes: int,
     ) -> None:
         self.schedule = schedule
         self.nodes = schedule.graph.nodes
@@ -269,7 +293,7 @@ class _Checkpoints:
             schedule.free_added(key, death)
         for sid in unit.inputs:
             self._hold_extra(sid, death)
-        cached = self._cached_outputs(unit) if self.selective else {}
+        cached = self._cached_outputs(unit, self.selective) if self.selective is not None else {}
         unpacks = [hold.unpack for hold in holds if hold.unpack is not None]
         stop = max(holds, key=lambda hold: hold.pack) if unpacks else None
         for sid, op in cached.items():
@@ -284,13 +308,16 @@ class _Checkpoints:
         ops = [op for op in range(unit.first_op, stop.ops_before) if op not in cached.values()]
         return len(ops), sum(self.nodes[("op", op)]["flops"] for op in ops)
 
-    def _cached_outputs(self, unit: UnitRecord) -> dict[int, int]:
-        """Storages the unit's ``SELECTIVE_SAVED_OPS`` allocated -> the op."""
+    def _cached_outputs(self, unit: UnitRecord, plan: CheckpointPlan) -> dict[int, int]:
+        """Storages the unit's saved ops (``plan.saves``) allocated -> the op."""
         graph = self.schedule.graph
         cached: dict[int, int] = {}
+        matmuls = 0
         for op in range(unit.first_op, unit.last_op + 1):
             node = ("op", op)
-            if self.nodes[node]["name"] in SELECTIVE_SAVED_OPS:
+            name = self.nodes[node]["name"]
+            matmuls += name == "aten.mm"
+            if plan.saves(name, matmuls):
                 for _, (_, sid), key in graph.out_edges(node, keys=True):
                     if key == "produced":
                         cached[sid] = op

@@ -340,7 +340,7 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
 
 def _choices(target: Target) -> list[CheckpointPlan]:
     """What ``--checkpointing all`` compares (offload only where host memory is not the device's)."""
-    specs = ["none", "full", "every:2", "selective"] + (["offload"] if target.profile.vendor != "cpu" else [])
+    specs = ["none", "full", "every:2", "selective", "selective:torchtitan"] + (["offload"] if target.profile.vendor != "cpu" else [])
     return [parse_checkpointing(spec) for spec in specs]
 
 
@@ -403,7 +403,8 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
                 name="checkpointing_from_graph",
                 detail=f"checkpointing {config.checkpointing} is computed from one trace without checkpointing, as "
                 "non-reentrant torch.utils.checkpoint runs it (inputs kept, forward replayed at the first saved-tensor "
-                "read, early stop; selective keeps matmul and attention outputs; offload is save_on_cpu)",
+                "read, early stop; selective keeps matmul and attention outputs, selective:torchtitan torchtitan's save list "
+                "but every second matmul of a block; offload is save_on_cpu)",
             )
         )
     if config.task == "train":

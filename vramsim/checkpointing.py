@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-from vramsim.estimators.checkpointing import SELECTIVE_SAVED_OPS, CheckpointPlan
+from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.tracer.leaves import tensor_leaves
 
@@ -147,7 +147,7 @@ def _context_fn(plan: CheckpointPlan, emulation: KernelEmulation | None) -> Cont
         return emulated
 
     def contexts() -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:
-        forward, recompute = create_selective_checkpoint_contexts(_selective_policy)
+        forward, recompute = create_selective_checkpoint_contexts(_Policy(plan))  # a fresh count per block
         emulated_forward, emulated_recompute = emulated()
         return _both(emulated_forward, forward), _both(emulated_recompute, recompute)
 
@@ -158,10 +158,20 @@ def _no_contexts() -> tuple[contextlib.AbstractContextManager[Any], contextlib.A
     return contextlib.nullcontext(), contextlib.nullcontext()
 
 
-def _selective_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
-    if str(op.overloadpacket) in SELECTIVE_SAVED_OPS:
-        return CheckpointPolicy.MUST_SAVE
-    return CheckpointPolicy.PREFER_RECOMPUTE
+class _Policy:
+    """The plan's selective policy for one block's checkpoint: its matmuls counted apart in the forward and
+    in the recompute, as torchtitan's policy counts them (``CheckpointPlan.saves``)."""
+
+    def __init__(self, plan: CheckpointPlan) -> None:
+        self._plan = plan
+        self._matmuls = {False: 0, True: 0}
+
+    def __call__(self, ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        name = str(op.overloadpacket)
+        self._matmuls[ctx.is_recompute] += name == "aten.mm"
+        if self._plan.saves(name, self._matmuls[ctx.is_recompute]):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
 
 
 class _both(contextlib.ExitStack):

@@ -137,7 +137,8 @@ class SimulationConfig:
         "transformers' optim names work too; Python: also a callable params -> Optimizer",
         parse=_optimizer_flag, report=_optimizer_name))
     checkpointing: str = field(default="none", metadata=_option(
-        help="activation checkpointing: none, full, every:K, selective, offload, or all for a table of each "
+        help="activation checkpointing: none, full, every:K, selective, selective:torchtitan (its op-level SAC: every "
+        "second matmul recomputed), offload, or all for a table of each "
         "(estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
     gradient_checkpointing: bool = field(default=False, metadata=_option(help="alias of --checkpointing full"))
     grad_accum: int = field(default=1, metadata=_option(

@@ -35,7 +35,8 @@ MODELS: dict[str, tuple[Any, dict[str, Any]]] = {
     "unet-diffusers": (lambda: cases.unet(), {"task": "train", "batch_size": 4, "seq_len": 16,
                                               "inputs": cases.unet_inputs, "loss": cases.unet_loss}),
 }  # fmt: skip
-CHOICES = {"cpu": ["full", "every:2", "selective"], "h100": ["full", "every:2", "selective", "offload"]}
+CHOICES = {"cpu": ["full", "every:2", "selective", "selective:torchtitan"],
+           "h100": ["full", "every:2", "selective", "selective:torchtitan", "offload"]}
 
 
 @cache
@@ -73,6 +74,9 @@ def test_recompute_cost_counts_replayed_ops() -> None:
     assert choices["none"].cost.recomputed_ops == 0
     assert choices["full"].cost.recomputed_flops > choices["every:2"].cost.recomputed_flops > 0
     assert choices["selective"].cost.recomputed_flops == 0 < choices["selective"].cost.recomputed_ops
+    titan = choices["selective:torchtitan"]  # every second matmul recomputed: half of them, fewer bytes kept
+    assert 0 < titan.cost.recomputed_flops < choices["full"].cost.recomputed_flops
+    assert choices["selective"].peak_bytes > titan.peak_bytes > choices["full"].peak_bytes
     assert choices["offload"].cost.recomputed_ops == 0
 
 

@@ -362,6 +362,7 @@ CASES: list[Case] = [
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),
+    Case("llama-train-torchtitan-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective:torchtitan"}),
     Case("llama-train-selective-bf16-autocast", llama,
          {**_ACTIVATIONS, "checkpointing": "selective", "mixed_precision": "bf16"}),
     Case("mixtral-moe-train-selective-checkpointing", mixtral, {**_ACTIVATIONS, "checkpointing": "selective"}),
