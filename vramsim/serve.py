@@ -55,6 +55,21 @@ __all__ = ["rank_config", "read_kv_cache", "serve"]
 PROBE_TOKENS = (16, 32)
 """The two short prompts whose cache growth gives bytes per token (a third, long one finds windows)."""
 
+VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "bitsandbytes": "nf4-dq"}
+"""vLLM's ``--quantization`` -> the trace side's layers holding the same tensors (``vramsim/quantization.py``).
+
+- gptq, awq: vLLM runs them as ``gptq_marlin`` / ``awq_marlin`` on GPUs of compute capability 8.0+
+  (``GPTQMarlinLinearMethod``, ``AWQMarlinLinearMethod`` with ``MarlinLinearKernel``): the packed
+  int32 ``qweight`` repacked for Marlin (same bytes), ``scales`` [groups, out] in the model's dtype,
+  AWQ's packed ``qzeros``, act order's ``g_idx`` and sort indices, an int32 workspace per layer;
+  the layers ``marlin_linear.MarlinLinear`` holds (4 bits, groups of 128, as the common checkpoints).
+- bitsandbytes: vLLM's in-flight quantization (``bitsandbytes_loader.py``: ``quantize_4bit(...,
+  compress_statistics=True, quant_type="nf4")``): NF4 with double-quantized absmax, the layers
+  bitsandbytes' ``Linear4bit`` holds.
+
+Under tensor parallel each rank's layers are built at its shard's shape (``rank_config``), so each
+rank packs its own shard, as vLLM's column- and row-parallel layers load it."""
+
 _ALLOCATION_ROUND = 512
 """The CUDA caching allocator rounds every block up to 512 B (``kMinBlockSize``)."""
 
@@ -143,6 +158,7 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     encoder_decoder = bool(getattr(source, "is_encoder_decoder", False))
     if encoder_decoder:
         _check_encoder_decoder(name, source, config)
+    _check_quantization(config, profile)
     if config.dtype and config.dtype.lower() not in DTYPES:
         raise ConfigError(f"unsupported dtype {config.dtype!r}; choose one of: {', '.join(DTYPES)}")
     dtype = DTYPES[config.dtype.lower()] if config.dtype else _engine_dtype(source, profile.supports_bf16)
@@ -190,6 +206,17 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
                      *_encoder_note(encoder_decoder, profile_tokens)],
         trace_seconds=round(time.perf_counter() - started, 3),
     )  # fmt: skip
+
+
+def _check_quantization(config: ServeConfig, profile: Any) -> None:
+    """vLLM's Marlin kernels need compute capability 8.0 (``MarlinLinearKernel.get_min_capability``);
+    below it vLLM runs other GPTQ/AWQ kernels, which are not modelled."""
+    if config.quantization not in ("gptq", "awq"):
+        return
+    capability = profile.compute_capability
+    if profile.vendor != "nvidia" or capability is None or capability < (8, 0):
+        raise UnsupportedError(f"vLLM serves {config.quantization.upper()} with its Marlin kernel on NVIDIA GPUs of "
+                               f"compute capability 8.0+; {profile.label} runs other kernels, not modelled")  # fmt: skip
 
 
 def _engine_dtype(source: PretrainedConfig, supports_bf16: bool) -> torch.dtype:
@@ -348,13 +375,14 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
                 "decoder_input_ids": torch.zeros(batch, length, dtype=torch.long), "use_cache": False}  # fmt: skip
 
     config = SimulationConfig(task="forward", batch_size=1, seq_len=tokens, device=target.name, dtype=dtype,
-                              inputs=encoder_decoder_inputs if encoder_decoder else inputs, optimizer=None)  # fmt: skip
+                              inputs=encoder_decoder_inputs if encoder_decoder else inputs, optimizer=None,
+                              quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""))  # fmt: skip
     program, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
     memory = device_memory(outcome.timeline, target, training=False)
     resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
-    weights = sum(_rounded(s.nbytes) for s in trace.storages
-                  if s.alloc_clock == BEFORE_TRACE and s.category == Category.PARAMETER)  # fmt: skip
+    weights = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None
+                  and s.category in (Category.PARAMETER, Category.BUFFER))  # fmt: skip
     if quantization == "fp8":
         weights -= _fp8_savings(program.model)
     return weights, memory.peak_bytes - resident, list(trace.notes)
@@ -408,6 +436,11 @@ def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], gra
                             "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
                             if config.engine == "vllm" else "SGLang's mem_fraction_static applies to the memory free "
                             "after it"))  # fmt: skip
+    if config.quantization in VLLM_QUANTIZED_LAYERS:
+        found.append(Assumption(name=f"{config.quantization}_weights", detail=f"vLLM --quantization {config.quantization} "
+                                f"as the trace side's {VLLM_QUANTIZED_LAYERS[config.quantization]} layers hold it "
+                                "(vramsim/serve.py VLLM_QUANTIZED_LAYERS); vLLM fuses q/k/v and gate/up into one "
+                                "layer each, so it holds fewer per-layer workspaces and rounds fewer tensors"))  # fmt: skip
     if config.quantization == "fp8":
         found.append(Assumption(name="fp8_weights", detail="linear weights (not the LM head or MoE routers) and fused "
                                 "expert weights in one byte per element plus one fp32 scale per weight (per expert), "
