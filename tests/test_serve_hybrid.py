@@ -9,6 +9,7 @@ import torch
 import transformers
 
 from vramsim.cli import main
+from vramsim.errors import UnsupportedError
 from vramsim.serve import read_kv_cache, serve
 
 BF16 = 2
@@ -102,3 +103,16 @@ def test_encoder_decoders_vllm_does_not_serve_are_one_line(argv: list[str], mess
     assert main(["serve", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "options", "message"),
+    [
+        ({"mamba_n_groups": 1}, {"tp": 2}, "does not divide the 1 Mamba groups"),
+        ({}, {"engine": "sglang"}, "SGLang's Mamba state pool is not modelled"),
+    ],
+)
+def test_hybrid_budgets_not_modelled_are_refused(changes: dict[str, object], options: dict[str, object], message: str) -> None:
+    """vLLM replicates a single Mamba group on every rank; SGLang keeps Mamba state in its own pool: neither is guessed."""
+    with pytest.raises(UnsupportedError, match=message):
+        serve(_bamba(**changes), max_model_len=256, enforce_eager=True, **options)

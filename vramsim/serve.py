@@ -168,6 +168,8 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     rank = rank_config(source, config.tp)
     layers = _state_per_rank(source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len),
                              config.tp)  # fmt: skip
+    if config.engine == "sglang" and any(layer.kind == "state" for layer in layers):
+        raise UnsupportedError(f"{name} holds recurrent state: SGLang's Mamba state pool is not modelled (use --engine vllm)")
     if layers and all(layer.kind == "state" for layer in layers):
         raise UnsupportedError(f"{name} caches recurrent state only: pure Mamba budgets (one page per layer of "
                                "max_model_len tokens) are not modelled")  # fmt: skip
@@ -254,10 +256,11 @@ def _state_per_rank(source: PretrainedConfig, layers: list[LayerCache], tp: int)
     exactly when the groups divide evenly (else it replicates groups, not modelled)."""
     if tp == 1 or not any(layer.kind == "state" for layer in layers):
         return layers
-    groups = next((getattr(source, n) for n in ("mamba_n_groups", "n_groups") if isinstance(getattr(source, n, None), int)), 1)
-    if groups % tp and groups != 1:
-        raise UnsupportedError(f"tensor parallel {tp} does not divide the {groups} Mamba groups "
-                               "(vLLM's extra groups are not modelled)")  # fmt: skip
+    groups = next((getattr(source, n) for n in ("mamba_n_groups", "n_groups") if isinstance(getattr(source, n, None), int)),
+                  None)  # Mamba2 mixers have groups; Mamba1 mixers split their inner size alone
+    if groups is not None and groups % tp:
+        raise UnsupportedError(f"tensor parallel {tp} does not divide the {groups} Mamba groups (vLLM then replicates "
+                               "groups on every rank: extra_groups_for_head_shards, not modelled)")  # fmt: skip
     split = []
     for layer in layers:
         if layer.kind == "state":
