@@ -8,7 +8,9 @@ Three traced runs of one tensor-parallel rank's model on the meta device:
 - ``_profile``: vLLM's profile run, one forward over ``max_num_batched_tokens`` tokens keeping
   logits for ``max_num_seqs`` of them; its steady-state peak over the weights is the activation
   peak.
-- the budget arithmetic (``estimators/serving.py``).
+- the budget arithmetic (``estimators/serving.py``), with vLLM's KV cache groups where layers differ:
+  full and sliding attention, attention and Mamba state (pages unified: ``serving.MambaAlignment``),
+  Whisper's self- and cross-attention.
 
 A rank's model is the model built from a config with the heads, intermediate sizes and padded
 vocabulary one rank holds under tensor parallel, as vLLM's parallel layers split them (KV
