@@ -53,6 +53,9 @@ class CacheSample:
     tensors: tuple[CacheTensor, ...]
     latent_width: int | None = None
     """Elements per token of an MLA layer's compressed latent (``kv_a_proj_with_mqa``'s output); else None."""
+    conv_column_elements: int = 0
+    """A recurrent layer's convolution state: the elements of one of its ``conv_kernel`` time columns
+    (``(batch, conv_dim, conv_kernel)`` conv states in transformers' cache); 0 for other layers."""
 
     @property
     def nbytes(self) -> int:
@@ -80,6 +83,20 @@ class LayerCache:
     """Shapes of its tensors after the longest probe."""
     model_bytes_per_token: int
     """Bytes per token the transformers cache itself holds (differs from ``bytes_per_token`` for MLA)."""
+    state_elements: int = 0
+    """A ``state`` layer's state in elements (transformers may keep its SSM state in float32)."""
+    conv_column_elements: int = 0
+    """A ``state`` layer's convolution state, one time column of it (see ``engine_state_bytes``)."""
+    encoder_tokens: int = 0
+    """The encoder tokens a ``cross`` layer holds (Whisper: 1500); 0 for other layers."""
+
+    def engine_state_bytes(self, element_bytes: int) -> int:
+        """A ``state`` layer's state as vLLM stores it, in elements of ``element_bytes``: the shapes
+        of the traced state, less one convolution column (transformers keeps ``conv_kernel`` columns,
+        vLLM ``conv_kernel - 1``: ``MambaStateShapeCalculator`` in
+        ``vllm/model_executor/layers/mamba/mamba_utils.py``), every tensor in one dtype (vLLM's
+        ``mamba_cache_dtype`` and ``mamba_ssm_cache_dtype`` default to the model's)."""
+        return (self.state_elements - self.conv_column_elements) * element_bytes
 
     def bytes_per_token_as(self, element_bytes: int | None) -> int:
         """Bytes per token with the cache stored in elements of ``element_bytes`` (None: as traced)."""
@@ -129,6 +146,8 @@ def _layer(samples: list[CacheSample]) -> LayerCache:
         layer=first.layer, kind=kind, cache_class=first.cache_class, bytes_per_token=serving, element_bytes=element,
         window=window, state_bytes=fixed if kind == "state" else 0, dtype=data[0].dtype if data else "",
         shapes=tuple(t.shape for t in last.tensors), model_bytes_per_token=per_token,
+        state_elements=sum(_numel(t.shape) for t in data) if kind == "state" else 0,
+        conv_column_elements=last.conv_column_elements if kind == "state" else 0,
     )  # fmt: skip
 
 
@@ -141,7 +160,8 @@ def _cross_layer(sample: CacheSample) -> LayerCache:
     per_token = sample.nbytes // sample.tokens
     return LayerCache(layer=sample.layer, kind="cross", cache_class=sample.cache_class, bytes_per_token=per_token,
                       element_bytes=element, window=None, state_bytes=0, dtype=data[0].dtype if data else "",
-                      shapes=tuple(t.shape for t in sample.tensors), model_bytes_per_token=per_token)  # fmt: skip
+                      shapes=tuple(t.shape for t in sample.tensors), model_bytes_per_token=per_token,
+                      encoder_tokens=sample.tokens)  # fmt: skip
 
 
 def _numel(shape: tuple[int, ...]) -> int:

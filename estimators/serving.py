@@ -27,6 +27,7 @@ from .kv_cache import LayerCache
 __all__ = [
     "KV_CACHE_DTYPE_BYTES",
     "SGLANG_MEM_FRACTION_STATIC",
+    "VLLM_ATTENTION_BLOCK_ALIGNMENT",
     "VLLM_BLOCK_SIZE",
     "VLLM_CUDA_GRAPH_BYTES",
     "VLLM_CUSTOM_ALLREDUCE_BYTES",
@@ -35,7 +36,9 @@ __all__ = [
     "Budget",
     "BudgetInputs",
     "HybridGroups",
+    "MambaAlignment",
     "hybrid_groups",
+    "mamba_alignment",
     "request_bytes",
     "sglang_budget",
     "sglang_mem_fraction",
@@ -55,6 +58,13 @@ KV_CACHE_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
 
 VLLM_BLOCK_SIZE = 16
 """Tokens per KV cache block: vLLM's default ``block_size`` on CUDA (``vllm/config/cache.py``)."""
+
+VLLM_ATTENTION_BLOCK_ALIGNMENT = 16
+"""Tokens an attention block size must be a multiple of when vLLM sizes it for a hybrid attention +
+Mamba model (``HybridAttentionMambaModelConfig.verify_and_update_config`` in
+``vllm/model_executor/models/config.py``: "some attention backends (e.g. FA) only support setting
+block size to multiple of 16"; later versions call it ``kernel_block_alignment_size``, 16 for
+non-MLA attention)."""
 
 VLLM_GPU_MEMORY_UTILIZATION = 0.9
 """vLLM's default ``gpu_memory_utilization`` (``vllm/config/cache.py``)."""
@@ -132,6 +142,8 @@ class Budget:
     """What the engine may use: total x utilization (vLLM), or SGLang's static share."""
     kv_cache_bytes: int
     """What is left for the KV cache."""
+    block_size: int
+    """Tokens per block (vLLM raises it for hybrid Mamba models; SGLang: 1)."""
     block_bytes: int
     """One block: ``block_size`` tokens in every attention layer (SGLang: one token)."""
     kv_blocks: int
@@ -155,13 +167,16 @@ def request_bytes(layers: list[LayerCache], tokens: int, *, element_bytes: int |
     with the config's window) plus what one scheduler step may add, as vLLM's
     ``SlidingWindowSpec.max_memory_usage_bytes`` counts it: ``cdiv(min(window - 1 +
     max_num_batched_tokens, tokens), block_size) + 1`` blocks. A state layer holds its state once;
-    a cross-attention layer its encoder tokens (taken as ``tokens``).
+    a cross-attention layer the encoder's tokens it measured (``CrossAttentionSpec``: the encoder
+    length, ``max_num_encoder_input_tokens``, 1500 for Whisper), whatever ``tokens`` is.
     """
     total = 0
     for layer in layers:
         per_token = layer.bytes_per_token_as(element_bytes)
         if layer.kind == "state":
             total += layer.state_bytes
+        elif layer.kind == "cross":
+            total += math.ceil(layer.encoder_tokens / block_size) * block_size * per_token
         elif layer.kind == "sliding" and layer.window is not None:
             kept = min(layer.window + max_num_batched_tokens, tokens)
             blocks = min(math.ceil(kept / block_size) + 1, math.ceil(tokens / block_size))
@@ -175,7 +190,7 @@ def vllm_budget(inputs: BudgetInputs) -> Budget:
     """vLLM's ``determine_available_memory`` and block count for one rank."""
     usable = int(inputs.total_bytes * inputs.utilization)
     kv_bytes = usable - inputs.weights_bytes - inputs.activation_peak_bytes - inputs.non_torch_bytes - inputs.cuda_graph_bytes
-    groups = hybrid_groups(inputs.layers, inputs.kv_element_bytes)
+    groups = hybrid_groups(inputs.layers, inputs.kv_element_bytes, inputs.block_size)
     if groups is not None:
         return _hybrid_budget(inputs, usable, kv_bytes, groups)
     block = inputs.block_size * token_bytes(inputs.layers, inputs.kv_element_bytes)
@@ -183,7 +198,8 @@ def vllm_budget(inputs: BudgetInputs) -> Budget:
     per_request = request_bytes(inputs.layers, inputs.max_model_len, element_bytes=inputs.kv_element_bytes,
                                 block_size=inputs.block_size, max_num_batched_tokens=inputs.max_num_batched_tokens)  # fmt: skip
     concurrency = blocks * block / per_request if per_request else 0.0
-    return Budget(usable_bytes=usable, kv_cache_bytes=kv_bytes, block_bytes=block, kv_blocks=blocks,
+    return Budget(usable_bytes=usable, kv_cache_bytes=kv_bytes, block_size=inputs.block_size, block_bytes=block,
+                  kv_blocks=blocks,
                   kv_cache_tokens=blocks * inputs.block_size, request_bytes=per_request,
                   max_concurrency=concurrency)  # fmt: skip
 
@@ -200,57 +216,118 @@ def sglang_budget(inputs: BudgetInputs) -> Budget:
     per_request = request_bytes(inputs.layers, inputs.max_model_len, element_bytes=inputs.kv_element_bytes,
                                 block_size=1, max_num_batched_tokens=inputs.max_num_batched_tokens)  # fmt: skip
     return Budget(usable_bytes=free_after_weights - reserved + inputs.weights_bytes, kv_cache_bytes=kv_bytes,
-                  block_bytes=cell, kv_blocks=tokens, kv_cache_tokens=tokens, request_bytes=per_request,
+                  block_size=1, block_bytes=cell, kv_blocks=tokens, kv_cache_tokens=tokens, request_bytes=per_request,
                   max_concurrency=tokens * cell / per_request if per_request else 0.0)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
+class MambaAlignment:
+    """vLLM's page-size unification for a hybrid attention + Mamba model
+    (``HybridAttentionMambaModelConfig.verify_and_update_config``, ``vllm/model_executor/models/config.py``):
+    the attention block size becomes the smallest multiple of 16 tokens whose page (one attention
+    layer's keys and values for ``block_size`` tokens) holds one Mamba layer's state, and the Mamba
+    page (``MambaSpec.page_size_bytes``: the state's bytes, ``vllm/v1/kv_cache_interface.py``) is
+    padded up to that page (``mamba_page_size_padded``). Prefix caching is off for these models, so
+    no Mamba-kernel chunk alignment applies."""
+
+    block_size: int
+    """``16 x cdiv(mamba_page, 16 x attention bytes per token)``."""
+    page_bytes: int
+    """One attention page: ``block_size`` tokens of one attention layer; the padded Mamba page."""
+    mamba_page_bytes: int
+    """One Mamba layer's state per request, unpadded (conv state of ``conv_kernel - 1`` columns plus the SSM state)."""
+
+    @property
+    def padding_percent(self) -> float:
+        """What vLLM logs: "Padding mamba page size by X% to ensure that mamba page size and attention
+        page size are exactly equal"."""
+        return 100 * (self.page_bytes - self.mamba_page_bytes) / self.mamba_page_bytes
+
+
+def mamba_alignment(layers: list[LayerCache], element_bytes: int | None) -> MambaAlignment | None:
+    """The block size and pages of a model with both state and attention layers; ``None`` otherwise.
+    Every attention layer must take the same bytes per token and every state layer the same state (one
+    ``FullAttentionSpec`` page and one ``MambaSpec`` shape per model, as vLLM computes them)."""
+    attention_layers = [layer for layer in layers if layer.kind in ("full", "sliding")]
+    if not attention_layers or not any(layer.kind == "state" for layer in layers):
+        return None
+    model_element = attention_layers[0].element_bytes  # the model dtype: what a cache dtype of "auto" stores
+    states = {layer.engine_state_bytes(model_element) for layer in layers if layer.kind == "state"}
+    attention = {layer.bytes_per_token_as(element_bytes) for layer in attention_layers}
+    if len(states) > 1 or len(attention) > 1 or any(layer.kind in ("latent", "cross") for layer in layers):
+        raise ValueError(f"a hybrid model with state pages {sorted(states)} and attention pages per token {sorted(attention)}: "
+                         "vLLM unifies one Mamba state with one attention page per token")  # fmt: skip
+    (mamba,), (per_token,) = states, attention
+    step = VLLM_ATTENTION_BLOCK_ALIGNMENT
+    block = step * math.ceil(mamba / (step * per_token))
+    return MambaAlignment(block_size=block, page_bytes=block * per_token, mamba_page_bytes=mamba)
+
+
+@dataclass(frozen=True, slots=True)
 class HybridGroups:
-    """vLLM's KV cache groups for a model mixing full and sliding-window attention layers
-    (``vllm/v1/core/kv_cache_utils.py`` ``_get_kv_cache_groups_uniform_page_size``): the layers of
-    each attention type are split into groups of ``group_size`` layers (the fewest layers of any
+    """vLLM's KV cache groups for a model whose layers have specs of one page size and more than one
+    type (``vllm/v1/core/kv_cache_utils.py`` ``_get_kv_cache_groups_uniform_page_size``): full and
+    sliding-window attention (Gemma-2), attention and Mamba state (Jamba, Bamba, once pages are
+    unified: ``MambaAlignment``), self- and cross-attention (Whisper: ``CrossAttentionSpec``). The
+    layers of each type are split into groups of ``group_size`` layers (the fewest layers of any
     type, or the most where that is under 1.5 times the fewest), the last group of a type padded
-    with empty layers; every group draws blocks of one page (``block_size`` tokens of one layer)
-    from one pool, and ``group_size`` tensors hold the pool."""
+    with empty layers; every group draws blocks of one page from one pool, and ``group_size``
+    tensors hold the pool."""
 
     group_size: int
     groups: list[LayerCache]
     """One layer standing for each group's spec, a group per entry."""
     padding_layers: int
+    block_size: int
+    """Tokens per attention block (``MambaAlignment.block_size`` for a Mamba hybrid)."""
+    page_bytes: int
+    """One page: ``block_size`` tokens of one attention layer (the padded Mamba state)."""
+    mamba: MambaAlignment | None = None
 
 
-def hybrid_groups(layers: list[LayerCache], element_bytes: int | None) -> HybridGroups | None:
-    """The groups of a model whose cached layers are full and sliding ones of one size per token;
-    ``None`` for a model with one attention type (one group, every layer in it) or with layers this
-    grouping does not cover (recurrent state, cross attention, latent caches, sizes that differ)."""
-    cached = [layer for layer in layers if layer.kind in ("full", "sliding")]
-    if len(cached) != len(layers) or len({layer.bytes_per_token_as(element_bytes) for layer in cached}) != 1:
+def hybrid_groups(layers: list[LayerCache], element_bytes: int | None,
+                  block_size: int = VLLM_BLOCK_SIZE) -> HybridGroups | None:
+    """The groups of a model whose cached layers are of more than one type with one page size;
+    ``None`` for a model with one attention type (one group, every layer in it) or with latent
+    caches or pages that differ."""
+    if any(layer.kind == "latent" for layer in layers):
+        return None
+    mamba = mamba_alignment(layers, element_bytes)
+    attention = [layer for layer in layers if layer.kind != "state"]
+    if len({layer.bytes_per_token_as(element_bytes) for layer in attention}) > 1:
         return None
     by_spec: dict[tuple[str, int | None], list[LayerCache]] = {}
-    for layer in cached:
+    for layer in layers:
         by_spec.setdefault((layer.kind, layer.window), []).append(layer)
     if len(by_spec) < 2:
+        return None
+    if mamba is None and "state" in {kind for kind, _ in by_spec}:
         return None
     fewest, most = min(map(len, by_spec.values())), max(map(len, by_spec.values()))
     group_size = most if most < fewest * 1.5 else fewest
     groups = [same[0] for same in by_spec.values() for _ in range(math.ceil(len(same) / group_size))]
-    padding = len(groups) * group_size - len(cached)
-    return HybridGroups(group_size=group_size, groups=groups, padding_layers=padding)
+    padding = len(groups) * group_size - len(layers)
+    block = mamba.block_size if mamba else block_size
+    page = mamba.page_bytes if mamba else block * attention[0].bytes_per_token_as(element_bytes)
+    return HybridGroups(group_size=group_size, groups=groups, padding_layers=padding, block_size=block, page_bytes=page,
+                        mamba=mamba)  # fmt: skip
 
 
 def _hybrid_budget(inputs: BudgetInputs, usable: int, kv_bytes: int, hybrid: HybridGroups) -> Budget:
     """vLLM's hybrid block count (``get_kv_cache_config_from_groups``: available // page // group_size),
-    the tokens its log prints (``_report_kv_cache_config``: blocks // groups x block_size) and its
-    concurrency (``get_max_concurrency_for_kv_cache_config``: blocks over the sum of each group's
-    blocks for one request)."""
-    page = inputs.block_size * hybrid.groups[0].bytes_per_token_as(inputs.kv_element_bytes)
+    the tokens its log prints (``_report_kv_cache_config``: blocks // groups x the smallest block
+    size, the attention one) and its concurrency (``get_max_concurrency_for_kv_cache_config``:
+    blocks over the sum of each group's pages for one request; a Mamba group's is one page,
+    ``MambaSpec.max_memory_usage_bytes`` with no speculative blocks)."""
+    page, block = hybrid.page_bytes, hybrid.block_size
     blocks = max(kv_bytes, 0) // page // hybrid.group_size
     per_request = sum(
-        request_bytes([layer], inputs.max_model_len, element_bytes=inputs.kv_element_bytes, block_size=inputs.block_size,
+        1 if layer.kind == "state" else
+        request_bytes([layer], inputs.max_model_len, element_bytes=inputs.kv_element_bytes, block_size=block,
                       max_num_batched_tokens=inputs.max_num_batched_tokens) // page
         for layer in hybrid.groups
     )  # fmt: skip
-    return Budget(usable_bytes=usable, kv_cache_bytes=kv_bytes, block_bytes=page * hybrid.group_size, kv_blocks=blocks,
-                  kv_cache_tokens=blocks // len(hybrid.groups) * inputs.block_size,
+    return Budget(usable_bytes=usable, kv_cache_bytes=kv_bytes, block_size=block, block_bytes=page * hybrid.group_size,
+                  kv_blocks=blocks, kv_cache_tokens=blocks // len(hybrid.groups) * block,
                   request_bytes=per_request * page * hybrid.group_size,
                   max_concurrency=blocks / per_request if per_request else 0.0)  # fmt: skip

@@ -121,7 +121,7 @@ def test_cli_serve_prints_tokens_blocks_and_concurrency(capsys: pytest.CaptureFi
         (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be a fraction"),
         (["--tp", "3"], "tensor parallel 3 must divide the 32 attention heads"),
         (["--device", "cpu"], "serving budgets are for GPUs"),
-        (["--quantization", "awq"], "unknown quantization 'awq'"),
+        (["--quantization", "int8wo"], "quantization 'int8wo' is not one vLLM serves"),
         (["--gpus", "3", "--tp", "2"], "--gpus 3 is not a multiple of --tp 2"),
     ],
 )

@@ -8,7 +8,9 @@ Three traced runs of one tensor-parallel rank's model on the meta device:
 - ``_profile``: vLLM's profile run, one forward over ``max_num_batched_tokens`` tokens keeping
   logits for ``max_num_seqs`` of them; its steady-state peak over the weights is the activation
   peak.
-- the budget arithmetic (``estimators/serving.py``).
+- the budget arithmetic (``estimators/serving.py``), with vLLM's KV cache groups where layers differ:
+  full and sliding attention, attention and Mamba state (pages unified: ``serving.MambaAlignment``),
+  Whisper's self- and cross-attention.
 
 A rank's model is the model built from a config with the heads, intermediate sizes and padded
 vocabulary one rank holds under tensor parallel, as vLLM's parallel layers split them (KV
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 import math
 import re
@@ -53,6 +56,21 @@ __all__ = ["rank_config", "read_kv_cache", "serve"]
 
 PROBE_TOKENS = (16, 32)
 """The two short prompts whose cache growth gives bytes per token (a third, long one finds windows)."""
+
+VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "bitsandbytes": "nf4-dq"}
+"""vLLM's ``--quantization`` -> the trace side's layers holding the same tensors (``vramsim/quantization.py``).
+
+- gptq, awq: vLLM runs them as ``gptq_marlin`` / ``awq_marlin`` on GPUs of compute capability 8.0+
+  (``GPTQMarlinLinearMethod``, ``AWQMarlinLinearMethod`` with ``MarlinLinearKernel``): the packed
+  int32 ``qweight`` repacked for Marlin (same bytes), ``scales`` [groups, out] in the model's dtype,
+  AWQ's packed ``qzeros``, act order's ``g_idx`` and sort indices, an int32 workspace per layer;
+  the layers ``marlin_linear.MarlinLinear`` holds (4 bits, groups of 128, as the common checkpoints).
+- bitsandbytes: vLLM's in-flight quantization (``bitsandbytes_loader.py``: ``quantize_4bit(...,
+  compress_statistics=True, quant_type="nf4")``): NF4 with double-quantized absmax, the layers
+  bitsandbytes' ``Linear4bit`` holds.
+
+Under tensor parallel each rank's layers are built at its shard's shape (``rank_config``), so each
+rank packs its own shard, as vLLM's column- and row-parallel layers load it."""
 
 _ALLOCATION_ROUND = 512
 """The CUDA caching allocator rounds every block up to 512 B (``kMinBlockSize``)."""
@@ -139,20 +157,27 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     if profile.vendor == "cpu" or profile.memory_bytes is None:
         raise ConfigError("serving budgets are for GPUs; pick one of `vramsim gpus`")
     assert config.tp is not None and config.gpus is not None
-    if getattr(source, "is_encoder_decoder", False):
-        raise UnsupportedError(
-            f"{name} is an encoder-decoder: its self- and cross-attention cache is read (vramsim.serve.read_kv_cache), "
-            "but an engine's encoder budget (encoder cache, cross-attention blocks) is not modelled yet"
-        )
+    encoder_decoder = bool(getattr(source, "is_encoder_decoder", False))
+    if encoder_decoder:
+        _check_encoder_decoder(name, source, config)
+    _check_quantization(config, profile)
     if config.dtype and config.dtype.lower() not in DTYPES:
         raise ConfigError(f"unsupported dtype {config.dtype!r}; choose one of: {', '.join(DTYPES)}")
-    dtype = DTYPES[config.dtype.lower()] if config.dtype else weight_dtype(SimulationConfig(task="generate"), source)
+    dtype = DTYPES[config.dtype.lower()] if config.dtype else _engine_dtype(source, profile.supports_bf16)
     default_tokens, default_seqs = serving.vllm_scheduler_defaults(profile.memory_bytes, profile.label)
     tokens = config.max_num_batched_tokens or default_tokens
     seqs = min(config.max_num_seqs or default_seqs, tokens)
     rank = rank_config(source, config.tp)
-    layers = read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len)
-    weights, activation, peak_notes = _profile(rank, target, dtype, tokens, seqs, config.quantization)
+    layers = _state_per_rank(source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len),
+                             config.tp)  # fmt: skip
+    if config.engine == "sglang" and any(layer.kind == "state" for layer in layers):
+        raise UnsupportedError(f"{name} holds recurrent state: SGLang's Mamba state pool is not modelled (use --engine vllm)")
+    if layers and all(layer.kind == "state" for layer in layers):
+        raise UnsupportedError(f"{name} caches recurrent state only: pure Mamba budgets (one page per layer of "
+                               "max_model_len tokens) are not modelled")  # fmt: skip
+    profile_tokens = min(tokens, getattr(source, "max_target_positions", tokens)) if encoder_decoder else tokens
+    weights, activation, peak_notes = _profile(rank, target, dtype, profile_tokens, seqs, config.quantization,
+                                               encoder_decoder=encoder_decoder)  # fmt: skip
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
     non_torch = _non_torch(target, config.tp, config.engine)
     graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
@@ -166,8 +191,11 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
         layers=layers, kv_element_bytes=element, block_size=serving.VLLM_BLOCK_SIZE if config.engine == "vllm" else 1,
         max_model_len=config.max_model_len, max_num_batched_tokens=tokens,
     )  # fmt: skip
-    budget = serving.vllm_budget(inputs) if config.engine == "vllm" else serving.sglang_budget(inputs)
-    hybrid = serving.hybrid_groups(layers, element) if config.engine == "vllm" else None
+    try:
+        budget = serving.vllm_budget(inputs) if config.engine == "vllm" else serving.sglang_budget(inputs)
+        hybrid = serving.hybrid_groups(layers, element, inputs.block_size) if config.engine == "vllm" else None
+    except ValueError as error:
+        raise UnsupportedError(f"{name}: {error}") from None
     return ServeReport(
         model=name, engine=config.engine, target=target.name, gpus=config.gpus, tp=config.tp,
         max_model_len=config.max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs,
@@ -175,12 +203,75 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
         usable_bytes=budget.usable_bytes, weights_bytes=weights, activation_peak_bytes=inputs.activation_peak_bytes,
         non_torch_bytes=inputs.non_torch_bytes, cuda_graph_bytes=graphs, context_bytes=context,
         kv_cache_bytes=budget.kv_cache_bytes, kv_bytes_per_token=serving.token_bytes(layers, element),
-        block_size=inputs.block_size, block_bytes=budget.block_bytes, kv_blocks=budget.kv_blocks,
+        block_size=budget.block_size, block_bytes=budget.block_bytes, kv_blocks=budget.kv_blocks,
         kv_cache_tokens=budget.kv_cache_tokens, request_bytes=budget.request_bytes,
         max_concurrency=budget.max_concurrency, layers=layers,
-        assumptions=[*_assumptions(config, non_torch, graphs, context, peak_notes), *_hybrid_note(hybrid, layers)],
+        assumptions=[*_assumptions(config, non_torch, graphs, context, peak_notes), *_hybrid_note(hybrid, layers),
+                     *_encoder_note(encoder_decoder, profile_tokens)],
         trace_seconds=round(time.perf_counter() - started, 3),
     )  # fmt: skip
+
+
+def _check_quantization(config: ServeConfig, profile: Any) -> None:
+    """vLLM's Marlin kernels need compute capability 8.0 (``MarlinLinearKernel.get_min_capability``);
+    below it vLLM runs other GPTQ/AWQ kernels, which are not modelled."""
+    if config.quantization not in ("gptq", "awq"):
+        return
+    capability = profile.compute_capability
+    if profile.vendor != "nvidia" or capability is None or capability < (8, 0):
+        raise UnsupportedError(f"vLLM serves {config.quantization.upper()} with its Marlin kernel on NVIDIA GPUs of "
+                               f"compute capability 8.0+; {profile.label} runs other kernels, not modelled")  # fmt: skip
+
+
+def _engine_dtype(source: PretrainedConfig, supports_bf16: bool) -> torch.dtype:
+    """vLLM's ``--dtype auto``: the checkpoint's dtype, float32 checkpoints (Whisper's) downcast to the
+    platform's first supported dtype, bfloat16 on GPUs with native bf16, else float16
+    (``_resolve_auto_dtype`` in ``vllm/config/model.py``: "Downcast for float32 models")."""
+    stored = weight_dtype(SimulationConfig(task="generate"), source)
+    if stored != torch.float32:
+        return stored
+    return torch.bfloat16 if supports_bf16 else torch.float16
+
+
+def _check_encoder_decoder(name: str, source: PretrainedConfig, config: ServeConfig) -> None:
+    """vLLM V1 serves Whisper as its one encoder-decoder (the scheduler asserts "Whisper is the only
+    supported encoder-decoder model" when it sizes cross-attention blocks, ``vllm/v1/core/sched/scheduler.py``);
+    T5 and BART ran on the V0 engine only."""
+    kind = getattr(source, "model_type", "?")
+    if config.engine != "vllm":
+        raise UnsupportedError(f"{name} is an encoder-decoder ({kind}): SGLang budgets for encoder-decoders are not modelled")
+    if kind != "whisper":
+        raise UnsupportedError(f"{name} is an encoder-decoder ({kind}) that vLLM V1 does not serve: Whisper is its only "
+                               "encoder-decoder (T5 and BART ran on the removed V0 engine)")  # fmt: skip
+    if config.tp != 1:
+        raise UnsupportedError(f"{name}: tensor parallel for encoder-decoder budgets is not modelled (use --tp 1)")
+    positions = getattr(source, "max_target_positions", None)
+    if isinstance(positions, int) and config.max_model_len > positions:
+        raise ConfigError(f"{name}'s decoder holds {positions} positions (max_target_positions), and vLLM refuses a "
+                          f"longer max_model_len: pass --max-model-len {positions} or less")  # fmt: skip
+
+
+def _state_per_rank(source: PretrainedConfig, layers: list[LayerCache], tp: int) -> list[LayerCache]:
+    """Recurrent state on one tensor-parallel rank. ``rank_config`` splits attention heads, not a Mamba
+    mixer's, so the state traced is the whole model's; vLLM splits its heads and conv channels over
+    the ranks (``MambaStateShapeCalculator.mamba2_state_shape``: ``divide(conv_dim, tp)``, ``num_heads // tp``),
+    exactly when the groups divide evenly (else it replicates groups, not modelled)."""
+    if tp == 1 or not any(layer.kind == "state" for layer in layers):
+        return layers
+    groups = next((getattr(source, n) for n in ("mamba_n_groups", "n_groups") if isinstance(getattr(source, n, None), int)),
+                  None)  # Mamba2 mixers have groups; Mamba1 mixers split their inner size alone
+    if groups is not None and groups % tp:
+        raise UnsupportedError(f"tensor parallel {tp} does not divide the {groups} Mamba groups (vLLM then replicates "
+                               "groups on every rank: extra_groups_for_head_shards, not modelled)")  # fmt: skip
+    split = []
+    for layer in layers:
+        if layer.kind == "state":
+            if layer.state_elements % tp or layer.conv_column_elements % tp:
+                raise UnsupportedError(f"tensor parallel {tp} does not divide layer {layer.layer}'s recurrent state")
+            layer = dataclasses.replace(layer, state_bytes=layer.state_bytes // tp, state_elements=layer.state_elements // tp,
+                                        conv_column_elements=layer.conv_column_elements // tp)  # fmt: skip
+        split.append(layer)
+    return split
 
 
 def _probe(source: Any, dtype: torch.dtype | None, target: Target, tokens: int) -> list[CacheSample]:
@@ -244,8 +335,16 @@ def _samples(cache: Any, tokens: int, encoder_tokens: int, latent: dict[int, int
         index[cross] += 1
         samples.append(CacheSample(layer=number, cross=cross, cache_class=type(layer).__name__,
                                    tokens=encoder_tokens if cross else tokens, tensors=tensors,
-                                   latent_width=None if cross else latent.get(number)))  # fmt: skip
+                                   latent_width=None if cross else latent.get(number),
+                                   conv_column_elements=_conv_column_elements(layer)))  # fmt: skip
     return samples
+
+
+def _conv_column_elements(layer: Any) -> int:
+    """One time column of a recurrent cache layer's convolution states (``conv_states``, shaped
+    ``(batch, conv_dim, conv_kernel)``), which serving engines keep one column fewer of."""
+    convs = {id(t): t for t in tensors_in(getattr(layer, "conv_states", None)) if t.dim() >= 2}.values()
+    return sum(t.numel() // t.shape[-1] for t in convs)
 
 
 _LAYER_NUMBER = re.compile(r"layers\.(\d+)\.")
@@ -263,22 +362,32 @@ def _latent_widths(model: torch.nn.Module) -> dict[int, int]:
 
 
 def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, tokens: int, seqs: int,
-             quantization: str | None) -> tuple[int, int, list[str]]:  # fmt: skip
-    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``."""
+             quantization: str | None, *, encoder_decoder: bool = False) -> tuple[int, int, list[str]]:  # fmt: skip
+    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``. An
+    encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
+    encoder budget of ``profile_run`` (1500 tokens, one 30-s clip) allows, keeping its output for a
+    decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence."""
     from .api import build_and_trace
 
     def inputs(batch: int, length: int) -> dict[str, Any]:
         # vLLM's profile run writes no KV cache: no transformers cache either
         return {"input_ids": torch.zeros(batch, length, dtype=torch.long), "logits_to_keep": seqs, "use_cache": False}
 
+    def encoder_decoder_inputs(batch: int, length: int) -> dict[str, Any]:
+        # one 30-s clip: Whisper's feature extractor pads to 2 x max_source_positions mel frames
+        frames = 2 * rank.max_source_positions
+        return {"input_features": torch.zeros(batch, rank.num_mel_bins, frames, dtype=dtype),
+                "decoder_input_ids": torch.zeros(batch, length, dtype=torch.long), "use_cache": False}  # fmt: skip
+
     config = SimulationConfig(task="forward", batch_size=1, seq_len=tokens, device=target.name, dtype=dtype,
-                              inputs=inputs, optimizer=None)  # fmt: skip
+                              inputs=encoder_decoder_inputs if encoder_decoder else inputs, optimizer=None,
+                              quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""))  # fmt: skip
     program, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
     memory = device_memory(outcome.timeline, target, training=False)
     resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
-    weights = sum(_rounded(s.nbytes) for s in trace.storages
-                  if s.alloc_clock == BEFORE_TRACE and s.category == Category.PARAMETER)  # fmt: skip
+    weights = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None
+                  and s.category in (Category.PARAMETER, Category.BUFFER))  # fmt: skip
     if quantization == "fp8":
         weights -= _fp8_savings(program.model)
     return weights, memory.peak_bytes - resident, list(trace.notes)
@@ -332,6 +441,11 @@ def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], gra
                             "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
                             if config.engine == "vllm" else "SGLang's mem_fraction_static applies to the memory free "
                             "after it"))  # fmt: skip
+    if config.quantization in VLLM_QUANTIZED_LAYERS:
+        found.append(Assumption(name=f"{config.quantization}_weights", detail=f"vLLM --quantization {config.quantization} "
+                                f"as the trace side's {VLLM_QUANTIZED_LAYERS[config.quantization]} layers hold it "
+                                "(vramsim/serve.py VLLM_QUANTIZED_LAYERS); vLLM fuses q/k/v and gate/up into one "
+                                "layer each, so it holds fewer per-layer workspaces and rounds fewer tensors"))  # fmt: skip
     if config.quantization == "fp8":
         found.append(Assumption(name="fp8_weights", detail="linear weights (not the LM head or MoE routers) and fused "
                                 "expert weights in one byte per element plus one fp32 scale per weight (per expert), "
@@ -354,10 +468,29 @@ def _hybrid_note(hybrid: serving.HybridGroups | None, layers: list[LayerCache]) 
     if hybrid is None:
         return []
     padding = f", {hybrid.padding_layers} of them padding that takes pages too" if hybrid.padding_layers else ""
-    return [Assumption(name="kv_cache_groups", detail=f"vLLM's hybrid KV cache manager: the {len(layers)} full and "
-                       f"sliding layers in {len(hybrid.groups)} groups of {hybrid.group_size}{padding}; blocks of one "
-                       "layer's page shared by every group, tokens as vLLM's log prints them (blocks // groups x "
-                       "block size)")]  # fmt: skip
+    kinds = " and ".join(dict.fromkeys(layer.kind for layer in layers))
+    found = [Assumption(name="kv_cache_groups", detail=f"vLLM's hybrid KV cache manager: the {len(layers)} {kinds} "
+                        f"layers in {len(hybrid.groups)} groups of {hybrid.group_size}{padding}; blocks of one "
+                        "layer's page shared by every group, tokens as vLLM's log prints them (blocks // groups x "
+                        "block size)")]  # fmt: skip
+    if hybrid.mamba is not None:
+        mamba = hybrid.mamba
+        found.append(Assumption(name="mamba_page", bytes=mamba.page_bytes, detail=f"attention block size set to "
+                                f"{mamba.block_size} tokens so one attention page holds one Mamba state of "
+                                f"{mamba.mamba_page_bytes:,} B (conv state of conv_kernel - 1 columns plus SSM state), "
+                                f"padded by {mamba.padding_percent:.2f}% (HybridAttentionMambaModelConfig); each "
+                                "request takes one page per Mamba group"))  # fmt: skip
+    return found
+
+
+def _encoder_note(encoder_decoder: bool, tokens: int) -> list[Assumption]:
+    if not encoder_decoder:
+        return []
+    return [Assumption(name="encoder_decoder", detail="cross-attention layers hold the encoder's tokens, measured from "
+                       "the traced cache (CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, block_size) blocks per "
+                       "request); the profile forward runs the encoder on one input of the encoder's length and the "
+                       f"decoder on {tokens} tokens in one sequence (its positions stop at max_target_positions), where "
+                       "vLLM's dummy run feeds max_num_batched_tokens tokens")]  # fmt: skip
 
 
 def _tp_candidates(source: PretrainedConfig) -> list[int]:
@@ -371,6 +504,4 @@ def _with(config: ServeConfig, **changes: Any) -> ServeConfig:
 
 
 def _with_answer(report: ServeReport, *, gpus: int, replicas: int, concurrency: int) -> ServeReport:
-    import dataclasses
-
     return dataclasses.replace(report, gpus=gpus, replicas=replicas, concurrency=concurrency)

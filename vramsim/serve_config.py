@@ -13,7 +13,9 @@ from .errors import ConfigError
 __all__ = ["ENGINES", "ServeConfig", "serve_options"]
 
 ENGINES = ("vllm", "sglang")
-QUANTIZATIONS = ("fp8",)
+QUANTIZATIONS = ("fp8", "gptq", "awq", "bitsandbytes")
+"""vLLM ``--quantization`` methods modelled: FP8 weights quantized at load (one scale per tensor),
+GPTQ and AWQ checkpoints (4 bits, groups of 128) on the Marlin kernel, bitsandbytes in-flight NF4."""
 MAX_GPUS = 1024
 
 
@@ -59,7 +61,8 @@ class ServeConfig:
     dtype: str | None = field(default=None, metadata=_option(
         help="weight dtype: bf16, fp16, fp32 (default: the config's torch_dtype)", report=_same))
     quantization: str | None = field(default=None, metadata=_option(
-        help="fp8: linear weights in FP8 (vLLM --quantization fp8)", report=_same))
+        help="vLLM --quantization: fp8 (linear weights in FP8), gptq / awq (4-bit checkpoints on the Marlin kernel), "
+             "bitsandbytes (in-flight NF4)", report=_same))
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -84,7 +87,8 @@ class ServeConfig:
         if self.quantization is not None:
             self.quantization = self.quantization.lower()
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
-            raise ConfigError(f"unknown quantization {self.quantization!r}; choose one of: {', '.join(QUANTIZATIONS)}")
+            raise ConfigError(f"quantization {self.quantization!r} is not one vLLM serves as modelled here; choose one of: "
+                              f"{', '.join(QUANTIZATIONS)}")  # fmt: skip
         if self.gpus is not None and self.tp is not None and self.gpus % self.tp:
             raise ConfigError(f"gpus={self.gpus} is not a multiple of tp={self.tp}")
         if self.tp is None:
