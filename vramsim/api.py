@@ -340,7 +340,8 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
 
 def _choices(target: Target) -> list[CheckpointPlan]:
     """What ``--checkpointing all`` compares (offload only where host memory is not the device's)."""
-    specs = ["none", "full", "every:2", "selective", "selective:torchtitan"] + (["offload"] if target.profile.vendor != "cpu" else [])
+    specs = ["none", "full", "every:2", "selective", "selective:torchtitan"]
+    specs += ["offload"] if target.profile.vendor != "cpu" else []
     return [parse_checkpointing(spec) for spec in specs]
 
 
