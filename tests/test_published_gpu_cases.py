@@ -16,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from published_finetune import CASES as FINETUNE_CASES
 from published_gpu import CASES, REPORT_FIELD, Case
+from published_multi_gpu import CASES as MULTI_GPU_CASES
 
-ALL_CASES = [*CASES, *FINETUNE_CASES]
+ALL_CASES = [*CASES, *FINETUNE_CASES, *MULTI_GPU_CASES]
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[case.name for case in ALL_CASES])
