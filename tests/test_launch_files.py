@@ -1,4 +1,5 @@
-"""DeepSpeed and accelerate config files set the options they stand for; a bad one is one line."""
+"""DeepSpeed and accelerate config files, and transformers' TrainingArguments, set the options they stand for;
+a bad one is one line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import transformers
 
 import vramsim
@@ -135,3 +137,39 @@ def test_cli_offload_json_reports_host_apart(tmp_path: Path, capsys: pytest.Capt
     assert ranks["model_state"]["optimizer_states"] == 0 and ranks["host"]["optimizer_states"] > 0
     assert set(ranks["host"]) == {"parameters", "gradients", "optimizer_states"}
     assert "cpu_offload_states" in {a["name"] for a in data["assumptions"]}
+
+
+def _args(**fields: Any) -> transformers.TrainingArguments:
+    return transformers.TrainingArguments(output_dir="unused", use_cpu=True, report_to="none", **fields)
+
+
+def test_training_arguments_run_as_the_trainer_runs_them(tiny_llama: transformers.LlamaConfig) -> None:
+    """The Trainer's defaults count: fused AdamW (optim) and clipping at 1.0; bf16 is accelerate's autocast."""
+    args = _args(per_device_train_batch_size=4, gradient_accumulation_steps=2, bf16=True, gradient_checkpointing=True,
+                 torch_empty_cache_steps=1)  # fmt: skip
+    config = SimulationConfig(training_args=args)
+    assert (config.batch_size, config.grad_accum, config.mixed_precision, config.checkpointing) == (4, 2, torch.bfloat16, "full")
+    assert (config.max_grad_norm, config.optimizer, config.torch_empty_cache_steps) == (1.0, "adamw", 1)  # adamw: fused AdamW
+    given = vramsim.simulate(tiny_llama, training_args=args, seq_len=32, device="h100")
+    spelled = vramsim.simulate(tiny_llama, batch_size=4, grad_accum=2, mixed_precision="bf16", checkpointing="full",
+                               max_grad_norm=1.0, torch_empty_cache_steps=1, seq_len=32, device="h100")  # fmt: skip
+    assert given.peak_bytes == spelled.peak_bytes and given.settings == spelled.settings
+
+
+@pytest.mark.parametrize(("fsdp", "expected"), [("full_shard", "full"), ("shard_grad_op", "grad-op")])
+def test_training_arguments_fsdp(fsdp: str, expected: str) -> None:
+    assert SimulationConfig(training_args=_args(fsdp=fsdp), gpus=8).fsdp == expected
+
+
+def test_training_arguments_deepspeed_filled_by_transformers() -> None:
+    """TrainingArguments fills a DeepSpeed config's "auto" values itself (it needs deepspeed installed to do so)."""
+    pytest.importorskip("deepspeed")
+    args = _args(per_device_train_batch_size=2, bf16=True, deepspeed={
+        "zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto"})
+    config = SimulationConfig(training_args=args, gpus=8)
+    assert (config.zero, config.batch_size, config.dtype) == (3, 2, torch.bfloat16)
+
+
+def test_training_arguments_must_be_training_arguments() -> None:
+    with pytest.raises(ConfigError, match=r"training_args must be a transformers\.TrainingArguments, not dict"):
+        SimulationConfig(training_args={"per_device_train_batch_size": 4})

@@ -13,7 +13,7 @@ from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
 from vramsim.estimators.sharding_plan import ZeroSettings
 
 from .errors import ConfigError, UnsupportedError
-from .launch_files import LaunchOptions, read_accelerate_config, read_deepspeed_config
+from .launch_files import LaunchOptions, read_accelerate_config, read_deepspeed_config, read_training_arguments
 from .optimizers import OPTIMIZERS, canonical_name
 from .quantization import QUANTIZATIONS
 
@@ -209,6 +209,10 @@ class SimulationConfig:
     shard_group_size: int | None = field(default=None, metadata=_option(
         help="--fsdp hybrid (HSDP): ranks each shard group holds, replicated across groups; none given: a node's 8 "
         "GPUs (or every rank when fewer)", parse=int, report=_same))
+    training_args: Any = field(default=None, repr=False, metadata=_option(
+        help="transformers' TrainingArguments: per-device batch, gradient accumulation, clipping, optim, bf16/fp16, "
+        "gradient checkpointing, torch_empty_cache_steps, torch_compile, its deepspeed config and fsdp settings set the "
+        "matching options (vramsim/launch_files.py); give gpus, which is the launcher's", cli=False))
     deepspeed: str | None = field(default=None, metadata=_option(
         help="a DeepSpeed ds_config.json: zero_optimization (stage, offload_optimizer/offload_param devices, bucket "
         "sizes), bf16/fp16 and train_micro_batch_size_per_gpu set the matching options (vramsim/launch_files.py)",
@@ -285,6 +289,8 @@ class SimulationConfig:
         return cls(**options)
 
     def __post_init__(self) -> None:
+        if self.training_args is not None:
+            _apply_launch_file(self, read_training_arguments(self.training_args))
         if self.deepspeed is not None:
             _apply_launch_file(self, read_deepspeed_config(self.deepspeed))
         if self.accelerate_config is not None:

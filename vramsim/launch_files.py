@@ -1,6 +1,7 @@
-"""The setups users already keep in files: a DeepSpeed ``ds_config.json`` and accelerate's ``default_config.yaml``.
+"""The setups users already keep in files: a DeepSpeed ``ds_config.json``, accelerate's ``default_config.yaml``,
+and in Python transformers' ``TrainingArguments``.
 
-Each file becomes the ``SimulationConfig`` options it stands for (``LaunchOptions``); the config
+Each becomes the ``SimulationConfig`` options it stands for (``LaunchOptions``); the config
 fills in the options the caller left at their defaults and refuses ones the file contradicts.
 """
 
@@ -15,7 +16,7 @@ from vramsim.estimators.sharding_plan import ZeroSettings
 
 from .errors import ConfigError, UnsupportedError
 
-__all__ = ["LaunchOptions", "read_accelerate_config", "read_deepspeed_config"]
+__all__ = ["LaunchOptions", "read_accelerate_config", "read_deepspeed_config", "read_training_arguments"]
 
 _ZERO_SIZES = {
     "reduce_bucket_size": "reduce_bucket",
@@ -43,14 +44,7 @@ class LaunchOptions:
 
 def read_deepspeed_config(path: str | Path) -> LaunchOptions:
     """A DeepSpeed config: zero_optimization (stage, offload devices, bucket sizes), bf16/fp16, the micro-batch."""
-    source = Path(path).name
-    try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the DeepSpeed config {path}: {' '.join(str(exc).split())}") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"DeepSpeed config {source}: expected a JSON object at the top")
-    return _deepspeed_options(config, source)
+    return _deepspeed_options(_json_file(path), Path(path).name)
 
 
 def _deepspeed_options(config: dict[str, Any], source: str) -> LaunchOptions:
@@ -153,6 +147,59 @@ def _accelerate_deepspeed(section: dict[str, Any], folder: Path, source: str, op
     precision_section = {precision: {"enabled": True}} if precision != "no" else {}
     read = _deepspeed_options({"zero_optimization": zero, **precision_section}, source)
     return LaunchOptions(source=source, options={**options, **read.options}, zero_settings=read.zero_settings)
+
+
+def read_training_arguments(args: Any) -> LaunchOptions:
+    """transformers' ``TrainingArguments`` as the Trainer runs them: the micro-batch, gradient accumulation,
+    clipping (``max_grad_norm``, on by default), ``optim``, gradient checkpointing, ``torch_empty_cache_steps``,
+    ``torch_compile``; ``bf16``/``fp16`` as accelerate's autocast, or with ``deepspeed`` as its config's bf16/fp16
+    mode; ``fsdp`` through the plugin arguments transformers derives (``fsdp_plugin_args``). The GPU count is not
+    among them (it is the launcher's): give ``gpus``."""
+    from transformers import TrainingArguments
+
+    if not isinstance(args, TrainingArguments):
+        raise ConfigError(f"training_args must be a transformers.TrainingArguments, not {type(args).__name__}")
+    source = "TrainingArguments"
+    options: dict[str, Any] = {
+        "batch_size": int(args.per_device_train_batch_size),
+        "grad_accum": int(args.gradient_accumulation_steps),
+        "optimizer": str(getattr(args.optim, "value", args.optim)),
+    }
+    if args.max_grad_norm:  # the Trainer clips only when it is set and above 0
+        options["max_grad_norm"] = float(args.max_grad_norm)
+    if args.gradient_checkpointing:
+        options["checkpointing"] = "full"
+    if args.torch_empty_cache_steps:
+        options["torch_empty_cache_steps"] = int(args.torch_empty_cache_steps)
+    if args.torch_compile:
+        options["compile"] = True
+    precision = "bf16" if args.bf16 else "fp16" if args.fp16 else None
+    zero_settings = None
+    if args.deepspeed:  # the config as TrainingArguments filled its "auto" values (trainer_config_process)
+        read = _deepspeed_options(args.hf_deepspeed_config.config, source)
+        options.update(read.options)
+        zero_settings = read.zero_settings
+    elif precision is not None:
+        options["mixed_precision"] = precision
+    plugin = getattr(args, "fsdp_plugin_args", None)
+    if plugin:
+        fsdp = {"fsdp_version": plugin.get("fsdp_version", 2), "fsdp_offload_params": plugin.get("cpu_offload", False)}
+        key = "fsdp_reshard_after_forward" if isinstance(plugin.get("reshard_after_forward"), bool) else "fsdp_sharding_strategy"
+        fsdp[key] = plugin.get("reshard_after_forward", True)
+        options.update(_accelerate_fsdp(fsdp, source))
+        if plugin.get("activation_checkpointing"):
+            options["checkpointing"] = "full"
+    return LaunchOptions(source=source, options=options, zero_settings=zero_settings)
+
+
+def _json_file(path: str | Path) -> dict[str, Any]:
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the DeepSpeed config {path}: {' '.join(str(exc).split())}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"DeepSpeed config {Path(path).name}: expected a JSON object at the top")
+    return config
 
 
 def _integer(value: Any, key: str, source: str) -> int:
