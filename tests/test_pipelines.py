@@ -16,6 +16,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 
 TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
 TINY_FLUX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-flux")
+TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
 _RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
 
 
@@ -58,8 +59,8 @@ def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], me
 
 
 def test_a_pipeline_not_run_yet_says_so_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "StableDiffusion3Pipeline"}))
-    with pytest.raises(UnsupportedError, match="StableDiffusion3Pipeline is not run yet"):
+    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "CogVideoXPipeline"}))
+    with pytest.raises(UnsupportedError, match="CogVideoXPipeline is not run yet"):
         simulate(str(tmp_path), task="generate", device="cpu")
 
 
@@ -92,7 +93,7 @@ def test_flux_max_sequence_length_as_given(flux: Report) -> None:
     assert "flux_max_sequence_length" not in {a.name for a in short.assumptions}
     with pytest.raises(ConfigError, match="cannot be greater than 512"):
         simulate(TINY_FLUX, height=64, width=64, max_sequence_length=1024, **_RUN)
-    with pytest.raises(ConfigError, match="pads FLUX's T5 prompt"):
+    with pytest.raises(ConfigError, match=r"pads FLUX's T5 prompt \(and SD3's\)"):
         simulate(TINY, height=64, width=64, max_sequence_length=128, **_RUN)
 
 
@@ -133,3 +134,36 @@ def test_importing_a_pipeline_prints_nothing() -> None:
     code = "from vramsim.pipelines import pipeline_class; pipeline_class('FluxPipeline')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stderr == ""
+
+
+@pytest.fixture(scope="module")
+def sd3() -> Report:
+    """A tiny StableDiffusion3Pipeline at its default 64x64: CLIP-L, CLIP-G, T5, an MMDiT-X transformer, a 16-channel VAE."""
+    return simulate(TINY_SD3, **_RUN)
+
+
+def test_sd3_runs_three_encoders_the_transformer_and_the_vae(sd3: Report) -> None:
+    assert {c.name: c.phase for c in sd3.components} == {
+        "text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
+        "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    # StableDiffusion3Pipeline.__call__'s defaults; height from the transformer's sample_size (32) times the VAE's 2x
+    assert (sd3.options["guidance_scale"], sd3.options["max_sequence_length"], sd3.options["height"]) == (7.0, 256, 64)
+    assert "sd3_prompt" in {a.name for a in sd3.assumptions}
+    assert max(_peaks(sd3).values()) == sd3.peak_bytes
+
+
+def test_sd3_guidance_doubles_the_transformer_batch_and_encodes_the_negative_prompt(sd3: Report) -> None:
+    """Unlike FLUX.1-dev, SD3 is not guidance-distilled: guidance 1 halves the transformer's batch and skips the
+    negative prompt's encoding, whose embeddings __call__ keeps through the decode."""
+    unguided = simulate(TINY_SD3, guidance_scale=1.0, **_RUN)
+    assert _peaks(unguided)["transformer"] < _peaks(sd3)["transformer"]
+    assert _peaks(unguided)["vae"] < _peaks(sd3)["vae"]
+
+
+def test_sd3_max_sequence_length_as_given(sd3: Report) -> None:
+    longer = simulate(TINY_SD3, max_sequence_length=512, **_RUN)
+    assert _peaks(longer)["text_encoder_3"] > _peaks(sd3)["text_encoder_3"]
+    assert _peaks(longer)["transformer"] > _peaks(sd3)["transformer"]  # the joint attention runs over 16 + 512 tokens
+    with pytest.raises(ConfigError, match="cannot be greater than 512"):
+        simulate(TINY_SD3, max_sequence_length=1024, **_RUN)

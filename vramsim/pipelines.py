@@ -6,7 +6,8 @@ CPU, to measure) and a ``Program`` runs them as diffusers' pipeline ``__call__``
 encoding, the denoising loop with classifier-free guidance (the latents doubled), the VAE decode
 (upcast to fp32 where the pipeline does it) and the on-device part of post-processing. The
 pipeline class itself is not run: it needs tokenizers and weights; its tensors are the same.
-FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``.
+FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``; SD3's three-encoder prompt
+and decode shift in ``sd3.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from vramsim import model_zoo
 from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED
 from vramsim.tracer.categories import Category, Phase
 
-from . import flux
+from . import flux, sd3
 from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
@@ -42,11 +43,11 @@ __all__ = [
     "pipeline_phases",
 ]
 
-COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "unet": "denoise",
-                    "transformer": "denoise", "vae": "decode"}
+COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
+                    "unet": "denoise", "transformer": "denoise", "vae": "decode"}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
-PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *flux.FLUX_PIPELINES)
+PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *flux.FLUX_PIPELINES, *sd3.SD3_PIPELINES)
 """Pipeline classes whose ``__call__`` this module runs."""
 
 
@@ -117,7 +118,7 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         )
     dtype = _pipeline_dtype(spec, config)
     modules: dict[str, torch.nn.Module] = {}
-    for name in ("text_encoder", "text_encoder_2"):
+    for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
         if spec.has(name):
             modules[name] = build_model(load_config(spec.component(name)), device=device, dtype=dtype).eval()
     modules[spec.denoiser] = _diffusers_model(spec, spec.denoiser, device, dtype)
@@ -131,7 +132,7 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     run = _run(config, spec, modules[spec.denoiser], vae)
     with torch.device(device):
         batch = {"input_ids": torch.zeros(1, spec.max_tokens("tokenizer"), dtype=torch.long)}  # one prompt, padded
-        if run.max_sequence_length is not None:  # FLUX's T5 prompt, padded to max_sequence_length
+        if run.max_sequence_length is not None:  # FLUX's and SD3's T5 prompt, padded to max_sequence_length
             batch["t5_input_ids"] = torch.zeros(1, run.max_sequence_length, dtype=torch.long)
     return Program(
         modules=modules,
@@ -164,6 +165,8 @@ def pipeline_notes(program: Program) -> list[Assumption]:
     ]  # fmt: skip
     if spec.class_name in flux.FLUX_PIPELINES:
         notes.extend(flux.flux_notes(spec, program.step, program.modules[spec.denoiser]))
+    if spec.class_name in sd3.SD3_PIPELINES:
+        notes.extend(sd3.sd3_notes(program.step))
     if spec.has("safety_checker"):
         notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
     if program.step.residency is not None:
@@ -247,7 +250,7 @@ class _Run:
     guidance_scale: float
     num_images: int
     max_sequence_length: int | None = None
-    """FLUX: the T5 prompt's padded length; None for pipelines without it."""
+    """FLUX, SD3: the T5 prompt's padded length; None for pipelines without it."""
     defaulted: tuple[str, ...] = ()
     """The arguments not given, which took the pipeline's defaults."""
 
@@ -262,15 +265,20 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
     default = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
     given = {"num_inference_steps": config.num_inference_steps, "guidance_scale": config.guidance_scale}
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
-    if config.max_sequence_length is not None and not is_flux:
-        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt; {spec.class_name} has no such argument")
+    is_sd3 = spec.class_name in sd3.SD3_PIPELINES
+    if config.max_sequence_length is not None and not (is_flux or is_sd3):
+        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt (and SD3's); {spec.class_name} has no such argument")
+    if is_flux:
+        tokens: int | None = flux.max_sequence_length(denoiser, config.max_sequence_length)
+    else:
+        tokens = sd3.max_sequence_length(config.max_sequence_length) if is_sd3 else None
     return _Run(
         height=config.height or default,
         width=config.width or default,
         num_inference_steps=int(called["num_inference_steps"]),
         guidance_scale=float(called["guidance_scale"]),
         num_images=config.num_images,
-        max_sequence_length=flux.max_sequence_length(denoiser, config.max_sequence_length) if is_flux else None,
+        max_sequence_length=tokens,
         defaulted=tuple(name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items()
                         if value is None),
     )
@@ -375,10 +383,16 @@ class _Generate:
     def _flux(self) -> bool:
         return self.spec.class_name in flux.FLUX_PIPELINES
 
+    @property
+    def _sd3(self) -> bool:
+        return self.spec.class_name in sd3.SD3_PIPELINES
+
     def _encode(self, program: Program, observer: StepObserver) -> dict[str, torch.Tensor]:
         """``encode_prompt``: the embeddings, the negative ones first when guidance doubles the batch."""
         if self._flux:
             return flux.encode_prompt(self, program)
+        if self._sd3:
+            return sd3.encode_prompt(self, program)
         ids = program.batch["input_ids"]
         n = self.run.num_images
         if "text_encoder_2" not in program.modules:  # StableDiffusionPipeline: CLIP's last hidden state
@@ -414,6 +428,8 @@ class _Generate:
     def _denoise(self, program: Program, observer: StepObserver, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
         if self._flux:
             return flux.denoise(self, program, embeds)
+        if self._sd3:
+            return sd3.denoise(self, program, embeds)
         unet: Any = program.modules["unet"]
         vae_config: Any = program.modules["vae"].config
         scale = 2 ** (len(vae_config.block_out_channels) - 1)
@@ -445,6 +461,8 @@ class _Generate:
 
         if self._flux:
             return flux.decode(self, program, latents)
+        if self._sd3:
+            return sd3.decode(self, program, latents)
         vae: Any = program.modules["vae"]
         self.use("vae")
         upcast = _upcasts_vae(vae, self.spec)

@@ -16,6 +16,8 @@ SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"
 SDXL = "stabilityai/stable-diffusion-xl-base-1.0"
 FLUX_DEV = "black-forest-labs/FLUX.1-dev"
 FLUX_SCHNELL = "black-forest-labs/FLUX.1-schnell"
+SD3_MEDIUM = "stabilityai/stable-diffusion-3-medium-diffusers"
+SD35_MEDIUM = "stabilityai/stable-diffusion-3.5-medium"
 
 PUBLISHED = {
     # SD 1.5 UNet: 859,520,964 (Hub safetensors total; "860M UNet" in the model card); the VAE is SD's kl-f8, 83,653,863.
@@ -28,6 +30,15 @@ PUBLISHED = {
                "vae": 83_819_683},
     FLUX_SCHNELL: {"text_encoder": 123_060_480, "text_encoder_2": 4_762_310_656, "transformer": 11_891_178_560,
                    "vae": 83_819_683},
+    # SD3 / SD3.5 medium, as counted on the loaded checkpoints (sum of numel over each pipeline component's parameters,
+    # printed in public code that loads them: a per-component profile of StableDiffusion3Pipeline with SD3-medium, the
+    # flow_grpo SD3.5-medium training script's comments): CLIP-L with its 768x768 projection 123,650,304, CLIP-G with
+    # its projection, T5-v1.1-XXL's encoder, FLUX's 16-channel VAE architecture; the MMDiT 2,028,328,000 ("2B"), the
+    # MMDiT-X (13 dual-attention blocks, QK RMSNorm) 2,243,171,520 ("2.5B" with the pos_embed buffer).
+    SD3_MEDIUM: {"text_encoder": 123_650_304, "text_encoder_2": 694_659_840, "text_encoder_3": 4_762_310_656,
+                 "transformer": 2_028_328_000, "vae": 83_819_683},
+    SD35_MEDIUM: {"text_encoder": 123_650_304, "text_encoder_2": 694_659_840, "text_encoder_3": 4_762_310_656,
+                  "transformer": 2_243_171_520, "vae": 83_819_683},
 }  # fmt: skip
 
 
