@@ -375,14 +375,16 @@ def totals(assumptions: list[Overhead]) -> OverheadTotals:
     return OverheadTotals(allocated=allocated, reserved=reserved, device=device)
 
 
-DENOISING_STEPS_TRACED = {"PNDMScheduler": 5}
+DENOISING_STEPS_TRACED = {"PNDMScheduler": 5, "DPMSolverMultistepScheduler": 3}
 """Denoising steps of a diffusion pipeline traced per scheduler (2 for any other); the rest repeat the last one's memory.
 
 Each step runs the same tensors: the denoiser on the (guidance-doubled) latents, the guidance
 arithmetic, the scheduler's update into new latents; the second step is the first one again.
 A scheduler that keeps a history is traced until it is full: PNDM's PLMS step keeps the last 4
 model outputs (``self.ets``, diffusers/schedulers/scheduling_pndm.py ``step_plms``), full after
-its 5th step (the 2nd appends nothing). Euler and DDIM keep none.
+its 5th step (the 2nd appends nothing). DPM-Solver++ of order 2 (PixArt's) keeps the last 2 model outputs
+(``self.model_outputs``, scheduling_dpmsolver_multistep.py ``step``), both held through the 3rd step's
+denoiser call and every later one. Euler and DDIM keep none.
 """
 
 FLUX_SCHNELL_MAX_SEQUENCE_LENGTH = 256

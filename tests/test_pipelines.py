@@ -17,6 +17,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
 TINY_FLUX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-flux")
 TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
+TINY_PIXART = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-pixart")
 _RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
 
 
@@ -167,3 +168,16 @@ def test_sd3_max_sequence_length_as_given(sd3: Report) -> None:
     assert _peaks(longer)["transformer"] > _peaks(sd3)["transformer"]  # the joint attention runs over 16 + 512 tokens
     with pytest.raises(ConfigError, match="cannot be greater than 512"):
         simulate(TINY_SD3, max_sequence_length=1024, **_RUN)
+
+
+def test_pixart_sigma_bins_the_resolution_and_masks_its_t5_prompt() -> None:
+    """A tiny PixArtSigmaPipeline (T5, a learned-sigma DiT of sample_size 32, an 8x VAE): 64x64 is generated at the
+    256-px bin (ASPECT_RATIO_256_BIN's 1.0) and resized back; 3 DPM-Solver++ steps fill its 2-output history."""
+    report = simulate(TINY_PIXART, height=64, width=64, task="generate", num_inference_steps=3, device="cpu")
+    assert {c.name: c.phase for c in report.components} == {
+        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    assert (report.options["guidance_scale"], report.options["max_sequence_length"]) == (4.5, 300)
+    binning = next(a.detail for a in report.assumptions if a.name == "resolution_binning")
+    assert "256x256, then resized and cropped to 64x64" in binning
+    assert report.peak_at.module.startswith("vae.decoder.")  # a 256x256 decode, whatever the asked size

@@ -7,7 +7,7 @@ encoding, the denoising loop with classifier-free guidance (the latents doubled)
 (upcast to fp32 where the pipeline does it) and the on-device part of post-processing. The
 pipeline class itself is not run: it needs tokenizers and weights; its tensors are the same.
 FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``; SD3's three-encoder prompt
-and decode shift in ``sd3.py``.
+and decode shift in ``sd3.py``; PixArt-Sigma's masked T5 prompt and resolution binning in ``pixart.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from vramsim import model_zoo
 from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED
 from vramsim.tracer.categories import Category, Phase
 
-from . import flux, sd3
+from . import flux, pixart, sd3
 from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
@@ -47,7 +47,8 @@ COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_p
                     "unet": "denoise", "transformer": "denoise", "vae": "decode"}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
-PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *flux.FLUX_PIPELINES, *sd3.SD3_PIPELINES)
+PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *flux.FLUX_PIPELINES, *sd3.SD3_PIPELINES,
+                 *pixart.PIXART_PIPELINES)
 """Pipeline classes whose ``__call__`` this module runs."""
 
 
@@ -132,7 +133,10 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     run = _run(config, spec, modules[spec.denoiser], vae)
     with torch.device(device):
         batch = {"input_ids": torch.zeros(1, spec.max_tokens("tokenizer"), dtype=torch.long)}  # one prompt, padded
-        if run.max_sequence_length is not None:  # FLUX's and SD3's T5 prompt, padded to max_sequence_length
+        if spec.class_name in pixart.PIXART_PIPELINES:  # T5 alone: the prompt padded to max_sequence_length, masked
+            assert run.max_sequence_length is not None, "_run sets PixArt's max_sequence_length"
+            batch = pixart.prompt_batch(run.max_sequence_length)
+        elif run.max_sequence_length is not None:  # FLUX's and SD3's T5 prompt, padded to max_sequence_length
             batch["t5_input_ids"] = torch.zeros(1, run.max_sequence_length, dtype=torch.long)
     return Program(
         modules=modules,
@@ -167,6 +171,8 @@ def pipeline_notes(program: Program) -> list[Assumption]:
         notes.extend(flux.flux_notes(spec, program.step, program.modules[spec.denoiser]))
     if spec.class_name in sd3.SD3_PIPELINES:
         notes.extend(sd3.sd3_notes(program.step))
+    if spec.class_name in pixart.PIXART_PIPELINES:
+        notes.extend(pixart.pixart_notes(program.step, program.modules[spec.denoiser]))
     if spec.has("safety_checker"):
         notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
     if program.step.residency is not None:
@@ -250,7 +256,7 @@ class _Run:
     guidance_scale: float
     num_images: int
     max_sequence_length: int | None = None
-    """FLUX, SD3: the T5 prompt's padded length; None for pipelines without it."""
+    """FLUX, SD3, PixArt: the T5 prompt's padded length; None for pipelines without it."""
     defaulted: tuple[str, ...] = ()
     """The arguments not given, which took the pipeline's defaults."""
 
@@ -265,13 +271,17 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
     default = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
     given = {"num_inference_steps": config.num_inference_steps, "guidance_scale": config.guidance_scale}
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
-    is_sd3 = spec.class_name in sd3.SD3_PIPELINES
-    if config.max_sequence_length is not None and not (is_flux or is_sd3):
-        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt (and SD3's); {spec.class_name} has no such argument")
+    is_sd3, is_pixart = spec.class_name in sd3.SD3_PIPELINES, spec.class_name in pixart.PIXART_PIPELINES
+    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart):
+        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's); {spec.class_name} has no such "
+                          "argument")  # fmt: skip
+    tokens: int | None = None
     if is_flux:
-        tokens: int | None = flux.max_sequence_length(denoiser, config.max_sequence_length)
-    else:
-        tokens = sd3.max_sequence_length(config.max_sequence_length) if is_sd3 else None
+        tokens = flux.max_sequence_length(denoiser, config.max_sequence_length)
+    elif is_sd3:
+        tokens = sd3.max_sequence_length(config.max_sequence_length)
+    elif is_pixart:
+        tokens = pixart.max_sequence_length(config.max_sequence_length)
     return _Run(
         height=config.height or default,
         width=config.width or default,
@@ -393,6 +403,8 @@ class _Generate:
             return flux.encode_prompt(self, program)
         if self._sd3:
             return sd3.encode_prompt(self, program)
+        if self.spec.class_name in pixart.PIXART_PIPELINES:
+            return pixart.encode_prompt(self, program)
         ids = program.batch["input_ids"]
         n = self.run.num_images
         if "text_encoder_2" not in program.modules:  # StableDiffusionPipeline: CLIP's last hidden state
@@ -430,6 +442,8 @@ class _Generate:
             return flux.denoise(self, program, embeds)
         if self._sd3:
             return sd3.denoise(self, program, embeds)
+        if self.spec.class_name in pixart.PIXART_PIPELINES:
+            return pixart.denoise(self, program, embeds)
         unet: Any = program.modules["unet"]
         vae_config: Any = program.modules["vae"].config
         scale = 2 ** (len(vae_config.block_out_channels) - 1)
@@ -463,6 +477,8 @@ class _Generate:
             return flux.decode(self, program, latents)
         if self._sd3:
             return sd3.decode(self, program, latents)
+        if self.spec.class_name in pixart.PIXART_PIPELINES:
+            return pixart.decode(self, program, latents)
         vae: Any = program.modules["vae"]
         self.use("vae")
         upcast = _upcasts_vae(vae, self.spec)

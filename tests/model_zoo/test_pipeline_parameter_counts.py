@@ -18,6 +18,7 @@ FLUX_DEV = "black-forest-labs/FLUX.1-dev"
 FLUX_SCHNELL = "black-forest-labs/FLUX.1-schnell"
 SD3_MEDIUM = "stabilityai/stable-diffusion-3-medium-diffusers"
 SD35_MEDIUM = "stabilityai/stable-diffusion-3.5-medium"
+PIXART_SIGMA = "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS"
 
 PUBLISHED = {
     # SD 1.5 UNet: 859,520,964 (Hub safetensors total; "860M UNet" in the model card); the VAE is SD's kl-f8, 83,653,863.
@@ -39,6 +40,9 @@ PUBLISHED = {
                  "transformer": 2_028_328_000, "vae": 83_819_683},
     SD35_MEDIUM: {"text_encoder": 123_650_304, "text_encoder_2": 694_659_840, "text_encoder_3": 4_762_310_656,
                   "transformer": 2_243_171_520, "vae": 83_819_683},
+    # PixArt-Sigma XL/2 1024: the DiT 610,856,096 ("0.6B"; 603 tensors, as a public staging of the checkpoint counts
+    # them), T5-v1.1-XXL's encoder, the SDXL VAE.
+    PIXART_SIGMA: {"text_encoder": 4_762_310_656, "transformer": 610_856_096, "vae": 83_653_863},
 }  # fmt: skip
 
 
