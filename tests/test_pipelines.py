@@ -18,6 +18,7 @@ TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
 TINY_FLUX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-flux")
 TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
 TINY_PIXART = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-pixart")
+TINY_WAN = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-wan")
 _RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
 
 
@@ -181,3 +182,28 @@ def test_pixart_sigma_bins_the_resolution_and_masks_its_t5_prompt() -> None:
     binning = next(a.detail for a in report.assumptions if a.name == "resolution_binning")
     assert "256x256, then resized and cropped to 64x64" in binning
     assert report.peak_at.module.startswith("vae.decoder.")  # a 256x256 decode, whatever the asked size
+
+
+_WAN = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "max_sequence_length": 64, "device": "cpu"}
+
+
+def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
+    """A tiny WanPipeline (UMT5, a 3D transformer, a causal 3D VAE): frames rounded to 4k + 1 as the pipeline rounds
+    them; guidance runs the transformer once more on a batch of one (no doubled batch), so it adds only the negative
+    prompt's embeddings and the first call's output, far less than a second copy of the step's activations."""
+    guided = simulate(TINY_WAN, num_frames=6, **_WAN)
+    assert {c.name: c.phase for c in guided.components} == {
+        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    assert (guided.options["num_frames"], guided.options["guidance_scale"]) == (5, 5.0)  # 6 -> 5; WanPipeline's 5.0
+    assert {"wan_video", "wan_vae_dtype"} <= {a.name for a in guided.assumptions}
+    unguided = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
+    fixed = guided.breakdown["parameters"] + guided.breakdown["buffers"] + guided.breakdown["inputs"]
+    step_activations = _peaks(unguided)["transformer"] - fixed
+    negative_embeds = 64 * 32 * 4  # max_sequence_length x text_dim, fp32
+    assert negative_embeds <= _peaks(guided)["transformer"] - _peaks(unguided)["transformer"] < step_activations / 2
+
+
+def test_num_frames_is_for_video_pipelines() -> None:
+    with pytest.raises(ConfigError, match="num_frames is a video pipeline's argument"):
+        simulate(TINY_SD3, num_frames=9, **_RUN)

@@ -19,6 +19,7 @@ FLUX_SCHNELL = "black-forest-labs/FLUX.1-schnell"
 SD3_MEDIUM = "stabilityai/stable-diffusion-3-medium-diffusers"
 SD35_MEDIUM = "stabilityai/stable-diffusion-3.5-medium"
 PIXART_SIGMA = "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS"
+WAN_T2V_13B = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
 
 PUBLISHED = {
     # SD 1.5 UNet: 859,520,964 (Hub safetensors total; "860M UNet" in the model card); the VAE is SD's kl-f8, 83,653,863.
@@ -43,6 +44,9 @@ PUBLISHED = {
     # PixArt-Sigma XL/2 1024: the DiT 610,856,096 ("0.6B"; 603 tensors, as a public staging of the checkpoint counts
     # them), T5-v1.1-XXL's encoder, the SDXL VAE.
     PIXART_SIGMA: {"text_encoder": 4_762_310_656, "transformer": 610_856_096, "vae": 83_653_863},
+    # Wan 2.1 T2V 1.3B: the DiT 1,418,996,800 (the Hub's metadata for Wan-AI/Wan2.1-T2V-1.3B, "1.3B"), UMT5-XXL's
+    # encoder 5,680,910,336 (22,723,641,344 bytes of fp32 in its index), the causal 3D VAE 126,892,531.
+    WAN_T2V_13B: {"text_encoder": 5_680_910_336, "transformer": 1_418_996_800, "vae": 126_892_531},
 }  # fmt: skip
 
 
