@@ -18,6 +18,7 @@ import inspect
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -48,8 +49,15 @@ COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_p
                     "unet": "denoise", "transformer": "denoise", "vae": "decode"}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
-PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *flux.FLUX_PIPELINES, *sd3.SD3_PIPELINES,
-                 *pixart.PIXART_PIPELINES, *wan.WAN_PIPELINES)
+_FAMILIES: dict[str, ModuleType] = {
+    name: module
+    for module, names in ((flux, flux.FLUX_PIPELINES), (sd3, sd3.SD3_PIPELINES), (pixart, pixart.PIXART_PIPELINES),
+                          (wan, wan.WAN_PIPELINES))
+    for name in names
+}  # fmt: skip
+"""The module holding each pipeline class's own ``encode_prompt``, ``denoise`` and ``decode`` (SD and SDXL: this one)."""
+
+PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *_FAMILIES)
 """Pipeline classes whose ``__call__`` this module runs."""
 
 
@@ -404,23 +412,14 @@ class _Generate:
         return self.run.guidance_scale > 1  # the pipelines' do_classifier_free_guidance
 
     @property
-    def _flux(self) -> bool:
-        return self.spec.class_name in flux.FLUX_PIPELINES
-
-    @property
-    def _sd3(self) -> bool:
-        return self.spec.class_name in sd3.SD3_PIPELINES
+    def _family(self) -> ModuleType | None:
+        """The module that runs this pipeline's own steps; None for SD and SDXL, run here."""
+        return _FAMILIES.get(self.spec.class_name)
 
     def _encode(self, program: Program, observer: StepObserver) -> dict[str, torch.Tensor]:
         """``encode_prompt``: the embeddings, the negative ones first when guidance doubles the batch."""
-        if self._flux:
-            return flux.encode_prompt(self, program)
-        if self._sd3:
-            return sd3.encode_prompt(self, program)
-        if self.spec.class_name in pixart.PIXART_PIPELINES:
-            return pixart.encode_prompt(self, program)
-        if self.spec.class_name in wan.WAN_PIPELINES:
-            return wan.encode_prompt(self, program)
+        if self._family is not None:
+            return self._family.encode_prompt(self, program)  # type: ignore[no-any-return]
         ids = program.batch["input_ids"]
         n = self.run.num_images
         if "text_encoder_2" not in program.modules:  # StableDiffusionPipeline: CLIP's last hidden state
@@ -454,14 +453,8 @@ class _Generate:
         return {"encoder_hidden_states": embeds, "text_embeds": pooled, "time_ids": time_ids.repeat(n, 1)}
 
     def _denoise(self, program: Program, observer: StepObserver, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self._flux:
-            return flux.denoise(self, program, embeds)
-        if self._sd3:
-            return sd3.denoise(self, program, embeds)
-        if self.spec.class_name in pixart.PIXART_PIPELINES:
-            return pixart.denoise(self, program, embeds)
-        if self.spec.class_name in wan.WAN_PIPELINES:
-            return wan.denoise(self, program, embeds)
+        if self._family is not None:
+            return self._family.denoise(self, program, embeds)  # type: ignore[no-any-return]
         unet: Any = program.modules["unet"]
         vae_config: Any = program.modules["vae"].config
         scale = 2 ** (len(vae_config.block_out_channels) - 1)
@@ -491,14 +484,8 @@ class _Generate:
         device part (denormalize; the copy to the host follows)."""
         from diffusers.image_processor import VaeImageProcessor
 
-        if self._flux:
-            return flux.decode(self, program, latents)
-        if self._sd3:
-            return sd3.decode(self, program, latents)
-        if self.spec.class_name in pixart.PIXART_PIPELINES:
-            return pixart.decode(self, program, latents)
-        if self.spec.class_name in wan.WAN_PIPELINES:
-            return wan.decode(self, program, latents)
+        if self._family is not None:
+            return self._family.decode(self, program, latents)  # type: ignore[no-any-return]
         vae: Any = program.modules["vae"]
         self.use("vae")
         upcast = _upcasts_vae(vae, self.spec)
