@@ -184,23 +184,26 @@ def test_pixart_sigma_bins_the_resolution_and_masks_its_t5_prompt() -> None:
     assert report.peak_at.module.startswith("vae.decoder.")  # a 256x256 decode, whatever the asked size
 
 
-_WAN = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "max_sequence_length": 64, "device": "cpu"}
+_WAN = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "max_sequence_length": 64, "device": "cpu",
+        "dtype": "bf16"}
 
 
 def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
     """A tiny WanPipeline (UMT5, a 3D transformer, a causal 3D VAE): frames rounded to 4k + 1 as the pipeline rounds
     them; guidance runs the transformer once more on a batch of one (no doubled batch), so it adds only the negative
-    prompt's embeddings and the first call's output, far less than a second copy of the step's activations."""
+    prompt's embeddings and the first call's output, far less than a second copy of the step's activations. The VAE
+    stays fp32 under a bf16 pipeline (WAN_VAE_DTYPE)."""
     guided = simulate(TINY_WAN, num_frames=6, **_WAN)
     assert {c.name: c.phase for c in guided.components} == {
         "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
     }  # fmt: skip
     assert (guided.options["num_frames"], guided.options["guidance_scale"]) == (5, 5.0)  # 6 -> 5; WanPipeline's 5.0
     assert {"wan_video", "wan_vae_dtype"} <= {a.name for a in guided.assumptions}
+    assert guided.settings["weights"] == "text_encoder bfloat16, transformer bfloat16, vae float32"
     unguided = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
     fixed = guided.breakdown["parameters"] + guided.breakdown["buffers"] + guided.breakdown["inputs"]
     step_activations = _peaks(unguided)["transformer"] - fixed
-    negative_embeds = 64 * 32 * 4  # max_sequence_length x text_dim, fp32
+    negative_embeds = 64 * 32 * 2  # max_sequence_length x text_dim, bf16
     assert negative_embeds <= _peaks(guided)["transformer"] - _peaks(unguided)["transformer"] < step_activations / 2
 
 
