@@ -244,7 +244,8 @@ class SimulationConfig:
         help="diffusion pipelines: denoising steps (none given: the pipeline's default, e.g. 50 for SDXL, 28 for FLUX)",
         parse=int, report=_same))
     max_sequence_length: int | None = field(default=None, metadata=_option(
-        help="FLUX and SD3 pipelines: tokens the T5 prompt is padded to (none given: 512, 256 for schnell and SD3)", parse=int,
+        help="FLUX, SD3, PixArt and Wan pipelines: tokens the T5 prompt is padded to (none given: the pipeline's default, "
+        "512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt)", parse=int,
         report=_same))
     guidance_scale: float | None = field(default=None, metadata=_option(
         help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
