@@ -186,6 +186,23 @@ def request_bytes(layers: list[LayerCache], tokens: int, *, element_bytes: int |
     return total
 
 
+def pp_partition(num_layers: int, pp: int) -> list[tuple[int, int]]:
+    """Each pipeline stage's decoder layers ``[first, last)``, as vLLM's ``get_pp_indices``
+    (``vllm/distributed/utils.py``, no ``VLLM_PP_LAYER_PARTITION``) splits them: ``num_layers // pp``
+    per stage, the remainder one each to the stages before the last, from the second-to-last back
+    (the last stage holds the final norm and the head)."""
+    if num_layers < pp:
+        raise ValueError(f"pipeline parallel {pp} needs at least {pp} decoder layers; the model has {num_layers}")
+    counts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        counts[-i] += 1
+    bounds: list[tuple[int, int]] = []
+    for count in counts:
+        first = bounds[-1][1] if bounds else 0
+        bounds.append((first, first + count))
+    return bounds
+
+
 def vllm_budget(inputs: BudgetInputs) -> Budget:
     """vLLM's ``determine_available_memory`` and block count for one rank."""
     usable = int(inputs.total_bytes * inputs.utilization)

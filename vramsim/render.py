@@ -262,8 +262,9 @@ def render_serve(report: ServeReport, console: Console) -> None:
     ``GPU KV cache size``, ``Maximum concurrency``), then the layers and the assumptions."""
     engine = "vLLM" if report.engine == "vllm" else "SGLang"
     share = "gpu_memory_utilization" if report.engine == "vllm" else "mem_fraction_static"
+    pipeline = f", pipeline parallel {report.pp}" if report.pp > 1 else ""
     console.print(Text.assemble((report.model, "bold"), f"  {engine} on {report.gpus} x {report.target}, tensor parallel "
-                                f"{report.tp}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
+                                f"{report.tp}{pipeline}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
                                 f"{report.kv_cache_dtype}  (per rank)"))  # fmt: skip
     rows = [
         ("total_memory of the device", report.total_bytes, ""),
@@ -272,7 +273,7 @@ def render_serve(report: ServeReport, console: Console) -> None:
         ("- weights (this rank's shard)", report.weights_bytes, "every parameter, as the allocator holds it"),
         (f"- activation peak of a profile forward over {report.max_num_batched_tokens:,} tokens",
          report.activation_peak_bytes, f"logits kept for {report.max_num_seqs:,} sequences"),
-        ("- memory outside torch (NCCL, custom all-reduce)", report.non_torch_bytes, "tensor parallel only"),
+        ("- memory outside torch (NCCL, custom all-reduce)", report.non_torch_bytes, "tensor or pipeline parallel only"),
         ("- CUDA graph pool", report.cuda_graph_bytes, "0 with --enforce-eager"),
         ("= KV cache", report.kv_cache_bytes, ""),
     ]  # fmt: skip
@@ -282,6 +283,8 @@ def render_serve(report: ServeReport, console: Console) -> None:
     for term, nbytes, why in rows:
         table.add_row(term, format_bytes(nbytes), why)
     console.print(table)
+    if report.stages:
+        console.print(_serve_stages(report))
     console.print(f"Available KV cache memory: {format_bytes(report.kv_cache_bytes)}")
     console.print(f"KV cache: {report.kv_cache_tokens:,} tokens, {report.kv_blocks:,} blocks "
                   f"({report.block_size} tokens, {format_bytes(report.block_bytes)} each; "
@@ -303,6 +306,18 @@ def render_serve(report: ServeReport, console: Console) -> None:
     for item in report.assumptions:
         console.print(f"  - {item.name}: {item.detail}" + (f" ({format_bytes(item.bytes)})" if item.bytes else ""))
     console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _serve_stages(report: ServeReport) -> Table:
+    """Each pipeline stage's own budget; every stage gets the fewest blocks (the budget above is that stage's)."""
+    table = Table(title="Pipeline stages (each gets the fewest blocks any stage holds)", title_justify="left")
+    for name in ("stage", "layers", "weights", "activation peak", "KV cache", "blocks"):
+        table.add_column(name, justify="right")
+    for stage in report.stages:
+        first, last = stage.layers
+        table.add_row(str(stage.rank), f"{first}-{last - 1}", format_bytes(stage.weights_bytes),
+                      format_bytes(stage.activation_peak_bytes), format_bytes(stage.kv_cache_bytes), f"{stage.kv_blocks:,}")
+    return table
 
 
 def _serve_layers(report: ServeReport) -> Table:

@@ -48,7 +48,7 @@ from .models import ModelSource, build_model, load_config
 from .program import Program, StepObserver, tensors_in
 from .report import Assumption
 from .serve_config import ServeConfig
-from .serve_report import ServeReport
+from .serve_report import ServeReport, ServeStage
 from .targets import Target, resolve_target
 from .tracing import trace_program
 
@@ -168,6 +168,8 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     tokens = config.max_num_batched_tokens or default_tokens
     seqs = min(config.max_num_seqs or default_seqs, tokens)
     rank = rank_config(source, config.tp)
+    if config.pp > 1:
+        return _pipelined(name, source, rank, config, target, dtype, tokens, seqs, started)
     layers = _state_per_rank(source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len),
                              config.tp)  # fmt: skip
     if config.engine == "sglang" and any(layer.kind == "state" for layer in layers):
@@ -178,36 +180,117 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     profile_tokens = min(tokens, getattr(source, "max_target_positions", tokens)) if encoder_decoder else tokens
     weights, activation, peak_notes = _profile(rank, target, dtype, profile_tokens, seqs, config.quantization,
                                                encoder_decoder=encoder_decoder)  # fmt: skip
+    inputs, non_torch = _inputs(config, target, weights, activation, layers, tokens)
+    try:
+        budget = serving.vllm_budget(inputs) if config.engine == "vllm" else serving.sglang_budget(inputs)
+        hybrid = serving.hybrid_groups(layers, inputs.kv_element_bytes, inputs.block_size) if config.engine == "vllm" else None
+    except ValueError as error:
+        raise UnsupportedError(f"{name}: {error}") from None
+    return _report(name, config, target, inputs, budget, tokens, seqs, started,
+                   assumptions=[*_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, peak_notes),
+                                *_hybrid_note(hybrid, layers), *_encoder_note(encoder_decoder, profile_tokens)])  # fmt: skip
+
+
+def _inputs(config: ServeConfig, target: Target, weights: int, activation: int, layers: list[LayerCache],
+            tokens: int) -> tuple[serving.BudgetInputs, list[tuple[str, int, str]]]:  # fmt: skip
+    """One rank's budget terms, and the memory outside torch among them."""
+    profile = target.profile
+    assert profile.memory_bytes is not None and config.tp is not None
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
-    non_torch = _non_torch(target, config.tp, config.engine)
+    non_torch = _non_torch(target, config.tp, config.engine, config.pp)
     graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
-    context = cuda_context_bytes(profile, training=False)
     utilization = config.gpu_memory_utilization or (
         serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp))
     inputs = serving.BudgetInputs(
         total_bytes=profile.memory_bytes, utilization=utilization, weights_bytes=weights,
         activation_peak_bytes=activation if config.engine == "vllm" else 0,
-        non_torch_bytes=sum(b for _, b, _ in non_torch), cuda_graph_bytes=graphs, context_bytes=context,
+        non_torch_bytes=sum(b for _, b, _ in non_torch), cuda_graph_bytes=graphs,
+        context_bytes=cuda_context_bytes(profile, training=False),
         layers=layers, kv_element_bytes=element, block_size=serving.VLLM_BLOCK_SIZE if config.engine == "vllm" else 1,
         max_model_len=config.max_model_len, max_num_batched_tokens=tokens,
     )  # fmt: skip
+    return inputs, non_torch
+
+
+def _pipelined(name: str, source: PretrainedConfig, rank: PretrainedConfig, config: ServeConfig, target: Target,
+               dtype: torch.dtype, tokens: int, seqs: int, started: float) -> ServeReport:  # fmt: skip
+    """vLLM with pipeline parallel: each stage's rank holds its decoder layers (``serving.pp_partition``), the
+    first also the embedding, the last the final norm and the head (and the embedding when they are tied);
+    each profiles and budgets its own memory, and every stage gets the fewest blocks any stage can hold
+    (``get_kv_cache_configs``, ``vllm/v1/core/kv_cache_utils.py``: "Change the num_blocks of each rank to the
+    smallest among all ranks"), so the stage with the fewest sets the tokens and the concurrency."""
+    if config.engine != "vllm":
+        raise UnsupportedError(f"{name}: pipeline-parallel budgets are modelled for vLLM only (use --engine vllm)")
+    if getattr(source, "is_encoder_decoder", False):
+        raise UnsupportedError(f"{name} is an encoder-decoder: vLLM serves it without pipeline parallel (use --pp 1)")
+    count = getattr(rank, "num_hidden_layers", None)
+    if not isinstance(count, int):
+        raise UnsupportedError(f"{name}'s config names no num_hidden_layers: its pipeline stages cannot be built")
     try:
-        budget = serving.vllm_budget(inputs) if config.engine == "vllm" else serving.sglang_budget(inputs)
-        hybrid = serving.hybrid_groups(layers, element, inputs.block_size) if config.engine == "vllm" else None
+        bounds = serving.pp_partition(count, config.pp)
     except ValueError as error:
-        raise UnsupportedError(f"{name}: {error}") from None
+        raise ConfigError(f"{name}: {error}") from None
+    tied = bool(getattr(source, "tie_word_embeddings", False))
+    stages, picked = [], None
+    for index, (first, last) in enumerate(bounds):
+        stage = _stage_config(rank, first, last)
+        layers = read_kv_cache(stage, device=config.device, dtype=dtype, long_tokens=config.max_model_len)
+        if any(layer.kind == "state" for layer in layers):
+            raise UnsupportedError(f"{name} holds recurrent state: pipeline-parallel budgets of Mamba hybrids are not "
+                                   "modelled (use --pp 1)")  # fmt: skip
+        head = index == len(bounds) - 1
+        weights, activation, notes = _profile(stage, target, dtype, tokens, seqs, config.quantization,
+                                              embedding=index == 0 or (head and tied), head=head)  # fmt: skip
+        inputs, non_torch = _inputs(config, target, weights, activation, layers, tokens)
+        try:
+            budget = serving.vllm_budget(inputs)
+            hybrid = serving.hybrid_groups(layers, inputs.kv_element_bytes, inputs.block_size)
+        except ValueError as error:
+            raise UnsupportedError(f"{name}: {error}") from None
+        stages.append(ServeStage(rank=index, layers=(first, last), weights_bytes=weights, activation_peak_bytes=activation,
+                                 kv_cache_bytes=budget.kv_cache_bytes, kv_blocks=budget.kv_blocks))  # fmt: skip
+        if picked is None or budget.kv_blocks < picked[1].kv_blocks:
+            picked = (inputs, budget, non_torch, notes, hybrid, layers)
+    assert picked is not None
+    inputs, budget, non_torch, notes, hybrid, layers = picked
+    note = Assumption(name="pipeline_stages", detail=f"{config.pp} stages of decoder layers "
+                      f"{', '.join(f'{a}-{b - 1}' for a, b in bounds)} (vLLM's get_pp_indices); each stage's profile "
+                      "forward is traced as a model of its layers with the embedding lookup and the logits, which "
+                      "vLLM's middle stages replace by receiving hidden states and residual; the figures are the "
+                      "stage with the fewest blocks")  # fmt: skip
+    return dataclasses.replace(
+        _report(name, config, target, inputs, budget, tokens, seqs, started,
+                assumptions=[*_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, notes),
+                             *_hybrid_note(hybrid, layers), note]),
+        stages=stages,
+    )  # fmt: skip
+
+
+def _stage_config(rank: PretrainedConfig, first: int, last: int) -> PretrainedConfig:
+    """A pipeline stage's model: the decoder layers ``[first, last)`` (per-layer lists cut to them)."""
+    stage = copy.deepcopy(rank)
+    stage.num_hidden_layers = last - first
+    types = getattr(stage, "layer_types", None)
+    if isinstance(types, list):
+        stage.layer_types = types[first:last]
+    return stage
+
+
+def _report(name: str, config: ServeConfig, target: Target, inputs: serving.BudgetInputs, budget: serving.Budget,
+            tokens: int, seqs: int, started: float, *, assumptions: list[Assumption]) -> ServeReport:  # fmt: skip
+    assert config.gpus is not None and config.tp is not None
+    layers = inputs.layers
     return ServeReport(
-        model=name, engine=config.engine, target=target.name, gpus=config.gpus, tp=config.tp,
+        model=name, engine=config.engine, target=target.name, gpus=config.gpus, tp=config.tp, pp=config.pp,
         max_model_len=config.max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs,
-        kv_cache_dtype=config.kv_cache_dtype, utilization=utilization, total_bytes=profile.memory_bytes,
-        usable_bytes=budget.usable_bytes, weights_bytes=weights, activation_peak_bytes=inputs.activation_peak_bytes,
-        non_torch_bytes=inputs.non_torch_bytes, cuda_graph_bytes=graphs, context_bytes=context,
-        kv_cache_bytes=budget.kv_cache_bytes, kv_bytes_per_token=serving.token_bytes(layers, element),
+        kv_cache_dtype=config.kv_cache_dtype, utilization=inputs.utilization, total_bytes=inputs.total_bytes,
+        usable_bytes=budget.usable_bytes, weights_bytes=inputs.weights_bytes,
+        activation_peak_bytes=inputs.activation_peak_bytes, non_torch_bytes=inputs.non_torch_bytes,
+        cuda_graph_bytes=inputs.cuda_graph_bytes, context_bytes=inputs.context_bytes,
+        kv_cache_bytes=budget.kv_cache_bytes, kv_bytes_per_token=serving.token_bytes(layers, inputs.kv_element_bytes),
         block_size=budget.block_size, block_bytes=budget.block_bytes, kv_blocks=budget.kv_blocks,
         kv_cache_tokens=budget.kv_cache_tokens, request_bytes=budget.request_bytes,
-        max_concurrency=budget.max_concurrency, layers=layers,
-        assumptions=[*_assumptions(config, non_torch, graphs, context, peak_notes), *_hybrid_note(hybrid, layers),
-                     *_encoder_note(encoder_decoder, profile_tokens)],
+        max_concurrency=budget.max_concurrency, layers=layers, assumptions=assumptions,
         trace_seconds=round(time.perf_counter() - started, 3),
     )  # fmt: skip
 
@@ -362,8 +445,10 @@ def _latent_widths(model: torch.nn.Module) -> dict[int, int]:
 
 
 def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, tokens: int, seqs: int,
-             quantization: str | None, *, encoder_decoder: bool = False) -> tuple[int, int, list[str]]:  # fmt: skip
-    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``. An
+             quantization: str | None, *, encoder_decoder: bool = False, embedding: bool = True,
+             head: bool = True) -> tuple[int, int, list[str]]:  # fmt: skip
+    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``; a pipeline
+    stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
     encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
     encoder budget of ``profile_run`` (1500 tokens, one 30-s clip) allows, keeping its output for a
     decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence."""
@@ -390,7 +475,19 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
                   and s.category in (Category.PARAMETER, Category.BUFFER))  # fmt: skip
     if quantization == "fp8":
         weights -= _fp8_savings(program.model)
+    weights -= _unheld(program.model, embedding=embedding, head=head)
     return weights, memory.peak_bytes - resident, list(trace.notes)
+
+
+def _unheld(model: Any, *, embedding: bool, head: bool) -> int:
+    """Bytes of the input embedding and the output head a pipeline stage does not hold (a tied pair is one
+    tensor: dropped only when the stage holds neither)."""
+    kept = {id(m.weight) for m, held in ((model.get_input_embeddings(), embedding), (model.get_output_embeddings(), head))
+            if held and m is not None}  # fmt: skip
+    dropped = {id(m.weight): m.weight for m, held in ((model.get_input_embeddings(), embedding),
+                                                      (model.get_output_embeddings(), head))
+               if not held and m is not None and id(m.weight) not in kept}  # fmt: skip
+    return sum(_rounded(w.numel() * w.element_size()) for w in dropped.values())
 
 
 def _fp8_savings(model: torch.nn.Module) -> int:
@@ -416,14 +513,14 @@ def _rounded(nbytes: int) -> int:
     return -(-nbytes // _ALLOCATION_ROUND) * _ALLOCATION_ROUND
 
 
-def _non_torch(target: Target, tp: int, engine: str) -> list[tuple[str, int, str]]:
-    """Memory outside torch an engine adds after its first snapshot: NCCL buffers and vLLM's
-    custom all-reduce buffer, with tensor parallel only."""
-    if tp == 1:
-        return []
-    found = [(o.name, o.bytes, o.source) for o in overheads_for(target.profile, world_size=tp) if "NCCL" in o.name
-             or "RCCL" in o.name]  # fmt: skip
-    if engine == "vllm":
+def _non_torch(target: Target, tp: int, engine: str, pp: int = 1) -> list[tuple[str, int, str]]:
+    """Memory outside torch an engine adds after its first snapshot: the NCCL buffers of each group a rank
+    belongs to (tensor parallel; pipeline parallel's, which sends the hidden states on) and vLLM's
+    custom all-reduce buffer, with tensor parallel."""
+    found = [(f"{o.name} ({kind} group)" if pp > 1 else o.name, o.bytes, o.source)
+             for kind, size in (("tensor-parallel", tp), ("pipeline", pp)) if size > 1
+             for o in overheads_for(target.profile, world_size=size) if "NCCL" in o.name or "RCCL" in o.name]  # fmt: skip
+    if tp > 1 and engine == "vllm":
         found.append(("vLLM custom all-reduce buffer", serving.VLLM_CUSTOM_ALLREDUCE_BYTES,
                       "custom_all_reduce.py max_size=8192*1024, cudaMalloc outside torch"))  # fmt: skip
     return found

@@ -38,9 +38,12 @@ class ServeConfig:
 
     device: str = field(default="h100", metadata=_option(help="GPU (vramsim gpus)", report=_same))
     gpus: int | None = field(default=None, metadata=_option(
-        help="GPUs in the deployment (default: --tp)", parse=int, report=_same))
+        help="GPUs in the deployment (default: --tp x --pp)", parse=int, report=_same))
     tp: int | None = field(default=None, metadata=_option(
-        help="tensor-parallel size (default: --gpus, else 1)", parse=int, report=_same))
+        help="tensor-parallel size (default: --gpus / --pp, else 1)", parse=int, report=_same))
+    pp: int = field(default=1, metadata=_option(
+        help="pipeline-parallel size: the decoder layers split over stages as vLLM splits them; every stage gets the "
+        "fewest KV blocks any stage's memory allows", parse=int, report=_same))
     max_model_len: int = field(default=8192, metadata=_option(help="tokens per request (prompt + output)", parse=int,
                                                               report=_same))  # fmt: skip
     gpu_memory_utilization: float | None = field(default=None, metadata=_option(
@@ -67,10 +70,10 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}; choose one of: {', '.join(ENGINES)}")
-        for name in ("gpus", "tp", "max_num_batched_tokens", "max_num_seqs", "concurrency"):
+        for name in ("gpus", "tp", "pp", "max_num_batched_tokens", "max_num_seqs", "concurrency"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= (
-                    MAX_GPUS if name in ("gpus", "tp") else MAX_SEQ_LEN)):  # fmt: skip
+                    MAX_GPUS if name in ("gpus", "tp", "pp") else MAX_SEQ_LEN)):  # fmt: skip
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         length = self.max_model_len
         if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_SEQ_LEN:
@@ -89,11 +92,14 @@ class ServeConfig:
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
             raise ConfigError(f"quantization {self.quantization!r} is not one vLLM serves as modelled here; choose one of: "
                               f"{', '.join(QUANTIZATIONS)}")  # fmt: skip
-        if self.gpus is not None and self.tp is not None and self.gpus % self.tp:
-            raise ConfigError(f"gpus={self.gpus} is not a multiple of tp={self.tp}")
+        if self.gpus is not None and self.tp is not None and self.gpus % (self.tp * self.pp):
+            times = f" x pp={self.pp}" if self.pp > 1 else ""
+            raise ConfigError(f"gpus={self.gpus} is not a multiple of tp={self.tp}{times}")
         if self.tp is None:
-            self.tp = self.gpus or 1
+            self.tp = (self.gpus or self.pp) // self.pp
+            if self.tp * self.pp != (self.gpus or self.pp):
+                raise ConfigError(f"gpus={self.gpus} is not a multiple of pp={self.pp}")
         if self.gpus is None:
-            self.gpus = self.tp
-        if self.concurrency is not None and (self.gpus != self.tp or self.tp != 1):
-            raise ConfigError("concurrency searches the GPU count itself; leave gpus and tp out")
+            self.gpus = self.tp * self.pp
+        if self.concurrency is not None and (self.gpus != self.tp or self.tp != 1 or self.pp != 1):
+            raise ConfigError("concurrency searches the GPU count itself; leave gpus, tp and pp out")

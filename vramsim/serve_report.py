@@ -9,7 +9,21 @@ from vramsim.estimators.kv_cache import LayerCache
 
 from .report import Assumption
 
-__all__ = ["ServeReport"]
+__all__ = ["ServeReport", "ServeStage"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeStage:
+    """One pipeline stage's rank: its decoder layers and the KV cache its own memory would allow."""
+
+    rank: int
+    layers: tuple[int, int]
+    """Decoder layers ``[first, last)``."""
+    weights_bytes: int
+    activation_peak_bytes: int
+    kv_cache_bytes: int
+    kv_blocks: int
+    """Blocks this stage's memory holds; vLLM gives every stage the fewest of them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +76,9 @@ class ServeReport:
     replicas: int = 1
     """Data-parallel copies of the tensor-parallel group the answer needs."""
     trace_seconds: float = 0.0
+    pp: int = 1
+    stages: list[ServeStage] = field(default_factory=list)
+    """With pipeline parallel, every stage; the report's other figures are the stage with the fewest blocks."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; ``vramsim serve --json`` prints exactly this."""
