@@ -210,3 +210,15 @@ def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
 def test_num_frames_is_for_video_pipelines() -> None:
     with pytest.raises(ConfigError, match="num_frames is a video pipeline's argument"):
         simulate(TINY_SD3, num_frames=9, **_RUN)
+
+
+def test_quantization_packs_the_denoiser_and_t5_only() -> None:
+    """``--quantization nf4`` on a pipeline: the transformer and T5 in bitsandbytes' 4-bit format (diffusers' and
+    transformers' own quantizers), CLIP and the VAE as they were; formats other than bitsandbytes' are refused."""
+    options = dict(height=64, width=64, task="generate", num_inference_steps=2, device="h100")
+    plain, packed = (simulate(TINY_FLUX, **options, **given) for given in ({}, {"quantization": "nf4"}))
+    before, after = ({c.name: c.weights_bytes for c in r.components} for r in (plain, packed))
+    assert (after["text_encoder"], after["vae"]) == (before["text_encoder"], before["vae"])
+    assert after["transformer"] < before["transformer"] / 2 and after["text_encoder_2"] < before["text_encoder_2"]
+    with pytest.raises(UnsupportedError, match="pipelines are quantized with bitsandbytes"):
+        simulate(TINY_FLUX, **options, quantization="int8wo")

@@ -32,6 +32,7 @@ from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
 from .program import Program, StepObserver
+from .quantization import check_quantized_target, quantization_config, quantize_model
 from .quiet import quiet_image_processors
 from .report import Assumption
 
@@ -132,6 +133,8 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         if spec.has(name):
             modules[name] = build_model(load_config(spec.component(name)), device=device, dtype=dtype).eval()
     modules[spec.denoiser] = _diffusers_model(spec, spec.denoiser, device, dtype)
+    if config.quantization is not None:
+        _quantize(spec, modules, config, device, dtype)
     is_wan = spec.class_name in wan.WAN_PIPELINES
     vae = _diffusers_model(spec, "vae", device, getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype)
     if config.vae_tiling:
@@ -158,6 +161,29 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         max_new_tokens=0,
         steps=config.steps,
     )
+
+
+_BITSANDBYTES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8")
+"""``--quantization`` names a pipeline takes: bitsandbytes', which both diffusers and transformers quantize with."""
+
+
+def _quantize(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: SimulationConfig, device: str,
+              dtype: torch.dtype) -> None:  # fmt: skip
+    """``--quantization`` on a pipeline quantizes what diffusers' pipeline-level quantization quantizes in its
+    docs and its quantization post (``PipelineQuantizationConfig`` over ``transformer`` and ``text_encoder_2``
+    for FLUX): the denoiser and the T5 text encoders, each through its own library's bitsandbytes quantizer;
+    CLIP encoders and the VAE keep their dtype."""
+    from transformers import BitsAndBytesConfig, T5EncoderModel, UMT5EncoderModel
+
+    spec_name = config.quantization if isinstance(config.quantization, str) else type(config.quantization).__name__
+    if spec_name not in _BITSANDBYTES and not isinstance(config.quantization, BitsAndBytesConfig):
+        raise UnsupportedError(f"{spec.class_name}: pipelines are quantized with bitsandbytes (nf4, nf4-dq, fp4, fp4-dq, "
+                               f"int8), not {spec_name}")  # fmt: skip
+    quantization = quantization_config(config.quantization, dtype)
+    check_quantized_target(quantization, target=config.device, train=False, lora=False)
+    for name, module in modules.items():
+        if name == spec.denoiser or isinstance(module, (T5EncoderModel, UMT5EncoderModel)):
+            quantize_model(module, quantization, device=device, target=config.device)
 
 
 def pipeline_notes(program: Program) -> list[Assumption]:

@@ -101,21 +101,42 @@ def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: 
     """Swap ``model``'s linear layers for the library's and quantize their weights on ``device``, in
     place (meta stands for the target; a real device quantizes bitsandbytes weights for real, as
     ``validate`` measures). GPTQ, AWQ and FP8 layers are sized for ``target``'s kernels."""
+    from diffusers import ModelMixin
     from transformers import BitsAndBytesConfig, PreTrainedModel
-    from transformers.quantizers.auto import AutoHfQuantizer
 
-    if not isinstance(model, PreTrainedModel):
-        raise UnsupportedError("quantization goes through transformers' quantizer; give a transformers model")
-    if not isinstance(config, BitsAndBytesConfig):
-        quantize_format(model, config, device=device, target=target)
-        return
+    if isinstance(model, ModelMixin):
+        if not isinstance(config, BitsAndBytesConfig):
+            raise UnsupportedError(f"a diffusers model is quantized here with bitsandbytes only (nf4, fp4, int8), not "
+                                   f"{type(config).__name__}")  # fmt: skip
+        quantizer = _diffusers_quantizer(model, config, device)
+    elif isinstance(model, PreTrainedModel):
+        if not isinstance(config, BitsAndBytesConfig):
+            quantize_format(model, config, device=device, target=target)
+            return
+        from transformers.quantizers.auto import AutoHfQuantizer
+
+        quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
+        quantizer.preprocess_model(model, device_map={"": device})
+    else:
+        raise UnsupportedError("quantization goes through transformers' or diffusers' quantizer; give one of their models")
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
-    quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
-    quantizer.preprocess_model(model, device_map={"": device})
     with _codebooks_of_this_run():
         for module in model.modules():
             _quantize_weight(module, _checkpoint_tensor(dtype, device))
     quantizer.postprocess_model(model)
+
+
+def _diffusers_quantizer(model: Any, config: Any, device: str) -> Any:
+    """diffusers' own bitsandbytes quantizer, as ``ModelMixin.from_pretrained`` runs it on a
+    ``diffusers.BitsAndBytesConfig`` with the same arguments: the linear layers swapped (none kept in fp32
+    unless the model names them)."""
+    from diffusers.quantizers import DiffusersAutoQuantizer
+    from diffusers.quantizers.quantization_config import BitsAndBytesConfig
+
+    arguments = {k: v for k, v in config.to_dict().items() if k in BitsAndBytesConfig.__init__.__code__.co_varnames}
+    quantizer = DiffusersAutoQuantizer.from_config(BitsAndBytesConfig(**arguments), pre_quantized=False)
+    quantizer.preprocess_model(model=model, device_map={"": device}, keep_in_fp32_modules=model._keep_in_fp32_modules or [])
+    return quantizer
 
 
 def quantized_kernels_on_meta(spec: Any) -> contextlib.AbstractContextManager[Any]:
