@@ -222,3 +222,8 @@ def test_quantization_packs_the_denoiser_and_t5_only() -> None:
     assert after["transformer"] < before["transformer"] / 2 and after["text_encoder_2"] < before["text_encoder_2"]
     with pytest.raises(UnsupportedError, match="pipelines are quantized with bitsandbytes"):
         simulate(TINY_FLUX, **options, quantization="int8wo")
+
+
+def test_attention_other_than_sdpa_is_refused_not_ignored() -> None:
+    with pytest.raises(UnsupportedError, match="attn_implementation='eager'"):
+        simulate(TINY_FLUX, task="generate", attn_implementation="eager", device="h100")

@@ -127,6 +127,9 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
             f"{spec.class_name} is not run yet (its components' parameters are counted by `vramsim models`); "
             f"pipelines run: {', '.join(PIPELINES_RUN)}"
         )
+    if config.attn_implementation not in (None, "sdpa"):
+        raise UnsupportedError(f"{spec.class_name} runs its components' SDPA attention; other attention processors "
+                               f"(attn_implementation={config.attn_implementation!r}) are not modelled for pipelines")  # fmt: skip
     dtype = _pipeline_dtype(spec, config)
     modules: dict[str, torch.nn.Module] = {}
     for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
