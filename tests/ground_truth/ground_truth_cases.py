@@ -359,6 +359,13 @@ CASES: list[Case] = [
     # FluxPipeline.__call__: CLIP pooled + T5 at 512 tokens, packed latents and img_ids, 2 transformer steps with the
     # guidance embedding (no doubling), unpack, shift and decode (which sets the peak at 128x128).
     Case("flux-pipeline-generate", tiny_flux, {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128}),
+    # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/pipeline_training.py): a LoRA of
+    # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the
+    # single block's attention backward, whose grad_out the CPU kernel copies); the whole SDXL UNet trained in fp32
+    # with the VAE encode and both text encoders each step.
+    Case("flux-pipeline-train-lora", tiny_flux, {"task": "train", "lora": 4, "height": 64, "width": 64,
+                                                  "cache_latents": True, "max_sequence_length": 32}),
+    Case("sdxl-pipeline-train-full", tiny_sdxl, {"task": "train", "height": 64, "width": 64}),
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),
