@@ -235,7 +235,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         for model_id in model_zoo.model_ids():
             print(model_id)
         for pipeline_id in model_zoo.pipeline_ids():
-            print(f"{pipeline_id}  (diffusion pipeline: --task generate)")
+            print(f"{pipeline_id}  (diffusion pipeline: --task generate or train)")
     elif args.command == "gpus":
         from .render import render_devices
 
