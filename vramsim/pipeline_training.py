@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import torch
 
+from vramsim.estimators.assumptions import FLUX_TRAINING_GUIDANCE, SCRIPT_LORA_TARGETS, SCRIPT_MAX_GRAD_NORM
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.categories import Category, Phase
 from vramsim.tracer.kernels.emulation import KernelEmulation
@@ -36,14 +37,6 @@ from .program import Program, StepObserver, _clip_gradients, _optimizer_step, te
 from .report import Assumption
 
 __all__ = ["RECIPES", "Recipe", "build_training_program", "is_training", "training_notes", "training_phases"]
-
-SCRIPT_LORA_TARGETS = ("to_k", "to_q", "to_v", "to_out.0")
-"""The attention projections diffusers' DreamBooth LoRA scripts adapt (``target_modules``), used when no
-``--lora-targets`` are given (peft's ``all-linear`` default would adapt every linear layer of the denoiser)."""
-
-FLUX_TRAINING_GUIDANCE = 3.5
-"""``train_dreambooth_lora_flux.py``'s ``--guidance_scale`` default, given to a guidance-embedding transformer."""
-
 
 @dataclass(frozen=True, slots=True)
 class Recipe:
@@ -85,7 +78,7 @@ class _TrainStep:
         params = [(name, p) for name, p in denoiser.named_parameters() if p.grad is not None]
         observer.mark_owned(((name, p.grad) for name, p in params), Category.GRADIENT)
         observer.set_phase(Phase.OPTIMIZER)
-        if program.max_grad_norm is not None:
+        if program.max_grad_norm is not None:  # set for every pipeline training program
             _clip_gradients(program, [p for _, p in params], program.max_grad_norm)
         assert program.optimizer is not None, "a training program has an optimizer"
         _optimizer_step(program.optimizer, program.scaler)
@@ -305,7 +298,7 @@ def build_training_program(
         steps=config.steps,
         scaler=scaler,
         units=units,
-        max_grad_norm=config.max_grad_norm,
+        max_grad_norm=SCRIPT_MAX_GRAD_NORM if config.max_grad_norm is None else config.max_grad_norm,
     )  # fmt: skip
 
 
@@ -428,6 +421,8 @@ def training_notes(program: Program) -> list[Assumption]:
                    f"{step.recipe.script} runs it: {trained}; frozen components in {weight} (weight_dtype)"
                    + (", the VAE in fp32" if step.recipe.vae_fp32 and "latents" not in step.cached else "")),
     ]  # fmt: skip
+    notes.append(Assumption(name="gradient_clipping", detail=f"the trained gradients clipped to norm {program.max_grad_norm:g} "
+                            "each step (the scripts' --max_grad_norm, SCRIPT_MAX_GRAD_NORM unless max_grad_norm is given)"))
     if step.lora:
         targets = sorted(denoiser.peft_config["default"].target_modules)
         notes.append(Assumption(name="lora_targets", detail=f"adapters on {', '.join(targets)} (the scripts' default "

@@ -365,7 +365,7 @@ CASES: list[Case] = [
     # with the VAE encode and both text encoders each step.
     Case("flux-pipeline-train-lora", tiny_flux, {"task": "train", "lora": 4, "height": 64, "width": 64,
                                                   "cache_latents": True, "max_sequence_length": 32}),
-    Case("sdxl-pipeline-train-full", tiny_sdxl, {"task": "train", "height": 64, "width": 64}),
+    Case("sdxl-pipeline-train-full", tiny_sdxl, {"task": "train", "height": 32, "width": 32}),
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),
