@@ -31,7 +31,7 @@ from .errors import ConfigError, TraceError, UnsupportedError
 from .losses import check_loss_target, loss_notes, parse_loss
 from .models import ModelSource, build_model, load_config
 from .optimizers import PAGED_STATES, check_target, describe_optimizer
-from .pipeline_training import training_notes, training_phases
+from .pipeline_training import training_notes, training_options, training_phases
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .quantization import quantization_notes, quantized_kernels_on_meta
@@ -165,7 +165,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         components=summary.component_peaks(pipeline_phases(program) or training_phases(program), program.modules,
                                            chosen.timeline, memory),
         options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)}
-        | pipeline_options(program),
+        | pipeline_options(program) | training_options(program),
         settings=run_settings(config, program),
         warnings=[*program.warnings, *_option_warnings(config, trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),

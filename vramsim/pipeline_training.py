@@ -36,7 +36,7 @@ from .pipelines import PipelineSpec, _diffusers_model, _scheduler
 from .program import Program, StepObserver, _clip_gradients, _optimizer_step, tensors_in
 from .report import Assumption
 
-__all__ = ["RECIPES", "Recipe", "build_training_program", "is_training", "training_notes", "training_phases"]
+__all__ = ["RECIPES", "Recipe", "build_training_program", "is_training", "training_notes", "training_options", "training_phases"]
 
 @dataclass(frozen=True, slots=True)
 class Recipe:
@@ -63,6 +63,8 @@ class _TrainStep:
     cached: tuple[str, ...]
     """What is cached instead of run: ``latents``, ``text_embeddings``."""
     lora: bool
+    resolution: tuple[int, int]
+    """The pixel batch's height and width."""
 
     def __call__(self, program: Program, observer: StepObserver) -> None:
         denoiser = program.modules[self.spec.denoiser]
@@ -289,7 +291,7 @@ def build_training_program(
     return Program(
         modules=modules,
         step=_TrainStep(spec=spec, recipe=recipe, scheduler=_scheduler(spec), weight_dtype=weight_dtype, cached=cached,
-                        lora=lora),
+                        lora=lora, resolution=_resolution(spec, config, denoiser)),
         batch=batch,
         loss=None,
         optimizer=optimizer,
@@ -343,10 +345,8 @@ def _batch(spec: PipelineSpec, config: SimulationConfig, device: str, denoiser: 
     and the prompt's token ids padded to the tokenizers' lengths (or its cached embeddings)."""
     from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
 
-    denoiser_config: Any = denoiser.config
     scale = _vae_scale(spec)
-    sample = flux.DEFAULT_SAMPLE_SIZE if spec.class_name in flux.FLUX_PIPELINES else denoiser_config.sample_size
-    height, width = config.height or sample * scale, config.width or sample * scale
+    height, width = _resolution(spec, config, denoiser)
     n = config.batch_size
     t5_tokens = flux.max_sequence_length(denoiser, config.max_sequence_length) if spec.class_name in flux.FLUX_PIPELINES else 0
     batch: dict[str, Any] = {}
@@ -367,6 +367,14 @@ def _batch(spec: PipelineSpec, config: SimulationConfig, device: str, denoiser: 
             if t5_tokens:
                 batch["t5_input_ids"] = torch.zeros(n, t5_tokens, dtype=torch.long)
     return batch
+
+
+def _resolution(spec: PipelineSpec, config: SimulationConfig, denoiser: torch.nn.Module) -> tuple[int, int]:
+    """``--resolution``: as given, else the denoiser's default sample size times the VAE's scale (1024 for SDXL and FLUX)."""
+    denoiser_config: Any = denoiser.config
+    sample = flux.DEFAULT_SAMPLE_SIZE if spec.class_name in flux.FLUX_PIPELINES else denoiser_config.sample_size
+    scale = _vae_scale(spec)
+    return config.height or sample * scale, config.width or sample * scale
 
 
 def _cached_embeddings(spec: PipelineSpec, dtype: torch.dtype, t5_tokens: int) -> dict[str, torch.Tensor]:
@@ -407,6 +415,15 @@ def is_training(program: Program) -> bool:
 
 def training_phases(program: Program) -> dict[str, str]:
     return {name: TRAINING_PHASES[name] for name in program.modules} if is_training(program) else {}
+
+
+def training_options(program: Program) -> dict[str, Any]:
+    """The pixel batch's size, for the report's ``options``; empty for any other program."""
+    if not is_training(program):
+        return {}
+    assert isinstance(program.step, _TrainStep)
+    height, width = program.step.resolution
+    return {"height": height, "width": width}
 
 
 def training_notes(program: Program) -> list[Assumption]:
