@@ -311,7 +311,8 @@ def _check(config: SimulationConfig) -> None:
                           "--mixed-precision dtype (else fp32), the trained weights in fp32; drop --dtype")  # fmt: skip
     taken = {"quantization": config.quantization is not None, "compile": config.compile, "grad_accum": config.grad_accum > 1,
              "offload": config.offload != "no", "gpus": config.gpus > 1, "inputs": config.inputs is not None,
-             "loss": config.loss is not None}  # fmt: skip
+             "loss": config.loss is not None, "zero": config.zero > 0, "fsdp": config.fsdp != "no",
+             "offload_states": config.offload_states != "none", "keep_outputs": config.keep_outputs}  # fmt: skip
     named = [name for name, on in taken.items() if on]
     if named:
         raise UnsupportedError(f"training a diffusion pipeline with {', '.join(named)} is not modelled yet")
@@ -438,12 +439,16 @@ def training_notes(program: Program) -> list[Assumption]:
                    f"{step.recipe.script} runs it: {trained}; frozen components in {weight} (weight_dtype)"
                    + (", the VAE in fp32" if step.recipe.vae_fp32 and "latents" not in step.cached else "")),
     ]  # fmt: skip
+    notes.append(Assumption(name="step_locals_released", detail="the latents, noise, noisy input and prediction are "
+                            "released once the loss is computed (the scripts' loop holds them until the next "
+                            "iteration rebinds them: a few latent-sized tensors)"))  # fmt: skip
     notes.append(Assumption(name="gradient_clipping", detail=f"the trained gradients clipped to norm {program.max_grad_norm:g} "
                             "each step (the scripts' --max_grad_norm, SCRIPT_MAX_GRAD_NORM unless max_grad_norm is given)"))
     if step.lora:
         targets = sorted(denoiser.peft_config["default"].target_modules)
         notes.append(Assumption(name="lora_targets", detail=f"adapters on {', '.join(targets)} (the scripts' default "
-                                "target_modules unless --lora-targets names others), init_lora_weights='gaussian'"))  # fmt: skip
+                                "target_modules unless --lora-targets names others; peft's all-linear is read as that default), "
+                                "init_lora_weights='gaussian'"))  # fmt: skip
     if "latents" in step.cached:
         notes.append(
             Assumption(
