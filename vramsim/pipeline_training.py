@@ -38,6 +38,7 @@ from .report import Assumption
 
 __all__ = ["RECIPES", "Recipe", "build_training_program", "is_training", "training_notes", "training_options", "training_phases"]
 
+
 @dataclass(frozen=True, slots=True)
 class Recipe:
     """How a pipeline's denoiser is trained: the script that does it and what differs between pipelines."""
@@ -442,8 +443,13 @@ def training_notes(program: Program) -> list[Assumption]:
     notes.append(Assumption(name="step_locals_released", detail="the latents, noise, noisy input and prediction are "
                             "released once the loss is computed (the scripts' loop holds them until the next "
                             "iteration rebinds them: a few latent-sized tensors)"))  # fmt: skip
-    notes.append(Assumption(name="gradient_clipping", detail=f"the trained gradients clipped to norm {program.max_grad_norm:g} "
-                            "each step (the scripts' --max_grad_norm, SCRIPT_MAX_GRAD_NORM unless max_grad_norm is given)"))
+    notes.append(
+        Assumption(
+            name="gradient_clipping",
+            detail=f"the trained gradients clipped to norm {program.max_grad_norm:g} "
+            "each step (the scripts' --max_grad_norm, SCRIPT_MAX_GRAD_NORM unless max_grad_norm is given)",
+        )
+    )
     if step.lora:
         targets = sorted(denoiser.peft_config["default"].target_modules)
         notes.append(Assumption(name="lora_targets", detail=f"adapters on {', '.join(targets)} (the scripts' default "
