@@ -51,6 +51,9 @@ class Recipe:
     """The prompt through the frozen text encoders (``encode_prompt``)."""
     vae_fp32: bool = False
     """The script keeps the VAE in fp32 whatever ``weight_dtype`` is (SDXL's: fp16 VAE latents overflow)."""
+    noise_scheduler: str | None = None
+    """The scheduler class the script builds from the pipeline's scheduler config (the UNet scripts'
+    ``DDPMScheduler.from_pretrained(..., subfolder="scheduler")``); None: the pipeline's own class."""
 
 
 @dataclass(kw_only=True)
@@ -235,9 +238,10 @@ def _vae_scale(spec: PipelineSpec) -> int:
 
 
 RECIPES: dict[str, Recipe] = {
-    "StableDiffusionPipeline": Recipe("examples/text_to_image/train_text_to_image.py", _unet_loss, _encode_clip),
+    "StableDiffusionPipeline": Recipe("examples/text_to_image/train_text_to_image.py", _unet_loss, _encode_clip,
+                                      noise_scheduler="DDPMScheduler"),
     "StableDiffusionXLPipeline": Recipe("examples/dreambooth/train_dreambooth_lora_sdxl.py", _unet_loss, _encode_sdxl,
-                                        vae_fp32=True),
+                                        vae_fp32=True, noise_scheduler="DDPMScheduler"),
     "FluxPipeline": Recipe("examples/dreambooth/train_dreambooth_lora_flux.py", _flux_loss, _encode_flux),
 }  # fmt: skip
 """The pipelines whose denoiser is trained, by class."""
@@ -291,8 +295,8 @@ def build_training_program(
     scaler = torch.amp.GradScaler(torch.device(device).type) if mixed == torch.float16 else None
     return Program(
         modules=modules,
-        step=_TrainStep(spec=spec, recipe=recipe, scheduler=_scheduler(spec), weight_dtype=weight_dtype, cached=cached,
-                        lora=lora, resolution=_resolution(spec, config, denoiser)),
+        step=_TrainStep(spec=spec, recipe=recipe, scheduler=_noise_scheduler(spec, recipe), weight_dtype=weight_dtype,
+                        cached=cached, lora=lora, resolution=_resolution(spec, config, denoiser)),
         batch=batch,
         loss=None,
         optimizer=optimizer,
@@ -303,6 +307,16 @@ def build_training_program(
         units=units,
         max_grad_norm=SCRIPT_MAX_GRAD_NORM if config.max_grad_norm is None else config.max_grad_norm,
     )  # fmt: skip
+
+
+def _noise_scheduler(spec: PipelineSpec, recipe: Recipe) -> Any:
+    """The scheduler that noises the latents: the script's class on the pipeline's scheduler config, else the pipeline's."""
+    if recipe.noise_scheduler is None:
+        return _scheduler(spec)
+    import diffusers
+
+    cls = getattr(diffusers, recipe.noise_scheduler)
+    return cls.from_config(cls.load_config(spec.component("scheduler")))
 
 
 def _check(config: SimulationConfig) -> None:
