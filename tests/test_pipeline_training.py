@@ -78,3 +78,26 @@ def test_a_pipeline_without_a_training_recipe_is_a_one_line_error(tmp_path: Path
 def test_bad_training_options_are_one_line_errors(options: dict[str, object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         simulate(TINY_SDXL, device="cpu", **options)
+
+
+def test_a_stable_diffusion_pipeline_trains_its_unet_as_measured_on_the_cpu(tmp_path: Path) -> None:
+    """The SD 1.5 path (one CLIP encoder's last hidden state, a UNet without SDXL's added embeddings), on the tiny
+    SDXL folder cut down to a StableDiffusionPipeline, against the same step run for real."""
+    from vramsim.config import SimulationConfig
+    from vramsim.measure import measure_cpu
+
+    folder = tmp_path / "tiny-sd"
+    shutil.copytree(TINY_SDXL, folder, ignore=shutil.ignore_patterns("text_encoder_2", "tokenizer_2"))
+    index = json.loads((folder / "model_index.json").read_text())
+    dropped = ("text_encoder_2", "tokenizer_2", "force_zeros_for_empty_prompt")
+    index = {k: v for k, v in index.items() if k not in dropped} | {"_class_name": "StableDiffusionPipeline"}
+    (folder / "model_index.json").write_text(json.dumps(index))
+    unet = json.loads((folder / "unet" / "config.json").read_text())
+    for key in ("addition_embed_type", "addition_time_embed_dim", "projection_class_embeddings_input_dim"):
+        unet.pop(key)
+    (folder / "unet" / "config.json").write_text(json.dumps(unet | {"cross_attention_dim": 32}))
+    options = {"task": "train", "height": 16, "width": 16}
+    predicted = simulate(str(folder), device="cpu", **options)
+    measured = measure_cpu(str(folder), SimulationConfig(device="cpu", **options)).peak_bytes
+    assert abs(predicted.peak_bytes / measured - 1) <= 0.005
+    assert [c.name for c in predicted.components] == ["text_encoder", "unet", "vae"]
