@@ -57,6 +57,7 @@ __all__ = [
     "TORCHTUNE_OUTPUT_CHUNKS",
     "TRAINER_LOG_HISTORY",
     "TRAINING_ARGS_BYTES",
+    "WAN_VAE_DTYPE",
     "CountedIn",
     "Overhead",
     "OverheadTotals",
@@ -378,14 +379,18 @@ def totals(assumptions: list[Overhead]) -> OverheadTotals:
     return OverheadTotals(allocated=allocated, reserved=reserved, device=device)
 
 
-DENOISING_STEPS_TRACED = {"PNDMScheduler": 5}
+DENOISING_STEPS_TRACED = {"PNDMScheduler": 5, "DPMSolverMultistepScheduler": 3, "UniPCMultistepScheduler": 3}
 """Denoising steps of a diffusion pipeline traced per scheduler (2 for any other); the rest repeat the last one's memory.
 
 Each step runs the same tensors: the denoiser on the (guidance-doubled) latents, the guidance
 arithmetic, the scheduler's update into new latents; the second step is the first one again.
 A scheduler that keeps a history is traced until it is full: PNDM's PLMS step keeps the last 4
 model outputs (``self.ets``, diffusers/schedulers/scheduling_pndm.py ``step_plms``), full after
-its 5th step (the 2nd appends nothing). Euler and DDIM keep none.
+its 5th step (the 2nd appends nothing). DPM-Solver++ of order 2 (PixArt's) keeps the last 2 model outputs
+(``self.model_outputs``, scheduling_dpmsolver_multistep.py ``step``), both held through the 3rd step's
+denoiser call and every later one. UniPC of order 2 (Wan's) keeps the same 2 outputs and, from the 2nd
+step on, the last sample for its corrector (``self.last_sample``, scheduling_unipc_multistep.py ``step``):
+full by the 3rd step too. Euler and DDIM keep none.
 """
 
 FLUX_TRAINING_GUIDANCE = 3.5
@@ -401,6 +406,11 @@ SCRIPT_MAX_GRAD_NORM = 1.0
 """``--max_grad_norm``'s default in diffusers' training scripts, which clip the trained parameters' gradients every
 optimizer step (``accelerator.clip_grad_norm_``); a pipeline's training step clips at this norm unless
 ``max_grad_norm`` is given."""
+
+WAN_VAE_DTYPE = "float32"
+"""The dtype of Wan's causal 3D VAE whatever the rest of the pipeline's: Wan 2.1's model card loads it with
+``AutoencoderKLWan.from_pretrained(..., torch_dtype=torch.float32)`` next to a bf16 pipeline, and WanPipeline casts
+the latents to ``vae.dtype`` before the decode."""
 
 FLUX_SCHNELL_MAX_SEQUENCE_LENGTH = 256
 """T5 prompt tokens for FLUX.1-schnell (a FluxTransformer2DModel without ``guidance_embeds``).

@@ -16,6 +16,9 @@ from vramsim.errors import ConfigError, UnsupportedError
 
 TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
 TINY_FLUX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-flux")
+TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
+TINY_PIXART = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-pixart")
+TINY_WAN = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-wan")
 _RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
 
 
@@ -58,8 +61,8 @@ def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], me
 
 
 def test_a_pipeline_not_run_yet_says_so_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "StableDiffusion3Pipeline"}))
-    with pytest.raises(UnsupportedError, match="StableDiffusion3Pipeline is not run yet"):
+    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "CogVideoXPipeline"}))
+    with pytest.raises(UnsupportedError, match="CogVideoXPipeline is not run yet"):
         simulate(str(tmp_path), task="generate", device="cpu")
 
 
@@ -133,3 +136,77 @@ def test_importing_a_pipeline_prints_nothing() -> None:
     code = "from vramsim.pipelines import pipeline_class; pipeline_class('FluxPipeline')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stderr == ""
+
+
+@pytest.fixture(scope="module")
+def sd3() -> Report:
+    """A tiny StableDiffusion3Pipeline at its default 64x64: CLIP-L, CLIP-G, T5, an MMDiT-X transformer, a 16-channel VAE."""
+    return simulate(TINY_SD3, **_RUN)
+
+
+def test_sd3_runs_three_encoders_the_transformer_and_the_vae(sd3: Report) -> None:
+    assert {c.name: c.phase for c in sd3.components} == {
+        "text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
+        "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    # StableDiffusion3Pipeline.__call__'s defaults; height from the transformer's sample_size (32) times the VAE's 2x
+    assert (sd3.options["guidance_scale"], sd3.options["max_sequence_length"], sd3.options["height"]) == (7.0, 256, 64)
+    assert "sd3_prompt" in {a.name for a in sd3.assumptions}
+    assert max(_peaks(sd3).values()) == sd3.peak_bytes
+
+
+def test_sd3_guidance_doubles_the_transformer_batch_and_encodes_the_negative_prompt(sd3: Report) -> None:
+    """Unlike FLUX.1-dev, SD3 is not guidance-distilled: guidance 1 halves the transformer's batch and skips the
+    negative prompt's encoding, whose embeddings __call__ keeps through the decode."""
+    unguided = simulate(TINY_SD3, guidance_scale=1.0, **_RUN)
+    assert _peaks(unguided)["transformer"] < _peaks(sd3)["transformer"]
+    assert _peaks(unguided)["vae"] < _peaks(sd3)["vae"]
+
+
+def test_sd3_max_sequence_length_as_given(sd3: Report) -> None:
+    longer = simulate(TINY_SD3, max_sequence_length=512, **_RUN)
+    assert _peaks(longer)["text_encoder_3"] > _peaks(sd3)["text_encoder_3"]
+    assert _peaks(longer)["transformer"] > _peaks(sd3)["transformer"]  # the joint attention runs over 16 + 512 tokens
+    with pytest.raises(ConfigError, match="cannot be greater than 512"):
+        simulate(TINY_SD3, max_sequence_length=1024, **_RUN)
+
+
+def test_pixart_sigma_bins_the_resolution_and_masks_its_t5_prompt() -> None:
+    """A tiny PixArtSigmaPipeline (T5, a learned-sigma DiT of sample_size 32, an 8x VAE): 64x64 is generated at the
+    256-px bin (ASPECT_RATIO_256_BIN's 1.0) and resized back; 3 DPM-Solver++ steps fill its 2-output history."""
+    report = simulate(TINY_PIXART, height=64, width=64, task="generate", num_inference_steps=3, device="cpu")
+    assert {c.name: c.phase for c in report.components} == {
+        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    assert (report.options["guidance_scale"], report.options["max_sequence_length"]) == (4.5, 300)
+    binning = next(a.detail for a in report.assumptions if a.name == "resolution_binning")
+    assert "256x256, then resized and cropped to 64x64" in binning
+    assert report.peak_at.module.startswith("vae.decoder.")  # a 256x256 decode, whatever the asked size
+
+
+_WAN = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "max_sequence_length": 64, "device": "cpu",
+        "dtype": "bf16"}
+
+
+def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
+    """A tiny WanPipeline (UMT5, a 3D transformer, a causal 3D VAE): frames rounded to 4k + 1 as the pipeline rounds
+    them; guidance runs the transformer once more on a batch of one (no doubled batch), so it adds only the negative
+    prompt's embeddings and the first call's output, far less than a second copy of the step's activations. The VAE
+    stays fp32 under a bf16 pipeline (WAN_VAE_DTYPE)."""
+    guided = simulate(TINY_WAN, num_frames=6, **_WAN)
+    assert {c.name: c.phase for c in guided.components} == {
+        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    assert (guided.options["num_frames"], guided.options["guidance_scale"]) == (5, 5.0)  # 6 -> 5; WanPipeline's 5.0
+    assert {"wan_video", "wan_vae_dtype"} <= {a.name for a in guided.assumptions}
+    assert guided.settings["weights"] == "text_encoder bfloat16, transformer bfloat16, vae float32"
+    unguided = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
+    fixed = guided.breakdown["parameters"] + guided.breakdown["buffers"] + guided.breakdown["inputs"]
+    step_activations = _peaks(unguided)["transformer"] - fixed
+    negative_embeds = 64 * 32 * 2  # max_sequence_length x text_dim, bf16
+    assert negative_embeds <= _peaks(guided)["transformer"] - _peaks(unguided)["transformer"] < step_activations / 2
+
+
+def test_num_frames_is_for_video_pipelines() -> None:
+    with pytest.raises(ConfigError, match="num_frames is a video pipeline's argument"):
+        simulate(TINY_SD3, num_frames=9, **_RUN)

@@ -249,13 +249,17 @@ class SimulationConfig:
         help="diffusion pipelines: denoising steps (none given: the pipeline's default, e.g. 50 for SDXL, 28 for FLUX)",
         parse=int, report=_same))
     max_sequence_length: int | None = field(default=None, metadata=_option(
-        help="FLUX pipelines: tokens the T5 prompt is padded to (none given: 512, 256 for schnell)", parse=int,
+        help="FLUX, SD3, PixArt and Wan pipelines: tokens the T5 prompt is padded to (none given: the pipeline's default, "
+        "512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt)", parse=int,
         report=_same))
     guidance_scale: float | None = field(default=None, metadata=_option(
         help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
         "pipeline's default)", parse=float, report=_same))
     num_images: int = field(default=1, metadata=_option(
         help="diffusion pipelines: images per prompt (num_images_per_prompt)", parse=int, report=_same))
+    num_frames: int | None = field(default=None, metadata=_option(
+        help="video pipelines: frames to generate (none given: the pipeline's default, 81 for Wan 2.1)", parse=int,
+        report=_same))
     vae_tiling: bool = field(default=False, metadata=_option(
         help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same))
     vae_slicing: bool = field(default=False, metadata=_option(
@@ -456,7 +460,7 @@ def _check_image(config: SimulationConfig) -> None:
             _check_count(name, value, 1 << 16)
             if value % 8:
                 raise ConfigError(f"{name} must be a multiple of 8 (the VAE's downsampling), got {value}")
-    for name, most in (("num_inference_steps", 10_000), ("max_sequence_length", 1 << 16)):
+    for name, most in (("num_inference_steps", 10_000), ("max_sequence_length", 1 << 16), ("num_frames", 10_000)):
         if getattr(config, name) is not None:
             _check_count(name, getattr(config, name), most)
     _check_count("num_images", config.num_images, 1024)

@@ -6,7 +6,9 @@ CPU, to measure) and a ``Program`` runs them as diffusers' pipeline ``__call__``
 encoding, the denoising loop with classifier-free guidance (the latents doubled), the VAE decode
 (upcast to fp32 where the pipeline does it) and the on-device part of post-processing. The
 pipeline class itself is not run: it needs tokenizers and weights; its tensors are the same.
-FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``.
+FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``; SD3's three-encoder prompt
+and decode shift in ``sd3.py``; PixArt-Sigma's masked T5 prompt and resolution binning in ``pixart.py``;
+Wan's video latents, two-call guidance and 3D decode in ``wan.py``.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ import inspect
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
 
 from vramsim import model_zoo
-from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED
+from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED, WAN_VAE_DTYPE
 from vramsim.tracer.categories import Category, Phase
 
-from . import flux
+from . import flux, pixart, sd3, wan
 from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
@@ -42,11 +45,19 @@ __all__ = [
     "pipeline_phases",
 ]
 
-COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "unet": "denoise",
-                    "transformer": "denoise", "vae": "decode"}
+COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
+                    "unet": "denoise", "transformer": "denoise", "vae": "decode"}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
-PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *flux.FLUX_PIPELINES)
+_FAMILIES: dict[str, ModuleType] = {
+    name: module
+    for module, names in ((flux, flux.FLUX_PIPELINES), (sd3, sd3.SD3_PIPELINES), (pixart, pixart.PIXART_PIPELINES),
+                          (wan, wan.WAN_PIPELINES))
+    for name in names
+}  # fmt: skip
+"""The module holding each pipeline class's own ``encode_prompt``, ``denoise`` and ``decode`` (SD and SDXL: this one)."""
+
+PIPELINES_RUN = ("StableDiffusionPipeline", "StableDiffusionXLPipeline", *_FAMILIES)
 """Pipeline classes whose ``__call__`` this module runs."""
 
 
@@ -117,11 +128,12 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         )
     dtype = _pipeline_dtype(spec, config)
     modules: dict[str, torch.nn.Module] = {}
-    for name in ("text_encoder", "text_encoder_2"):
+    for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
         if spec.has(name):
             modules[name] = build_model(load_config(spec.component(name)), device=device, dtype=dtype).eval()
     modules[spec.denoiser] = _diffusers_model(spec, spec.denoiser, device, dtype)
-    vae = _diffusers_model(spec, "vae", device, dtype)
+    is_wan = spec.class_name in wan.WAN_PIPELINES
+    vae = _diffusers_model(spec, "vae", device, getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype)
     if config.vae_tiling:
         vae.enable_tiling()
     if config.vae_slicing:
@@ -131,7 +143,10 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     run = _run(config, spec, modules[spec.denoiser], vae)
     with torch.device(device):
         batch = {"input_ids": torch.zeros(1, spec.max_tokens("tokenizer"), dtype=torch.long)}  # one prompt, padded
-        if run.max_sequence_length is not None:  # FLUX's T5 prompt, padded to max_sequence_length
+        if spec.class_name in (*pixart.PIXART_PIPELINES, *wan.WAN_PIPELINES):  # T5 alone: padded to max_sequence_length, masked
+            assert run.max_sequence_length is not None, "_run sets PixArt's and Wan's max_sequence_length"
+            batch = pixart.prompt_batch(run.max_sequence_length)
+        elif run.max_sequence_length is not None:  # FLUX's and SD3's T5 prompt, padded to max_sequence_length
             batch["t5_input_ids"] = torch.zeros(1, run.max_sequence_length, dtype=torch.long)
     return Program(
         modules=modules,
@@ -164,6 +179,12 @@ def pipeline_notes(program: Program) -> list[Assumption]:
     ]  # fmt: skip
     if spec.class_name in flux.FLUX_PIPELINES:
         notes.extend(flux.flux_notes(spec, program.step, program.modules[spec.denoiser]))
+    if spec.class_name in sd3.SD3_PIPELINES:
+        notes.extend(sd3.sd3_notes(program.step))
+    if spec.class_name in pixart.PIXART_PIPELINES:
+        notes.extend(pixart.pixart_notes(program.step, program.modules[spec.denoiser]))
+    if spec.class_name in wan.WAN_PIPELINES:
+        notes.extend(wan.wan_notes(program.step))
     if spec.has("safety_checker"):
         notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
     if program.step.residency is not None:
@@ -247,7 +268,9 @@ class _Run:
     guidance_scale: float
     num_images: int
     max_sequence_length: int | None = None
-    """FLUX: the T5 prompt's padded length; None for pipelines without it."""
+    """FLUX, SD3, PixArt: the T5 prompt's padded length; None for pipelines without it."""
+    num_frames: int | None = None
+    """Video pipelines (Wan): the frames generated, rounded as the pipeline rounds them; None for images."""
     defaulted: tuple[str, ...] = ()
     """The arguments not given, which took the pipeline's defaults."""
 
@@ -257,20 +280,37 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
     argument left unset takes the default of the pipeline's ``__call__``."""
     denoiser_config: Any = denoiser.config
     vae_config: Any = vae.config
-    is_flux = spec.class_name in flux.FLUX_PIPELINES
-    sample_size = flux.DEFAULT_SAMPLE_SIZE if is_flux else denoiser_config.sample_size
-    default = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
+    is_flux, is_wan = spec.class_name in flux.FLUX_PIPELINES, spec.class_name in wan.WAN_PIPELINES
+    if is_wan:  # WanPipeline's own defaults, not a sample size's
+        default_height, default_width = wan.default_size()
+    else:
+        sample_size = flux.DEFAULT_SAMPLE_SIZE if is_flux else denoiser_config.sample_size
+        default_height = default_width = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
+    if config.num_frames is not None and not is_wan:
+        raise ConfigError(f"num_frames is a video pipeline's argument; {spec.class_name} makes images")
     given = {"num_inference_steps": config.num_inference_steps, "guidance_scale": config.guidance_scale}
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
-    if config.max_sequence_length is not None and not is_flux:
-        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt; {spec.class_name} has no such argument")
+    is_sd3, is_pixart = spec.class_name in sd3.SD3_PIPELINES, spec.class_name in pixart.PIXART_PIPELINES
+    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_wan):
+        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's); {spec.class_name} has "
+                          "no such argument")  # fmt: skip
+    tokens: int | None = None
+    if is_flux:
+        tokens = flux.max_sequence_length(denoiser, config.max_sequence_length)
+    elif is_sd3:
+        tokens = sd3.max_sequence_length(config.max_sequence_length)
+    elif is_pixart:
+        tokens = pixart.max_sequence_length(config.max_sequence_length)
+    elif is_wan:
+        tokens = config.max_sequence_length or int(call_default(spec.class_name, "max_sequence_length"))
     return _Run(
-        height=config.height or default,
-        width=config.width or default,
+        height=config.height or default_height,
+        width=config.width or default_width,
         num_inference_steps=int(called["num_inference_steps"]),
         guidance_scale=float(called["guidance_scale"]),
         num_images=config.num_images,
-        max_sequence_length=flux.max_sequence_length(denoiser, config.max_sequence_length) if is_flux else None,
+        max_sequence_length=tokens,
+        num_frames=wan.num_frames(config.num_frames, vae) if is_wan else None,
         defaulted=tuple(name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items()
                         if value is None),
     )
@@ -372,13 +412,14 @@ class _Generate:
         return self.run.guidance_scale > 1  # the pipelines' do_classifier_free_guidance
 
     @property
-    def _flux(self) -> bool:
-        return self.spec.class_name in flux.FLUX_PIPELINES
+    def _family(self) -> ModuleType | None:
+        """The module that runs this pipeline's own steps; None for SD and SDXL, run here."""
+        return _FAMILIES.get(self.spec.class_name)
 
     def _encode(self, program: Program, observer: StepObserver) -> dict[str, torch.Tensor]:
         """``encode_prompt``: the embeddings, the negative ones first when guidance doubles the batch."""
-        if self._flux:
-            return flux.encode_prompt(self, program)
+        if self._family is not None:
+            return self._family.encode_prompt(self, program)  # type: ignore[no-any-return]
         ids = program.batch["input_ids"]
         n = self.run.num_images
         if "text_encoder_2" not in program.modules:  # StableDiffusionPipeline: CLIP's last hidden state
@@ -412,8 +453,8 @@ class _Generate:
         return {"encoder_hidden_states": embeds, "text_embeds": pooled, "time_ids": time_ids.repeat(n, 1)}
 
     def _denoise(self, program: Program, observer: StepObserver, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self._flux:
-            return flux.denoise(self, program, embeds)
+        if self._family is not None:
+            return self._family.denoise(self, program, embeds)  # type: ignore[no-any-return]
         unet: Any = program.modules["unet"]
         vae_config: Any = program.modules["vae"].config
         scale = 2 ** (len(vae_config.block_out_channels) - 1)
@@ -443,8 +484,8 @@ class _Generate:
         device part (denormalize; the copy to the host follows)."""
         from diffusers.image_processor import VaeImageProcessor
 
-        if self._flux:
-            return flux.decode(self, program, latents)
+        if self._family is not None:
+            return self._family.decode(self, program, latents)  # type: ignore[no-any-return]
         vae: Any = program.modules["vae"]
         self.use("vae")
         upcast = _upcasts_vae(vae, self.spec)

@@ -222,6 +222,12 @@ def tiny_flux() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-flux")
 
 
+def tiny_sd3() -> str:
+    """A StableDiffusion3Pipeline folder (CLIP-L and CLIP-G with projections, T5, an MMDiT-X transformer with one dual-attention
+    block, a 16-channel VAE)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-sd3")
+
+
 def vae_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
     """``seq_len`` is the latent side."""
     return {"latents": torch.randn(batch_size, 4, seq_len, seq_len)}
@@ -359,6 +365,9 @@ CASES: list[Case] = [
     # FluxPipeline.__call__: CLIP pooled + T5 at 512 tokens, packed latents and img_ids, 2 transformer steps with the
     # guidance embedding (no doubling), unpack, shift and decode (which sets the peak at 128x128).
     Case("flux-pipeline-generate", tiny_flux, {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128}),
+    # StableDiffusion3Pipeline.__call__: three encoders on the prompt and on the empty negative one (CLIP pair padded to T5's
+    # width, T5 at 256 tokens), 2 transformer steps on the doubled batch, the shifted decode (which sets the peak at 64x64).
+    Case("sd3-pipeline-generate", tiny_sd3, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}),
     # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/pipeline_training.py): a LoRA of
     # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the
     # single block's attention backward, whose grad_out the CPU kernel copies); the whole SDXL UNet trained in fp32

@@ -102,3 +102,26 @@ def test_slow_conv2d_columns_are_the_kernels(conv: tuple[int, ...]) -> None:
     backward = (grad, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, True, False])
     expected = sum(conv2d_workspaces(torch.ops.aten.convolution_backward.default, backward, {}))
     assert expected == transient_bytes(lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True))
+
+
+_CONVS_3D = [(1, 16, 16, 3, 32, 3, 1, 1), (1, 8, 4, 5, 12, 3, 2, 0), (1, 6, 6, 4, 10, 3, 1, 2)]
+"""Single-sample 3-D convolutions (a causal video VAE's) that Convolution.cpp sends to Slow3d."""
+
+
+@pytest.mark.parametrize("conv", _CONVS_3D, ids=["n{}c{}o{}t{}h{}k{}s{}p{}".format(*c) for c in _CONVS_3D])
+def test_slow_conv3d_columns_are_the_kernels(conv: tuple[int, ...]) -> None:
+    import torch
+
+    from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces
+
+    n, c, o, t, h, k, s, p = conv
+    x = torch.randn(n, c, t, h, h, requires_grad=True)
+    w = torch.randn(o, c, k, k, k, requires_grad=True)
+    args = (x, w, None, [s] * 3, [p] * 3, [1] * 3, False, [0] * 3, 1)
+    predicted = conv2d_workspaces(torch.ops.aten.convolution.default, args, {})
+    y = torch.nn.functional.conv3d(x, w, None, stride=s, padding=p)
+    assert sum(predicted) == transient_bytes(lambda: torch.nn.functional.conv3d(x, w, None, stride=s, padding=p)) > 0
+    grad = torch.randn_like(y)
+    backward = (grad, x, w, None, [s] * 3, [p] * 3, [1] * 3, False, [0] * 3, 1, [True, True, False])
+    expected = sum(conv2d_workspaces(torch.ops.aten.convolution_backward.default, backward, {}))
+    assert expected == transient_bytes(lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True))

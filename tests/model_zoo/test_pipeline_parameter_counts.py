@@ -16,6 +16,10 @@ SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"
 SDXL = "stabilityai/stable-diffusion-xl-base-1.0"
 FLUX_DEV = "black-forest-labs/FLUX.1-dev"
 FLUX_SCHNELL = "black-forest-labs/FLUX.1-schnell"
+SD3_MEDIUM = "stabilityai/stable-diffusion-3-medium-diffusers"
+SD35_MEDIUM = "stabilityai/stable-diffusion-3.5-medium"
+PIXART_SIGMA = "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS"
+WAN_T2V_13B = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
 
 PUBLISHED = {
     # SD 1.5 UNet: 859,520,964 (Hub safetensors total; "860M UNet" in the model card); the VAE is SD's kl-f8, 83,653,863.
@@ -28,6 +32,21 @@ PUBLISHED = {
                "vae": 83_819_683},
     FLUX_SCHNELL: {"text_encoder": 123_060_480, "text_encoder_2": 4_762_310_656, "transformer": 11_891_178_560,
                    "vae": 83_819_683},
+    # SD3 / SD3.5 medium, as counted on the loaded checkpoints (sum of numel over each pipeline component's parameters,
+    # printed in public code that loads them: a per-component profile of StableDiffusion3Pipeline with SD3-medium, the
+    # flow_grpo SD3.5-medium training script's comments): CLIP-L with its 768x768 projection 123,650,304, CLIP-G with
+    # its projection, T5-v1.1-XXL's encoder, FLUX's 16-channel VAE architecture; the MMDiT 2,028,328,000 ("2B"), the
+    # MMDiT-X (13 dual-attention blocks, QK RMSNorm) 2,243,171,520 ("2.5B" with the pos_embed buffer).
+    SD3_MEDIUM: {"text_encoder": 123_650_304, "text_encoder_2": 694_659_840, "text_encoder_3": 4_762_310_656,
+                 "transformer": 2_028_328_000, "vae": 83_819_683},
+    SD35_MEDIUM: {"text_encoder": 123_650_304, "text_encoder_2": 694_659_840, "text_encoder_3": 4_762_310_656,
+                  "transformer": 2_243_171_520, "vae": 83_819_683},
+    # PixArt-Sigma XL/2 1024: the DiT 610,856,096 ("0.6B"; 603 tensors, as a public staging of the checkpoint counts
+    # them), T5-v1.1-XXL's encoder, the SDXL VAE.
+    PIXART_SIGMA: {"text_encoder": 4_762_310_656, "transformer": 610_856_096, "vae": 83_653_863},
+    # Wan 2.1 T2V 1.3B: the DiT 1,418,996,800 (the Hub's metadata for Wan-AI/Wan2.1-T2V-1.3B, "1.3B"), UMT5-XXL's
+    # encoder 5,680,910,336 (22,723,641,344 bytes of fp32 in its index), the causal 3D VAE 126,892,531.
+    WAN_T2V_13B: {"text_encoder": 5_680_910_336, "transformer": 1_418_996_800, "vae": 126_892_531},
 }  # fmt: skip
 
 

@@ -8,9 +8,9 @@ v3.12 it bundles, git 80afa71049); nothing is fitted to measurements.
 Rules:
     ``matmul_workspaces``   aten.mm / aten.addmm: operand copies made by ``addmm_impl_cpu_``
                             and the oneDNN brgemm matmul scratchpad of the bf16 path.
-    ``conv2d_workspaces``   aten.convolution / convolution_backward on the "slow" (im2col)
-                            CPU backend: the unfolded-input buffer (oneDNN convolutions:
-                            onednn_conv.py).
+    ``conv2d_workspaces``   aten.convolution / convolution_backward on the "slow" (im2col,
+                            vol2col for 3-D) CPU backends: the unfolded-input buffer (oneDNN
+                            convolutions: onednn_conv.py).
 
 Known limitations:
     - The oneDNN scratchpad is modelled for the ``avx512_core_bf16`` brgemm implementation
@@ -316,6 +316,7 @@ def conv_backend(
 _CONV = torch.ops.aten.convolution.default
 _CONV_BACKWARD = torch.ops.aten.convolution_backward.default
 _SLOW2D = torch._C._ConvBackend.Slow2d  # type: ignore[attr-defined]  # torch's stub spells it ConvBackend
+_SLOW3D = torch._C._ConvBackend.Slow3d  # type: ignore[attr-defined]
 
 
 def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:
@@ -328,6 +329,9 @@ def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     ``finput`` of ``[N, C * kh * kw, Ho * Wo]`` (unless the kernel is 1x1 with stride 1 and no
     padding, where it is a view of the input) and frees it on return; backward's
     ``compute_columns2d`` rebuilds the same columns for the weight gradient.
+    A 3-D convolution the selector sends to ``Slow3d`` (batch 1 or a small one, where oneDNN
+    declines) gets the same from aten/src/ATen/native/ConvolutionMM3d.cpp ``compute_columns3d``:
+    ``[N, C * kt * kh * kw, To * Ho * Wo]`` (a view for a 1x1x1 kernel, stride 1, no padding).
     The oneDNN backend's buffers are ``onednn_conv.py``'s; NNPACK's are not modelled.
     """
     if func is _CONV:
@@ -338,8 +342,10 @@ def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         wants_columns = bool(args[10][1])  # output_mask: weight gradient requested
     else:
         return []
-    if not isinstance(x, torch.Tensor) or x.dim() not in (3, 4) or params[5] != 1:
+    if not isinstance(x, torch.Tensor) or x.dim() not in (3, 4, 5) or params[5] != 1:
         return []  # groups > 1: _convolution_nogroup runs one group at a time (not modelled)
+    if x.dim() == 5:
+        return _vol2col(x, weight, params, wants_columns)
     if conv_backend(x, weight, *params) != _SLOW2D:
         return []
     stride, padding = params[0], params[1]
@@ -356,6 +362,25 @@ def conv2d_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     out_h = (h + 2 * padding[0] - kernel[0]) // stride[0] + 1
     out_w = (w + 2 * padding[1] - kernel[1]) // stride[1] + 1
     return [n * c * kernel[0] * kernel[1] * out_h * out_w * x.element_size()]
+
+
+def _vol2col(x: torch.Tensor, weight: torch.Tensor, params: Any, wants_columns: bool) -> list[int]:
+    """``Slow3d``'s columns (``conv2d_workspaces``), from the shapes of a 5-D input and weight. The backward of a
+    1x1x1 kernel, whose weight gradient needs no columns, allocates a small grad-input buffer not modelled here."""
+    if not wants_columns or conv_backend(x, weight, *params) != _SLOW3D:
+        return []
+    stride, padding = _triple(params[0]), _triple(params[1])
+    kernel = tuple(weight.shape[2:5])
+    if kernel == (1, 1, 1) and stride == (1, 1, 1) and padding == (0, 0, 0):
+        return []
+    n, c = x.shape[0], x.shape[1]
+    out = [(size + 2 * pad - k) // step + 1 for size, pad, k, step in zip(x.shape[2:5], padding, kernel, stride, strict=True)]
+    return [n * c * kernel[0] * kernel[1] * kernel[2] * out[0] * out[1] * out[2] * x.element_size()]
+
+
+def _triple(value: Any) -> tuple[int, int, int]:
+    values = list(value)
+    return (values[0],) * 3 if len(values) == 1 else (values[0], values[1], values[2])
 
 
 def _pair(value: Any) -> tuple[int, int]:
