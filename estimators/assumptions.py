@@ -38,6 +38,7 @@ __all__ = [
     "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
     "DENOISING_STEPS_TRACED",
     "FLUX_SCHNELL_MAX_SEQUENCE_LENGTH",
+    "FLUX_TRAINING_GUIDANCE",
     "FSDP2_SHARD_RULE",
     "HIPBLASLT_WORKSPACE_BYTES",
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
@@ -51,6 +52,8 @@ __all__ = [
     "NCCL_RING_PEERS",
     "NCCL_SIMPLE_BUFFER_BYTES",
     "QUANTIZED_KERNELS",
+    "SCRIPT_LORA_TARGETS",
+    "SCRIPT_MAX_GRAD_NORM",
     "TORCHTUNE_OUTPUT_CHUNKS",
     "TRAINER_LOG_HISTORY",
     "TRAINING_ARGS_BYTES",
@@ -389,6 +392,20 @@ denoiser call and every later one. UniPC of order 2 (Wan's) keeps the same 2 out
 step on, the last sample for its corrector (``self.last_sample``, scheduling_unipc_multistep.py ``step``):
 full by the 3rd step too. Euler and DDIM keep none.
 """
+
+FLUX_TRAINING_GUIDANCE = 3.5
+"""The guidance a guidance-embedding FLUX transformer is given while trained: ``train_dreambooth_lora_flux.py``'s
+``--guidance_scale`` default (a scalar embedding; its value does not change the memory)."""
+
+SCRIPT_LORA_TARGETS = ("to_k", "to_q", "to_v", "to_out.0")
+"""The modules diffusers' DreamBooth LoRA scripts adapt in a pipeline's denoiser (``target_modules`` of
+``train_dreambooth_lora_sdxl.py``; the FLUX script's default before it added more), used when no
+``--lora-targets`` are given: peft's ``all-linear`` default would adapt every linear layer of the denoiser."""
+
+SCRIPT_MAX_GRAD_NORM = 1.0
+"""``--max_grad_norm``'s default in diffusers' training scripts, which clip the trained parameters' gradients every
+optimizer step (``accelerator.clip_grad_norm_``); a pipeline's training step clips at this norm unless
+``max_grad_norm`` is given."""
 
 WAN_VAE_DTYPE = "float32"
 """The dtype of Wan's causal 3D VAE whatever the rest of the pipeline's: Wan 2.1's model card loads it with

@@ -31,6 +31,7 @@ from .errors import ConfigError, TraceError, UnsupportedError
 from .losses import check_loss_target, loss_notes, parse_loss
 from .models import ModelSource, build_model, load_config
 from .optimizers import PAGED_STATES, check_target, describe_optimizer
+from .pipeline_training import training_notes, training_options, training_phases
 from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from .program import Program
 from .quantization import quantization_notes, quantized_kernels_on_meta
@@ -153,7 +154,7 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *target.notes,
             *(target.training_notes if config.task == "train" else ()),
             *attention_notes(config.attn_implementation),
-            *(pipeline_notes(program) if pipeline_phases(program) else _run_notes(config, program, target)),
+            *_program_notes(config, program, target),
             *(sharding_notes(chosen.sharded) if chosen.sharded else []),
             *model_parallel_notes(config.tp, config.pipeline),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
@@ -161,14 +162,24 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         ],
         ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
                           stages=chosen.stages) if chosen.sharded or config.gpus > 1 else None,
-        components=summary.component_peaks(pipeline_phases(program), program.modules, chosen.timeline, memory),
+        components=summary.component_peaks(pipeline_phases(program) or training_phases(program), program.modules,
+                                           chosen.timeline, memory),
         options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)}
-        | pipeline_options(program),
+        | pipeline_options(program) | training_options(program),
         settings=run_settings(config, program),
         warnings=[*program.warnings, *_option_warnings(config, trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
         allocator_pressure=memory.pressure,
     )
+
+
+def _program_notes(config: SimulationConfig, program: Program, target: Target) -> list[Assumption]:
+    """A pipeline's generation or training step says what it assumes; a single model's run, its own."""
+    if pipeline_phases(program):
+        return pipeline_notes(program)
+    if training_phases(program):
+        return training_notes(program)
+    return _run_notes(config, program, target)
 
 
 def build_and_trace(

@@ -24,6 +24,7 @@ from .inputs import default_inputs
 from .losses import install_loss, liger_run, parse_loss
 from .models import ModelSource, build_model, call_user, load_builder, load_config
 from .optimizers import make_optimizer
+from .pipeline_training import build_training_program
 from .pipelines import build_pipeline_program, find_pipeline
 from .positions import check_positions
 from .program import STEPS, Program
@@ -67,6 +68,9 @@ def build_program(
     if pipeline is not None:
         if config.compile:
             raise UnsupportedError("compile is modelled for a single model, not a diffusion pipeline's components yet")
+        if config.task == "train":
+            return build_training_program(pipeline, config, device=device, emulation=emulation, foreach=foreach,
+                                          checkpointing=checkpointing)  # fmt: skip
         return build_pipeline_program(pipeline, config, device=device)
     if isinstance(source, (str, Path)):
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)

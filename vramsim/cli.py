@@ -234,8 +234,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "models":
         for model_id in model_zoo.model_ids():
             print(model_id)
+        from .pipeline_training import RECIPES
+        from .pipelines import find_pipeline
+
         for pipeline_id in model_zoo.pipeline_ids():
-            print(f"{pipeline_id}  (diffusion pipeline: --task generate)")
+            spec = find_pipeline(pipeline_id)
+            tasks = "generate or train" if spec is not None and spec.class_name in RECIPES else "generate"
+            print(f"{pipeline_id}  (diffusion pipeline: --task {tasks})")
     elif args.command == "gpus":
         from .render import render_devices
 

@@ -268,6 +268,12 @@ class SimulationConfig:
         help="diffusion pipelines: CPU offload as diffusers does it: model (enable_model_cpu_offload: only the running "
         "component's weights on the device), sequential (enable_sequential_cpu_offload: only the running layer's) or no",
         report=_same))
+    cache_latents: bool = field(default=False, metadata=_option(
+        help="training a diffusion pipeline: the latents are cached (diffusers' scripts' --cache_latents), so the VAE is "
+        "not on the device during the step", report=_same))
+    cache_text_embeddings: bool = field(default=False, metadata=_option(
+        help="training a diffusion pipeline: the prompt's embeddings are precomputed and the text encoders deleted, as "
+        "the DreamBooth scripts do for one instance prompt", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
         help="steps run; the last one is the steady state that is reported", cli=False))
 
@@ -462,6 +468,9 @@ def _check_image(config: SimulationConfig) -> None:
         raise ConfigError(f"unknown offload {config.offload!r}; choose one of: no, model, sequential")
     if config.offload != "no" and config.device.lower() == "cpu":
         raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
+    if (config.cache_latents or config.cache_text_embeddings) and config.task != "train":
+        raise ConfigError(f"cache_latents and cache_text_embeddings shape a pipeline's training step; task='{config.task}' "
+                          "trains nothing")  # fmt: skip
     scale = config.guidance_scale
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
         raise ConfigError(f"guidance_scale must be a number >= 0, got {scale!r}")

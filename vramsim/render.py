@@ -44,9 +44,10 @@ def render_summary(report: Report, console: Console) -> None:
                 + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
                 if not report.components
                 else f"  task={report.task} target={report.target} {opts.get('height')}x{opts.get('width')}"
-                f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"
-                + (f" frames={opts['num_frames']}" if opts.get("num_frames") else "")
-                + f" guidance={opts.get('guidance_scale')}"
+                + (f" batch={opts.get('batch_size')} checkpointing={opts.get('checkpointing')}" if report.task == "train"
+                   else f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"
+                   + (f" frames={opts['num_frames']}" if opts.get("num_frames") else "")
+                   + f" guidance={opts.get('guidance_scale')}")
             )
             + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
             f"  parameters={report.parameters:,}",

@@ -17,7 +17,13 @@ __all__ = ["run_settings"]
 def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     """Setting -> what was in force, for the choices that apply to ``config.task``."""
     if "" not in program.modules:  # a pipeline of named components: each one's weights
-        return {"weights": ", ".join(f"{name} {_dtype(_first_dtype(module))}" for name, module in program.modules.items())}
+        weights = {"weights": ", ".join(f"{name} {_dtype(_first_dtype(module))}" for name, module in program.modules.items())}
+        if config.task != "train":
+            return weights
+        autocast = _dtype(config.mixed_precision) if isinstance(config.mixed_precision, torch.dtype) else "off"
+        return weights | {"autocast": autocast,
+                          "optimizer": describe_optimizer(program.optimizer) if program.optimizer is not None else "none",
+                          "checkpointing": config.checkpointing}  # fmt: skip
     model = program.model
     get_base_model = getattr(model, "get_base_model", None)
     base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts

@@ -368,6 +368,13 @@ CASES: list[Case] = [
     # StableDiffusion3Pipeline.__call__: three encoders on the prompt and on the empty negative one (CLIP pair padded to T5's
     # width, T5 at 256 tokens), 2 transformer steps on the doubled batch, the shifted decode (which sets the peak at 64x64).
     Case("sd3-pipeline-generate", tiny_sd3, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}),
+    # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/pipeline_training.py): a LoRA of
+    # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the
+    # single block's attention backward, whose grad_out the CPU kernel copies); the whole SDXL UNet trained in fp32
+    # with the VAE encode and both text encoders each step.
+    Case("flux-pipeline-train-lora", tiny_flux, {"task": "train", "lora": 4, "height": 64, "width": 64,
+                                                  "cache_latents": True, "max_sequence_length": 32}),
+    Case("sdxl-pipeline-train-full", tiny_sdxl, {"task": "train", "height": 32, "width": 32}),
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),

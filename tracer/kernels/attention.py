@@ -71,7 +71,9 @@ def cpu_attention_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str,
     Forward ``cpu_flash_attention``: per thread ``buf`` of (qSplit*kvSplit + 2*qSplit + qSplit*D)
     accumulate-type values, and ``buf_reduced`` of qSplit*kvSplit values for bf16/fp16.
     Backward ``cpu_flash_attention_backward``: per thread 2*qSplit*kvSplit accumulate values,
-    the reduced copy for bf16/fp16, and one ``dsum`` of qSplit values.
+    the reduced copy for bf16/fp16, and one ``dsum`` of qSplit values; ``flash_attention_backward_kernel_impl``
+    first copies ``grad_out`` (in the kernel's batch x q_len x heads x dim layout) with ``.contiguous()``,
+    a copy where the model's layout differs (FLUX's attention; not Llama's).
     """
     if func not in (_FLASH_FORWARD, _FLASH_BACKWARD):
         return []
@@ -88,7 +90,10 @@ def cpu_attention_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str,
         buf = threads * (q_split * kv_split + 2 * q_split + q_split * head_dim) * accum
         return [buf + (threads * q_split * kv_split * element if reduced else 0)]
     buf = threads * 2 * q_split * kv_split * accum
-    return [buf + (threads * 2 * q_split * kv_split * element if reduced else 0) + q_split * accum]
+    scratch = buf + (threads * 2 * q_split * kv_split * element if reduced else 0) + q_split * accum
+    grad_out = args[0].transpose(1, 2)  # the kernel's (batch, q_len, heads, dim) view, made contiguous first
+    copy = 0 if grad_out.is_contiguous() else grad_out.numel() * grad_out.element_size()  # alive with the scratch
+    return [scratch + copy]
 
 
 _FLASH_FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
