@@ -129,7 +129,7 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         )
     if config.attn_implementation not in (None, "sdpa"):
         raise UnsupportedError(f"{spec.class_name} runs its components' SDPA attention; other attention processors "
-                               f"(attn_implementation={config.attn_implementation!r}) are not modelled for pipelines")  # fmt: skip
+                               f"(attn_implementation={config.attn_implementation!r}) are not modelled for pipelines")
     dtype = _pipeline_dtype(spec, config)
     modules: dict[str, torch.nn.Module] = {}
     for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
