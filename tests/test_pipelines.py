@@ -224,6 +224,12 @@ def test_quantization_packs_the_denoiser_and_t5_only() -> None:
         simulate(TINY_FLUX, **options, quantization="int8wo")
 
 
-def test_attention_other_than_sdpa_is_refused_not_ignored() -> None:
-    with pytest.raises(UnsupportedError, match="attn_implementation='eager'"):
-        simulate(TINY_FLUX, task="generate", attn_implementation="eager", device="h100")
+def test_eager_attention_materialises_the_unet_scores_and_is_refused_where_not_modelled() -> None:
+    """``eager`` on a UNet pipeline: diffusers' AttnProcessor (baddbmm scores) raises the UNet's peak; a DiT's
+    dispatcher is refused in one line, never silently run as SDPA."""
+    options = dict(task="generate", num_inference_steps=2, height=128, width=128, device="h100")
+    sdpa, eager = (simulate(TINY, **options, attn_implementation=a) for a in ("sdpa", "eager"))
+    unet = [next(c.peak_bytes for c in r.components if c.name == "unet") for r in (sdpa, eager)]
+    assert unet[1] > unet[0] and eager.options["attn_implementation"] == "eager"
+    with pytest.raises(UnsupportedError, match="attn_implementation='eager' is not modelled for this pipeline"):
+        simulate(TINY_FLUX, attn_implementation="eager", **options)

@@ -127,19 +127,24 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
             f"{spec.class_name} is not run yet (its components' parameters are counted by `vramsim models`); "
             f"pipelines run: {', '.join(PIPELINES_RUN)}"
         )
-    if config.attn_implementation not in (None, "sdpa"):
-        raise UnsupportedError(f"{spec.class_name} runs its components' SDPA attention; other attention processors "
-                               f"(attn_implementation={config.attn_implementation!r}) are not modelled for pipelines")
+    eager = _eager_attention(spec, config)
     dtype = _pipeline_dtype(spec, config)
     modules: dict[str, torch.nn.Module] = {}
     for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
         if spec.has(name):
-            modules[name] = build_model(load_config(spec.component(name)), device=device, dtype=dtype).eval()
+            modules[name] = build_model(load_config(spec.component(name)), device=device, dtype=dtype,
+                                        attn_implementation=config.attn_implementation).eval()  # fmt: skip
     modules[spec.denoiser] = _diffusers_model(spec, spec.denoiser, device, dtype)
     if config.quantization is not None:
         _quantize(spec, modules, config, device, dtype)
     is_wan = spec.class_name in wan.WAN_PIPELINES
     vae = _diffusers_model(spec, "vae", device, getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype)
+    if eager:  # diffusers' classic processor: scores materialised by baddbmm, softmax, bmm
+        from diffusers.models.attention_processor import AttnProcessor
+
+        with_processors: list[Any] = [modules[spec.denoiser], vae]
+        for model in with_processors:
+            model.set_attn_processor(AttnProcessor())
     if config.vae_tiling:
         vae.enable_tiling()
     if config.vae_slicing:
@@ -164,6 +169,19 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         max_new_tokens=0,
         steps=config.steps,
     )
+
+
+def _eager_attention(spec: PipelineSpec, config: SimulationConfig) -> bool:
+    """``attn_implementation``: ``sdpa`` (the pipelines' default, ``AttnProcessor2_0``) or ``eager`` for a UNet
+    pipeline: the text encoders' eager attention and diffusers' ``AttnProcessor`` in the UNet and the VAE, as
+    ``set_attn_processor(AttnProcessor())`` sets it. A DiT's attention goes through diffusers' dispatcher,
+    whose math backend is not modelled: refused, as are the other implementations."""
+    if config.attn_implementation in (None, "sdpa"):
+        return False
+    if config.attn_implementation != "eager" or spec.denoiser != "unet":
+        raise UnsupportedError(f"{spec.class_name}: attn_implementation={config.attn_implementation!r} is not modelled "
+                               "for this pipeline (sdpa, its default, is; eager is for UNet pipelines)")  # fmt: skip
+    return True
 
 
 _BITSANDBYTES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8")
