@@ -224,12 +224,13 @@ def test_quantization_packs_the_denoiser_and_t5_only() -> None:
         simulate(TINY_FLUX, **options, quantization="int8wo")
 
 
-def test_eager_attention_materialises_the_unet_scores_and_is_refused_where_not_modelled() -> None:
-    """``eager`` on a UNet pipeline: diffusers' AttnProcessor (baddbmm scores) raises the UNet's peak; a DiT's
-    dispatcher is refused in one line, never silently run as SDPA."""
+def test_eager_attention_materialises_the_scores_and_is_refused_where_not_modelled() -> None:
+    """``eager``: diffusers' AttnProcessor (baddbmm scores) in SDXL's UNet, the dispatcher's math backend in FLUX's
+    transformer, both above SDPA's peak; SD3's joint attention has no eager form: one line, never SDPA in silence."""
     options = dict(task="generate", num_inference_steps=2, height=128, width=128, device="h100")
-    sdpa, eager = (simulate(TINY, **options, attn_implementation=a) for a in ("sdpa", "eager"))
-    unet = [next(c.peak_bytes for c in r.components if c.name == "unet") for r in (sdpa, eager)]
-    assert unet[1] > unet[0] and eager.options["attn_implementation"] == "eager"
-    with pytest.raises(UnsupportedError, match="attn_implementation='eager' is not modelled for this pipeline"):
-        simulate(TINY_FLUX, attn_implementation="eager", **options)
+    for tiny, denoiser in ((TINY, "unet"), (TINY_FLUX, "transformer")):
+        sdpa, eager = (simulate(tiny, **options, attn_implementation=a) for a in ("sdpa", "eager"))
+        peaks = [next(c.peak_bytes for c in r.components if c.name == denoiser) for r in (sdpa, eager)]
+        assert peaks[1] > peaks[0] and eager.options["attn_implementation"] == "eager", tiny
+    with pytest.raises(UnsupportedError, match="'eager' is not modelled for SD3Transformer2DModel"):
+        simulate(TINY_SD3, attn_implementation="eager", **options)

@@ -139,12 +139,8 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         _quantize(spec, modules, config, device, dtype)
     is_wan = spec.class_name in wan.WAN_PIPELINES
     vae = _diffusers_model(spec, "vae", device, getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype)
-    if eager:  # diffusers' classic processor: scores materialised by baddbmm, softmax, bmm
-        from diffusers.models.attention_processor import AttnProcessor
-
-        with_processors: list[Any] = [modules[spec.denoiser], vae]
-        for model in with_processors:
-            model.set_attn_processor(AttnProcessor())
+    if eager:
+        _eager(spec, modules[spec.denoiser], vae)
     if config.vae_tiling:
         vae.enable_tiling()
     if config.vae_slicing:
@@ -172,16 +168,37 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
 
 
 def _eager_attention(spec: PipelineSpec, config: SimulationConfig) -> bool:
-    """``attn_implementation``: ``sdpa`` (the pipelines' default, ``AttnProcessor2_0``) or ``eager`` for a UNet
-    pipeline: the text encoders' eager attention and diffusers' ``AttnProcessor`` in the UNet and the VAE, as
-    ``set_attn_processor(AttnProcessor())`` sets it. A DiT's attention goes through diffusers' dispatcher,
-    whose math backend is not modelled: refused, as are the other implementations."""
+    """``attn_implementation``: ``sdpa`` (the pipelines' default) or ``eager`` (``_eager``); the others are refused."""
     if config.attn_implementation in (None, "sdpa"):
         return False
-    if config.attn_implementation != "eager" or spec.denoiser != "unet":
+    if config.attn_implementation != "eager":
         raise UnsupportedError(f"{spec.class_name}: attn_implementation={config.attn_implementation!r} is not modelled "
-                               "for this pipeline (sdpa, its default, is; eager is for UNet pipelines)")  # fmt: skip
+                               "for pipelines (sdpa, their default, and eager are)")  # fmt: skip
     return True
+
+
+def _eager(spec: PipelineSpec, denoiser: Any, vae: Any) -> None:
+    """Attention with its scores materialised, besides the text encoders' own eager attention: diffusers' classic
+    ``AttnProcessor`` (``baddbmm``, softmax, ``bmm``) in place of ``AttnProcessor2_0`` (UNets, PixArt, the VAEs),
+    as ``set_attn_processor(AttnProcessor())`` sets it; where the processors go through diffusers' dispatcher
+    (FLUX, Wan), its ``_native_math`` backend (SDPA's math kernel), as ``set_attention_backend("_native_math")``
+    sets it. Other processors (SD3's joint attention) have no eager form here: refused."""
+    from diffusers.models.attention_processor import AttnProcessor
+
+    from .quiet import quiet_attention_backend
+
+    for model in (denoiser, vae):
+        processors = list(getattr(model, "attn_processors", {}).values())
+        if processors and all(type(p).__name__ == "AttnProcessor2_0" for p in processors):
+            model.set_attn_processor(AttnProcessor())
+        elif processors and all(hasattr(p, "_attention_backend") for p in processors):
+            with quiet_attention_backend():
+                model.set_attention_backend("_native_math")
+        elif processors or model is denoiser:
+            kinds = ", ".join(sorted({type(p).__name__ for p in processors})) or "its own attention"
+            raise UnsupportedError(f"{spec.class_name}: attn_implementation='eager' is not modelled for {type(model).__name__} "
+                                   f"({kinds}); sdpa, the default, is")  # fmt: skip
+        # a model with no attention processors (Wan's VAE) keeps its attention
 
 
 _BITSANDBYTES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8")

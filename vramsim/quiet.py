@@ -68,6 +68,14 @@ def quiet_image_processors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def quiet_attention_backend() -> Iterator[None]:
+    """Choosing a diffusers attention backend logs that backends are experimental: vramsim chooses one only
+    to run the attention the user asked for."""
+    with _dropping("diffusers.models.modeling_utils", "Attention backends are an experimental feature"):
+        yield
+
+
+@contextlib.contextmanager
 def _dropping(logger_name: str, text: str) -> Iterator[None]:
     """``logger_name``'s records that contain ``text`` dropped while entered."""
     logger = logging.getLogger(logger_name)

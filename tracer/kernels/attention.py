@@ -126,9 +126,13 @@ class GpuAttention:
     rocm: bool = False
 
     def backend(self, call: AttentionCall) -> str:
+        """The first backend of the priority order the user has not disabled (``sdpa_kernel``, ``enable_*_sdp``:
+        ``sdp_utils.cpp`` checks ``ctx.userEnabled*SDP()`` first) whose constraints the call meets; else math."""
         order = ("cudnn", "flash", "efficient") if self.prefers_cudnn() else ("flash", "efficient")
         checks = {"cudnn": self._cudnn_ok, "flash": self._flash_ok, "efficient": self._efficient_ok}
-        return next((name for name in order if _dense_ok(call) and checks[name](call)), "math")
+        enabled = {"cudnn": torch.backends.cuda.cudnn_sdp_enabled(), "flash": torch.backends.cuda.flash_sdp_enabled(),
+                   "efficient": torch.backends.cuda.mem_efficient_sdp_enabled()}  # fmt: skip
+        return next((name for name in order if enabled[name] and _dense_ok(call) and checks[name](call)), "math")
 
     def prefers_cudnn(self) -> bool:
         """``check_prefer_cudnn_attention`` (CUDA >= 13 builds): cuDNN > 9.15.0 on sm9x / sm10x."""
