@@ -234,3 +234,16 @@ def test_eager_attention_materialises_the_scores_and_is_refused_where_not_modell
         assert peaks[1] > peaks[0] and eager.options["attn_implementation"] == "eager", tiny
     with pytest.raises(UnsupportedError, match="'eager' is not modelled for SD3Transformer2DModel"):
         simulate(TINY_SD3, attn_implementation="eager", **options)
+
+
+def test_attention_slicing_slices_the_unet_heads() -> None:
+    """``enable_attention_slicing``: one head at a time (max) holds fewer scores than half the heads (auto); a
+    pipeline without a UNet cannot slice; a bad size is one line."""
+    options = dict(task="generate", num_inference_steps=2, height=128, width=128, device="h100")
+    auto, most = (simulate(TINY, attention_slicing=s, **options) for s in ("auto", "max"))
+    unet = [next(c.peak_bytes for c in r.components if c.name == "unet") for r in (auto, most)]
+    assert unet[1] < unet[0]
+    with pytest.raises(UnsupportedError, match="applies to SD 1.5 and SDXL"):
+        simulate(TINY_FLUX, attention_slicing="auto", **options)
+    with pytest.raises(ConfigError, match="attention_slicing is auto, max or a slice size"):
+        simulate(TINY, attention_slicing="half", **options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -48,6 +49,21 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     return torch.float32
 
 
+PIPELINE_OPTIONS = ("height", "width", "num_inference_steps", "guidance_scale", "num_images", "vae_tiling", "vae_slicing",
+                    "attention_slicing", "offload", "max_sequence_length", "num_frames", "cache_latents",
+                    "cache_text_embeddings")  # fmt: skip
+"""``SimulationConfig`` options a diffusion pipeline reads and no single model does."""
+
+
+def _refuse_pipeline_options(config: SimulationConfig) -> None:
+    """A pipeline's option given for a single model would change nothing: one line instead of a silent no-op."""
+    defaults = {f.name: f.default for f in dataclasses.fields(SimulationConfig)}
+    given = [name for name in PIPELINE_OPTIONS if getattr(config, name) != defaults[name]]
+    if given:
+        raise ConfigError(f"{given[0]} is an option of diffusion pipelines, and this model is not one; give a pipeline id "
+                          "or folder, or leave it out")  # fmt: skip
+
+
 def build_program(
     source: ModelSource,
     config: SimulationConfig,
@@ -72,6 +88,7 @@ def build_program(
             return build_training_program(pipeline, config, device=device, emulation=emulation, foreach=foreach,
                                           checkpointing=checkpointing)  # fmt: skip
         return build_pipeline_program(pipeline, config, device=device)
+    _refuse_pipeline_options(config)
     if isinstance(source, (str, Path)):
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
     if config.tp > 1:

@@ -264,6 +264,9 @@ class SimulationConfig:
         help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same))
     vae_slicing: bool = field(default=False, metadata=_option(
         help="diffusion pipelines: vae.enable_slicing(), decode the images one at a time", report=_same))
+    attention_slicing: str | None = field(default=None, metadata=_option(
+        help="diffusion pipelines with a UNet: pipe.enable_attention_slicing(slice_size): auto (half the heads at a "
+        "time), max (one head at a time) or a slice size", report=_same))
     offload: str = field(default="no", metadata=_option(
         help="diffusion pipelines: CPU offload as diffusers does it: model (enable_model_cpu_offload: only the running "
         "component's weights on the device), sequential (enable_sequential_cpu_offload: only the running layer's) or no",
@@ -464,6 +467,9 @@ def _check_image(config: SimulationConfig) -> None:
         if getattr(config, name) is not None:
             _check_count(name, getattr(config, name), most)
     _check_count("num_images", config.num_images, 1024)
+    slicing = config.attention_slicing
+    if slicing is not None and slicing not in ("auto", "max") and not (str(slicing).isdigit() and int(slicing) >= 1):
+        raise ConfigError(f"attention_slicing is auto, max or a slice size of at least 1, got {slicing!r}")
     if config.offload not in ("no", "model", "sequential"):
         raise ConfigError(f"unknown offload {config.offload!r}; choose one of: no, model, sequential")
     if config.offload != "no" and config.device.lower() == "cpu":

@@ -141,6 +141,8 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     vae = _diffusers_model(spec, "vae", device, getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype)
     if eager:
         _eager(spec, modules[spec.denoiser], vae)
+    if config.attention_slicing is not None:
+        _slice_attention(spec, modules, config.attention_slicing)
     if config.vae_tiling:
         vae.enable_tiling()
     if config.vae_slicing:
@@ -199,6 +201,21 @@ def _eager(spec: PipelineSpec, denoiser: Any, vae: Any) -> None:
             raise UnsupportedError(f"{spec.class_name}: attn_implementation='eager' is not modelled for {type(model).__name__} "
                                    f"({kinds}); sdpa, the default, is")  # fmt: skip
         # a model with no attention processors (Wan's VAE) keeps its attention
+
+
+def _slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], slicing: str) -> None:
+    """``pipe.enable_attention_slicing(slice_size)``: every component with ``set_attention_slice`` (a UNet) computes
+    its attention a slice of heads at a time (diffusers' ``SlicedAttnProcessor``)."""
+    size: str | int = int(slicing) if slicing.isdigit() else slicing
+    sliced: list[Any] = [m for m in modules.values() if hasattr(m, "set_attention_slice")]
+    if not sliced:
+        raise UnsupportedError(f"{spec.class_name} has no component that slices its attention (diffusers' "
+                               "set_attention_slice is a UNet's); attention_slicing applies to SD 1.5 and SDXL")  # fmt: skip
+    for model in sliced:
+        try:
+            model.set_attention_slice(size)
+        except ValueError as exc:  # a size larger than a layer's heads, as diffusers checks it
+            raise ConfigError(f"attention_slicing={slicing}: {first_line(exc)}") from None
 
 
 _BITSANDBYTES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8")
