@@ -243,7 +243,7 @@ def test_attention_slicing_slices_the_unet_heads() -> None:
     auto, most = (simulate(TINY, attention_slicing=s, **options) for s in ("auto", "max"))
     unet = [next(c.peak_bytes for c in r.components if c.name == "unet") for r in (auto, most)]
     assert unet[1] < unet[0]
-    with pytest.raises(UnsupportedError, match="applies to SD 1.5 and SDXL"):
+    with pytest.raises(UnsupportedError, match=r"applies to SD 1\.5 and SDXL"):
         simulate(TINY_FLUX, attention_slicing="auto", **options)
     with pytest.raises(ConfigError, match="attention_slicing is auto, max or a slice size"):
         simulate(TINY, attention_slicing="half", **options)

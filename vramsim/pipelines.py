@@ -32,7 +32,7 @@ from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
 from .program import Program, StepObserver
-from .quantization import check_quantized_target, quantization_config, quantize_model
+from .quantization import BITSANDBYTES_NAMES, check_quantized_target, quantization_config, quantize_model
 from .quiet import quiet_image_processors
 from .report import Assumption
 
@@ -218,10 +218,6 @@ def _slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], sl
             raise ConfigError(f"attention_slicing={slicing}: {first_line(exc)}") from None
 
 
-_BITSANDBYTES = ("nf4", "nf4-dq", "fp4", "fp4-dq", "int8")
-"""``--quantization`` names a pipeline takes: bitsandbytes', which both diffusers and transformers quantize with."""
-
-
 def _quantize(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: SimulationConfig, device: str,
               dtype: torch.dtype) -> None:  # fmt: skip
     """``--quantization`` on a pipeline quantizes what diffusers' pipeline-level quantization quantizes in its
@@ -230,10 +226,10 @@ def _quantize(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: S
     CLIP encoders and the VAE keep their dtype."""
     from transformers import BitsAndBytesConfig, T5EncoderModel, UMT5EncoderModel
 
-    spec_name = config.quantization if isinstance(config.quantization, str) else type(config.quantization).__name__
-    if spec_name not in _BITSANDBYTES and not isinstance(config.quantization, BitsAndBytesConfig):
-        raise UnsupportedError(f"{spec.class_name}: pipelines are quantized with bitsandbytes (nf4, nf4-dq, fp4, fp4-dq, "
-                               f"int8), not {spec_name}")  # fmt: skip
+    given = config.quantization if isinstance(config.quantization, str) else type(config.quantization).__name__
+    if given not in BITSANDBYTES_NAMES and not isinstance(config.quantization, BitsAndBytesConfig):
+        raise UnsupportedError(f"{spec.class_name}: pipelines are quantized with bitsandbytes "
+                               f"({', '.join(BITSANDBYTES_NAMES)}), not {given}")  # fmt: skip
     quantization = quantization_config(config.quantization, dtype)
     check_quantized_target(quantization, target=config.device, train=False, lora=False)
     for name, module in modules.items():

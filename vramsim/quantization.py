@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # torch loads when a model is quantized: the command line rea
     import torch
 
 __all__ = [
-    "QUANTIZATIONS", "check_quantized_target", "describe_quantization", "is_bitsandbytes", "logical_numel",
+    "BITSANDBYTES_NAMES", "QUANTIZATIONS", "check_quantized_target", "describe_quantization", "is_bitsandbytes", "logical_numel",
     "quantization_config", "quantization_notes", "quantize_model", "quantized_kernels_on_meta",
 ]
 
@@ -51,6 +51,8 @@ groups of 128, as the common checkpoints; ``fp8`` is e4m3 weights in 128x128 blo
 activation scales; ``int8wo`` is torchao's ``Int8WeightOnlyConfig`` (per row); the rest are the
 libraries' defaults."""
 _CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config", "int8wo": "TorchAoConfig"}
+BITSANDBYTES_NAMES = tuple(name for name in QUANTIZATIONS if name not in _CONFIG_CLASSES)
+"""The ``QUANTIZATIONS`` names that are bitsandbytes' formats (their config is ``BitsAndBytesConfig``)."""
 _SIMULATED = ("BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "FineGrainedFP8Config", "TorchAoConfig")
 
 

@@ -482,11 +482,10 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
 def _unheld(model: Any, *, embedding: bool, head: bool) -> int:
     """Bytes of the input embedding and the output head a pipeline stage does not hold (a tied pair is one
     tensor: dropped only when the stage holds neither)."""
-    kept = {id(m.weight) for m, held in ((model.get_input_embeddings(), embedding), (model.get_output_embeddings(), head))
-            if held and m is not None}  # fmt: skip
-    dropped = {id(m.weight): m.weight for m, held in ((model.get_input_embeddings(), embedding),
-                                                      (model.get_output_embeddings(), head))
-               if not held and m is not None and id(m.weight) not in kept}  # fmt: skip
+    pairs = [(m.weight, held) for m, held in ((model.get_input_embeddings(), embedding),
+                                              (model.get_output_embeddings(), head)) if m is not None]  # fmt: skip
+    kept = {id(weight) for weight, held in pairs if held}
+    dropped = {id(weight): weight for weight, held in pairs if not held and id(weight) not in kept}
     return sum(_rounded(w.numel() * w.element_size()) for w in dropped.values())
 
 
@@ -513,7 +512,7 @@ def _rounded(nbytes: int) -> int:
     return -(-nbytes // _ALLOCATION_ROUND) * _ALLOCATION_ROUND
 
 
-def _non_torch(target: Target, tp: int, engine: str, pp: int = 1) -> list[tuple[str, int, str]]:
+def _non_torch(target: Target, tp: int, engine: str, pp: int) -> list[tuple[str, int, str]]:
     """Memory outside torch an engine adds after its first snapshot: the NCCL buffers of each group a rank
     belongs to (tensor parallel; pipeline parallel's, which sends the hidden states on) and vLLM's
     custom all-reduce buffer, with tensor parallel."""
