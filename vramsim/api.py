@@ -60,7 +60,7 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
 
 ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
-                              "headroom", "expandable_segments", "pp", "pp_schedule", "micro_batches",
+                              "headroom", "expandable_segments", "cuda_module_loading", "pp", "pp_schedule", "micro_batches",
                               "pp_virtual_stages", "offload_states", "shard_group_size",
                               "torch_empty_cache_steps"})  # fmt: skip
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
@@ -239,7 +239,7 @@ class Analysis:
         graph: every variant of ``simulate_each`` and every advice line that asks the same reuses one."""
         config = self._config
         key = (plan.spec, config.sharding, config.pipeline, config.expandable_segments, config.gpus, config.headroom,
-               config.task, id(self._timeline), config.torch_empty_cache_steps)  # fmt: skip
+               config.task, id(self._timeline), config.torch_empty_cache_steps, config.cuda_module_loading)  # fmt: skip
         outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
         if key not in outcomes:
             outcomes[key] = self._run(plan)
@@ -270,7 +270,8 @@ class Analysis:
         usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
         return device_memory(timeline, self._target, training=self._config.task == "train",
                              expandable_segments=self._config.expandable_segments, world_size=self._config.gpus,
-                             usable_bytes=usable, empty_cache_steps=self._config.torch_empty_cache_steps)  # fmt: skip
+                             usable_bytes=usable, empty_cache_steps=self._config.torch_empty_cache_steps,
+                             module_loading=self._config.cuda_module_loading)  # fmt: skip
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
         """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""

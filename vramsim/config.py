@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from vramsim.estimators.assumptions import ModuleLoading
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
@@ -188,6 +189,10 @@ class SimulationConfig:
         "op's output materialised (inductor's fusion is not modelled, vramsim/compiled.py)", report=_same))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
+    cuda_module_loading: ModuleLoading = field(default="lazy", metadata=_option(
+        help="CUDA_MODULE_LOADING of the run: lazy (PyTorch's setting since CUDA 11.7) or eager (CUDA before 11.7, "
+        "or set so): the context then holds every kernel of libtorch_cuda, a figure measured per architecture "
+        "(estimators/assumptions.py)", report=_same, commands=("trace",)))
     headroom: float = field(default=0.10, metadata=_option(
         help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
     gpus: int = field(default=1, metadata=_option(
@@ -338,6 +343,8 @@ class SimulationConfig:
             raise ConfigError(f"unknown cache_implementation {self.cache_implementation!r}; choose one of: dynamic, static")
         if self.cache_implementation == "static" and self.task != "generate":
             raise ConfigError(f"cache_implementation='static' is the generate loop's cache; task='{self.task}' keeps none")
+        if self.cuda_module_loading not in ("lazy", "eager"):
+            raise ConfigError(f"unknown cuda_module_loading {self.cuda_module_loading!r}; choose one of: lazy, eager")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
         try:
