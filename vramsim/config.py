@@ -139,8 +139,9 @@ class SimulationConfig:
         parse=_optimizer_flag, report=_optimizer_name))
     checkpointing: str = field(default="none", metadata=_option(
         help="activation checkpointing: none, full, every:K, selective, selective:torchtitan (its op-level SAC: every "
-        "second matmul recomputed), offload, or all for a table of each "
-        "(estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
+        "second matmul recomputed), first:F[+selective[:torchtitan]:S] (the first F layers in full, the next S "
+        "selectively), auto (the per-layer mix that fits with the fewest recomputed FLOPs), offload, or all for a table "
+        "of each (estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
     gradient_checkpointing: bool = field(default=False, metadata=_option(help="alias of --checkpointing full"))
     grad_accum: int = field(default=1, metadata=_option(
         help="gradient accumulation: micro-steps of --batch-size each per optimizer step; gradients add up in .grad",
