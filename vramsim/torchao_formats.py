@@ -15,12 +15,12 @@ code run on meta. Three configs are modelled, each as torchao's defaults run it:
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from vramsim.estimators.devices import DeviceProfile
 
 from .errors import UnsupportedError
+from .quiet import quiet_torchao
 from .report import Assumption
 
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line imports this module without it
@@ -38,8 +38,7 @@ FLOAT8_CAPABILITY = (8, 9)
 _KINDS = {"Int8WeightOnlyConfig": "int8wo", "Int4WeightOnlyConfig": "int4wo",
           "Float8DynamicActivationFloat8WeightConfig": "fp8-rowwise"}  # fmt: skip
 
-# torchao's import logs a warning per CUDA extension it cannot load here; peft imports it whenever installed.
-logging.getLogger("torchao").setLevel(logging.ERROR)
+quiet_torchao()
 
 
 def torchao_quant_type(name: str) -> Any:
