@@ -266,3 +266,13 @@ def test_the_cli_traces_torchao_int4_on_an_h100(tmp_path: Path, capsys: pytest.C
                          "--dtype", "bf16", "--seq-len", "16", "--max-new-tokens", "2")  # fmt: skip
     assert code == 0, err
     assert "torchao int4 weight-only" in out
+
+
+def test_the_largest_fit_builds_an_int4_model_as_its_traces_do() -> None:
+    """The sequence search reads the model's position limit from a model built with mslk's helpers stood in."""
+    pytest.importorskip("torchao")
+    from vramsim.fitting import largest_fit
+
+    fit = largest_fit(_llama(), sizes=("seq_len",), device="h100", quantization="int4wo", dtype="bf16", task="forward",
+                      seq_len=64)  # fmt: skip
+    assert fit.seq_len is not None and (fit.seq_len.value, fit.seq_len.bound_by) == (128, "max_position_embeddings")
