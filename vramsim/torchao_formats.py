@@ -121,9 +121,9 @@ def quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
 
     kind = _kind(config)
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
-    if kind == "int4wo" and (device != "meta" or dtype != torch.bfloat16):
-        raise UnsupportedError("int4wo (torchao's Int4Tensor) is simulated on meta only, in bfloat16 (mslk's kernels are "
-                               "CUDA-only and take bf16 inputs): give dtype=bf16 and a GPU target")  # fmt: skip
+    if kind == "int4wo" and (device == "cpu" or dtype != torch.bfloat16):
+        raise UnsupportedError("int4wo (torchao's Int4Tensor) runs on CUDA only, in bfloat16 (mslk's kernels): give "
+                               "dtype=bf16 and a GPU target")  # fmt: skip
     quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
     quantizer.preprocess_model(model, device_map={"": device})
     with torchao_float8_hardware_checked():  # check_torchao checked the target
