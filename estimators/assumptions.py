@@ -478,6 +478,9 @@ QUANTIZED_KERNELS = {
     "fp8": "transformers' FP8Linear over DeepGEMM or the Triton finegrained-fp8 kernel, each input quantized to "
     "float8 with a float32 scale per token and 128 columns first",
     "int8wo": "torchao's Int8Tensor linear run eagerly (the int8 weight cast to the input's dtype, then a matmul)",
+    "int4wo": "torchao's Int4Tensor linear over mslk's bf16i4bf16_rowwise (a CUTLASS sm90 GEMM writing the bf16 output)",
+    "fp8-rowwise": "torchao's Float8Tensor linear, torch path: each input quantized to float8 with a float32 scale per "
+    "token, then torch._scaled_mm with row-wise scales",
 }
 """The kernel each GPTQ/AWQ/FP8/torchao format is simulated with (``vramsim/quantized_formats.py``).
 
@@ -487,7 +490,9 @@ NVIDIA GPUs when its CUDA extension is built, and ``GPTQMODEL_MARLIN_USE_FP32`` 
 assumed unset. transformers fetches its FP8 kernels from the Hub at run time (DeepGEMM on
 Hopper/Blackwell with ``kernels`` and a CUDA toolkit, else Triton); both write the quantized
 input before the GEMM. torchao's linear is assumed not compiled (``torch.compile`` would fuse the
-cast into the matmul).
+cast into the matmul). torchao's int4 default needs mslk, whose GEMM is a CUTLASS sm90 kernel;
+its float8 per-row configs are assumed to take the torch path (mslk's, chosen by ``AUTO`` on sm 9.0+
+when mslk is installed, quantizes the input in one Triton kernel).
 """
 
 COMPILE_MODELLED = (
