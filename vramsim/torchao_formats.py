@@ -42,16 +42,18 @@ quiet_torchao()
 
 
 def torchao_quant_type(name: str) -> Any:
-    """torchao's config for a ``TORCHAO_NAMES`` name, its defaults but the granularity ``fp8-rowwise`` names."""
+    """torchao's config for a ``TORCHAO_NAMES`` name: its defaults, but the granularity ``fp8-rowwise`` names."""
     try:
         from torchao import quantization
     except ImportError as exc:
         raise UnsupportedError(f"{name} is a torchao format: install torchao (pip install torchao)") from exc
+    # set_inductor_config would retune torch._inductor.config for the whole process; a quantized run is not compiled
+    # here (compile refuses quantization), so it would change nothing but later compiled runs in the same process.
     if name == "int8wo":
-        return quantization.Int8WeightOnlyConfig()
+        return quantization.Int8WeightOnlyConfig(set_inductor_config=False)
     if name == "int4wo":
-        return quantization.Int4WeightOnlyConfig()
-    return quantization.Float8DynamicActivationFloat8WeightConfig(granularity=quantization.PerRow())
+        return quantization.Int4WeightOnlyConfig(set_inductor_config=False)
+    return quantization.Float8DynamicActivationFloat8WeightConfig(granularity=quantization.PerRow(), set_inductor_config=False)
 
 
 def is_torchao(config: Any) -> bool:
