@@ -91,3 +91,12 @@ def test_cli_takes_the_loop_flags(tiny_llama, tmp_path, capsys) -> None:  # type
     assert settings["gradient accumulation"] == "2 micro-steps per optimizer step"
     assert settings["gradient clipping"] == "clip_grad_norm_ to 1 (foreach)"
     assert settings["outputs"] == "kept through backward"
+
+
+def test_one_step_reports_the_first_steps_peak(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """``steps=1`` (a sweep that asks only whether a program traces): the first step, said so; 0 steps is refused."""
+    one, two = (vramsim.simulate(tiny_llama, task="train", seq_len=32, device="cpu", steps=n) for n in (1, 2))
+    assert "not a steady state" in next(a.detail for a in one.assumptions if a.name == "steady_state")
+    assert one.peak_at.step == 0 and two.peak_at.step == 1
+    with pytest.raises(vramsim.ConfigError, match="steps must be at least 1"):
+        vramsim.simulate(tiny_llama, task="train", seq_len=32, device="cpu", steps=0)

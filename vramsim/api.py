@@ -428,7 +428,8 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
     notes = [
         Assumption(
             name="steady_state",
-            detail=f"{config.steps} steps are run; the peak reported is the last one's",
+            detail=f"{config.steps} steps are run; the peak reported is the last one's" if config.steps > 1
+            else "1 step is run; the peak reported is the first step's, not a steady state",
         )
     ]
     if config.checkpointing != "none":

@@ -285,7 +285,8 @@ class SimulationConfig:
         help="training a diffusion pipeline: the prompt's embeddings are precomputed and the text encoders deleted, as "
         "the DreamBooth scripts do for one instance prompt", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
-        help="steps run; the last one is the steady state that is reported", cli=False))
+        help="steps run; the last one's peak is reported: from 2 steps on a steady state, with 1 the first step's "
+        "(a sweep that only asks whether a program traces)", cli=False))
 
     @property
     def sharding(self) -> ShardingPlan:
@@ -397,8 +398,8 @@ class SimulationConfig:
         if isinstance(self.quantization, str) and self.quantization.lower() not in QUANTIZATIONS:
             raise ConfigError(f"unknown quantization {self.quantization!r}; choose one of: {', '.join(QUANTIZATIONS)}")
         _check_image(self)
-        if self.steps < 2:
-            raise ConfigError(f"steps must be at least 2 (the last is the steady state), got {self.steps}")
+        if self.steps < 1:
+            raise ConfigError(f"steps must be at least 1, got {self.steps}")
 
 
 def _check_compile(config: SimulationConfig) -> None:

@@ -91,7 +91,8 @@ def small_config(model_type: str, class_name: str) -> PretrainedConfig:
 
 
 def trace(model_type: str, class_name: str, device: str, mapping: str = "") -> vramsim.Report:
-    """One training step (twice) of the architecture on ``device``.
+    """One training step of the architecture on ``device`` (``steps=1``: a second step runs the same ops, and
+    the sweep asks only whether they trace; the ground truth checks steady states).
 
     A head that returns no loss (its ``forward`` takes no ``labels``, or, like ShieldGemma 2's,
     drops it) is trained on the mean of its first output, through ``simulate``'s ``loss=``.
@@ -104,7 +105,8 @@ def trace(model_type: str, class_name: str, device: str, mapping: str = "") -> v
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return vramsim.simulate(
-            config, model_class=class_name, task="train", batch_size=BATCH_SIZE, seq_len=seq_len, device=device, loss=_loss
+            config, model_class=class_name, task="train", batch_size=BATCH_SIZE, seq_len=seq_len, device=device, loss=_loss,
+            steps=1,
         )
 
 

@@ -3,13 +3,13 @@
 The mappings are transformers' ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, ``..._MASKED_LM_...``,
 ``..._SEQ_TO_SEQ_CAUSAL_LM_...``, ``..._IMAGE_CLASSIFICATION_...``, ``..._SPEECH_SEQ_2_SEQ_...``
 and ``..._CTC_...``. Each architecture is built from its default config
-(``AutoConfig.for_model(model_type)``) and runs ``vramsim.simulate(task="train")`` (forward,
-backward, AdamW step, twice) at a small sequence length on both targets.
+(``AutoConfig.for_model(model_type)``) and runs ``vramsim.simulate(task="train", steps=1)`` (forward,
+backward, AdamW step) at a small sequence length on both targets.
 
 For CI speed the layer count is capped at 2 (``num_hidden_layers`` and its kin, keeping one
 layer of each kind a hybrid model mixes): the layer count does not change which ops run.
 ``architectures.py`` states the few other adjustments (unset sizes filled, sub-configs picked).
-The traces run in one worker process per core; the whole module takes about 4-5 minutes on 2
+The traces run in one worker process per core; the whole module takes about 2-3 minutes on 2
 cores.
 
 ``KNOWN_FAILURES.md`` lists every architecture that does not trace, and why. The tests assert
