@@ -249,8 +249,8 @@ class SimulationConfig:
         help="diffusion pipelines: denoising steps (none given: the pipeline's default, e.g. 50 for SDXL, 28 for FLUX)",
         parse=int, report=_same))
     max_sequence_length: int | None = field(default=None, metadata=_option(
-        help="FLUX, SD3, PixArt and Wan pipelines: tokens the T5 prompt is padded to (none given: the pipeline's default, "
-        "512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt)", parse=int,
+        help="FLUX, SD3, PixArt, Wan and LTX pipelines: tokens the T5 prompt is padded to (none given: the pipeline's "
+        "default, 512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt, 128 for LTX)", parse=int,
         report=_same))
     guidance_scale: float | None = field(default=None, metadata=_option(
         help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
@@ -258,7 +258,8 @@ class SimulationConfig:
     num_images: int = field(default=1, metadata=_option(
         help="diffusion pipelines: images per prompt (num_images_per_prompt)", parse=int, report=_same))
     num_frames: int | None = field(default=None, metadata=_option(
-        help="video pipelines: frames to generate (none given: the pipeline's default, 81 for Wan 2.1)", parse=int,
+        help="video pipelines: frames to generate (none given: the pipeline's default, 81 for Wan 2.1, 161 for LTX)",
+        parse=int,
         report=_same))
     vae_tiling: bool = field(default=False, metadata=_option(
         help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same))
