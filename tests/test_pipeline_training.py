@@ -101,3 +101,33 @@ def test_a_stable_diffusion_pipeline_trains_its_unet_as_measured_on_the_cpu(tmp_
     measured = measure_cpu(str(folder), SimulationConfig(device="cpu", **options)).peak_bytes
     assert abs(predicted.peak_bytes / measured - 1) <= 0.005
     assert [c.name for c in predicted.components] == ["text_encoder", "unet", "vae"]
+
+
+TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
+_SD3 = {"task": "train", "device": "cpu", "height": 64, "width": 64, "cache_latents": True}
+
+
+def test_sd3_lora_adapts_the_scripts_joint_attention_projections() -> None:
+    """train_dreambooth_lora_sd3.py's default targets (both streams' attention projections), as peft counts them; the three
+    text encoders encode the prompt each step, T5 over the script's 77 tokens unless max_sequence_length is given."""
+    import peft
+    from diffusers import SD3Transformer2DModel
+
+    from vramsim.estimators.assumptions import SD3_SCRIPT_LORA_TARGETS
+
+    report = simulate(TINY_SD3, lora=4, **_SD3)
+    transformer = SD3Transformer2DModel.from_config(SD3Transformer2DModel.load_config(f"{TINY_SD3}/transformer"))
+    config = peft.LoraConfig(r=4, lora_alpha=4, target_modules=list(SD3_SCRIPT_LORA_TARGETS))
+    trainable, _ = peft.get_peft_model(transformer, config).get_nb_trainable_parameters()
+    assert report.trainable_parameters == trainable
+    assert [c.name for c in report.components] == ["text_encoder", "text_encoder_2", "text_encoder_3", "transformer"]
+    longer = simulate(TINY_SD3, lora=4, max_sequence_length=256, **_SD3)
+    t5 = [next(c.peak_bytes for c in r.components if c.name == "text_encoder_3") for r in (report, longer)]
+    assert t5[0] < t5[1]
+    with pytest.raises(ConfigError, match="has no T5 text encoder"):
+        simulate(TINY_SDXL, task="train", device="cpu", max_sequence_length=77)
+
+
+def test_sd3_cached_embeddings_take_the_three_encoders_off_the_device() -> None:
+    cached = simulate(TINY_SD3, lora=4, cache_text_embeddings=True, **_SD3)
+    assert [c.name for c in cached.components] == ["transformer"]

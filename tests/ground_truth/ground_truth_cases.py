@@ -386,6 +386,9 @@ CASES: list[Case] = [
     Case("flux-pipeline-train-lora", tiny_flux, {"task": "train", "lora": 4, "height": 64, "width": 64,
                                                   "cache_latents": True, "max_sequence_length": 32}),
     Case("sdxl-pipeline-train-full", tiny_sdxl, {"task": "train", "height": 32, "width": 32}),
+    # The whole SD3 MMDiT-X trained in fp32 as train_dreambooth_sd3.py runs it: the three encoders on the prompt (T5 at the
+    # script's 77 tokens), cached latents, logit-normal timesteps, the preconditioned flow-matching loss, AdamW.
+    Case("sd3-pipeline-train-full", tiny_sd3, {"task": "train", "height": 64, "width": 64, "cache_latents": True}),
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),
