@@ -72,6 +72,8 @@ def test_a_pipeline_without_a_training_recipe_is_a_one_line_error(tmp_path: Path
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [({"task": "generate", "cache_latents": True}, ConfigError, "shape a pipeline's training step"),
+     ({"task": "generate", "ema": True}, ConfigError, "trains nothing"),
+     ({"task": "train", "ema": True, "lora": 4}, ConfigError, "the LoRA scripts keep no EMA"),
      ({"task": "train", "dtype": "bf16"}, ConfigError, "drop --dtype"),
      ({"task": "train", "grad_accum": 2}, UnsupportedError, "grad_accum is not modelled yet")],
 )  # fmt: skip
@@ -131,3 +133,19 @@ def test_sd3_lora_adapts_the_scripts_joint_attention_projections() -> None:
 def test_sd3_cached_embeddings_take_the_three_encoders_off_the_device() -> None:
     cached = simulate(TINY_SD3, lora=4, cache_text_embeddings=True, **_SD3)
     assert [c.name for c in cached.components] == ["transformer"]
+
+
+def test_ema_keeps_an_fp32_copy_of_the_trained_unet_as_measured_on_the_cpu() -> None:
+    """``--use_ema``: diffusers' EMAModel clones every trained weight (fp32) and updates it after the optimizer step; the
+    copy is counted with the optimizer states, and the whole step matches the real CPU run."""
+    from vramsim.config import SimulationConfig
+    from vramsim.measure import measure_cpu
+
+    options = {"task": "train", "device": "cpu", "height": 32, "width": 32}
+    plain, ema = (simulate(TINY_SDXL, **options, **given) for given in ({}, {"ema": True}))
+    assert ema.breakdown["optimizer_states"] - plain.breakdown["optimizer_states"] == 4 * ema.trainable_parameters
+    assert "ema" in {a.name for a in ema.assumptions} and ema.options["ema"]
+    measured = measure_cpu(TINY_SDXL, SimulationConfig(ema=True, **options)).peak_bytes
+    assert abs(ema.peak_bytes / measured - 1) <= 0.005
+    with pytest.raises(ConfigError, match="ema is an option of diffusion pipelines"):
+        simulate("gpt2", task="train", device="cpu", ema=True)

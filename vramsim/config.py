@@ -278,6 +278,9 @@ class SimulationConfig:
     cache_text_embeddings: bool = field(default=False, metadata=_option(
         help="training a diffusion pipeline: the prompt's embeddings are precomputed and the text encoders deleted, as "
         "the DreamBooth scripts do for one instance prompt", report=_same))
+    ema: bool = field(default=False, metadata=_option(
+        help="training a diffusion pipeline's whole denoiser: diffusers' EMAModel (the scripts' --use_ema) keeps an fp32 "
+        "copy of the trained weights on the device and updates it after each optimizer step", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
         help="steps run; the last one is the steady state that is reported", cli=False))
 
@@ -475,6 +478,8 @@ def _check_image(config: SimulationConfig) -> None:
         raise ConfigError(f"unknown offload {config.offload!r}; choose one of: no, model, sequential")
     if config.offload != "no" and config.device.lower() == "cpu":
         raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
+    if config.ema and config.task != "train":
+        raise ConfigError(f"ema averages the weights a training step updates; task='{config.task}' trains nothing")
     if (config.cache_latents or config.cache_text_embeddings) and config.task != "train":
         raise ConfigError(f"cache_latents and cache_text_embeddings shape a pipeline's training step; task='{config.task}' "
                           "trains nothing")  # fmt: skip

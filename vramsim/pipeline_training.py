@@ -10,7 +10,9 @@ through the frozen text encoders, the denoiser's forward under accelerate's auto
 latents for SD3), backward
 and the optimizer step. ``cache_latents`` and ``cache_text_embeddings`` are the scripts'
 ``--cache_latents`` and precomputed prompt embeddings: the VAE or the text encoders are then not on
-the device, their outputs are. A pipeline is trained once it has a ``Recipe`` in ``RECIPES``.
+the device, their outputs are. ``ema`` is the scripts' ``--use_ema``: diffusers' ``EMAModel`` keeps an fp32 copy
+of the trained weights and updates it after each optimizer step. A pipeline is trained once it has a ``Recipe``
+in ``RECIPES``.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class _TrainStep:
     lora: bool
     resolution: tuple[int, int]
     """The pixel batch's height and width."""
+    ema: Any = None
+    """diffusers' ``EMAModel`` over the trained weights (``--use_ema``); None without it."""
 
     def __call__(self, program: Program, observer: StepObserver) -> None:
         denoiser = program.modules[self.spec.denoiser]
@@ -108,6 +112,10 @@ class _TrainStep:
         if program.scaler is not None:
             observer.mark(tensors_in(program.scaler), Category.OPTIMIZER_STATE)
         program.optimizer.zero_grad()  # the scripts' optimizer.zero_grad(): set_to_none, torch's default
+        if self.ema is not None:  # after the optimizer step, as train_text_to_image.py calls ema_unet.step
+            self.ema.step(denoiser.parameters())
+            shadows = zip((name for name, _ in denoiser.named_parameters()), self.ema.shadow_params, strict=True)
+            observer.mark_owned(shadows, Category.OPTIMIZER_STATE)
 
     def _latents(self, program: Program) -> torch.Tensor:
         """``vae.encode(pixel_values).latent_dist.sample()``, shifted and scaled, in ``weight_dtype``; cached:
@@ -359,10 +367,11 @@ def build_training_program(
     if optimizer is None:
         raise ConfigError("a training step needs an optimizer; optimizer=None takes no step")
     scaler = torch.amp.GradScaler(torch.device(device).type) if mixed == torch.float16 else None
+    ema = _ema(denoiser) if config.ema else None
     return Program(
         modules=modules,
         step=_TrainStep(spec=spec, recipe=recipe, scheduler=_noise_scheduler(spec, recipe), weight_dtype=weight_dtype,
-                        cached=cached, lora=lora, resolution=_resolution(spec, config, denoiser)),
+                        cached=cached, lora=lora, resolution=_resolution(spec, config, denoiser), ema=ema),
         batch=batch,
         loss=None,
         optimizer=optimizer,
@@ -373,6 +382,14 @@ def build_training_program(
         units=units,
         max_grad_norm=SCRIPT_MAX_GRAD_NORM if config.max_grad_norm is None else config.max_grad_norm,
     )  # fmt: skip
+
+
+def _ema(denoiser: torch.nn.Module) -> Any:
+    """``EMAModel(unet.parameters(), ...)`` as train_text_to_image.py makes it (``foreach`` off, its default): a clone of
+    every trained weight, in the trained weights' fp32, on the device (``ema_unet.to(accelerator.device)``)."""
+    from diffusers.training_utils import EMAModel
+
+    return EMAModel(denoiser.parameters(), foreach=False)
 
 
 def _noise_scheduler(spec: PipelineSpec, recipe: Recipe) -> Any:
@@ -397,6 +414,9 @@ def _check(config: SimulationConfig) -> None:
     named = [name for name, on in taken.items() if on]
     if named:
         raise UnsupportedError(f"training a diffusion pipeline with {', '.join(named)} is not modelled yet")
+    if config.ema and config.lora is not None:
+        raise ConfigError("ema averages a full fine-tune's weights (the scripts' --use_ema); the LoRA scripts keep no EMA, "
+                          "drop ema or lora")  # fmt: skip
     if parse_checkpointing(config.checkpointing).kind not in ("none", "full", "every", "all"):
         raise UnsupportedError(f"checkpointing={config.checkpointing!r} is not modelled for a pipeline's denoiser; "
                                "use full (the scripts' --gradient_checkpointing) or every:K")  # fmt: skip
@@ -554,6 +574,11 @@ def training_notes(program: Program) -> list[Assumption]:
         notes.append(Assumption(name="lora_targets", detail=f"adapters on {', '.join(targets)} (the scripts' default "
                                 "target_modules unless --lora-targets names others; peft's all-linear is read as that default), "
                                 "init_lora_weights='gaussian'"))  # fmt: skip
+    if step.ema is not None:
+        notes.append(Assumption(name="ema", detail="diffusers' EMAModel over the trained weights (--use_ema, foreach off as "
+                                "train_text_to_image.py defaults it): an fp32 copy on the device, counted with the "
+                                "optimizer states, updated after each optimizer step; --offload_ema and --foreach_ema "
+                                "are not modelled"))  # fmt: skip
     if "latents" in step.cached:
         notes.append(
             Assumption(
