@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .errors import ConfigError
+from .errors import ConfigError, UnsupportedError
 from .report import Assumption
 
 if TYPE_CHECKING:
@@ -35,6 +35,12 @@ def _default(argument: str) -> Any:
     from .pipelines import call_default
 
     return call_default(LTX_PIPELINES[0], argument)
+
+
+def _diffusers_version() -> str:
+    import diffusers
+
+    return str(diffusers.__version__)
 
 
 def default_size() -> tuple[int, int]:
@@ -167,6 +173,10 @@ def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Te
     timestep = None
     if vae.config.timestep_conditioning:
         n = step.run.num_images
+        if vae.use_slicing and n > 1:
+            raise UnsupportedError(f"LTXPipeline: vae_slicing with {n} videos fails in diffusers {_diffusers_version()} itself "
+                                   "(AutoencoderKLLTXVideo.decode pairs the latent slices with each other, not with the "
+                                   "timesteps); decode one video, or without slicing")  # fmt: skip
         noise = torch.randn(latents.shape, device=device, dtype=latents.dtype)
         decode_timestep = [float(_default("decode_timestep"))] * n
         noise_scale = _default("decode_noise_scale")
