@@ -135,17 +135,16 @@ def test_sd3_cached_embeddings_take_the_three_encoders_off_the_device() -> None:
     assert [c.name for c in cached.components] == ["transformer"]
 
 
-def test_ema_keeps_an_fp32_copy_of_the_trained_unet_as_measured_on_the_cpu() -> None:
+def test_ema_keeps_an_fp32_copy_of_the_trained_denoiser_as_measured_on_the_cpu() -> None:
     """``--use_ema``: diffusers' EMAModel clones every trained weight (fp32) and updates it after the optimizer step; the
-    copy is counted with the optimizer states, and the whole step matches the real CPU run."""
+    copy is counted with the optimizer states, and the whole step matches the real CPU run (the tiny SD3 MMDiT-X)."""
     from vramsim.config import SimulationConfig
     from vramsim.measure import measure_cpu
 
-    options = {"task": "train", "device": "cpu", "height": 32, "width": 32}
-    plain, ema = (simulate(TINY_SDXL, **options, **given) for given in ({}, {"ema": True}))
-    assert ema.breakdown["optimizer_states"] - plain.breakdown["optimizer_states"] == 4 * ema.trainable_parameters
+    ema = simulate(TINY_SD3, ema=True, **_SD3)
+    assert ema.breakdown["optimizer_states"] >= 3 * 4 * ema.trainable_parameters  # AdamW's two moments and the copy
     assert "ema" in {a.name for a in ema.assumptions} and ema.options["ema"]
-    measured = measure_cpu(TINY_SDXL, SimulationConfig(ema=True, **options)).peak_bytes
+    measured = measure_cpu(TINY_SD3, SimulationConfig(ema=True, **_SD3)).peak_bytes
     assert abs(ema.peak_bytes / measured - 1) <= 0.005
     with pytest.raises(ConfigError, match="ema is an option of diffusion pipelines"):
         simulate("gpt2", task="train", device="cpu", ema=True)
