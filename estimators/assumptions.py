@@ -55,6 +55,8 @@ __all__ = [
     "QUANTIZED_KERNELS",
     "SCRIPT_LORA_TARGETS",
     "SCRIPT_MAX_GRAD_NORM",
+    "SD3_SCRIPT_LORA_TARGETS",
+    "SD3_SCRIPT_MAX_SEQUENCE_LENGTH",
     "TORCHTUNE_OUTPUT_CHUNKS",
     "TRAINER_LOG_HISTORY",
     "TRAINING_ARGS_BYTES",
@@ -432,6 +434,17 @@ SCRIPT_LORA_TARGETS = ("to_k", "to_q", "to_v", "to_out.0")
 """The modules diffusers' DreamBooth LoRA scripts adapt in a pipeline's denoiser (``target_modules`` of
 ``train_dreambooth_lora_sdxl.py``; the FLUX script's default before it added more), used when no
 ``--lora-targets`` are given: peft's ``all-linear`` default would adapt every linear layer of the denoiser."""
+
+SD3_SCRIPT_LORA_TARGETS = ("attn.add_k_proj", "attn.add_q_proj", "attn.add_v_proj", "attn.to_add_out", "attn.to_k",
+                           "attn.to_out.0", "attn.to_q", "attn.to_v")  # fmt: skip
+"""The modules ``train_dreambooth_lora_sd3.py`` adapts when ``--lora_layers`` is not given: both streams' attention
+projections of every joint block (the context stream's ``add_*`` ones too), used for SD3 when no ``--lora-targets``
+are given."""
+
+SD3_SCRIPT_MAX_SEQUENCE_LENGTH = 77
+"""T5 prompt tokens in diffusers' SD3 DreamBooth scripts (``train_dreambooth_sd3.py``, ``train_dreambooth_lora_sd3.py``:
+``--max_sequence_length`` defaults to 77, where StableDiffusion3Pipeline's ``__call__`` pads to 256), used for SD3's
+training step unless ``max_sequence_length`` is given."""
 
 SCRIPT_MAX_GRAD_NORM = 1.0
 """``--max_grad_norm``'s default in diffusers' training scripts, which clip the trained parameters' gradients every

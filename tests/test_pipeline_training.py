@@ -72,6 +72,8 @@ def test_a_pipeline_without_a_training_recipe_is_a_one_line_error(tmp_path: Path
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [({"task": "generate", "cache_latents": True}, ConfigError, "shape a pipeline's training step"),
+     ({"task": "generate", "ema": True}, ConfigError, "trains nothing"),
+     ({"task": "train", "ema": True, "lora": 4}, ConfigError, "the LoRA scripts keep no EMA"),
      ({"task": "train", "dtype": "bf16"}, ConfigError, "drop --dtype"),
      ({"task": "train", "grad_accum": 2}, UnsupportedError, "grad_accum is not modelled yet")],
 )  # fmt: skip
@@ -101,3 +103,48 @@ def test_a_stable_diffusion_pipeline_trains_its_unet_as_measured_on_the_cpu(tmp_
     measured = measure_cpu(str(folder), SimulationConfig(device="cpu", **options)).peak_bytes
     assert abs(predicted.peak_bytes / measured - 1) <= 0.005
     assert [c.name for c in predicted.components] == ["text_encoder", "unet", "vae"]
+
+
+TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
+_SD3 = {"task": "train", "device": "cpu", "height": 64, "width": 64, "cache_latents": True}
+
+
+def test_sd3_lora_adapts_the_scripts_joint_attention_projections() -> None:
+    """train_dreambooth_lora_sd3.py's default targets (both streams' attention projections), as peft counts them; the three
+    text encoders encode the prompt each step, T5 over the script's 77 tokens unless max_sequence_length is given."""
+    import peft
+    from diffusers import SD3Transformer2DModel
+
+    from vramsim.estimators.assumptions import SD3_SCRIPT_LORA_TARGETS
+
+    report = simulate(TINY_SD3, lora=4, **_SD3)
+    transformer = SD3Transformer2DModel.from_config(SD3Transformer2DModel.load_config(f"{TINY_SD3}/transformer"))
+    config = peft.LoraConfig(r=4, lora_alpha=4, target_modules=list(SD3_SCRIPT_LORA_TARGETS))
+    trainable, _ = peft.get_peft_model(transformer, config).get_nb_trainable_parameters()
+    assert report.trainable_parameters == trainable
+    assert [c.name for c in report.components] == ["text_encoder", "text_encoder_2", "text_encoder_3", "transformer"]
+    longer = simulate(TINY_SD3, lora=4, max_sequence_length=256, **_SD3)
+    t5 = [next(c.peak_bytes for c in r.components if c.name == "text_encoder_3") for r in (report, longer)]
+    assert t5[0] < t5[1]
+    with pytest.raises(ConfigError, match="has no T5 text encoder"):
+        simulate(TINY_SDXL, task="train", device="cpu", max_sequence_length=77)
+
+
+def test_sd3_cached_embeddings_take_the_three_encoders_off_the_device() -> None:
+    cached = simulate(TINY_SD3, lora=4, cache_text_embeddings=True, **_SD3)
+    assert [c.name for c in cached.components] == ["transformer"]
+
+
+def test_ema_keeps_an_fp32_copy_of_the_trained_denoiser_as_measured_on_the_cpu() -> None:
+    """``--use_ema``: diffusers' EMAModel clones every trained weight (fp32) and updates it after the optimizer step; the
+    copy is counted with the optimizer states, and the whole step matches the real CPU run (the tiny SD3 MMDiT-X)."""
+    from vramsim.config import SimulationConfig
+    from vramsim.measure import measure_cpu
+
+    ema = simulate(TINY_SD3, ema=True, **_SD3)
+    assert ema.breakdown["optimizer_states"] >= 3 * 4 * ema.trainable_parameters  # AdamW's two moments and the copy
+    assert "ema" in {a.name for a in ema.assumptions} and ema.options["ema"]
+    measured = measure_cpu(TINY_SD3, SimulationConfig(ema=True, **_SD3)).peak_bytes
+    assert abs(ema.peak_bytes / measured - 1) <= 0.005
+    with pytest.raises(ConfigError, match="ema is an option of diffusion pipelines"):
+        simulate("gpt2", task="train", device="cpu", ema=True)

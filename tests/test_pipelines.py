@@ -247,3 +247,42 @@ def test_attention_slicing_slices_the_unet_heads() -> None:
         simulate(TINY_FLUX, attention_slicing="auto", **options)
     with pytest.raises(ConfigError, match="attention_slicing is auto, max or a slice size"):
         simulate(TINY, attention_slicing="half", **options)
+
+
+TINY_LTX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-ltx")
+_LTX = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "num_frames": 9, "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def ltx() -> Report:
+    """A tiny LTXPipeline (T5, an LTX transformer, a 0.9.1-style VAE with timestep conditioning), 9 frames at 64x64."""
+    return simulate(TINY_LTX, **_LTX)
+
+
+def test_ltx_video_runs_t5_the_packed_transformer_and_the_timestep_aware_decode(ltx: Report) -> None:
+    """LTXPipeline.__call__'s defaults (guidance 3, 128 T5 tokens); guidance doubles the transformer's batch; the decode
+    mixes in noise at decode_timestep; sizes the pipeline refuses, and a slicing diffusers itself fails, are one line."""
+    assert {c.name: c.phase for c in ltx.components} == {
+        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
+    }  # fmt: skip
+    options = ltx.options
+    assert (options["guidance_scale"], options["max_sequence_length"], options["num_frames"]) == (3.0, 128, 9)
+    assert "decode_timestep=0.0" in next(a.detail for a in ltx.assumptions if a.name == "ltx_video")
+    assert ltx.peak_at.module.startswith("vae.decoder.")
+    unguided = simulate(TINY_LTX, guidance_scale=1.0, **_LTX)
+    assert _peaks(unguided)["transformer"] < _peaks(ltx)["transformer"]
+    with pytest.raises(ConfigError, match="divisible by 32"):
+        simulate(TINY_LTX, **{**_LTX, "height": 48})
+    with pytest.raises(UnsupportedError, match="vae_slicing with 2 videos fails in diffusers"):
+        simulate(TINY_LTX, **{**_LTX, "num_images": 2, "vae_slicing": True})
+
+
+def test_ltx_video_without_a_timestep_conditioned_vae_decodes_the_latents_as_they_are(tmp_path: Path, ltx: Report) -> None:
+    """LTX-Video 0.9.0's VAE (Lightricks/LTX-Video) takes no timestep: no decode noise is drawn, and the note says so."""
+    shutil.copytree(TINY_LTX, tmp_path / "ltx-090")
+    config_file = tmp_path / "ltx-090" / "vae" / "config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps(config | {"timestep_conditioning": False, "decoder_inject_noise": [False] * 4}))
+    report = simulate(str(tmp_path / "ltx-090"), **_LTX)
+    assert "takes no timestep" in next(a.detail for a in report.assumptions if a.name == "ltx_video")
+    assert report.parameters < ltx.parameters  # no time embedder, no noise scales

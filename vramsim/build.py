@@ -51,7 +51,7 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
 
 PIPELINE_OPTIONS = ("height", "width", "num_inference_steps", "guidance_scale", "num_images", "vae_tiling", "vae_slicing",
                     "attention_slicing", "offload", "max_sequence_length", "num_frames", "cache_latents",
-                    "cache_text_embeddings")  # fmt: skip
+                    "cache_text_embeddings", "ema")  # fmt: skip
 """``SimulationConfig`` options a diffusion pipeline reads and no single model does."""
 
 

@@ -256,8 +256,8 @@ class SimulationConfig:
         help="diffusion pipelines: denoising steps (none given: the pipeline's default, e.g. 50 for SDXL, 28 for FLUX)",
         parse=int, report=_same))
     max_sequence_length: int | None = field(default=None, metadata=_option(
-        help="FLUX, SD3, PixArt and Wan pipelines: tokens the T5 prompt is padded to (none given: the pipeline's default, "
-        "512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt)", parse=int,
+        help="FLUX, SD3, PixArt, Wan and LTX pipelines: tokens the T5 prompt is padded to (none given: the pipeline's "
+        "default, 512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt, 128 for LTX)", parse=int,
         report=_same))
     guidance_scale: float | None = field(default=None, metadata=_option(
         help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
@@ -265,7 +265,8 @@ class SimulationConfig:
     num_images: int = field(default=1, metadata=_option(
         help="diffusion pipelines: images per prompt (num_images_per_prompt)", parse=int, report=_same))
     num_frames: int | None = field(default=None, metadata=_option(
-        help="video pipelines: frames to generate (none given: the pipeline's default, 81 for Wan 2.1)", parse=int,
+        help="video pipelines: frames to generate (none given: the pipeline's default, 81 for Wan 2.1, 161 for LTX)",
+        parse=int,
         report=_same))
     vae_tiling: bool = field(default=False, metadata=_option(
         help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same))
@@ -284,6 +285,9 @@ class SimulationConfig:
     cache_text_embeddings: bool = field(default=False, metadata=_option(
         help="training a diffusion pipeline: the prompt's embeddings are precomputed and the text encoders deleted, as "
         "the DreamBooth scripts do for one instance prompt", report=_same))
+    ema: bool = field(default=False, metadata=_option(
+        help="training a diffusion pipeline's whole denoiser: diffusers' EMAModel (the scripts' --use_ema) keeps an fp32 "
+        "copy of the trained weights on the device and updates it after each optimizer step", report=_same))
     steps: int = field(default=2, repr=False, metadata=_option(
         help="steps run; the last one's peak is reported: from 2 steps on a steady state, with 1 the first step's "
         "(a sweep that only asks whether a program traces)", cli=False))
@@ -484,6 +488,8 @@ def _check_image(config: SimulationConfig) -> None:
         raise ConfigError(f"unknown offload {config.offload!r}; choose one of: no, model, sequential")
     if config.offload != "no" and config.device.lower() == "cpu":
         raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
+    if config.ema and config.task != "train":
+        raise ConfigError(f"ema averages the weights a training step updates; task='{config.task}' trains nothing")
     if (config.cache_latents or config.cache_text_embeddings) and config.task != "train":
         raise ConfigError(f"cache_latents and cache_text_embeddings shape a pipeline's training step; task='{config.task}' "
                           "trains nothing")  # fmt: skip

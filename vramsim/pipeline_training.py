@@ -1,15 +1,18 @@
 """One training step of a diffusion pipeline's denoiser, as diffusers' own training scripts run it.
 
 The scripts (``examples/text_to_image/train_text_to_image.py``, ``examples/dreambooth/
-train_dreambooth_lora_sdxl.py``, ``train_dreambooth_lora_flux.py``) keep the frozen components
+train_dreambooth_lora_sdxl.py``, ``train_dreambooth_lora_flux.py``, ``train_dreambooth_(lora_)sd3.py``) keep the frozen components
 (text encoders, VAE) in ``weight_dtype`` (the ``--mixed_precision`` dtype, else fp32), train the
 denoiser (all of it in fp32, or LoRA adapters added with ``add_adapter``) and run, per step: the
 VAE encode of the pixel batch with no gradient, latents scaled, noise and timesteps, the prompt
 through the frozen text encoders, the denoiser's forward under accelerate's autocast, an MSE loss
-(noise for epsilon-prediction UNets, ``noise - latents`` for flow-matching transformers), backward
+(noise for epsilon-prediction UNets, ``noise - latents`` for FLUX, the preconditioned prediction against the
+latents for SD3), backward
 and the optimizer step. ``cache_latents`` and ``cache_text_embeddings`` are the scripts'
 ``--cache_latents`` and precomputed prompt embeddings: the VAE or the text encoders are then not on
-the device, their outputs are. A pipeline is trained once it has a ``Recipe`` in ``RECIPES``.
+the device, their outputs are. ``ema`` is the scripts' ``--use_ema``: diffusers' ``EMAModel`` keeps an fp32 copy
+of the trained weights and updates it after each optimizer step. A pipeline is trained once it has a ``Recipe``
+in ``RECIPES``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from typing import Any, Literal
 
 import torch
 
-from vramsim.estimators.assumptions import FLUX_TRAINING_GUIDANCE, SCRIPT_LORA_TARGETS, SCRIPT_MAX_GRAD_NORM
+from vramsim.estimators.assumptions import (
+    FLUX_TRAINING_GUIDANCE,
+    SCRIPT_LORA_TARGETS,
+    SCRIPT_MAX_GRAD_NORM,
+    SD3_SCRIPT_LORA_TARGETS,
+    SD3_SCRIPT_MAX_SEQUENCE_LENGTH,
+)
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.categories import Category, Phase
 from vramsim.tracer.kernels.emulation import KernelEmulation
@@ -54,6 +63,11 @@ class Recipe:
     noise_scheduler: str | None = None
     """The scheduler class the script builds from the pipeline's scheduler config (the UNet scripts'
     ``DDPMScheduler.from_pretrained(..., subfolder="scheduler")``); None: the pipeline's own class."""
+    lora_targets: tuple[str, ...] = SCRIPT_LORA_TARGETS
+    """The modules the script's LoRA adapts when no ``--lora-targets`` are given."""
+    max_sequence_length: int | None = None
+    """T5's prompt tokens when ``max_sequence_length`` is not given: the script's default (SD3's 77); None: FLUX's
+    pipeline default (``flux.max_sequence_length``), or no T5."""
 
 
 @dataclass(kw_only=True)
@@ -69,6 +83,8 @@ class _TrainStep:
     lora: bool
     resolution: tuple[int, int]
     """The pixel batch's height and width."""
+    ema: Any = None
+    """diffusers' ``EMAModel`` over the trained weights (``--use_ema``); None without it."""
 
     def __call__(self, program: Program, observer: StepObserver) -> None:
         denoiser = program.modules[self.spec.denoiser]
@@ -96,6 +112,10 @@ class _TrainStep:
         if program.scaler is not None:
             observer.mark(tensors_in(program.scaler), Category.OPTIMIZER_STATE)
         program.optimizer.zero_grad()  # the scripts' optimizer.zero_grad(): set_to_none, torch's default
+        if self.ema is not None:  # after the optimizer step, as train_text_to_image.py calls ema_unet.step
+            self.ema.step(denoiser.parameters())
+            shadows = zip((name for name, _ in denoiser.named_parameters()), self.ema.shadow_params, strict=True)
+            observer.mark_owned(shadows, Category.OPTIMIZER_STATE)
 
     def _latents(self, program: Program) -> torch.Tensor:
         """``vae.encode(pixel_values).latent_dist.sample()``, shifted and scaled, in ``weight_dtype``; cached:
@@ -163,6 +183,27 @@ def _encode_flux(program: Program) -> dict[str, torch.Tensor]:
     return {"encoder_hidden_states": embeds, "pooled_projections": pooled, "txt_ids": text_ids}
 
 
+def _encode_sd3(program: Program) -> dict[str, torch.Tensor]:
+    """The SD3 scripts' ``encode_prompt``: both CLIPs' penultimate states side by side, padded to T5's width and followed
+    by T5's last hidden state; the pooled prompt is both CLIP projections."""
+    clip_prompt_embeds_list, clip_pooled_prompt_embeds_list = [], []
+    for name in ("text_encoder", "text_encoder_2"):
+        encoder: Any = program.modules[name]
+        prompt_embeds = encoder(program.batch["input_ids"], output_hidden_states=True)
+        pooled_prompt_embeds = prompt_embeds[0]
+        prompt_embeds = prompt_embeds.hidden_states[-2].to(dtype=encoder.dtype)
+        clip_prompt_embeds_list.append(prompt_embeds)
+        clip_pooled_prompt_embeds_list.append(pooled_prompt_embeds)
+    clip_prompt_embeds = torch.cat(clip_prompt_embeds_list, dim=-1)
+    pooled_prompt_embeds = torch.cat(clip_pooled_prompt_embeds_list, dim=-1)
+    t5: Any = program.modules["text_encoder_3"]
+    t5_prompt_embed = t5(program.batch["t5_input_ids"])[0].to(dtype=t5.dtype)
+    width = t5_prompt_embed.shape[-1] - clip_prompt_embeds.shape[-1]
+    clip_prompt_embeds = torch.nn.functional.pad(clip_prompt_embeds, (0, width))
+    prompt_embeds = torch.cat([clip_prompt_embeds, t5_prompt_embed], dim=-2)
+    return {"encoder_hidden_states": prompt_embeds, "pooled_projections": pooled_prompt_embeds}
+
+
 def _unet_loss(step: _TrainStep, program: Program, latents: torch.Tensor, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """DDPM's ``add_noise`` at uniform timesteps, the UNet's prediction, ``mse_loss(pred.float(), target.float())``
     against the noise (epsilon) or the velocity (``v_prediction``)."""
@@ -189,26 +230,14 @@ def _flux_loss(step: _TrainStep, program: Program, latents: torch.Tensor, embeds
     """Flow matching: ``(1 - sigma) x + sigma noise`` packed into 2x2 patches, the transformer at ``t / 1000``,
     the prediction unpacked, ``mean(weighting * (pred - (noise - x))**2)`` with the scripts' default weighting
     (``none``: ones)."""
-    from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
+    from diffusers.training_utils import compute_loss_weighting_for_sd3
 
     pipeline = flux_pipeline()
     transformer: Any = program.modules["transformer"]
-    scheduler = step.scheduler
     n, channels, height, width = latents.shape
     device, dtype = latents.device, latents.dtype
     image_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)
-    noise = torch.randn_like(latents)
-    u = compute_density_for_timestep_sampling(weighting_scheme="none", batch_size=n)  # on the host
-    indices = (u * scheduler.config.num_train_timesteps).long()
-    timesteps = scheduler.timesteps[indices].to(device=device)
-    # get_sigmas: the schedule to the device, each timestep's index found there (read back with .item(): the
-    # indices are the host's here, the device's tensors the same)
-    sigmas_all = scheduler.sigmas.to(device=device, dtype=dtype)
-    schedule = scheduler.timesteps.to(device)
-    sigmas = sigmas_all[indices.to(device)].flatten()
-    del sigmas_all, schedule
-    sigmas = sigmas.view(n, 1, 1, 1)
-    noisy = (1.0 - sigmas) * latents + sigmas * noise
+    noise, timesteps, sigmas, noisy = _flow_noise(step, latents, weighting_scheme="none")
     packed = pipeline._pack_latents(noisy, n, channels, height, width)
     del noisy
     guidance = None
@@ -224,6 +253,48 @@ def _flux_loss(step: _TrainStep, program: Program, latents: torch.Tensor, embeds
     weighting = compute_loss_weighting_for_sd3(weighting_scheme="none", sigmas=sigmas)
     target = noise - latents
     loss = torch.mean((weighting.float() * (pred.float() - target.float()) ** 2).reshape(n, -1), 1)
+    return loss.mean()
+
+
+def _flow_noise(step: _TrainStep, latents: torch.Tensor, *, weighting_scheme: str) -> tuple[torch.Tensor, ...]:
+    """The flow-matching scripts' noising: timesteps drawn on the host by the weighting scheme's density (which scheme
+    does not change the memory), ``get_sigmas`` on the device, ``(1 - sigma) x + sigma noise``. Returns the noise,
+    the timesteps, the sigmas and the noisy latents."""
+    from diffusers.training_utils import compute_density_for_timestep_sampling
+
+    scheduler = step.scheduler
+    n, device, dtype = latents.shape[0], latents.device, latents.dtype
+    noise = torch.randn_like(latents)
+    u = compute_density_for_timestep_sampling(weighting_scheme=weighting_scheme, batch_size=n, logit_mean=0.0,
+                                              logit_std=1.0, mode_scale=1.29)  # on the host  # fmt: skip
+    indices = (u * scheduler.config.num_train_timesteps).long()
+    timesteps = scheduler.timesteps[indices].to(device=device)
+    # get_sigmas: the schedule to the device, each timestep's index found there (read back with .item(): the
+    # indices are the host's here, the device's tensors the same)
+    sigmas_all = scheduler.sigmas.to(device=device, dtype=dtype)
+    schedule = scheduler.timesteps.to(device)
+    sigmas = sigmas_all[indices.to(device)].flatten()
+    del sigmas_all, schedule
+    sigmas = sigmas.view(n, *([1] * (latents.ndim - 1)))
+    noisy = (1.0 - sigmas) * latents + sigmas * noise
+    return noise, timesteps, sigmas, noisy
+
+
+def _sd3_loss(step: _TrainStep, program: Program, latents: torch.Tensor, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The SD3 scripts' flow matching with their defaults: timesteps by ``logit_normal`` density, the MMDiT on the noisy
+    latents, the prediction preconditioned (``--precondition_outputs 1``: ``pred * -sigma + noisy``) against the latents,
+    ``mean(weighting * (pred - x)**2)`` (``logit_normal``'s weighting: ones)."""
+    from diffusers.training_utils import compute_loss_weighting_for_sd3
+
+    transformer: Any = program.modules["transformer"]
+    _noise, timesteps, sigmas, noisy = _flow_noise(step, latents, weighting_scheme="logit_normal")  # noise: alive to the loss
+    with program.autocast():
+        pred = transformer(hidden_states=noisy, timestep=timesteps, encoder_hidden_states=embeds["encoder_hidden_states"],
+                           pooled_projections=embeds["pooled_projections"], return_dict=False)[0]  # fmt: skip
+    pred = pred * (-sigmas) + noisy
+    weighting = compute_loss_weighting_for_sd3(weighting_scheme="logit_normal", sigmas=sigmas)
+    target = latents
+    loss = torch.mean((weighting.float() * (pred.float() - target.float()) ** 2).reshape(target.shape[0], -1), 1)
     return loss.mean()
 
 
@@ -243,6 +314,9 @@ RECIPES: dict[str, Recipe] = {
     "StableDiffusionXLPipeline": Recipe("examples/dreambooth/train_dreambooth_lora_sdxl.py", _unet_loss, _encode_sdxl,
                                         vae_fp32=True, noise_scheduler="DDPMScheduler"),
     "FluxPipeline": Recipe("examples/dreambooth/train_dreambooth_lora_flux.py", _flux_loss, _encode_flux),
+    "StableDiffusion3Pipeline": Recipe("examples/dreambooth/train_dreambooth_sd3.py (full) and train_dreambooth_lora_sd3.py",
+                                       _sd3_loss, _encode_sd3, vae_fp32=True, lora_targets=SD3_SCRIPT_LORA_TARGETS,
+                                       max_sequence_length=SD3_SCRIPT_MAX_SEQUENCE_LENGTH),
 }  # fmt: skip
 """The pipelines whose denoiser is trained, by class."""
 
@@ -266,7 +340,7 @@ def build_training_program(
                    if on)  # fmt: skip
     modules: dict[str, torch.nn.Module] = {}
     if not config.cache_text_embeddings:
-        for name in ("text_encoder", "text_encoder_2"):
+        for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
             if spec.has(name):
                 encoder = build_model(load_config(spec.component(name)), device=device, dtype=weight_dtype)
                 modules[name] = encoder.eval().requires_grad_(False)
@@ -274,7 +348,7 @@ def build_training_program(
     denoiser = _diffusers_model(spec, spec.denoiser, device, weight_dtype if lora else torch.float32)
     denoiser.requires_grad_(not lora).train()
     if lora:
-        _add_lora(denoiser, config.lora, upcast=mixed == torch.float16)
+        _add_lora(denoiser, config.lora, upcast=mixed == torch.float16, targets=recipe.lora_targets)
     modules[spec.denoiser] = denoiser
     vae_dtype = torch.float32 if recipe.vae_fp32 else weight_dtype
     vae = None if config.cache_latents else _diffusers_model(spec, "vae", device, vae_dtype).requires_grad_(False)
@@ -293,10 +367,11 @@ def build_training_program(
     if optimizer is None:
         raise ConfigError("a training step needs an optimizer; optimizer=None takes no step")
     scaler = torch.amp.GradScaler(torch.device(device).type) if mixed == torch.float16 else None
+    ema = _ema(denoiser) if config.ema else None
     return Program(
         modules=modules,
         step=_TrainStep(spec=spec, recipe=recipe, scheduler=_noise_scheduler(spec, recipe), weight_dtype=weight_dtype,
-                        cached=cached, lora=lora, resolution=_resolution(spec, config, denoiser)),
+                        cached=cached, lora=lora, resolution=_resolution(spec, config, denoiser), ema=ema),
         batch=batch,
         loss=None,
         optimizer=optimizer,
@@ -307,6 +382,14 @@ def build_training_program(
         units=units,
         max_grad_norm=SCRIPT_MAX_GRAD_NORM if config.max_grad_norm is None else config.max_grad_norm,
     )  # fmt: skip
+
+
+def _ema(denoiser: torch.nn.Module) -> Any:
+    """``EMAModel(unet.parameters(), ...)`` as train_text_to_image.py makes it (``foreach`` off, its default): a clone of
+    every trained weight, in the trained weights' fp32, on the device (``ema_unet.to(accelerator.device)``)."""
+    from diffusers.training_utils import EMAModel
+
+    return EMAModel(denoiser.parameters(), foreach=False)
 
 
 def _noise_scheduler(spec: PipelineSpec, recipe: Recipe) -> Any:
@@ -331,12 +414,15 @@ def _check(config: SimulationConfig) -> None:
     named = [name for name, on in taken.items() if on]
     if named:
         raise UnsupportedError(f"training a diffusion pipeline with {', '.join(named)} is not modelled yet")
+    if config.ema and config.lora is not None:
+        raise ConfigError("ema averages a full fine-tune's weights (the scripts' --use_ema); the LoRA scripts keep no EMA, "
+                          "drop ema or lora")  # fmt: skip
     if parse_checkpointing(config.checkpointing).kind not in ("none", "full", "every", "all"):
         raise UnsupportedError(f"checkpointing={config.checkpointing!r} is not modelled for a pipeline's denoiser; "
                                "use full (the scripts' --gradient_checkpointing) or every:K")  # fmt: skip
 
 
-def _add_lora(denoiser: Any, lora: Any, *, upcast: bool) -> None:
+def _add_lora(denoiser: Any, lora: Any, *, upcast: bool, targets: tuple[str, ...]) -> None:
     """``denoiser.add_adapter(LoraConfig(r, lora_alpha, init_lora_weights="gaussian", target_modules))`` as the scripts
     do (frozen base, adapters trainable); with fp16 mixed precision ``cast_training_params`` upcasts the adapters to fp32."""
     import peft
@@ -344,7 +430,7 @@ def _add_lora(denoiser: Any, lora: Any, *, upcast: bool) -> None:
 
     arguments = dict(lora.to_dict()) if isinstance(lora, peft.PeftConfig) else dict(lora)
     if arguments.get("target_modules") in (None, "all-linear"):
-        arguments["target_modules"] = list(SCRIPT_LORA_TARGETS)
+        arguments["target_modules"] = list(targets)
     arguments.setdefault("init_lora_weights", "gaussian")
     known = set(peft.LoraConfig.__dataclass_fields__)
     try:
@@ -364,7 +450,7 @@ def _batch(spec: PipelineSpec, config: SimulationConfig, device: str, denoiser: 
     scale = _vae_scale(spec)
     height, width = _resolution(spec, config, denoiser)
     n = config.batch_size
-    t5_tokens = flux.max_sequence_length(denoiser, config.max_sequence_length) if spec.class_name in flux.FLUX_PIPELINES else 0
+    t5_tokens = _t5_tokens(spec, config, denoiser)
     batch: dict[str, Any] = {}
     with torch.device(device):
         if config.cache_latents:  # the script's latents_cache: vae.encode(pixel_values).latent_dist, kept on the device
@@ -385,6 +471,18 @@ def _batch(spec: PipelineSpec, config: SimulationConfig, device: str, denoiser: 
     return batch
 
 
+def _t5_tokens(spec: PipelineSpec, config: SimulationConfig, denoiser: torch.nn.Module) -> int:
+    """T5's prompt tokens: FLUX's pipeline default (512, schnell's 256), the SD3 scripts' 77, as given; 0 without T5."""
+    if spec.class_name in flux.FLUX_PIPELINES:
+        return flux.max_sequence_length(denoiser, config.max_sequence_length)
+    script_default = RECIPES[spec.class_name].max_sequence_length
+    if script_default is None:
+        if config.max_sequence_length is not None:
+            raise ConfigError(f"max_sequence_length pads a T5 prompt; {spec.class_name} has no T5 text encoder")
+        return 0
+    return config.max_sequence_length or script_default
+
+
 def _resolution(spec: PipelineSpec, config: SimulationConfig, denoiser: torch.nn.Module) -> tuple[int, int]:
     """``--resolution``: as given, else the denoiser's default sample size times the VAE's scale (1024 for SDXL and FLUX)."""
     denoiser_config: Any = denoiser.config
@@ -396,7 +494,13 @@ def _resolution(spec: PipelineSpec, config: SimulationConfig, denoiser: torch.nn
 def _cached_embeddings(spec: PipelineSpec, dtype: torch.dtype, t5_tokens: int) -> dict[str, torch.Tensor]:
     """The prompt's embeddings as the scripts precompute them once (for one prompt), each named ``cached_<key>``."""
     tokens = spec.max_tokens("tokenizer")
-    encoders = [load_config(spec.component(name)) for name in ("text_encoder", "text_encoder_2") if spec.has(name)]
+    encoders = [load_config(spec.component(name)) for name in ("text_encoder", "text_encoder_2", "text_encoder_3")
+                if spec.has(name)]  # fmt: skip
+    if len(encoders) == 3:  # SD3: both CLIPs' states padded to T5's width, then T5's tokens; both projections
+        clip_l, clip_g, t5 = encoders
+        pooled = clip_l.projection_dim + clip_g.projection_dim
+        return {"cached_encoder_hidden_states": torch.zeros(1, tokens + t5_tokens, t5.d_model, dtype=dtype),
+                "cached_pooled_projections": torch.zeros(1, pooled, dtype=dtype)}  # fmt: skip
     if t5_tokens:
         clip, t5 = encoders
         return {"cached_encoder_hidden_states": torch.zeros(1, t5_tokens, t5.d_model, dtype=dtype),
@@ -420,7 +524,8 @@ def _autocast(dtype: torch.dtype | None, device: str, emulation: KernelEmulation
 
 # -- the report ----------------------------------------------------------------------------------------------------
 
-TRAINING_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "vae": "encode_latents",
+TRAINING_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
+                   "vae": "encode_latents",
                    "unet": "train", "transformer": "train"}  # fmt: skip
 """The phase of the training step each component runs in (``--json``'s ``components``)."""
 
@@ -469,6 +574,11 @@ def training_notes(program: Program) -> list[Assumption]:
         notes.append(Assumption(name="lora_targets", detail=f"adapters on {', '.join(targets)} (the scripts' default "
                                 "target_modules unless --lora-targets names others; peft's all-linear is read as that default), "
                                 "init_lora_weights='gaussian'"))  # fmt: skip
+    if step.ema is not None:
+        notes.append(Assumption(name="ema", detail="diffusers' EMAModel over the trained weights (--use_ema, foreach off as "
+                                "train_text_to_image.py defaults it): an fp32 copy on the device, counted with the "
+                                "optimizer states, updated after each optimizer step; --offload_ema and --foreach_ema "
+                                "are not modelled"))  # fmt: skip
     if "latents" in step.cached:
         notes.append(
             Assumption(

@@ -8,7 +8,8 @@ encoding, the denoising loop with classifier-free guidance (the latents doubled)
 pipeline class itself is not run: it needs tokenizers and weights; its tensors are the same.
 FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``; SD3's three-encoder prompt
 and decode shift in ``sd3.py``; PixArt-Sigma's masked T5 prompt and resolution binning in ``pixart.py``;
-Wan's video latents, two-call guidance and 3D decode in ``wan.py``.
+Wan's video latents, two-call guidance and 3D decode in ``wan.py``; LTX-Video's packed video latents and
+timestep-aware decode in ``ltx.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from vramsim import model_zoo
 from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED, WAN_VAE_DTYPE
 from vramsim.tracer.categories import Category, Phase
 
-from . import flux, pixart, sd3, wan
+from . import flux, ltx, pixart, sd3, wan
 from .config import SimulationConfig
 from .errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from .models import build_model, load_config
@@ -53,7 +54,7 @@ COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_p
 _FAMILIES: dict[str, ModuleType] = {
     name: module
     for module, names in ((flux, flux.FLUX_PIPELINES), (sd3, sd3.SD3_PIPELINES), (pixart, pixart.PIXART_PIPELINES),
-                          (wan, wan.WAN_PIPELINES))
+                          (wan, wan.WAN_PIPELINES), (ltx, ltx.LTX_PIPELINES))
     for name in names
 }  # fmt: skip
 """The module holding each pipeline class's own ``encode_prompt``, ``denoise`` and ``decode`` (SD and SDXL: this one)."""
@@ -155,6 +156,9 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         if spec.class_name in (*pixart.PIXART_PIPELINES, *wan.WAN_PIPELINES):  # T5 alone: padded to max_sequence_length, masked
             assert run.max_sequence_length is not None, "_run sets PixArt's and Wan's max_sequence_length"
             batch = pixart.prompt_batch(run.max_sequence_length)
+        elif spec.class_name in ltx.LTX_PIPELINES:  # T5 over max_sequence_length, its bool mask for the transformer
+            assert run.max_sequence_length is not None, "_run sets LTX's max_sequence_length"
+            batch = ltx.prompt_batch(run.max_sequence_length)
         elif run.max_sequence_length is not None:  # FLUX's and SD3's T5 prompt, padded to max_sequence_length
             batch["t5_input_ids"] = torch.zeros(1, run.max_sequence_length, dtype=torch.long)
     return Program(
@@ -262,6 +266,8 @@ def pipeline_notes(program: Program) -> list[Assumption]:
         notes.extend(pixart.pixart_notes(program.step, program.modules[spec.denoiser]))
     if spec.class_name in wan.WAN_PIPELINES:
         notes.extend(wan.wan_notes(program.step))
+    if spec.class_name in ltx.LTX_PIPELINES:
+        notes.extend(ltx.ltx_notes(program.step, program.modules["vae"]))
     if spec.has("safety_checker"):
         notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
     if program.step.residency is not None:
@@ -347,7 +353,7 @@ class _Run:
     max_sequence_length: int | None = None
     """FLUX, SD3, PixArt: the T5 prompt's padded length; None for pipelines without it."""
     num_frames: int | None = None
-    """Video pipelines (Wan): the frames generated, rounded as the pipeline rounds them; None for images."""
+    """Video pipelines (Wan, LTX): the frames generated, rounded as the pipeline rounds them; None for images."""
     defaulted: tuple[str, ...] = ()
     """The arguments not given, which took the pipeline's defaults."""
 
@@ -358,18 +364,19 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
     denoiser_config: Any = denoiser.config
     vae_config: Any = vae.config
     is_flux, is_wan = spec.class_name in flux.FLUX_PIPELINES, spec.class_name in wan.WAN_PIPELINES
-    if is_wan:  # WanPipeline's own defaults, not a sample size's
-        default_height, default_width = wan.default_size()
+    is_ltx = spec.class_name in ltx.LTX_PIPELINES
+    if is_wan or is_ltx:  # the video pipelines' own defaults, not a sample size's
+        default_height, default_width = wan.default_size() if is_wan else ltx.default_size()
     else:
         sample_size = flux.DEFAULT_SAMPLE_SIZE if is_flux else denoiser_config.sample_size
         default_height = default_width = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
-    if config.num_frames is not None and not is_wan:
+    if config.num_frames is not None and not (is_wan or is_ltx):
         raise ConfigError(f"num_frames is a video pipeline's argument; {spec.class_name} makes images")
     given = {"num_inference_steps": config.num_inference_steps, "guidance_scale": config.guidance_scale}
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
     is_sd3, is_pixart = spec.class_name in sd3.SD3_PIPELINES, spec.class_name in pixart.PIXART_PIPELINES
-    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_wan):
-        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's); {spec.class_name} has "
+    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_wan or is_ltx):
+        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's, LTX's); {spec.class_name} has "
                           "no such argument")  # fmt: skip
     tokens: int | None = None
     if is_flux:
@@ -378,7 +385,7 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
         tokens = sd3.max_sequence_length(config.max_sequence_length)
     elif is_pixart:
         tokens = pixart.max_sequence_length(config.max_sequence_length)
-    elif is_wan:
+    elif is_wan or is_ltx:
         tokens = config.max_sequence_length or int(call_default(spec.class_name, "max_sequence_length"))
     return _Run(
         height=config.height or default_height,
@@ -387,7 +394,7 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
         guidance_scale=float(called["guidance_scale"]),
         num_images=config.num_images,
         max_sequence_length=tokens,
-        num_frames=wan.num_frames(config.num_frames, vae) if is_wan else None,
+        num_frames=wan.num_frames(config.num_frames, vae) if is_wan else ltx.num_frames(config.num_frames) if is_ltx else None,
         defaulted=tuple(name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items()
                         if value is None),
     )

@@ -228,6 +228,12 @@ def tiny_sd3() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-sd3")
 
 
+def tiny_ltx() -> str:
+    """An LTXPipeline folder (T5, an LTX-Video transformer, a 0.9.1-style causal video VAE with timestep conditioning and
+    noise injection)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-ltx")
+
+
 def vae_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
     """``seq_len`` is the latent side."""
     return {"latents": torch.randn(batch_size, 4, seq_len, seq_len)}
@@ -368,6 +374,11 @@ CASES: list[Case] = [
     # StableDiffusion3Pipeline.__call__: three encoders on the prompt and on the empty negative one (CLIP pair padded to T5's
     # width, T5 at 256 tokens), 2 transformer steps on the doubled batch, the shifted decode (which sets the peak at 64x64).
     Case("sd3-pipeline-generate", tiny_sd3, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}),
+    # LTXPipeline.__call__: T5 on the prompt and the empty negative one (128 tokens, the mask to the transformer), packed
+    # fp32 latents of 9 frames, 2 transformer steps on the doubled batch, unpack, de-normalize, the decode noise at
+    # decode_timestep and the timestep-conditioned decode (which sets the peak at 64x96).
+    Case("ltx-pipeline-generate", tiny_ltx, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 96,
+                                             "num_frames": 9}),
     # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/pipeline_training.py): a LoRA of
     # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the
     # single block's attention backward, whose grad_out the CPU kernel copies); the whole SDXL UNet trained in fp32
@@ -375,6 +386,9 @@ CASES: list[Case] = [
     Case("flux-pipeline-train-lora", tiny_flux, {"task": "train", "lora": 4, "height": 64, "width": 64,
                                                   "cache_latents": True, "max_sequence_length": 32}),
     Case("sdxl-pipeline-train-full", tiny_sdxl, {"task": "train", "height": 32, "width": 32}),
+    # The whole SD3 MMDiT-X trained in fp32 as train_dreambooth_sd3.py runs it: the three encoders on the prompt (T5 at the
+    # script's 77 tokens), cached latents, logit-normal timesteps, the preconditioned flow-matching loss, AdamW.
+    Case("sd3-pipeline-train-full", tiny_sd3, {"task": "train", "height": 64, "width": 64, "cache_latents": True}),
     # Checkpointing choices computed from the graph of one trace, against real runs with torch's checkpointing.
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),

@@ -20,6 +20,8 @@ SD3_MEDIUM = "stabilityai/stable-diffusion-3-medium-diffusers"
 SD35_MEDIUM = "stabilityai/stable-diffusion-3.5-medium"
 PIXART_SIGMA = "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS"
 WAN_T2V_13B = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
+LTX_VIDEO = "Lightricks/LTX-Video"
+LTX_VIDEO_091 = "Lightricks/LTX-Video-0.9.1"
 
 PUBLISHED = {
     # SD 1.5 UNet: 859,520,964 (Hub safetensors total; "860M UNet" in the model card); the VAE is SD's kl-f8, 83,653,863.
@@ -47,6 +49,15 @@ PUBLISHED = {
     # Wan 2.1 T2V 1.3B: the DiT 1,418,996,800 (the Hub's metadata for Wan-AI/Wan2.1-T2V-1.3B, "1.3B"), UMT5-XXL's
     # encoder 5,680,910,336 (22,723,641,344 bytes of fp32 in its index), the causal 3D VAE 126,892,531.
     WAN_T2V_13B: {"text_encoder": 5_680_910_336, "transformer": 1_418_996_800, "vae": 126_892_531},
+    # LTX-Video 2B: the transformer (28 blocks of 2048, the same in 0.9.0 and 0.9.1) 1,923,385,472, the "trainable
+    # parameters" finetrainers prints for its LTX-Video full fine-tune (docs/models/ltx_video.md); T5-v1.1-XXL's
+    # encoder. The causal video VAEs are diffusers' converter configs (scripts/convert_ltx_to_diffusers.py
+    # get_vae_config): 0.9.0 (the Lightricks/LTX-Video folders, per Lightricks' LTX-Video-Trainer model_loader)
+    # 419,193,649; 0.9.1's timestep-conditioned decoder with noise injection 934,976,434. (No count is printed for
+    # them; finetrainers' memory_allocated after loading Lightricks/LTX-Video in bf16 with a rank-128 LoRA, 13.486 GiB,
+    # is the 0.9.0 VAE's sum within 0.25%, and 6.9% under the 0.9.1 VAE's.)
+    LTX_VIDEO: {"text_encoder": 4_762_310_656, "transformer": 1_923_385_472, "vae": 419_193_649},
+    LTX_VIDEO_091: {"text_encoder": 4_762_310_656, "transformer": 1_923_385_472, "vae": 934_976_434},
 }  # fmt: skip
 
 
