@@ -15,7 +15,7 @@ import torch
 
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
-from vramsim.estimators.pipeline import stage_timelines
+from vramsim.estimators.pipeline import PipelineSplit
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.data_dependent import parse_routing
@@ -273,21 +273,26 @@ class Analysis:
                              usable_bytes=usable, empty_cache_steps=self._config.torch_empty_cache_steps)  # fmt: skip
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
-        """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""
-        plan = self._config.pipeline
+        """Each pipeline stage replayed, under data parallelism as one data-parallel rank of that stage's
+        weights; the busiest (most device memory) is the one reported."""
+        plan, sharding = self._config.pipeline, self._config.sharding
         try:
-            stages = stage_timelines(self._graph, outcome.timeline, plan)
+            split = PipelineSplit(self._graph, outcome.timeline, plan)
         except ValueError as exc:
             raise ConfigError(f"pp={plan.stages}: {exc}") from None
         except NotImplementedError as exc:
             raise UnsupportedError(f"pp={plan.stages}: {exc}") from None
-        replayed = [(stage, self._replay(stage.timeline)) for stage in stages]
+        staged = []
+        for rank in range(plan.stages):
+            sharded = shard(self._graph, outcome.timeline, sharding, weights=split.weights(rank)) if sharding.active else None
+            stage = split.stage(rank, None if sharded is None else sharded.timeline)
+            staged.append((stage, sharded, self._replay(stage.timeline)))
         rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
                             in_flight=stage.in_flight, model_state=held_state(stage.timeline),
                             peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,
-                            fits=self.fits(memory)) for stage, memory in replayed]  # fmt: skip
-        stage, memory = max(replayed, key=lambda item: item[1].device_bytes)
-        return _Outcome(outcome, memory, stage.timeline, None, rows)
+                            fits=self.fits(memory)) for stage, _, memory in staged]  # fmt: skip
+        stage, sharded, memory = max(staged, key=lambda item: item[2].device_bytes)
+        return _Outcome(outcome, memory, stage.timeline, sharded, rows)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
         """Within the usable memory, or beyond it only in cache the allocator gives back before an OOM."""

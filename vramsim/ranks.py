@@ -25,19 +25,19 @@ def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: i
     elif sharded is not None:  # data parallelism over the model-parallel groups
         parts.append(f"{sharded.plan.scheme} {sharded.plan.gpus}")
     busiest = max(stages, key=lambda stage: stage.device_bytes).rank if stages else None
-    return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active,
-                      model_state=dict(sharded.model_state) if sharded else held_state(timeline),
+    held = held_state(timeline) if sharded is None or pipeline.active else dict(sharded.model_state)
+    return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active, model_state=held,
                       gathered_elements=sharded.gathered_elements if sharded else 0,
                       buffers=dict(sharded.buffers) if sharded else {}, tp=tp, pp=pipeline.stages, stages=stages,
                       busiest_stage=busiest, host=dict(sharded.host) if sharded else {})  # fmt: skip
 
 
 def held_state(timeline: Timeline) -> dict[str, int]:
-    """Weights, optimizer states and the last step's gradients on ``timeline``, as allocated."""
+    """Weights (as held, not gathered), optimizer states and the last step's gradients on ``timeline``, as allocated."""
     last_step = len(timeline.steps) - 1
     state = dict.fromkeys(("parameters", "gradients", "optimizer_states"), 0)
     for block in timeline.blocks:
-        if block.category in ("parameters", "optimizer_states") or (
+        if (block.category == "parameters" and block.op != "all_gather") or block.category == "optimizer_states" or (
             block.category == "gradients" and block.step in (-1, last_step)
         ):
             state[block.category] += block.nbytes
@@ -84,6 +84,16 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
     buffers = sharded.buffers
     notes = [
         Assumption(
+            name="pipeline_data_parallel",
+            detail=f"{plan.scheme} over the {plan.gpus} data-parallel ranks of each pipeline stage, on that stage's "
+            "weights (Megatron's and torchtitan's 3-D layout); gradients accumulate over the micro-batches and are "
+            "reduced after the last one's backward (torch.distributed.pipelining perform_reduce_grad, DeepSpeed's "
+            "PipelineEngine _exec_reduce_grads): FSDP2 keeps the stage's weights gathered and its gradients whole "
+            "until then; ZeRO-1 is DeepSpeed's stage 1 under its PipelineEngine, as Megatron's distributed "
+            "optimizer shards it (weights and gradients whole, fp32 master and optimizer states 1/dp)",
+        )
+        if plan.pipelined
+        else Assumption(
             name="data_parallel_ranks_alike",
             detail=f"{plan.scheme} over {plan.gpus} GPUs is pure data parallelism: every rank runs the same program on "
             "its own micro-batch and holds the same bytes, so the figures are one rank's",
