@@ -21,6 +21,7 @@ from .checkpointing import apply_checkpointing, install_unit_marker, saved_tenso
 from .compiled import compile_model
 from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
+from .expert_parallel import rank_config as expert_rank_config
 from .inputs import default_inputs
 from .losses import install_loss, liger_run, parse_loss
 from .models import ModelSource, build_model, call_user, load_builder, load_config
@@ -95,6 +96,10 @@ def build_program(
         if not isinstance(source, PretrainedConfig):
             raise UnsupportedError("tp splits a transformers decoder by its config; give a model id or a config")
         source = rank_config(source, config.tp)
+    if config.ep > 1:
+        if not isinstance(source, PretrainedConfig):
+            raise UnsupportedError("ep splits a transformers MoE decoder by its config; give a model id or a config")
+        source = expert_rank_config(source, config.ep)
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)

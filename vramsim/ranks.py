@@ -7,6 +7,7 @@ from vramsim.estimators.pipeline import PipelinePlan
 from vramsim.estimators.sharding import Sharded
 from vramsim.estimators.timeline import Timeline
 
+from .expert_parallel import EP_NOT_TRACED
 from .report import Assumption, RankMemory, StageMemory
 from .tensor_parallel import TP_NOT_TRACED
 
@@ -14,10 +15,11 @@ __all__ = ["held_state", "model_parallel_notes", "rank_memory", "sharding_notes"
 
 
 def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: int, pipeline: PipelinePlan,
-                stages: list[StageMemory]) -> RankMemory:  # fmt: skip
-    """The report's ``ranks``: the data-parallel rank ``sharded`` describes, or one tensor-parallel rank of
-    ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage)."""
+                stages: list[StageMemory], ep: int = 1, exchange_bytes: int = 0) -> RankMemory:  # fmt: skip
+    """The report's ``ranks``: the data-parallel rank ``sharded`` describes, or one tensor- or expert-parallel
+    rank of ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage)."""
     parts = [f"TP {tp}"] if tp > 1 else []
+    parts += [f"EP {ep}"] if ep > 1 else []
     if pipeline.active:
         parts.append(f"PP {pipeline.stages} {pipeline.schedule} ({pipeline.micro_batches} micro-batches)")
     if sharded is not None and not parts:
@@ -28,8 +30,13 @@ def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: i
     held = held_state(timeline) if sharded is None or pipeline.active else dict(sharded.model_state)
     return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active, model_state=held,
                       gathered_elements=sharded.gathered_elements if sharded else 0,
-                      buffers=dict(sharded.buffers) if sharded else {}, tp=tp, pp=pipeline.stages, stages=stages,
+                      buffers=(dict(sharded.buffers) if sharded else {}) | _exchange(exchange_bytes), tp=tp, ep=ep,
+                      pp=pipeline.stages, stages=stages,
                       busiest_stage=busiest, host=dict(sharded.host) if sharded else {})  # fmt: skip
+
+
+def _exchange(nbytes: int) -> dict[str, int]:
+    return {"EP all-to-all buffer (2 per exchange)": nbytes} if nbytes else {}
 
 
 def held_state(timeline: Timeline) -> dict[str, int]:
@@ -44,9 +51,19 @@ def held_state(timeline: Timeline) -> dict[str, int]:
     return state
 
 
-def model_parallel_notes(tp: int, pipeline: PipelinePlan) -> list[Assumption]:
-    """What the tensor- and pipeline-parallel figures rest on."""
+def model_parallel_notes(tp: int, pipeline: PipelinePlan, ep: int = 1) -> list[Assumption]:
+    """What the tensor-, expert- and pipeline-parallel figures rest on."""
     notes = []
+    if ep > 1:
+        notes.append(Assumption(
+            name="expert_parallel_rank",
+            detail=f"one of {ep} expert-parallel ranks traced as the decoder it runs: num_experts / {ep} experts with "
+            "the same top_k, the rest whole (torchtitan ExpertParallel shards expert weights on dim 0); under balanced "
+            "routing each local expert gets ep x tokens x top_k / num_experts rows, as that program gives them; each "
+            "experts call's dispatch and combine all-to-all (all_to_all_single_autograd, _permute/_unpermute) adds "
+            "two buffers of the routed rows for its moment, in forward and in backward; every data-parallel rank is "
+            "an expert-parallel rank (no expert data parallelism); " + EP_NOT_TRACED,
+        ))  # fmt: skip
     if tp > 1:
         notes.append(Assumption(
             name="tensor_parallel_rank",
