@@ -39,9 +39,8 @@ def all_to_all_buffers(graph: nx.MultiDiGraph, timeline: Timeline, *, rows: int,
     (``rows`` routed rows of ``hidden``, in the dtype the traced routed rows have)."""
     calls: dict[tuple[str, int, str], list[int]] = defaultdict(list)
     """(experts module, step, phase) -> clocks of its ops."""
-    routed: dict[tuple[str, int], int] = {}
-    """(experts module, step) -> clock of the op that made the routed rows."""
-    itemsize = 0
+    routed: dict[tuple[str, int], tuple[int, int]] = {}
+    """(experts module, step) -> clock of the op that made the routed rows, and their bytes per element."""
     produced = {sid: attrs for sid, attrs in storage_nodes(graph)}
     for node, attrs in graph.nodes(data=True):
         if node[0] != "op" or not attrs["module"].endswith(".experts") or attrs["phase"] not in ("forward", "backward"):
@@ -51,16 +50,16 @@ def all_to_all_buffers(graph: nx.MultiDiGraph, timeline: Timeline, *, rows: int,
         for _, (_, sid), kind in graph.out_edges(node, keys=True):
             shape = tuple(produced[sid]["shape"])
             if kind == "produced" and attrs["phase"] == "forward" and shape == (rows, hidden):
-                routed[key] = min(routed.get(key, attrs["clock_after"]), attrs["clock_after"])
-                itemsize = produced[sid]["nbytes"] // (rows * hidden)
+                made = (attrs["clock_after"], produced[sid]["nbytes"] // (rows * hidden))
+                routed[key] = min(routed.get(key, made), made)
     if not routed:
         raise NotImplementedError(f"ep: no experts call made the {rows} x {hidden} routed rows an all-to-all would send")
-    nbytes = rows * hidden * itemsize
+    nbytes = max(rows * hidden * itemsize for _, itemsize in routed.values())
     blocks = [block.copy() for block in timeline.blocks]
     for (module, step, phase), clocks in calls.items():
         if (module, step) not in routed:
             continue
-        moments = (routed[(module, step)], max(clocks)) if phase == "forward" else (min(clocks), max(clocks))
+        moments = (routed[(module, step)][0], max(clocks)) if phase == "forward" else (min(clocks), max(clocks))
         for clock in moments:
             for n in range(2):
                 blocks.append(Block(nbytes=nbytes, category="communication", module=module, phase=phase, op=ALL_TO_ALL,

@@ -50,6 +50,12 @@ def test_a_rank_holds_its_share_of_the_experts_and_the_rest_whole(mixtral: trans
     assert ranks.buffers == {"EP all-to-all buffer (2 per exchange)": 2 * 16 * TOP_K * HIDDEN * 4}
 
 
+def test_the_exchanged_rows_are_in_the_routed_rows_dtype(mixtral: transformers.MixtralConfig) -> None:
+    """bf16 weights route bf16 rows (the experts' fp32 routing-weight products are not what is sent)."""
+    ranks = vramsim.simulate(mixtral, ep=2, dtype="bf16", **OPTIONS).ranks
+    assert ranks is not None and ranks.buffers == {"EP all-to-all buffer (2 per exchange)": 2 * 16 * TOP_K * HIDDEN * 2}
+
+
 def test_each_exchange_adds_two_buffers_of_the_routed_rows(mixtral: transformers.MixtralConfig) -> None:
     """Dispatch at the op making the routed rows, combine at the experts call's end, both again in backward:
     4 exchanges x 2 buffers per MoE layer and step, each tokens x top_k rows of hidden_size in fp32."""
