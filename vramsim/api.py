@@ -15,6 +15,7 @@ import torch
 
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.context_parallel import ring_buffers
 from vramsim.estimators.expert_parallel import all_to_all_buffers
 from vramsim.estimators.pipeline import PipelineSplit
 from vramsim.estimators.sharding import Sharded, shard
@@ -159,12 +160,12 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *attention_notes(config.attn_implementation),
             *_program_notes(config, program, target),
             *(sharding_notes(chosen.sharded) if chosen.sharded else []),
-            *model_parallel_notes(config.tp, config.pipeline, config.ep),
+            *model_parallel_notes(config.tp, config.pipeline, config.ep, config.cp),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
             *([derived.note] if derived is not None else []),
         ],
         ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
-                          stages=chosen.stages, ep=config.ep, exchange_bytes=chosen.exchange_bytes)
+                          stages=chosen.stages, ep=config.ep, cp=config.cp, exchange_bytes=chosen.exchange_bytes)
         if chosen.sharded or config.gpus > 1 else None,
         components=summary.component_peaks(pipeline_phases(program) or training_phases(program), program.modules,
                                            chosen.timeline, memory),
@@ -217,7 +218,8 @@ class _Outcome:
     stages: list[StageMemory] = field(default_factory=list)
     """With a pipeline: every stage; ``memory`` and ``timeline`` are the busiest one's."""
     exchange_bytes: int = 0
-    """With expert parallelism: one all-to-all buffer's bytes (each exchange holds two for its moment)."""
+    """With expert parallelism: one all-to-all buffer's bytes (each exchange holds two for its moment); with context
+    parallelism: the largest SDPA call's K/V ring (three chunks)."""
 
 
 class Analysis:
@@ -273,6 +275,12 @@ class Analysis:
             except NotImplementedError as exc:
                 raise UnsupportedError(str(exc)) from None
             outcome = dataclasses.replace(outcome, timeline=exchanged)
+        if self._config.cp > 1:  # context parallel: each SDPA call's ring
+            try:
+                ringed, exchange = ring_buffers(self._graph, outcome.timeline)
+            except NotImplementedError as exc:
+                raise UnsupportedError(str(exc)) from None
+            outcome = dataclasses.replace(outcome, timeline=ringed)
         if self._config.pipeline.active:
             return dataclasses.replace(self._pipeline(outcome), exchange_bytes=exchange)
         sharding = self._config.sharding

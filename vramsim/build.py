@@ -126,6 +126,7 @@ def build_program(
     if config.task == "generate":
         check_can_generate(model)
     warnings = []
+    seq_len = config.seq_len // config.cp  # a context-parallel rank's tokens
     if config.inputs is None:  # the user's own inputs say their own length
         warning = check_positions(model, seq_len=config.seq_len, new_tokens=config.max_new_tokens or 0)
         warnings += [warning] if warning else []
@@ -146,7 +147,7 @@ def build_program(
         model = _apply_lora(model, config.lora)
     with torch.device(device):
         if config.inputs is None:
-            batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+            batch = default_inputs(model, config.batch_size, seq_len, train=train)
             if callable(config.loss):  # the user's loss replaces the model's: no labels, so no second loss
                 batch.pop("labels", None)
         else:

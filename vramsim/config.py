@@ -230,6 +230,9 @@ class SimulationConfig:
         help="expert-parallel ranks for MoE decoders (Mixtral, Qwen-MoE): each holds num_experts / ep experts, routed "
         "tokens go to their experts' rank by all-to-all, balanced routing (vramsim/expert_parallel.py)",
         parse=int, report=_same))
+    cp: int = field(default=1, metadata=_option(
+        help="context-parallel ranks: each runs seq_len / cp tokens and passes K/V round a ring in each SDPA call (torch's "
+        "context_parallel, estimators/context_parallel.py)", parse=int, report=_same, commands=("trace",)))
     pp: int = field(default=1, metadata=_option(
         help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last "
         "(estimators/pipeline.py)", parse=int, report=_same, commands=("trace",)))
@@ -489,11 +492,12 @@ def _check_model_parallel(config: SimulationConfig) -> None:
     gpus = config.gpus
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
         raise ConfigError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
-    for name in ("tp", "pp", "ep"):
+    for name in ("tp", "pp", "ep", "cp"):
         _check_count(name, getattr(config, name), MAX_GPUS)
     if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
-        config.gpus = config.tp * config.pp * config.ep
+        config.gpus = config.tp * config.pp * config.ep * config.cp
     _check_expert_parallel(config)
+    _check_context_parallel(config)
     if config.gpus % (config.tp * config.pp):
         raise ConfigError(f"gpus={config.gpus} is dp x tp x pp; it must be a multiple of tp x pp = {config.tp * config.pp}")
     try:
@@ -509,6 +513,22 @@ def _check_model_parallel(config: SimulationConfig) -> None:
                                "asserts zero_optimization_stage() < 2); use zero=1 or fsdp")  # fmt: skip
     if plan.active and str(config.offload_states).strip().lower() != "none":
         raise UnsupportedError("offload_states with pp is not modelled yet")
+
+
+def _check_context_parallel(config: SimulationConfig) -> None:
+    """``cp``: the sequence split round-robin in two chunks per rank (causal load balance); the cp ranks are
+    data-parallel ranks for the weights (torchtitan shards them over dp x cp), so gpus is a multiple of tp x pp x cp."""
+    if config.cp == 1:
+        return
+    if config.task != "train":
+        raise UnsupportedError(f"cp is modelled for training; task={config.task!r} is not")
+    if config.seq_len % (2 * config.cp):
+        raise ConfigError(f"cp={config.cp} splits the sequence into 2 x cp chunks (load-balanced causal ring); seq_len "
+                          f"{config.seq_len} is not a multiple of {2 * config.cp}")  # fmt: skip
+    if config.ep > 1 or config.inputs is not None:
+        raise UnsupportedError("cp with ep or custom inputs is not modelled yet")
+    if config.gpus % (config.tp * config.pp * config.cp):
+        raise ConfigError(f"gpus={config.gpus} must be a multiple of tp x pp x cp = {config.tp * config.pp * config.cp}")
 
 
 def _check_expert_parallel(config: SimulationConfig) -> None:

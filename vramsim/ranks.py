@@ -15,11 +15,12 @@ __all__ = ["held_state", "model_parallel_notes", "rank_memory", "sharding_notes"
 
 
 def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: int, pipeline: PipelinePlan,
-                stages: list[StageMemory], ep: int = 1, exchange_bytes: int = 0) -> RankMemory:  # fmt: skip
+                stages: list[StageMemory], ep: int = 1, cp: int = 1, exchange_bytes: int = 0) -> RankMemory:  # fmt: skip
     """The report's ``ranks``: the data-parallel rank ``sharded`` describes, or one tensor- or expert-parallel
     rank of ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage)."""
     parts = [f"TP {tp}"] if tp > 1 else []
     parts += [f"EP {ep}"] if ep > 1 else []
+    parts += [f"CP {cp}"] if cp > 1 else []
     if pipeline.active:
         parts.append(f"PP {pipeline.stages} {pipeline.schedule} ({pipeline.micro_batches} micro-batches)")
     if sharded is not None and not parts:
@@ -30,13 +31,14 @@ def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: i
     held = held_state(timeline) if sharded is None or pipeline.active else dict(sharded.model_state)
     return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active, model_state=held,
                       gathered_elements=sharded.gathered_elements if sharded else 0,
-                      buffers=(dict(sharded.buffers) if sharded else {}) | _exchange(exchange_bytes), tp=tp, ep=ep,
+                      buffers=(dict(sharded.buffers) if sharded else {}) | _exchange(exchange_bytes, cp), tp=tp, ep=ep, cp=cp,
                       pp=pipeline.stages, stages=stages,
                       busiest_stage=busiest, host=dict(sharded.host) if sharded else {})  # fmt: skip
 
 
-def _exchange(nbytes: int) -> dict[str, int]:
-    return {"EP all-to-all buffer (2 per exchange)": nbytes} if nbytes else {}
+def _exchange(nbytes: int, cp: int) -> dict[str, int]:
+    name = "CP K/V ring (3 chunks, largest attention)" if cp > 1 else "EP all-to-all buffer (2 per exchange)"
+    return {name: nbytes} if nbytes else {}
 
 
 def held_state(timeline: Timeline) -> dict[str, int]:
@@ -51,9 +53,20 @@ def held_state(timeline: Timeline) -> dict[str, int]:
     return state
 
 
-def model_parallel_notes(tp: int, pipeline: PipelinePlan, ep: int = 1) -> list[Assumption]:
-    """What the tensor-, expert- and pipeline-parallel figures rest on."""
+def model_parallel_notes(tp: int, pipeline: PipelinePlan, ep: int = 1, cp: int = 1) -> list[Assumption]:
+    """What the tensor-, expert-, context- and pipeline-parallel figures rest on."""
     notes = []
+    if cp > 1:
+        notes.append(Assumption(
+            name="context_parallel_rank",
+            detail=f"one of {cp} context-parallel ranks traced on its seq_len / {cp} tokens (torch's context_parallel, "
+            "round-robin chunks for causal balance); in each SDPA call the K/V ring holds three chunks (the one "
+            "received last, the copy sent on, the buffer receiving the next) and the merger a float32 output and "
+            "logsumexp; in backward the same ring, float32 accumulators for the gradients of q, k, v and the K/V "
+            "gradients' ring, sent and received in float32 (torch 2.13 _templated_ring_attention and "
+            "_templated_ring_attention_backward); the merge's output-sized temporaries are not counted; weights are "
+            "whole on each rank unless --zero/--fsdp shard them over the dp x cp ranks, as torchtitan does",
+        ))  # fmt: skip
     if ep > 1:
         notes.append(Assumption(
             name="expert_parallel_rank",
