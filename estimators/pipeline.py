@@ -22,6 +22,13 @@ many, per rank ``r`` of ``P`` with ``M`` micro-batches, follows torch.distribute
 ``schedules.py``: GPipe all ``M``; 1F1B ``min(M, P - r)`` (its ``warmup_chunks`` + 0, since a
 backward frees one before the next forward); interleaved 1F1B with ``V`` chunks per rank
 ``_get_warmup_ops`` + 1 chunk-micro-batches, each a ``1/V`` share of the rank's activations.
+Where a rank runs more micro-batches than it holds (1F1B, interleaved), a backward after the first
+starts with the gradients accumulated so far: each traced gradient is held from the backward's
+start, and the one the traced backward makes is a moment's temporary added into it.
+
+Under data parallelism a stage is cut from one data-parallel rank of its own weights
+(``sharding.py``'s ``shard`` with ``weights=PipelineSplit.weights(rank)``): its buffers, gathers and
+shards are blocks after this split's, all the stage's.
 """
 
 from __future__ import annotations
@@ -228,8 +235,9 @@ class PipelineSplit:
         """Stage ``rank``'s timeline, cut from ``timeline``: this split's, or a data-parallel rank's version of it
         whose blocks beyond this split's are the stage's own (its buffers, gathers and shards)."""
         source = self.timeline if timeline is None else timeline
-        blocks = [source.blocks[sid].copy() for sid, ranks in enumerate(self._sid_ranks()) if rank in ranks]
-        gradients = [block for sid, block in zip(self._stage_sids(rank), blocks, strict=True) if sid in self.gradient_sids]
+        sids = [sid for sid, ranks in enumerate(self._sid_ranks()) if rank in ranks]
+        blocks = [source.blocks[sid].copy() for sid in sids]
+        gradients = [block for sid, block in zip(sids, blocks, strict=True) if sid in self.gradient_sids]
         traced, own = self.graph.graph["storage_count"], len(self.timeline.blocks)
         blocks += [block.copy() for block in source.blocks[traced:own] if rank in self._ranks_of_module(block.module)]
         blocks += [block.copy() for block in source.blocks[own:]]  # after a checkpointing what-if's recomputes, the rank's
@@ -254,9 +262,6 @@ class PipelineSplit:
         if self.sid_ranks is None:
             self.sid_ranks = [self._ranks(sid, attrs) for sid, attrs in storage_nodes(self.graph)]
         return self.sid_ranks
-
-    def _stage_sids(self, rank: int) -> list[int]:
-        return [sid for sid, ranks in enumerate(self._sid_ranks()) if rank in ranks]
 
     def _accumulated(self, gradients: list[Block]) -> list[Block]:
         """A backward after the first runs with the earlier micro-batches' gradients held: each gradient is
