@@ -10,11 +10,14 @@ import pytest
 import transformers
 
 import vramsim
+from vramsim.estimators.sharding_plan import ZeroSettings
 from vramsim.models import build_model
 
 OPTIONS: dict[str, Any] = {"task": "train", "batch_size": 2, "seq_len": 16, "device": "cpu"}
 PIPELINE: dict[str, Any] = {"pp": 2, "micro_batches": 4}
 DP = 2
+BUCKET = 1000
+"""DeepSpeed's reduce_bucket_size in elements, small enough to leave the peak where the pipeline alone has it."""
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,8 @@ def reports(llama: transformers.LlamaConfig) -> dict[str, vramsim.Report]:
     """One trace: the pipeline alone, then over 2 data-parallel ranks per stage with each scheme."""
     schemes: dict[str, dict[str, Any]] = {"alone": {}, "ddp": {"gpus": 4}, "zero1": {"gpus": 4, "zero": 1},
                                           "fsdp": {"gpus": 4, "fsdp": "full"}}  # fmt: skip
-    found = vramsim.simulate_each(llama, [{**PIPELINE, **v} for v in schemes.values()], **OPTIONS)
+    found = vramsim.simulate_each(llama, [{**PIPELINE, **v} for v in schemes.values()],
+                                  zero_settings=ZeroSettings(reduce_bucket=BUCKET), **OPTIONS)  # fmt: skip
     return dict(zip(schemes, found, strict=True))
 
 
@@ -81,6 +85,21 @@ def test_ddp_over_a_stage_adds_its_buckets_to_the_pipeline_alone(reports: dict[s
         buckets = after.model_state["gradients"]  # gradient_as_bucket_view=False: one bucket byte per gradient byte
         assert after.peak_bytes == before.peak_bytes + buckets
     assert sum(ddp.buffers.values()) == ddp.stages[ddp.busiest_stage or 0].model_state["gradients"]
+
+
+def test_zero1_over_a_stage_is_the_pipeline_alone_with_that_stages_states_sharded(
+    reports: dict[str, vramsim.Report],
+) -> None:
+    """Each stage's peak is the pipeline alone's, less the optimizer states ZeRO-1 shards away, plus its fp32
+    master partition, and at most the reduce bucket (made after the last micro-batch's backward) above that."""
+    alone, zero1 = reports["alone"].ranks, reports["zero1"].ranks
+    assert alone is not None and zero1 is not None
+    for before, after in zip(alone.stages, zero1.stages, strict=True):
+        sharded_away = before.model_state["optimizer_states"] - after.model_state["optimizer_states"]
+        master = after.model_state["parameters"] - before.model_state["parameters"]
+        expected = before.peak_bytes - sharded_away + master
+        assert expected <= after.peak_bytes <= expected + 4 * BUCKET
+    assert zero1.buffers == {"ZeRO reduce bucket": 4 * BUCKET}
 
 
 def test_fsdp_under_a_pipeline_keeps_gradients_whole_to_the_last_micro_batch(
