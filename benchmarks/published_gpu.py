@@ -145,7 +145,8 @@ class Trainer2022Adafactor(torch.optim.Adafactor):
 
 _ANATOMY_BASE: dict[str, Any] = dict(
     model_class="AutoModelForSequenceClassification", seq_len=512, attn_implementation="eager",
-    inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW)  # fmt: skip
+    inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW, cuda_module_loading="eager")  # fmt: skip
+"""CUDA 11.2 predates lazy module loading (11.7): the context holds every libtorch_cuda kernel."""
 
 
 def _anatomy(name: str, source: str, quote: str, mib: int, **options: Any) -> Case:

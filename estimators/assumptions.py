@@ -25,6 +25,7 @@ __all__ = [
     "CUBLAS_WORKSPACE_BYTES_DEFAULT",
     "CUBLAS_WORKSPACE_BYTES_SM90_PLUS",
     "CUDA_CONTEXT_BYTES",
+    "CUDA_CONTEXT_BYTES_EAGER_LOADING",
     "CUDA_KERNELS_LOADED_BYTES",
     "CUDA_RNG_STATE_BYTES",
     "DATA_PARALLEL_COMMUNICATION",
@@ -59,6 +60,7 @@ __all__ = [
     "TRAINING_ARGS_BYTES",
     "WAN_VAE_DTYPE",
     "CountedIn",
+    "ModuleLoading",
     "Overhead",
     "OverheadTotals",
     "cuda_context_bytes",
@@ -135,6 +137,29 @@ Measured with lazy module loading (CUDA >= 11.7), right after the context is cre
 - blackwell: 612 MiB on a B200 after ``mem_get_info`` (unslothai/unsloth#8669).
 """
 
+CUDA_CONTEXT_BYTES_EAGER_LOADING: dict[Architecture, int] = {
+    "volta": 1343 * _MiB,
+}
+"""The bare context with eager module loading (``CUDA_MODULE_LOADING=EAGER``, and every CUDA before 11.7),
+where the first CUDA call loads every kernel libtorch_cuda ships for the GPU: an assumption per architecture,
+known only where someone measured it.
+
+- volta: 1343 MiB on a Tesla V100-SXM2-16GB, driver 460.91.03 / CUDA 11.2, torch 1.10, as NVML "used" after
+  ``torch.ones((1, 1)).to("cuda")`` (transformers' "Model training anatomy" page: "GPU memory occupied: 1343 MB").
+
+The kernels a step then loads (cuBLAS at its first matmul) are assumed to be ``CUDA_KERNELS_LOADED_BYTES``, as
+with lazy loading; eager loading loads whole libraries, so that part is a lower bound.
+"""
+
+ModuleLoading = Literal["lazy", "eager"]
+"""CUDA's ``CUDA_MODULE_LOADING``: lazy (the default since CUDA 12.2; PyTorch sets it from CUDA 11.7) or eager."""
+
+_CONTEXTS: dict[ModuleLoading, tuple[str, dict[Architecture, int]]] = {
+    "lazy": ("CUDA_CONTEXT_BYTES", CUDA_CONTEXT_BYTES),
+    "eager": ("CUDA_CONTEXT_BYTES_EAGER_LOADING", CUDA_CONTEXT_BYTES_EAGER_LOADING),
+}
+"""Each module loading's context table, with its name for the report."""
+
 CUDA_KERNELS_LOADED_BYTES: dict[Literal["inference", "training"], int] = {
     "inference": 728_563_712 - 648_871_936,
     "training": 804_061_184 - 648_871_936,
@@ -154,15 +179,19 @@ The only public figure found: ~0.4 GiB per process on an RX 7900 XTX, gfx1100
 (Quartermaster-Labs/Quartermaster#24). Not measured on MI300X.
 """
 
-def cuda_context_bytes(device: DeviceProfile, *, training: bool) -> int:
+def cuda_context_bytes(device: DeviceProfile, *, training: bool, module_loading: ModuleLoading = "lazy") -> int:
     """Device memory outside PyTorch's allocator once a step has run: the context and its loaded kernels."""
     if device.vendor == "amd":
+        if module_loading != "lazy":
+            raise ConfigError("cuda_module_loading is CUDA's setting; an AMD GPU runs ROCm (leave it at lazy)")
         return HIP_CONTEXT_BYTES
-    if device.architecture not in CUDA_CONTEXT_BYTES:
+    contexts = _CONTEXTS[module_loading][1]
+    if device.architecture not in contexts:
         raise ConfigError(
-            f"no CUDA context size for architecture {device.architecture!r}; known: {', '.join(CUDA_CONTEXT_BYTES)}"
+            f"no measured CUDA context with {module_loading} module loading for architecture {device.architecture!r}; "
+            f"known: {', '.join(contexts)}"
         )
-    return CUDA_CONTEXT_BYTES[device.architecture] + CUDA_KERNELS_LOADED_BYTES["training" if training else "inference"]
+    return contexts[device.architecture] + CUDA_KERNELS_LOADED_BYTES["training" if training else "inference"]
 
 
 NCCL_SIMPLE_BUFFER_BYTES = 1 << 22
@@ -332,7 +361,9 @@ def _nccl(device: DeviceProfile, world_size: int) -> Overhead:
     )
 
 
-def overheads_for(device: DeviceProfile, *, world_size: int = 1, training: bool = False) -> list[Overhead]:
+def overheads_for(
+    device: DeviceProfile, *, world_size: int = 1, training: bool = False, module_loading: ModuleLoading = "lazy"
+) -> list[Overhead]:
     """The overheads a run on ``device`` pays beyond its traced tensors; none on the cpu.
 
     ``training`` counts two BLAS workspaces: PyTorch keys them by (handle, stream) and hands each
@@ -347,7 +378,7 @@ def overheads_for(device: DeviceProfile, *, world_size: int = 1, training: bool 
         found = [
             Overhead(
                 name="HIP context",
-                bytes=HIP_CONTEXT_BYTES,
+                bytes=cuda_context_bytes(device, training=training, module_loading=module_loading),
                 source="assumption: ~0.4 GiB measured on gfx1100 (Quartermaster-Labs/Quartermaster#24); "
                 "not measured on this GPU",
                 counted_in="device",
@@ -358,9 +389,9 @@ def overheads_for(device: DeviceProfile, *, world_size: int = 1, training: bool 
         found = [
             Overhead(
                 name="CUDA context",
-                bytes=cuda_context_bytes(device, training=training),
-                source=f"assumption: a bare {device.architecture} context as measured with lazy module loading "
-                "(assumptions.CUDA_CONTEXT_BYTES) plus the kernels a step loads, as measured on an H200 "
+                bytes=cuda_context_bytes(device, training=training, module_loading=module_loading),
+                source=f"assumption: a bare {device.architecture} context as measured with {module_loading} module "
+                f"loading (assumptions.{_CONTEXTS[module_loading][0]}) plus the kernels a step loads, as measured on an H200 "
                 "(assumptions.CUDA_KERNELS_LOADED_BYTES)",
                 counted_in="device",
             ),
@@ -447,6 +478,9 @@ QUANTIZED_KERNELS = {
     "fp8": "transformers' FP8Linear over DeepGEMM or the Triton finegrained-fp8 kernel, each input quantized to "
     "float8 with a float32 scale per token and 128 columns first",
     "int8wo": "torchao's Int8Tensor linear run eagerly (the int8 weight cast to the input's dtype, then a matmul)",
+    "int4wo": "torchao's Int4Tensor linear over mslk's bf16i4bf16_rowwise (a CUTLASS sm90 GEMM writing the bf16 output)",
+    "fp8-rowwise": "torchao's Float8Tensor linear, torch path: each input quantized to float8 with a float32 scale per "
+    "token, then torch._scaled_mm with row-wise scales",
 }
 """The kernel each GPTQ/AWQ/FP8/torchao format is simulated with (``vramsim/quantized_formats.py``).
 
@@ -456,7 +490,9 @@ NVIDIA GPUs when its CUDA extension is built, and ``GPTQMODEL_MARLIN_USE_FP32`` 
 assumed unset. transformers fetches its FP8 kernels from the Hub at run time (DeepGEMM on
 Hopper/Blackwell with ``kernels`` and a CUDA toolkit, else Triton); both write the quantized
 input before the GEMM. torchao's linear is assumed not compiled (``torch.compile`` would fuse the
-cast into the matmul).
+cast into the matmul). torchao's int4 default needs mslk, whose GEMM is a CUTLASS sm90 kernel;
+its float8 per-row configs are assumed to take the torch path (mslk's, chosen by ``AUTO`` on sm 9.0+
+when mslk is installed, quantizes the input in one Triton kernel).
 """
 
 COMPILE_MODELLED = (

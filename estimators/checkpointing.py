@@ -10,13 +10,19 @@ The choices (``--checkpointing``):
   PyTorch's SAC example).
 - ``selective:torchtitan``: torchtitan's op-level selective AC (``mode="selective"``,
   ``selective_ac_option="op"``): its save list, but every second ``aten.mm`` of each block recomputed.
+- ``first:F`` and ``first:F+selective:S``: the first F decoder layers checkpointed in full (Megatron-LM's
+  ``--recompute-method block --recompute-num-layers F``), the next S selectively, the rest not at all.
+- ``auto``: the ``first:F+selective:S`` that fits the device with the least recompute
+  (``budgeted_plan``), the per-layer choice PyTorch's ``sac_ilp.py`` makes under a memory budget, each
+  candidate's memory taken from the graph's what-if.
 - ``offload``: saved activations are copied to host memory and fetched back in backward
   (``torch.autograd.graph.save_on_cpu``).
-- ``all``: every choice above, from one trace, as a table.
+- ``all``: every fixed choice above, from one trace, as a table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import networkx as nx
@@ -27,11 +33,14 @@ from vramsim.tracer.records import UnitRecord
 from .timeline import Block, Position, Timeline, derive_timeline
 
 __all__ = [
-    "CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointCost", "CheckpointPlan", "WhatIf", "parse_checkpointing",
-    "what_if",
+    "CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointCost", "CheckpointPlan", "WhatIf",
+    "budgeted_plan", "first_layers", "parse_checkpointing", "what_if",
 ]  # fmt: skip
 
-CHECKPOINTING_CHOICES = ("none", "full", "every:K", "selective", "selective:torchtitan", "offload", "all")
+CHECKPOINTING_CHOICES = (
+    "none", "full", "every:K", "selective", "selective:torchtitan", "first:F[+selective[:torchtitan]:S]", "auto",
+    "offload", "all",
+)  # fmt: skip
 
 SELECTIVE_SAVED_OPS = frozenset(
     "aten.mm aten.addmm aten.bmm aten.baddbmm aten._scaled_mm aten.convolution "
@@ -58,17 +67,32 @@ class CheckpointPlan:
     """One checkpointing choice, parsed."""
 
     kind: str
-    """``none``, ``full``, ``every``, ``selective``, ``offload`` or ``all``."""
+    """``none``, ``full``, ``every``, ``selective``, ``first``, ``auto``, ``offload`` or ``all``."""
     every: int = 1
     """For ``every``: checkpoint layers 0, K, 2K, ... (``full`` is ``every:1``)."""
     torchtitan: bool = False
-    """For ``selective``: torchtitan's policy (``TORCHTITAN_SAVED_OPS``, every second matmul recomputed)."""
+    """For ``selective`` (and ``first``'s selective layers): torchtitan's policy (``TORCHTITAN_SAVED_OPS``, every
+    second matmul recomputed)."""
+    full_layers: int = 0
+    """For ``first``: layers 0 .. F-1 checkpointed in full."""
+    selective_layers: int = 0
+    """For ``first``: the S layers after those checkpointed selectively (``SELECTIVE_SAVED_OPS`` kept)."""
 
     @property
     def spec(self) -> str:
         if self.kind == "every":
             return f"every:{self.every}"
+        if self.kind == "first":
+            policy = "torchtitan:" if self.torchtitan else ""
+            tail = f"+selective:{policy}{self.selective_layers}" if self.selective_layers else ""
+            return f"first:{self.full_layers}{tail}"
         return "selective:torchtitan" if self.torchtitan else self.kind
+
+    def selective_at(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` is checkpointed selectively (its saved ops kept, ``saves``)."""
+        if self.kind == "first":
+            return self.full_layers <= layer < self.full_layers + self.selective_layers
+        return self.kind == "selective"
 
     def saves(self, op: str, matmuls: int) -> bool:
         """Whether a ``selective`` checkpoint keeps the output of ``op``, the block's ``matmuls``-th ``aten.mm`` so far."""
@@ -80,19 +104,34 @@ class CheckpointPlan:
         """Whether decoder layer ``layer`` (0-based) runs inside a checkpoint."""
         if self.kind in ("full", "selective"):
             return True
+        if self.kind == "first":
+            return layer < self.full_layers + self.selective_layers
         return self.kind == "every" and layer % self.every == 0
 
 
+def first_layers(full: int, selective: int = 0, *, torchtitan: bool = False) -> CheckpointPlan:
+    """``first:F+selective:S`` (``first:F+selective:torchtitan:S``); with no layer at all, ``none``."""
+    if not full + selective:
+        return CheckpointPlan("none")
+    return CheckpointPlan("first", full_layers=full, selective_layers=selective, torchtitan=torchtitan and selective > 0)
+
+
 def parse_checkpointing(value: object) -> CheckpointPlan:
-    """``none|full|every:K|selective|selective:torchtitan|offload|all``; ``ValueError`` naming the choices otherwise."""
+    """One of ``CHECKPOINTING_CHOICES``; ``ValueError`` naming the choices otherwise."""
     text = str(value).strip().lower()
-    if text in ("none", "full", "selective", "offload", "all"):
+    if text in ("none", "full", "selective", "auto", "offload", "all"):
         return CheckpointPlan(text)
     if text == "selective:torchtitan":
         return CheckpointPlan("selective", torchtitan=True)
     head, _, count = text.partition(":")
     if head == "every" and count.isdigit() and int(count) >= 1:
         return CheckpointPlan("full") if int(count) == 1 else CheckpointPlan("every", int(count))
+    if head == "first":
+        full, _, selective = count.partition("+selective:")
+        titan = selective.startswith("torchtitan:")
+        selective = selective.removeprefix("torchtitan:")
+        if full.isdigit() and (selective.isdigit() or "+" not in count):
+            return first_layers(int(full), int(selective or 0), torchtitan=titan)
     raise ValueError(f"unknown checkpointing {value!r}; choose one of: {', '.join(CHECKPOINTING_CHOICES)}")
 
 
@@ -115,6 +154,53 @@ class WhatIf:
     plan: CheckpointPlan
     timeline: Timeline
     cost: CheckpointCost
+
+
+def budgeted_plan(layers: int, measure: Callable[[CheckpointPlan], tuple[bool, int]]) -> CheckpointPlan:
+    """``auto``: the ``first:F+selective:S`` that fits with the fewest recomputed FLOPs, ``measure`` giving a
+    plan's fit and recomputed FLOPs (its what-if on the device).
+
+    As in PyTorch's ``sac_ilp.py``, each layer takes one of a few discrete choices (none, a selective
+    policy, full) and the least recompute that brings the step under the memory budget wins. For each
+    selective policy (``selective``'s and torchtitan's), memory falls as a layer moves from none to
+    selective to full, so two binary searches find the plan: the least F for which
+    ``first:F+selective:(L-F)`` fits, then the least S for that F (about 2 log2 L what-ifs each); the
+    policy whose plan recomputes fewer FLOPs wins. Layers are checkpointed from the first on (Megatron-LM's
+    block method): their recompute runs last in backward, when the least is live. The caching
+    allocator's rounding can break the monotony by a segment near the budget. Nothing fits: ``full``.
+    """
+    if measure(CheckpointPlan("none"))[0]:
+        return CheckpointPlan("none")
+    if not measure(CheckpointPlan("full"))[0]:
+        return CheckpointPlan("full")
+    found = [_searched(layers, measure, torchtitan) for torchtitan in (False, True)]
+    return min(found, key=lambda plan: (measure(plan)[1], plan.selective_layers))
+
+
+def _searched(layers: int, measure: Callable[[CheckpointPlan], tuple[bool, int]], torchtitan: bool) -> CheckpointPlan:
+    """``budgeted_plan``'s two binary searches with one selective policy."""
+
+    def plan(full: int, selective: int) -> CheckpointPlan:
+        if full == layers:
+            return CheckpointPlan("full")
+        if selective == layers:
+            return CheckpointPlan("selective", torchtitan=torchtitan)
+        return first_layers(full, selective, torchtitan=torchtitan)
+
+    full = _least(lambda f: measure(plan(f, layers - f))[0], layers)
+    return plan(full, _least(lambda s: measure(plan(full, s))[0], layers - full))
+
+
+def _least(ok: Callable[[int], bool], high: int) -> int:
+    """The least n in [0, high] with ``ok(n)``, ``ok`` monotone and ``ok(high)`` true."""
+    low = 0
+    while low < high:
+        middle = (low + high) // 2
+        if ok(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 @dataclass(slots=True, kw_only=True)
@@ -187,13 +273,15 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
     cost = CheckpointCost()
     if plan.kind == "offload":
         cost = CheckpointCost(offloaded_bytes=_offload(schedule, holds))
+    elif plan.kind == "auto":
+        raise ValueError("'auto' is resolved to a first:F+selective:S plan before a what-if (budgeted_plan)")
     elif plan.kind != "none":
         if graph.graph["nested_units"]:
             raise NotImplementedError("checkpointed blocks nested in other checkpointed blocks are not modelled")
         units = {i: unit for i, unit in enumerate(graph.graph["units"]) if plan.checkpointed(unit.index)}
         if not units:
             raise ValueError("the traced program has no blocks to checkpoint (the model has no checkpointing call sites)")
-        cost = _Checkpoints(schedule, holds, units, plan if plan.kind == "selective" else None, rng_state_bytes).apply()
+        cost = _Checkpoints(schedule, holds, units, plan, rng_state_bytes).apply()
     return WhatIf(plan=plan, timeline=schedule.timeline(), cost=cost)
 
 
@@ -244,13 +332,12 @@ class _Checkpoints:
     """
 
     def __init__(
-        self, schedule: _Schedule, holds: list[_Hold], units: dict[int, UnitRecord], selective: CheckpointPlan | None,
-        rng_bytes: int,
+        self, schedule: _Schedule, holds: list[_Hold], units: dict[int, UnitRecord], plan: CheckpointPlan, rng_bytes: int,
     ) -> None:
         self.schedule = schedule
         self.nodes = schedule.graph.nodes
         self.units = units
-        self.selective = selective
+        self.plan = plan
         self.rng_bytes = rng_bytes
         self.events = _events_by_clock(schedule.graph)
         self.unit_holds: dict[int, list[_Hold]] = {}
@@ -293,7 +380,7 @@ class _Checkpoints:
             schedule.free_added(key, death)
         for sid in unit.inputs:
             self._hold_extra(sid, death)
-        cached = self._cached_outputs(unit, self.selective) if self.selective is not None else {}
+        cached = self._cached_outputs(unit, self.plan) if self.plan.selective_at(unit.index) else {}
         unpacks = [hold.unpack for hold in holds if hold.unpack is not None]
         stop = max(holds, key=lambda hold: hold.pack) if unpacks else None
         for sid, op in cached.items():

@@ -1,7 +1,8 @@
 """Which activation checkpointing lets my 8B LoRA fine-tune fit on one H100?
 
 Llama-3.1-8B in bf16, LoRA adapters (r=16) on every linear layer, one sequence of 8,192
-tokens. One trace without checkpointing; every choice is computed from its graph.
+tokens. One trace without checkpointing; every choice is computed from its graph, and
+``auto`` picks, layer by layer, the least recompute that fits.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from vramsim.render import format_bytes
 
 
 def main() -> None:
-    report = vramsim.simulate(
+    report, auto = vramsim.simulate_each(
         "meta-llama/Llama-3.1-8B",
+        [{"checkpointing": "all"}, {"checkpointing": "auto"}],
         task="train",
         seq_len=8192,
         device="h100",
         dtype="bf16",
         lora={"r": 16, "lora_alpha": 32, "target_modules": "all-linear"},
-        checkpointing="all",
     )
     print(f"{'choice':<10} {'peak':>11} {'on device':>11} {'fits':>5} {'recomputed TFLOP':>17}")
     for choice in report.checkpointing:
@@ -32,6 +33,9 @@ def main() -> None:
     best = min(on_device or fitting, key=lambda choice: (choice.cost.recomputed_flops, choice.device_bytes))
     print(f"Answer: --checkpointing {best.checkpointing} fits ({format_bytes(best.device_bytes)} on the device) "
           f"with the least recompute ({best.cost.recomputed_flops / 1e12:.1f} TFLOP per step).")  # fmt: skip
+    chosen = auto.checkpointing[0]
+    print(f"Per layer (--checkpointing auto): {chosen.checkpointing} fits ({format_bytes(chosen.device_bytes)} on the "
+          f"device) with {chosen.cost.recomputed_flops / 1e12:.1f} TFLOP recomputed per step.")  # fmt: skip
     for choice in fitting:
         if choice.cost.offloaded_bytes:
             print(f"--checkpointing offload fits too ({format_bytes(choice.device_bytes)}) with no recompute, but copies "

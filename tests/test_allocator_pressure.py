@@ -63,3 +63,13 @@ def test_bf16_autocast_training_through_a_zero_dropout_runs_on_a_gpu() -> None:
                                      pad_token_id=0, architectures=["Phi3ForCausalLM"])  # fmt: skip
     report = vramsim.simulate(config, mixed_precision="bf16", device="h100", seq_len=16)
     assert report.peak_bytes > 0
+
+
+def test_eager_module_loading_moves_only_the_device_figure(tiny_llama: transformers.LlamaConfig) -> None:
+    """``cuda_module_loading="eager"`` (CUDA before 11.7) is computed from the same trace: allocated and
+    reserved unchanged, the device figure up by the measured eager context less the lazy one."""
+    lazy, eager = vramsim.simulate_each(tiny_llama, [{}, {"cuda_module_loading": "eager"}], device="v100-16gb",
+                                        batch_size=2, seq_len=32)  # fmt: skip
+    assert (eager.peak_bytes, eager.reserved_bytes) == (lazy.peak_bytes, lazy.reserved_bytes)
+    assert eager.device_bytes - lazy.device_bytes == (1343 - 300) * _MiB
+    assert eager.options["cuda_module_loading"] == "eager"

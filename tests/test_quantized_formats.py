@@ -169,12 +169,13 @@ def test_torchao_int8_weight_only_counts_the_storages_its_tensor_subclass_owns()
     assert 128 * 128 * 2 in casts  # the bf16 copy of q_proj's int8 weight
 
 
-def test_torchao_other_than_int8_weight_only_is_refused() -> None:
+def test_torchao_configs_not_modelled_are_refused() -> None:
     torchao = pytest.importorskip("torchao.quantization")
     from transformers import TorchAoConfig
 
-    with pytest.raises(vramsim.UnsupportedError, match="torchao's Int4WeightOnlyConfig is not modelled"):
-        simulate(_llama(), task="forward", quantization=TorchAoConfig(torchao.Int4WeightOnlyConfig()), seq_len=8)
+    with pytest.raises(vramsim.UnsupportedError, match="torchao's Int8DynamicActivationInt8WeightConfig is not modelled"):
+        simulate(_llama(), task="forward", quantization=TorchAoConfig(torchao.Int8DynamicActivationInt8WeightConfig()),
+                 seq_len=8)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -185,12 +186,93 @@ def test_torchao_other_than_int8_weight_only_is_refused() -> None:
     ],
     ids=["forward", "generate"],
 )
-def test_torchao_int8_weight_only_matches_a_real_cpu_run(options: dict[str, object]) -> None:
-    """torchao quantizes for real on the CPU: the measured peak of the real Int8Tensor model is the prediction."""
+@pytest.mark.parametrize("name", ["int8wo", "fp8-rowwise"])
+def test_torchao_formats_match_a_real_cpu_run(options: dict[str, object], name: str) -> None:
+    """torchao quantizes for real on the CPU: the measured peak of the real Int8Tensor or Float8Tensor model
+    (torch._scaled_mm's CPU kernel computing in float32) is the prediction."""
     pytest.importorskip("torchao")
     from vramsim.measure import measure_cpu
 
-    options = {**options, "dtype": "bf16", "quantization": "int8wo", "device": "cpu"}
+    options = {**options, "dtype": "bf16", "quantization": name, "device": "cpu"}
     predicted = simulate(_llama(), **options).peak_bytes
     measured = measure_cpu(_llama(), SimulationConfig(**options)).peak_bytes
     assert predicted / measured - 1 == pytest.approx(0.0, abs=0.005)
+
+
+def test_torchao_int4_weight_only_holds_mslk_packing_to_the_byte() -> None:
+    """torchao's Int4Tensor (plain packing, mslk's format): two int4 values per int8 byte [out, in / 2], bf16 scales
+    and zero points [in / 128, out]; each matmul is mslk's bf16i4bf16_rowwise writing [rows, out] in bf16."""
+    pytest.importorskip("torchao")
+    import torch
+
+    from vramsim.tracer.patches import leftovers
+
+    config = SimulationConfig(task="forward", quantization="int4wo", dtype="bf16", batch_size=2, seq_len=8)
+    _, specs, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
+    layer = next(spec for spec in specs if spec.module == "model.layers.0")
+    assert layer.parameter_bytes == sum(i * o // 2 + 2 * 2 * (i // 128) * o for i, o in _LINEARS) + _NORMS
+    assert layer.parameters == sum(i * o for i, o in _LINEARS) + 2 * 128
+    outputs = {s.nbytes for s in trace.storages if s.op == "mslk.bf16i4bf16_rowwise"}
+    assert outputs == {2 * 8 * o * 2 for o in (64, 128, 256)}
+    assert sum(op.name == "mslk.bf16i4bf16_rowwise" for op in trace.ops) == 14 * config.steps
+    assert not hasattr(torch.ops.mslk, "bf16i4bf16_rowwise") and not leftovers()  # the stand-ins are gone
+
+
+def test_torchao_fp8_rowwise_holds_row_scales_and_quantizes_each_token() -> None:
+    """Float8Tensor per row: e4m3 weight and a float32 scale per output row; each input is quantized per token
+    (float8 [rows, in] and float32 scales [rows, 1]) before torch._scaled_mm writes [rows, out]."""
+    pytest.importorskip("torchao")
+    config = SimulationConfig(task="forward", quantization="fp8-rowwise", dtype="bf16", batch_size=2, seq_len=8)
+    _, specs, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
+    layer = next(spec for spec in specs if spec.module == "model.layers.0")
+    assert layer.parameter_bytes == sum(i * o + 4 * o for i, o in _LINEARS) + _NORMS
+    made = {(s.op, s.dtype, s.nbytes) for s in trace.storages if s.module == "model.layers.0.mlp.down_proj"}
+    rows = 2 * 8
+    assert {("aten._to_copy", "float8_e4m3fn", rows * 256), ("aten._scaled_mm", "bfloat16", rows * 128 * 2)} <= made
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"quantization": "int4wo", "device": "a100"}, "simulate an H100 or H200, not NVIDIA A100"),
+        ({"quantization": "int4wo", "dtype": "fp16"}, "in bfloat16"),
+        ({"quantization": "int4wo", "task": "train", "lora": 4}, "training on a torchao int4wo base is not modelled"),
+        ({"quantization": "fp8-rowwise", "device": "a100"}, "torchao's float8 needs an NVIDIA GPU of compute capability 8.9+"),
+    ],
+)
+def test_torchao_targets_not_modelled_are_refused(options: dict[str, object], message: str) -> None:
+    pytest.importorskip("torchao")
+    arguments = {"task": "forward", "dtype": "bf16", "batch_size": 1, "seq_len": 8, **options}
+    with pytest.raises(vramsim.UnsupportedError, match=message):
+        simulate(_llama(), **arguments)
+
+
+def test_torchao_options_not_modelled_are_refused() -> None:
+    torchao = pytest.importorskip("torchao.quantization")
+    from transformers import TorchAoConfig
+
+    tiled = TorchAoConfig(torchao.Int4WeightOnlyConfig(int4_packing_format="tile_packed_to_4d"))
+    with pytest.raises(vramsim.UnsupportedError, match="int4_packing_format='tile_packed_to_4d'"):
+        simulate(_llama(), task="forward", quantization=tiled, dtype="bf16", seq_len=8)
+    per_tensor = TorchAoConfig(torchao.Float8DynamicActivationFloat8WeightConfig(granularity=torchao.PerTensor()))
+    with pytest.raises(vramsim.UnsupportedError, match="granularity other than PerRow"):
+        simulate(_llama(), task="forward", quantization=per_tensor, dtype="bf16", seq_len=8)
+
+
+def test_the_cli_traces_torchao_int4_on_an_h100(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torchao")
+    model = saved_config(tmp_path, _llama())
+    code, out, err = run(capsys, "trace", model, "--device", "h100", "--task", "generate", "--quantization", "int4wo",
+                         "--dtype", "bf16", "--seq-len", "16", "--max-new-tokens", "2")  # fmt: skip
+    assert code == 0, err
+    assert "torchao int4 weight-only" in out
+
+
+def test_the_largest_fit_builds_an_int4_model_as_its_traces_do() -> None:
+    """The sequence search reads the model's position limit from a model built with mslk's helpers stood in."""
+    pytest.importorskip("torchao")
+    from vramsim.fitting import largest_fit
+
+    fit = largest_fit(_llama(), sizes=("seq_len",), device="h100", quantization="int4wo", dtype="bf16", task="forward",
+                      seq_len=64)  # fmt: skip
+    assert fit.seq_len is not None and (fit.seq_len.value, fit.seq_len.bound_by) == (128, "max_position_embeddings")

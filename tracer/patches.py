@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_map
 __all__ = [
     "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "flash_attn_installed",
     "foreach_clipping_on_meta", "fp8_kernels_on_meta", "fused_optimizers_on_meta",
-    "host_checkpoint_device", "leftovers",
+    "host_checkpoint_device", "leftovers", "torchao_float8_hardware_checked", "torchao_int4_on_meta",
 ]  # fmt: skip
 
 _MARK = "__vramsim_patch__"
@@ -82,8 +82,13 @@ FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flas
 FUSED_DEVICES = Patch("fused_devices", "torch.utils._foreach_utils", "_get_fused_kernels_supported_devices", by_name=True)
 FOREACH_DEVICE = Patch("foreach_device", "torch.utils._foreach_utils", "_device_has_foreach_support", by_name=True)
 FP8_LINEAR = Patch("fp8_linear", "transformers.integrations.finegrained_fp8", "fp8_linear")
+_INT4_TENSOR = "torchao.quantization.quantize_.workflows.int4.int4_tensor"
+INT4_ROW_QUANTIZE = Patch("int4_row_quantize", _INT4_TENSOR, "int4_row_quantize_zp")
+INT4_PACK = Patch("int4_pack", _INT4_TENSOR, "pack_int4")
+FLOAT8_HARDWARE = Patch("float8_hardware", "torchao.quantization.quant_api", "_check_hardware_support")
 PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE,
-           FUSED_DEVICES, FOREACH_DEVICE, FP8_LINEAR)  # fmt: skip
+           FUSED_DEVICES, FOREACH_DEVICE, FP8_LINEAR, INT4_ROW_QUANTIZE, INT4_PACK,
+           FLOAT8_HARDWARE)  # fmt: skip
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -203,6 +208,32 @@ def fp8_kernels_on_meta(stand_in: Callable[..., torch.Tensor]) -> contextlib.Abs
     Triton, integrations/finegrained_fp8.py ``fp8_linear``), which meta tensors cannot run; while
     an FP8 model is simulated, ``stand_in`` takes its place and makes on meta what they allocate."""
     return FP8_LINEAR.applied(lambda original: stand_in)
+
+
+def torchao_int4_on_meta() -> contextlib.ExitStack[bool | None]:
+    """torchao's ``Int4Tensor`` quantizes with mslk's ``int4_row_quantize_zp`` and ``pack_int4`` and
+    multiplies with ``torch.ops.mslk.bf16i4bf16_rowwise``, a CUDA package torchao imports if it can;
+    while an int4 model is built and traced on meta, stand-ins make what they make
+    (``tracer/kernels/torchao_int4.py``)."""
+    from vramsim.tracer.kernels.torchao_int4 import mslk_int4_gemm_on_meta, pack_int4, row_quantize_zp
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(INT4_ROW_QUANTIZE.applied(lambda original: row_quantize_zp))
+    stack.enter_context(INT4_PACK.applied(lambda original: pack_int4))
+    stack.enter_context(mslk_int4_gemm_on_meta())
+    return stack
+
+
+def torchao_float8_hardware_checked() -> contextlib.AbstractContextManager[None]:
+    """torchao's float8 configs assert that this machine has a CUDA GPU of sm 8.9+
+    (``float8/inference.py _check_hardware_support``); vramsim checked the target instead
+    (``torchao_formats.check_torchao``), so quantizing on meta, or on the CPU for a ground-truth run,
+    skips the question."""
+    return FLOAT8_HARDWARE.applied(lambda original: _target_checked)
+
+
+def _target_checked(*args: Any) -> None:
+    """The hardware question, answered by vramsim's own check of the target."""
 
 
 def leftovers() -> list[str]:

@@ -14,7 +14,7 @@ import networkx as nx
 import torch
 
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
-from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, parse_checkpointing, what_if
+from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, budgeted_plan, parse_checkpointing, what_if
 from vramsim.estimators.context_parallel import ring_buffers
 from vramsim.estimators.expert_parallel import all_to_all_buffers
 from vramsim.estimators.pipeline import PipelineSplit
@@ -63,7 +63,7 @@ def simulate(model: ModelSource, **options: Any) -> Report:
 
 
 ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
-                              "headroom", "expandable_segments", "pp", "pp_schedule", "micro_batches",
+                              "headroom", "expandable_segments", "cuda_module_loading", "pp", "pp_schedule", "micro_batches",
                               "pp_virtual_stages", "offload_states", "shard_group_size",
                               "torch_empty_cache_steps"})  # fmt: skip
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
@@ -152,7 +152,8 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
         if config.task == "train" else None,
         layers=summary.layer_rows(specs, chosen.timeline, memory),
-        checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all" else [],
+        checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all"
+        else [analysis.choice(chosen)] if plan.kind == "auto" else [],
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
@@ -245,14 +246,34 @@ class Analysis:
 
     def run(self, plan: CheckpointPlan) -> _Outcome:
         """``plan`` on this trace under this config's parallelism and allocator. Outcomes are kept with the
-        graph: every variant of ``simulate_each`` and every advice line that asks the same reuses one."""
+        graph: every variant of ``simulate_each`` and every advice line that asks the same reuses one.
+        ``auto`` runs the plan ``budgeted_plan`` picks for this device."""
         config = self._config
+        if plan.kind == "auto":
+            plan = self._budgeted()
         key = (plan.spec, config.sharding, config.pipeline, config.expandable_segments, config.gpus, config.headroom,
-               config.task, id(self._timeline), config.torch_empty_cache_steps)  # fmt: skip
+               config.task, id(self._timeline), config.torch_empty_cache_steps, config.cuda_module_loading)  # fmt: skip
         outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
         if key not in outcomes:
             outcomes[key] = self._run(plan)
         return outcomes[key]
+
+    def _budgeted(self) -> CheckpointPlan:
+        """``auto``: the least recompute whose device memory fits, each candidate one what-if of this graph."""
+        capacity = self._target.profile.memory_bytes
+        if capacity is None:
+            raise ConfigError("checkpointing='auto' fits a device's memory; the cpu target has no size: name a GPU (--device)")
+        units = self._graph.graph["units"]
+        if not units:
+            raise ConfigError("checkpointing='auto': the traced program has no blocks to checkpoint "
+                              "(the model has no checkpointing call sites)")  # fmt: skip
+
+        layers = 1 + max(unit.index for unit in units)
+        def measure(plan: CheckpointPlan) -> tuple[bool, int]:
+            outcome = self.run(plan)
+            return bool(self.fits(outcome.memory)), outcome.what_if.cost.recomputed_flops
+
+        return budgeted_plan(layers, measure)
 
     def _run(self, plan: CheckpointPlan) -> _Outcome:
         with _collector_paused():
@@ -293,7 +314,8 @@ class Analysis:
         usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
         return device_memory(timeline, self._target, training=self._config.task == "train",
                              expandable_segments=self._config.expandable_segments, world_size=self._config.gpus,
-                             usable_bytes=usable, empty_cache_steps=self._config.torch_empty_cache_steps)  # fmt: skip
+                             usable_bytes=usable, empty_cache_steps=self._config.torch_empty_cache_steps,
+                             module_loading=self._config.cuda_module_loading)  # fmt: skip
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
         """Each pipeline stage replayed, under data parallelism as one data-parallel rank of that stage's

@@ -15,6 +15,7 @@ two functions there:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -105,13 +106,16 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     from diffusers import ModelMixin
     from transformers import PreTrainedModel
 
-    context_fn = _context_fn(plan, emulation)
+    full, selective = _context_fn(plan, emulation, selective=False), _context_fn(plan, emulation, selective=True)
     if isinstance(model, PreTrainedModel):  # its own public switch
         model.activation_checkpointing_enable(
-            activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": context_fn}, every_n_layers=plan.every
-        )
+            activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": selective if plan.kind == "selective"
+                                             else full}, every_n_layers=plan.every,
+        )  # fmt: skip
+        if plan.kind == "first":
+            _first_layers(model, plan, selective)
     elif isinstance(model, ModelMixin):  # takes the function to call at each block
-        ModelMixin.enable_gradient_checkpointing(model, _EveryKth(plan.every, context_fn))
+        ModelMixin.enable_gradient_checkpointing(model, _PerBlock(plan, full, selective))
     else:
         raise ConfigError(f"{type(model).__name__} has no checkpointing switch vramsim knows; use checkpointing='offload'")
 
@@ -123,27 +127,44 @@ def saved_tensor_context(plan: CheckpointPlan) -> Callable[[], contextlib.Abstra
     return contextlib.nullcontext
 
 
-class _EveryKth:
-    """diffusers' default checkpoint function, applied to every K-th block: blocks are numbered
-    in the order they first run (``UnitRecord.index``)."""
+def _first_layers(model: torch.nn.Module, plan: CheckpointPlan, selective: ContextFn) -> None:
+    """``first:F+selective:S`` on a transformers model checkpointing every layer: the layers past F + S
+    switched off, the S after the first F given the selective policy (layers in module order, as
+    ``every_n_layers`` counts them)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
 
-    def __init__(self, every: int, context_fn: ContextFn) -> None:
-        self._every = every
-        self._context_fn = context_fn
+    layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
+    for index, layer in enumerate(layers):
+        if not plan.checkpointed(index):
+            layer.gradient_checkpointing = False
+        elif plan.selective_at(index):
+            layer_any: Any = layer  # transformers' attribute, which Module's typing does not know
+            layer_any._gradient_checkpointing_func = functools.partial(checkpoint, use_reentrant=False, context_fn=selective)
+
+
+class _PerBlock:
+    """diffusers' default checkpoint function, applied to the blocks ``plan`` checkpoints (each with its
+    policy): blocks are numbered in the order they first run (``UnitRecord.index``)."""
+
+    def __init__(self, plan: CheckpointPlan, full: ContextFn, selective: ContextFn) -> None:
+        self._plan = plan
+        self._full = full
+        self._selective = selective
         self._order: dict[int, int] = {}
 
     def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
         index = self._order.setdefault(id(fn), len(self._order))
-        if index % self._every:
+        if not self._plan.checkpointed(index):
             return fn(*args)
-        return checkpoint(fn, *args, use_reentrant=False, context_fn=self._context_fn)
+        context_fn = self._selective if self._plan.selective_at(index) else self._full
+        return checkpoint(fn, *args, use_reentrant=False, context_fn=context_fn)
 
 
-def _context_fn(plan: CheckpointPlan, emulation: KernelEmulation | None) -> ContextFn:
+def _context_fn(plan: CheckpointPlan, emulation: KernelEmulation | None, *, selective: bool) -> ContextFn:
     """Recompute runs inside autograd's engine, which drops torch-function modes: the emulation
-    re-enters there; ``selective`` adds the op policy's caching and cached modes."""
+    re-enters there; a selective block adds the op policy's caching and cached modes."""
     emulated = emulation.checkpoint_contexts if emulation is not None else _no_contexts
-    if plan.kind != "selective":
+    if not selective:
         return emulated
 
     def contexts() -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from vramsim.estimators.assumptions import ModuleLoading
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
@@ -138,8 +139,9 @@ class SimulationConfig:
         parse=_optimizer_flag, report=_optimizer_name))
     checkpointing: str = field(default="none", metadata=_option(
         help="activation checkpointing: none, full, every:K, selective, selective:torchtitan (its op-level SAC: every "
-        "second matmul recomputed), offload, or all for a table of each "
-        "(estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
+        "second matmul recomputed), first:F[+selective[:torchtitan]:S] (the first F layers in full, the next S "
+        "selectively), auto (the per-layer mix that fits with the fewest recomputed FLOPs), offload, or all for a table "
+        "of each (estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
     gradient_checkpointing: bool = field(default=False, metadata=_option(help="alias of --checkpointing full"))
     grad_accum: int = field(default=1, metadata=_option(
         help="gradient accumulation: micro-steps of --batch-size each per optimizer step; gradients add up in .grad",
@@ -156,7 +158,8 @@ class SimulationConfig:
     quantization: Any = field(default=None, metadata=_option(
         help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
         "quantization; int8: LLM.int8; gptq/awq: 4-bit, group 128, gptqmodel's Marlin kernel; fp8: e4m3 weights in "
-        "128x128 blocks, sm 8.9+; int8wo: torchao int8 weight-only, needs torchao), quantized by the library itself "
+        "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only; "
+        "the torchao ones need torchao), quantized by the library itself "
         "(vramsim/quantization.py; Python: also transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig, "
         "FineGrainedFP8Config, TorchAoConfig)",
         report=lambda value: value if isinstance(value, str) or value is None
@@ -188,6 +191,10 @@ class SimulationConfig:
         "op's output materialised (inductor's fusion is not modelled, vramsim/compiled.py)", report=_same))
     expandable_segments: bool = field(default=False, metadata=_option(
         help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
+    cuda_module_loading: ModuleLoading = field(default="lazy", metadata=_option(
+        help="CUDA_MODULE_LOADING of the run: lazy (PyTorch's setting since CUDA 11.7) or eager (CUDA before 11.7, "
+        "or set so): the context then holds every kernel of libtorch_cuda, a figure measured per architecture "
+        "(estimators/assumptions.py)", report=_same, commands=("trace",)))
     headroom: float = field(default=0.10, metadata=_option(
         help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
     gpus: int = field(default=1, metadata=_option(
@@ -345,6 +352,8 @@ class SimulationConfig:
             raise ConfigError(f"unknown cache_implementation {self.cache_implementation!r}; choose one of: dynamic, static")
         if self.cache_implementation == "static" and self.task != "generate":
             raise ConfigError(f"cache_implementation='static' is the generate loop's cache; task='{self.task}' keeps none")
+        if self.cuda_module_loading not in ("lazy", "eager"):
+            raise ConfigError(f"unknown cuda_module_loading {self.cuda_module_loading!r}; choose one of: lazy, eager")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
         try:

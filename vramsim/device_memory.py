@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
-from vramsim.estimators.assumptions import Overhead, overheads_for, totals
+from vramsim.estimators.assumptions import ModuleLoading, Overhead, overheads_for, totals
 from vramsim.estimators.liveness import Liveness, backward_starts, liveness, replay_under_limit
 from vramsim.estimators.timeline import Timeline
 
@@ -37,7 +37,7 @@ class DeviceMemory:
 
 def device_memory(
     timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False, world_size: int = 1,
-    usable_bytes: int | None = None, empty_cache_steps: int | None = None,
+    usable_bytes: int | None = None, empty_cache_steps: int | None = None, module_loading: ModuleLoading = "lazy",
 ) -> DeviceMemory:  # fmt: skip
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
@@ -51,7 +51,7 @@ def device_memory(
         peak, index = live.peak(first, last)
         return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak,
                             overheads=[])  # fmt: skip
-    overheads = overheads_for(target.profile, world_size=world_size, training=training)
+    overheads = overheads_for(target.profile, world_size=world_size, training=training, module_loading=module_loading)
     added = totals(overheads)
     platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))

@@ -29,6 +29,7 @@ from .errors import ConfigError, UnsupportedError
 from .models import ModelSource
 from .pipelines import find_pipeline
 from .positions import position_limit
+from .quantization import quantized_kernels_on_meta
 from .report import Report
 from .targets import resolve_target
 
@@ -162,7 +163,8 @@ def _seq_bound(model: ModelSource, config: SimulationConfig) -> tuple[str, int]:
     """The longest sequence to try: the model's configured position maximum where it has one."""
     if config.inputs is not None:  # the user's inputs say their own length
         return "vramsim's limit", MAX_SEQ_LEN
-    program = build_program(model, config, device="meta", checkpointing="marked")
+    with quantized_kernels_on_meta(config.quantization):  # a quantized model is built as a trace builds it
+        program = build_program(model, config, device="meta", checkpointing="marked")
     limit = position_limit(program.modules[""])
     return ("vramsim's limit", MAX_SEQ_LEN) if limit is None else (limit[0], min(limit[1], MAX_SEQ_LEN))
 

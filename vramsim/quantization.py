@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, UnsupportedError
-from .quantized_formats import check_format_target, describe_format, format_notes, quantize_format, torchao_int8_weight_only
+from .quantized_formats import check_format_target, describe_format, format_notes, quantize_format
 from .report import Assumption
+from .torchao_formats import TORCHAO_NAMES, torchao_quant_type, uses_mslk_int4
 
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line reads QUANTIZATIONS without it
     import torch
@@ -42,15 +43,19 @@ QUANTIZATIONS: dict[str, dict[str, Any]] = {
     "gptq": {"bits": 4, "group_size": 128},
     "awq": {"bits": 4, "group_size": 128},
     "fp8": {},
+    "fp8-rowwise": {},
     "int8wo": {},
+    "int4wo": {},
 }
 """``--quantization`` names -> the config's arguments (``BitsAndBytesConfig``'s, unless
 ``_CONFIG_CLASSES`` names another); ``-dq`` adds double quantization (QLoRA's absmax quantized again
 in blocks of 256); ``int8`` is LLM.int8 (outlier threshold 6); ``gptq`` and ``awq`` are 4 bits in
 groups of 128, as the common checkpoints; ``fp8`` is e4m3 weights in 128x128 blocks with dynamic
-activation scales; ``int8wo`` is torchao's ``Int8WeightOnlyConfig`` (per row); the rest are the
-libraries' defaults."""
-_CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config", "int8wo": "TorchAoConfig"}
+activation scales; ``fp8-rowwise`` is torchao's ``Float8DynamicActivationFloat8WeightConfig`` per row (a
+scale per weight row and per input token); ``int8wo`` is torchao's ``Int8WeightOnlyConfig`` (per row);
+``int4wo`` is torchao's ``Int4WeightOnlyConfig`` (groups of 128); the rest are the libraries' defaults."""
+_CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config",
+                   **dict.fromkeys(TORCHAO_NAMES, "TorchAoConfig")}  # fmt: skip
 BITSANDBYTES_NAMES = tuple(name for name in QUANTIZATIONS if name not in _CONFIG_CLASSES)
 """The ``QUANTIZATIONS`` names that are bitsandbytes' formats (their config is ``BitsAndBytesConfig``)."""
 _SIMULATED = ("BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "FineGrainedFP8Config", "TorchAoConfig")
@@ -72,8 +77,8 @@ def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
         raise ConfigError(f"unknown quantization {spec!r}; choose one of: {', '.join(QUANTIZATIONS)}")
     if arguments.get("load_in_4bit"):
         arguments = {**arguments, "bnb_4bit_compute_dtype": compute_dtype}
-    if name == "int8wo":
-        arguments = {"quant_type": torchao_int8_weight_only()}
+    if name in TORCHAO_NAMES:
+        arguments = {"quant_type": torchao_quant_type(name)}
     return getattr(transformers, _CONFIG_CLASSES.get(name, "BitsAndBytesConfig"))(**arguments)
 
 
@@ -143,7 +148,12 @@ def _diffusers_quantizer(model: Any, config: Any, device: str) -> Any:
 
 def quantized_kernels_on_meta(spec: Any) -> contextlib.AbstractContextManager[Any]:
     """While an FP8 model is built and traced, transformers' ``fp8_linear`` is the stand-in that makes
-    on meta what its Hub kernels allocate (``tracer/kernels/fp8_linear.py``); nothing for other formats."""
+    on meta what its Hub kernels allocate (``tracer/kernels/fp8_linear.py``); for torchao's int4, mslk's
+    helpers and GEMM (``tracer/kernels/torchao_int4.py``); nothing for other formats."""
+    if uses_mslk_int4(spec):
+        from vramsim.tracer.patches import torchao_int4_on_meta
+
+        return torchao_int4_on_meta()
     fp8 = spec.lower() == "fp8" if isinstance(spec, str) else type(spec).__name__ == "FineGrainedFP8Config"
     if not fp8:
         return contextlib.nullcontext()

@@ -2,24 +2,25 @@
 
 ``quantization.py`` hands these formats here (bitsandbytes stays there). Each is modelled for the
 kernel an NVIDIA GPU runs: gptqmodel's Marlin for GPTQ and AWQ (``marlin_linear.py``), transformers'
-``FP8Linear`` over DeepGEMM or the Triton finegrained-fp8 kernel for FP8 (``tracer/kernels/fp8_linear.py``).
-Anything else (another kernel, the cpu target, training a GPTQ/AWQ base) is refused in one line.
+``FP8Linear`` over DeepGEMM or the Triton finegrained-fp8 kernel for FP8 (``tracer/kernels/fp8_linear.py``);
+torchao's configs go to ``torchao_formats.py``. Anything else (another kernel, the cpu target, training a
+GPTQ/AWQ base) is refused in one line.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from vramsim.estimators.devices import DeviceProfile, get_device
 
 from .errors import UnsupportedError
 from .report import Assumption
+from .torchao_formats import check_torchao, describe_torchao, is_torchao, quantize_torchao, torchao_notes
 
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line imports this module without it
     import torch
 
-__all__ = ["check_format_target", "describe_format", "format_notes", "quantize_format", "torchao_int8_weight_only"]
+__all__ = ["check_format_target", "describe_format", "format_notes", "quantize_format"]
 
 MARLIN_GPTQ_CAPABILITY = (7, 5)
 """gptqmodel ``MarlinLinear.validate_device`` (``_marlin_capability_supported``): sm 7.5 and newer."""
@@ -32,9 +33,6 @@ FP8_CAPABILITY = (8, 9)
 """transformers' ``FineGrainedFP8HfQuantizer.validate_environment``: below sm 8.9 it dequantizes to bf16."""
 _AUTO_BACKENDS = (None, "auto", "marlin", "gptq_marlin", "awq_marlin")
 
-# torchao's import logs a warning per CUDA extension it cannot load here; peft imports it whenever installed.
-logging.getLogger("torchao").setLevel(logging.ERROR)
-
 
 def check_format_target(config: Any, *, target: str, train: bool, lora: bool) -> None:
     """Refuse what is not modelled: a target without the format's kernel, and training but LoRA on FP8."""
@@ -42,8 +40,8 @@ def check_format_target(config: Any, *, target: str, train: bool, lora: bool) ->
     if _is_fp8(config):
         _check_fp8(config, profile, train=train, lora=lora)
         return
-    if _is_torchao(config):
-        _check_torchao(config, train=train)
+    if is_torchao(config):
+        check_torchao(config, profile, train=train)
         return
     method = _method(config)
     name = method.upper()
@@ -78,8 +76,8 @@ def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target:
 
     from .marlin_linear import MarlinFormat, swap_marlin_layers
 
-    if _is_torchao(config):
-        _quantize_torchao(model, config, device)
+    if is_torchao(config):
+        quantize_torchao(model, config, device)
         return
     if device != "meta":
         raise UnsupportedError(f"{describe_format(config)}: only simulated (its kernels do not run on this machine)")
@@ -109,9 +107,8 @@ def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target:
 
 def describe_format(config: Any) -> str:
     """The header's words for a GPTQ, AWQ, FP8 or torchao model."""
-    if _is_torchao(config):
-        granularity = type(config.quant_type.granularity).__name__
-        return f"torchao int8 weight-only ({granularity}: int8 values, float32 scales)"
+    if is_torchao(config):
+        return describe_torchao(config)
     if _is_fp8(config):
         block = config.weight_block_size
         scales = f"{block[0]}x{block[1]} block scales" if block else "one scale per tensor"
@@ -127,9 +124,8 @@ def format_notes(config: Any) -> list[Assumption]:
 
     if _is_fp8(config):
         return [Assumption(name="fp8_activation_quant", detail=f"{QUANTIZED_KERNELS['fp8']}; {NOTE_FP8_LINEAR}")]
-    if _is_torchao(config):
-        return [Assumption(name="torchao_int8_linear", detail=f"{QUANTIZED_KERNELS['int8wo']}, traced as torchao "
-                           "writes it; torch.compile, which would fuse the cast, is not modelled")]  # fmt: skip
+    if is_torchao(config):
+        return torchao_notes(config)
     return [Assumption(name="marlin_kernel", detail=(
         f"{QUANTIZED_KERNELS[_method(config)]}, gptqmodel's automatic choice on NVIDIA GPUs (estimators/assumptions.py "
         "QUANTIZED_KERNELS): layers as after its post_init (repacked qweight, scales, a per-layer int32 workspace of "
@@ -171,40 +167,6 @@ def _swap_fp8(model: torch.nn.Module, config: Any, dtype: torch.dtype) -> None:
     quantizer.postprocess_model(model)
 
 
-def torchao_int8_weight_only() -> Any:
-    """torchao's ``Int8WeightOnlyConfig()`` (per-row scales)."""
-    try:
-        from torchao.quantization import Int8WeightOnlyConfig
-    except ImportError as exc:
-        raise UnsupportedError("int8wo is torchao's Int8WeightOnlyConfig: install torchao (pip install torchao)") from exc
-    return Int8WeightOnlyConfig()
-
-
-def _check_torchao(config: Any, *, train: bool) -> None:
-    kind = type(config.quant_type).__name__
-    if kind != "Int8WeightOnlyConfig":
-        raise UnsupportedError(f"torchao's {kind} is not modelled (its kernels are CUDA-only packages or need the device); "
-                               "torchao's Int8WeightOnlyConfig (int8wo) is")  # fmt: skip
-    if train:
-        raise UnsupportedError("training on a torchao int8 weight-only base is not modelled: simulate --task forward or generate")
-
-
-def _quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
-    """transformers' torchao path on meta: its quantizer's skip list (the head), then torchao's own
-    ``quantize_`` on each linear weight it would quantize while loading (``TorchAoQuantize``), which
-    leaves an ``Int8Tensor`` subclass whose ``qdata``, ``scale`` and ``zero_point`` hold the memory."""
-    import torch
-    from torchao.quantization import quantize_
-    from transformers.quantizers.auto import AutoHfQuantizer
-
-    quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
-    quantizer.preprocess_model(model, device_map={"": device})
-    for name, module in list(model.named_modules()):
-        if isinstance(module, torch.nn.Linear) and quantizer.param_needs_quantization(model, f"{name}.weight"):
-            quantize_(module, config.get_apply_tensor_subclass())
-    quantizer.postprocess_model(model)
-
-
 def _mark_quantized(model: torch.nn.Module, config: Any) -> None:
     """What transformers' ``preprocess_model`` and ``postprocess_model`` record on a quantized model."""
     from transformers import PreTrainedModel
@@ -219,10 +181,6 @@ def _mark_quantized(model: torch.nn.Module, config: Any) -> None:
 
 def _is_fp8(config: Any) -> bool:
     return type(config).__name__ == "FineGrainedFP8Config"
-
-
-def _is_torchao(config: Any) -> bool:
-    return type(config).__name__ == "TorchAoConfig"
 
 
 def _method(config: Any) -> str:

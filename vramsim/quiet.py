@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch.profiler import profile
 
-__all__ = ["quiet_default_loss", "quiet_image_processors", "quiet_joint_trace", "quiet_peft", "quiet_profiler"]
+__all__ = ["quiet_default_loss", "quiet_image_processors", "quiet_joint_trace", "quiet_peft", "quiet_profiler", "quiet_torchao"]
 
 
 @contextlib.contextmanager
@@ -73,6 +73,21 @@ def quiet_attention_backend() -> Iterator[None]:
     to run the attention the user asked for."""
     with _dropping("diffusers.models.modeling_utils", "Attention backends are an experimental feature"):
         yield
+
+
+def quiet_torchao() -> None:
+    """torchao, which peft and diffusers import whenever it is installed (so wherever they decide, not
+    where vramsim calls it), logs a warning per CUDA extension it cannot load here, and its import makes
+    torch's pytree warn that its ``str`` enums need no registration; diffusers (0.42) logs that it cannot
+    import tensor classes torchao 0.18 no longer has (for loading torchao checkpoints, which vramsim never
+    loads). Dropped for the process, each by its text."""
+    logging.getLogger("torchao").setLevel(logging.ERROR)
+    logging.getLogger("torch.utils._pytree").addFilter(
+        _DropMessage("is an Enum subclass and is now natively supported by torch.compile")
+    )
+    logging.getLogger("diffusers.quantizers.torchao.torchao_quantizer").addFilter(
+        _DropMessage("Unable to import `torchao` Tensor objects")
+    )
 
 
 @contextlib.contextmanager

@@ -152,9 +152,13 @@ def _ranks(report: Report) -> Table:
 
 
 def _checkpointing(report: Report) -> Table:
-    table = Table(title="Activation checkpointing, each choice from this one trace", title_justify="left")
+    auto = report.options.get("checkpointing") == "auto"
+    title = "Activation checkpointing: auto's choice, per layer" if auto else \
+        "Activation checkpointing, each choice from this one trace"  # fmt: skip
+    table = Table(title=title, title_justify="left")
     for name in ("choice", "peak", "device", "fits", "recomputed", "TFLOP", "to host"):
-        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=name != "choice")  # it gives way
+        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=name != "choice",
+                         overflow="fold")  # the choice gives way, folded whole  # fmt: skip
     for choice in report.checkpointing:
         fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
         cost = choice.cost

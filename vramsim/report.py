@@ -172,7 +172,7 @@ class Report:
     ``modules_to_save`` copies), tied ones once; ``None`` unless training."""
     layers: list[LayerRow]
     checkpointing: list[CheckpointChoice] = field(default_factory=list)
-    """With ``checkpointing="all"``: every choice's figures, from this one trace."""
+    """With ``checkpointing="all"``: every choice's figures, from this one trace; with ``"auto"``: the plan it chose."""
     ranks: RankMemory | None = None
     """With ``gpus`` > 1, ``zero`` or ``fsdp``: the rank the figures above describe."""
     assumptions: list[Assumption] = field(default_factory=list)

@@ -13,6 +13,7 @@ from vramsim.tracer.kernels.attention import CUDNN_RUNTIME_VERSION, GpuAttention
 from vramsim.tracer.kernels.bitsandbytes_kernels import bitsandbytes_functions
 from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
 from vramsim.tracer.kernels.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
+from vramsim.tracer.kernels.cpu_scaled_mm import scaled_mm_workspaces
 from vramsim.tracer.kernels.emulation import KernelEmulation, KernelRules
 from vramsim.tracer.kernels.flash_attn import flash_attn_workspaces
 from vramsim.tracer.kernels.gpu_kernels import GPU_FUNCTIONS, GpuWorkspaces
@@ -62,7 +63,8 @@ _CPU_RULES = KernelRules(
     promote_ops=autocast_lists.CPU_PROMOTE,
     attention=cpu_attention,
     workspaces=combine_workspaces(
-        cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces, onednn_conv_workspaces, reduction_copies(cuda=False)
+        cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces, onednn_conv_workspaces, reduction_copies(cuda=False),
+        scaled_mm_workspaces,
     ),
     output_layouts=cpu_output_layouts,
     functions={**CPU_FUNCTIONS, **bitsandbytes_functions(cuda=False)},

@@ -9,6 +9,8 @@ from vramsim.estimators.assumptions import (
     CUBLAS_WORKSPACE_BYTES_DEFAULT,
     CUBLAS_WORKSPACE_BYTES_SM90_PLUS,
     CUDA_CONTEXT_BYTES,
+    CUDA_CONTEXT_BYTES_EAGER_LOADING,
+    CUDA_KERNELS_LOADED_BYTES,
     HIPBLAS_WORKSPACE_BYTES_GFX94_95,
     HIPBLASLT_WORKSPACE_BYTES,
     NCCL_LL128_BUFFER_BYTES,
@@ -63,6 +65,24 @@ def test_context_is_the_bare_one_plus_the_kernels_a_step_loads() -> None:
     assert cuda_context_bytes(h200, training=False) == 728_563_712
     assert cuda_context_bytes(h200, training=True) == 804_061_184
     assert _by_counter(overheads_for(h200, training=True))["device"] == 804_061_184
+
+
+def test_eager_module_loading_swaps_the_bare_context_and_nothing_else() -> None:
+    """Eager loading changes the context only: the measured eager one, the same step kernels, the same workspaces."""
+    v100 = get_device("v100-16gb")
+    lazy = overheads_for(v100, training=True)
+    eager = overheads_for(v100, training=True, module_loading="eager")
+    assert CUDA_CONTEXT_BYTES_EAGER_LOADING["volta"] == 1343 * MiB
+    assert cuda_context_bytes(v100, training=True, module_loading="eager") == 1343 * MiB + CUDA_KERNELS_LOADED_BYTES["training"]
+    lazy_counts, eager_counts = _by_counter(lazy), _by_counter(eager)
+    assert eager_counts["device"] - lazy_counts["device"] == (1343 - 300) * MiB
+    assert {k: v for k, v in eager_counts.items() if k != "device"} == {k: v for k, v in lazy_counts.items() if k != "device"}
+
+
+@pytest.mark.parametrize("name", ["h100", "rtx-4090", "mi300x"])
+def test_eager_module_loading_is_refused_where_no_one_measured_it(name: str) -> None:
+    with pytest.raises(ConfigError, match=r"eager|ROCm"):
+        overheads_for(get_device(name), module_loading="eager")
 
 
 def test_training_counts_a_workspace_for_autograds_thread() -> None:
