@@ -22,6 +22,13 @@ many, per rank ``r`` of ``P`` with ``M`` micro-batches, follows torch.distribute
 ``schedules.py``: GPipe all ``M``; 1F1B ``min(M, P - r)`` (its ``warmup_chunks`` + 0, since a
 backward frees one before the next forward); interleaved 1F1B with ``V`` chunks per rank
 ``_get_warmup_ops`` + 1 chunk-micro-batches, each a ``1/V`` share of the rank's activations.
+Where a rank runs more micro-batches than it holds (1F1B, interleaved), a backward after the first
+starts with the gradients accumulated so far: each traced gradient is held from the backward's
+start, and the one the traced backward makes is a moment's temporary added into it.
+
+Under data parallelism a stage is cut from one data-parallel rank of its own weights
+(``sharding.py``'s ``shard`` with ``weights=PipelineSplit.weights(rank)``): its buffers, gathers and
+shards are blocks after this split's, all the stage's.
 """
 
 from __future__ import annotations
@@ -35,13 +42,15 @@ from vramsim.tracer.graph import saved_edges, storage_nodes
 
 from .timeline import Block, Timeline, order_blocks
 
-__all__ = ["PP_SCHEDULES", "PipelinePlan", "StageTimeline", "in_flight", "pipeline_plan", "stage_timelines"]
+__all__ = ["PP_SCHEDULES", "PipelinePlan", "PipelineSplit", "StageTimeline", "in_flight", "pipeline_plan"]
 
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 _STATE = ("parameters", "gradients", "optimizer_states")
 _EVERY_STAGE = ("buffers", "inputs")
 IN_FLIGHT = "pipeline in flight"
 """The op name of the added copies (category ``activations``)."""
+ACCUMULATE = "pipeline gradient accumulation"
+"""The op name of a later micro-batch's gradient before it is added into the held one (category ``temporaries``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +107,10 @@ class StageTimeline:
     in_flight: float
 
 
-def stage_timelines(graph: nx.MultiDiGraph, timeline: Timeline, plan: PipelinePlan) -> list[StageTimeline]:
-    """Each pipeline rank's timeline, cut from ``timeline`` (of the program traced as ``graph``)."""
-    return _Split(graph, timeline, plan).stages()
+class PipelineSplit:
+    """Which stage holds each block of one timeline; ``stage`` cuts a rank's timeline from it, or from a
+    data-parallel rank's version of it (``estimators/sharding.py`` restricted to ``weights(rank)``)."""
 
-
-class _Split:
     def __init__(self, graph: nx.MultiDiGraph, timeline: Timeline, plan: PipelinePlan) -> None:
         self.graph = graph
         self.timeline = timeline
@@ -117,6 +124,8 @@ class _Split:
         per_chunk = len(self.layers) // chunks
         self.rank_of_layer = {m: (i // per_chunk) % plan.stages for i, m in enumerate(self.layers)}
         self.owners: dict[int, str | None] = {}
+        self.sid_ranks: list[set[int]] | None = None
+        self.gradient_sids = {sid for sid, attrs in storage_nodes(graph) if attrs["category"] == "gradients"}
         self.weight_ranks: dict[str, set[int]] = {}
         self.weight_sids: dict[str, list[int]] = defaultdict(list)
         for sid, attrs in storage_nodes(graph):
@@ -218,32 +227,56 @@ class _Split:
         self.owners[sid] = owner
         return owner
 
-    def stages(self) -> list[StageTimeline]:
-        kept: dict[int, list[Block]] = defaultdict(list)
-        traced = self.graph.graph["storage_count"]
-        for sid, attrs in storage_nodes(self.graph):
-            for rank in self._ranks(sid, attrs):
-                kept[rank].append(self.timeline.blocks[sid])
-        for block in self.timeline.blocks[traced:]:  # a checkpointing what-if's recomputed blocks
-            for rank in self._ranks_of_module(block.module):
-                kept[rank].append(block)
+    def weights(self, rank: int) -> frozenset[str]:
+        """The weights stage ``rank`` holds (with their gradients and optimizer states)."""
+        return frozenset(name for name in self.weight_sids if rank in self._weight_ranks(name))
+
+    def stage(self, rank: int, timeline: Timeline | None = None) -> StageTimeline:
+        """Stage ``rank``'s timeline, cut from ``timeline``: this split's, or a data-parallel rank's version of it
+        whose blocks beyond this split's are the stage's own (its buffers, gathers and shards)."""
+        source = self.timeline if timeline is None else timeline
+        sids = [sid for sid, ranks in enumerate(self._sid_ranks()) if rank in ranks]
+        blocks = [source.blocks[sid].copy() for sid in sids]
+        gradients = [block for sid, block in zip(sids, blocks, strict=True) if sid in self.gradient_sids]
+        traced, own = self.graph.graph["storage_count"], len(self.timeline.blocks)
+        blocks += [block.copy() for block in source.blocks[traced:own] if rank in self._ranks_of_module(block.module)]
+        blocks += [block.copy() for block in source.blocks[own:]]  # after a checkpointing what-if's recomputes, the rank's
         last_step = len(self.graph.graph["step_clocks"]) - 1
-        result = []
-        for rank in range(self.plan.stages):
-            blocks = [block.copy() for block in kept[rank]]
-            held = self._held(blocks, last_step)
-            count = in_flight(self.plan, rank)
-            extra = round(held * (count - 1))
-            if extra > 0:
-                for step in range(last_step + 1):
-                    end = max((b.alloc_at[0] for b in blocks if b.step == step and b.phase == "backward"),
-                              default=self.backward_start.get(step, 0))  # fmt: skip
-                    blocks.append(Block(nbytes=extra, category="activations", module="", phase="forward", op=IN_FLIGHT,
-                                        step=step, alloc_at=(self.forward_end[step], 4, 0), free_at=(end, 3, 0)))  # fmt: skip
-            layers = tuple(m for m in self.layers if self.rank_of_layer[m] == rank)
-            timeline = order_blocks(blocks, self.graph.graph["step_clocks"])
-            result.append(StageTimeline(rank=rank, layers=layers, timeline=timeline, held_bytes=held, in_flight=count))
-        return result
+        held = self._held(blocks, last_step)
+        count = in_flight(self.plan, rank)
+        if count < self.plan.micro_batches:
+            blocks += self._accumulated(gradients)
+        extra = round(held * (count - 1))
+        if extra > 0:
+            for step in range(last_step + 1):
+                end = max((b.alloc_at[0] for b in blocks if b.step == step and b.phase == "backward"),
+                          default=self.backward_start.get(step, 0))  # fmt: skip
+                blocks.append(Block(nbytes=extra, category="activations", module="", phase="forward", op=IN_FLIGHT,
+                                    step=step, alloc_at=(self.forward_end[step], 4, 0), free_at=(end, 3, 0)))  # fmt: skip
+        layers = tuple(m for m in self.layers if self.rank_of_layer[m] == rank)
+        ordered = order_blocks(blocks, self.graph.graph["step_clocks"])
+        return StageTimeline(rank=rank, layers=layers, timeline=ordered, held_bytes=held, in_flight=count)
+
+    def _sid_ranks(self) -> list[set[int]]:
+        """The stages of each traced storage, by sid (worked out once for every stage and every variant)."""
+        if self.sid_ranks is None:
+            self.sid_ranks = [self._ranks(sid, attrs) for sid, attrs in storage_nodes(self.graph)]
+        return self.sid_ranks
+
+    def _accumulated(self, gradients: list[Block]) -> list[Block]:
+        """A backward after the first runs with the earlier micro-batches' gradients held: each gradient is
+        held from the step's backward start, and the one the traced backward makes is added into it in place
+        (AccumulateGrad), a moment's temporary. Gradients a what-if drops at once (DDP's bucket view: the
+        buckets hold them) are not."""
+        added = []
+        for block in gradients:
+            clock = block.alloc_at[0]
+            if block.phase != "backward" or (block.free_at is not None and block.free_at[0] <= clock):
+                continue
+            added.append(Block(nbytes=block.nbytes, category="temporaries", module=block.module, phase="backward",
+                               op=ACCUMULATE, step=block.step, alloc_at=block.alloc_at, free_at=(clock, 5, 0)))  # fmt: skip
+            block.alloc_at = (self.backward_start.get(block.step, clock), 4, 0)
+        return added
 
     def _held(self, blocks: list[Block], step: int) -> int:
         """Bytes of the step's non-state blocks live across its forward-to-backward boundary."""

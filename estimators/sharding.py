@@ -51,6 +51,7 @@ the full-size gradient a ZeRO hook copies into the bucket is counted as a moment
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
@@ -97,13 +98,17 @@ class Sharded:
     gradients, optimizer_states, buffers (``sharding_offload.py``)."""
 
 
-def shard(graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan) -> Sharded:
-    """``timeline`` (of the program traced as ``graph``) as one rank of ``plan`` runs it."""
-    return _Rank(graph, timeline, plan).apply()
+def shard(graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan, *,
+          weights: Collection[str] | None = None) -> Sharded:  # fmt: skip
+    """``timeline`` (of the program traced as ``graph``) as one rank of ``plan`` runs it. ``weights``: the
+    rank holds only these (a pipeline stage's, ``PipelineSplit.weights``); its buffers, gathers and shards
+    are theirs, and the other weights' blocks are left for the stage split to drop."""
+    return _Rank(graph, timeline, plan, weights).apply()
 
 
 class _Rank:
-    def __init__(self, graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan) -> None:
+    def __init__(self, graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan,
+                 held: Collection[str] | None = None) -> None:  # fmt: skip
         self.graph = graph
         self.plan = plan
         self.n = plan.shard_size
@@ -111,11 +116,13 @@ class _Rank:
         self.traced = graph.graph["storage_count"]
         self.attrs: list[dict[str, Any]] = [attrs for _, attrs in storage_nodes(graph)]
         self.weights = {a["owner"]: Weight(sid, a["owner"], tuple(a["shape"]), a["nbytes"])
-                        for sid, a in enumerate(self.attrs) if a["category"] == "parameters"}  # fmt: skip
+                        for sid, a in enumerate(self.attrs)
+                        if a["category"] == "parameters" and (held is None or a["owner"] in held)}  # fmt: skip
+        self.restricted = held is not None
         self.grads: dict[int, list[int]] = defaultdict(list)
         """Gradient sids by step."""
         for sid, a in enumerate(self.attrs):
-            if a["category"] == "gradients" and self.blocks[sid].category == "gradients":
+            if a["category"] == "gradients" and self.blocks[sid].category == "gradients" and a["owner"] in self.weights:
                 self.grads[a["step"]].append(sid)
         self.model_state: dict[str, int] = dict.fromkeys(_MODEL_STATE, 0)
         self.buffers: dict[str, int] = {}
@@ -187,6 +194,12 @@ class _Rank:
             return False
         return self.plan.fsdp != "no" or weight.numel >= self.plan.zero_settings.param_persistence_threshold
 
+    def holds(self, key: int) -> bool:
+        """Whether block ``key`` is this rank's: all are, unless it holds some weights only (a pipeline stage's)
+        and the block is another weight's state."""
+        owner = self.attrs[key]["owner"] if key < self.traced else None
+        return not (self.restricted and owner and owner not in self.weights)
+
     # -- the transform --------------------------------------------------------------------------
 
     def apply(self) -> Sharded:
@@ -201,7 +214,9 @@ class _Rank:
             self._ddp_buckets()
         if self.plan.offload != "none":
             offload_to_host(self)
-        for block in self.blocks:  # weights as held (not gathered), optimizer states, one step's gradients
+        for key, block in enumerate(self.blocks):  # weights as held (not gathered), optimizer states, one step's gradients
+            if not self.holds(key):
+                continue
             if (block.category == "parameters" and block.op != "all_gather") or block.category == "optimizer_states" or (
                 block.category == "gradients" and block.step in (-1, last_step)
             ):
@@ -218,7 +233,8 @@ class _Rank:
                 block.nbytes = self.shard_of(sid)
             elif block.category == "temporaries" and block.phase == "optimizer" and self.plan.shards_optimizer:
                 block.nbytes = ceil(block.nbytes / self.n)  # the step runs on the rank's shard only
-            elif block.category == "parameters" and self.sharded_weight(self.weights[self.attrs[sid]["owner"]]):
+            elif (block.category == "parameters" and self.attrs[sid]["owner"] in self.weights
+                  and self.sharded_weight(self.weights[self.attrs[sid]["owner"]])):  # fmt: skip
                 block.nbytes = self.shard_of(sid)
 
     def _mixed_precision(self) -> None:
@@ -353,8 +369,9 @@ class _Rank:
                 self.add(nbytes, COMMUNICATION, "zero.reduce_bucket", alloc_at=self.at(0, 4), free_at=None)
                 self.buffers["ZeRO reduce bucket"] = nbytes
             return
-        first = min(self.blocks[sid].alloc_at[0] for sid in grads)
         last = max(self.blocks[sid].alloc_at[0] for sid in grads)
+        # a pipeline reduces after the last micro-batch (DeepSpeed's PipelineEngine ``_exec_reduce_grads``)
+        first = last if self.plan.pipelined else min(self.blocks[sid].alloc_at[0] for sid in grads)
         for _ in range(2 if self.plan.zero in DEEPSPEED_OVERLAP_COMM_STAGES else 1):  # overlap_comm: double buffer
             self.add(nbytes, COMMUNICATION, "zero.reduce_bucket", phase="backward", step=step,
                      alloc_at=self.at(first, 2), free_at=self.at(last, 3))  # fmt: skip

@@ -65,6 +65,10 @@ class ShardingPlan:
     shard_group: int = 0
     """HSDP: the ranks the model states are sharded over (a node); 0 for the other schemes."""
     zero_settings: ZeroSettings = field(default_factory=ZeroSettings)
+    pipelined: bool = False
+    """Data parallelism over pipeline stages: gradients accumulate over the micro-batches and are reduced after
+    the last one's backward (torch.distributed.pipelining ``perform_reduce_grad``, DeepSpeed's PipelineEngine
+    ``_exec_reduce_grads``), so FSDP2 keeps the stage's weights gathered and its gradients whole until then."""
 
     @property
     def scheme(self) -> str:
@@ -111,7 +115,7 @@ class ShardingPlan:
 
 def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucket_view: bool = False, *,
                   offload: object = "none", shard_group: object = None,
-                  zero_settings: ZeroSettings | None = None) -> ShardingPlan:  # fmt: skip
+                  zero_settings: ZeroSettings | None = None, pipelined: bool = False) -> ShardingPlan:  # fmt: skip
     """The plan for these options; ``ValueError`` naming the choices otherwise."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
         raise ValueError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
@@ -127,7 +131,7 @@ def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucke
     group = _shard_group(gpus, text, shard_group)
     return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view),  # type: ignore[call-overload]
                         offload=_offload(int(zero), text, offload), shard_group=group,
-                        zero_settings=zero_settings or ZeroSettings())  # fmt: skip
+                        zero_settings=zero_settings or ZeroSettings(), pipelined=pipelined)  # fmt: skip
 
 
 def _offload(zero: int, fsdp: str, offload: object) -> str:

@@ -54,6 +54,8 @@ class StepWindows:
         self.grad_sids = {rank.attrs[sid]["owner"]: sid for sid in rank.grads[step]}
         self.end_of_backward = max(grad_clock.values())
         self.forward_end, self.backward_start = rank.phase_bounds[step]
+        self.held_to_reduce: dict[str, list[Block]] = defaultdict(list)
+        """Under a pipeline: a block's gathered weights, kept until its reduce after the last micro-batch."""
         self.backward: dict[str, tuple[int, int]] = {}
         """Block module -> (first, last) clock of its backward: first saved-tensor read, last gradient."""
         for index, unit in self.calls:
@@ -73,7 +75,11 @@ class StepWindows:
         if plan.zero == 3:
             self._zero3_gradients()
             return
-        order = [module for module, _ in sorted(self.backward.items(), key=lambda item: item[1][1])]
+        if plan.pipelined:
+            self._reduces_after_the_last_micro_batch()
+            return
+        ordered = sorted(self.backward.items(), key=lambda item: item[1][1])
+        order = [module for module, _ in ordered if any(w.name in self.grad_sids for w in self.groups.get(module, []))]
         for position, module in enumerate(order):
             end = self.backward[module][1]
             sids = [self.grad_sids[w.name] for w in self.groups.get(module, []) if w.name in self.grad_sids]
@@ -89,6 +95,39 @@ class StepWindows:
                     total, rank.buffers.get("FSDP reduce-scatter input (largest block)", 0))
             for sid in sids:
                 self._reshard_gradient(sid, end if plan.fsdp != "no" else None)
+
+    def _reduces_after_the_last_micro_batch(self) -> None:
+        """FSDP2 under torch.distributed.pipelining (``stage.py``): every micro-batch's backward runs with
+        ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward(False)``, so the stage's gradients
+        stay whole and its weights gathered; after the last, ``perform_reduce_grad`` runs each group's
+        ``post_backward``, the root first, then the blocks in order: reshard, drop the previous reduce-scatter
+        input, fill this one from the whole gradients, drop them, keep the shard."""
+        rank, end = self.rank, self.end_of_backward
+        previous: Block | None = None
+        for module in ["", *(unit.module for _, unit in self.calls)]:
+            sids = [self.grad_sids[w.name] for w in self.groups.get(module, []) if w.name in self.grad_sids]
+            for block in self.held_to_reduce.pop(module, []):
+                block.free_at = rank.at(end, 2)
+            if not sids:
+                continue
+            if previous is not None:
+                previous.free_at = rank.at(end, 2)
+            total = sum(rank.shard_of(sid) * rank.n for sid in sids)
+            rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
+                     alloc_at=rank.at(end, 2), free_at=None)  # fmt: skip
+            previous = rank.blocks[-1]
+            key = "FSDP reduce-scatter input (largest block)"
+            rank.buffers[key] = max(total, rank.buffers.get(key, 0))
+            kept = [rank.blocks[sid].free_at for sid in sids]
+            for sid in sids:  # copied in, the whole gradients are dropped before the output is made
+                rank.blocks[sid].free_at = rank.at(end, 2)
+                rank.blocks[sid].category = "temporaries"
+            for sid, free_at in zip(sids, kept, strict=True):
+                block = rank.blocks[sid]
+                rank.add(rank.shard_of(sid), "gradients", "reduce_scatter", module=block.module, phase="backward",
+                         step=block.step, alloc_at=rank.at(end, 2), free_at=free_at)  # fmt: skip
+        if previous is not None:  # the root's final callback
+            previous.free_at = rank.at(end, 3)
 
     def _reshard_gradient(self, sid: int, reduced: int | None) -> None:
         """The whole gradient lives to ``reduced`` (FSDP) or only its own moment (ZeRO-2's bucket copy)."""
@@ -140,7 +179,7 @@ class StepWindows:
             if not weights:
                 continue
             output = self._all_gather_output(weights, module, rank.at(start, 2), "forward")
-            self._unsharded(weights, module, start, end, "forward")
+            self._unsharded(weights, module, start, end, "forward", to_reduce=not module or not reshard)
             if kept is not None:  # ``wait_for_unshard``'s local ``prev_all_gather_state`` holds it past the copy-out
                 kept.free_at = rank.at(start, 5)
             kept = output
@@ -157,7 +196,7 @@ class StepWindows:
             if not weights:
                 continue
             output = self._all_gather_output(weights, module, rank.at(prefetch_at, 4), "backward")
-            self._unsharded(weights, module, start, end, "backward")
+            self._unsharded(weights, module, start, end, "backward", to_reduce=True)
             output.free_at = rank.at(start, 4)  # copied out, then dropped, before the next prefetch
             prefetch_at = start
 
@@ -174,14 +213,19 @@ class StepWindows:
         rank.buffers[key] = max(total, rank.buffers.get(key, 0))
         return rank.blocks[-1]
 
-    def _unsharded(self, weights: list[Weight], module: str, start: int, end: int, phase: str) -> None:
+    def _unsharded(self, weights: list[Weight], module: str, start: int, end: int, phase: str, *,
+                   to_reduce: bool = False) -> None:  # fmt: skip
         """Each weight's unsharded copy from the copy-out to the reshard (a reshard at the next group's
-        start comes before that group's all-gather)."""
+        start comes before that group's all-gather). ``to_reduce``: the copy is kept to the block's backward,
+        which under a pipeline holds it to the reduce after the last micro-batch (``held_to_reduce``)."""
         rank = self.rank
+        deferred = to_reduce and rank.plan.pipelined
         for weight in weights:
-            free = rank.at(end, 2) if end > start else rank.at(end, 5)
+            free = None if deferred else rank.at(end, 2) if end > start else rank.at(end, 5)
             rank.add(rank.gathered_bytes(weight), "parameters", "all_gather", module=module, phase=phase, step=self.step,
                      alloc_at=rank.at(start, 4), free_at=free)  # fmt: skip
+            if deferred:
+                self.held_to_reduce[module].append(rank.blocks[-1])
 
     def _zero3_gathers(self) -> None:
         """ZeRO-3: a block's weights around its forward and its backward, with part of the next prefetched."""

@@ -150,3 +150,25 @@ def test_gpus_lists_the_catalog_by_segment(capsys: pytest.CaptureFixture[str], m
     assert "NVIDIA GeForce RTX 3080 Ti" in row and "11.76 GiB *" in row and "sm_86" in row and "│ 80 " not in row
     assert "│   80 │" in row  # SMs, right-aligned under a two-line header
     assert "23.64 GiB │" in next(line for line in out.splitlines() if "│ rtx-4090 " in line)  # measured: no star
+
+
+def test_trace_json_per_rank_of_a_3d_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ep/--pp/--gpus: the busiest stage's figures, each stage's row, the exchange buffer and what they rest on."""
+    import transformers
+
+    path = tmp_path / "config.json"
+    transformers.MixtralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, vocab_size=128, num_local_experts=4,
+                               max_position_embeddings=64).to_json_file(path)  # fmt: skip
+    code, out, _ = run(capsys, "trace", str(path), "--seq-len", "16", "--device", "cpu", "--ep", "2", "--pp", "2",
+                       "--json")  # fmt: skip
+    assert code == 0
+    ranks = json.loads(out)["ranks"]
+    assert ranks["scheme"] == "EP 2 x PP 2 1f1b (2 micro-batches)" and ranks["gpus"] == 4 and ranks["ep"] == 2
+    assert len(ranks["stages"]) == 2 and ranks["busiest_stage"] in (0, 1) and ranks["ranks_alike"] is False
+    assert ranks["buffers"]["EP all-to-all buffer (2 per exchange)"] == 16 * 2 * 64 * 4
+    code, out, _ = run(capsys, "trace", str(path), "--seq-len", "16", "--device", "cpu", "--pp", "2", "--gpus", "4",
+                       "--fsdp", "full", "--json")  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and data["ranks"]["scheme"] == "PP 2 1f1b (2 micro-batches) x FSDP2 full 2"
+    assert {"pipeline_data_parallel", "fsdp2_per_block", "pipeline_stages"} <= {a["name"] for a in data["assumptions"]}

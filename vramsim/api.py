@@ -15,7 +15,9 @@ import torch
 
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, budgeted_plan, parse_checkpointing, what_if
-from vramsim.estimators.pipeline import stage_timelines
+from vramsim.estimators.context_parallel import ring_buffers
+from vramsim.estimators.expert_parallel import all_to_all_buffers
+from vramsim.estimators.pipeline import PipelineSplit
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.data_dependent import parse_routing
@@ -28,6 +30,7 @@ from .build import build_program
 from .config import SimulationConfig, options
 from .device_memory import DeviceMemory, device_memory
 from .errors import ConfigError, TraceError, UnsupportedError
+from .expert_parallel import routed_rows
 from .losses import check_loss_target, loss_notes, parse_loss
 from .models import ModelSource, build_model, load_config
 from .optimizers import PAGED_STATES, check_target, describe_optimizer
@@ -126,7 +129,8 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
     """One variant's report from the shared trace."""
     plan = parse_checkpointing(config.checkpointing)
     started = time.perf_counter()
-    analysis = Analysis(graph, target, config, timeline=None if derived is None else derived.timeline)
+    analysis = Analysis(graph, target, config, timeline=None if derived is None else derived.timeline,
+                        routed=routed_rows(program.model, config) if config.ep > 1 else None)  # fmt: skip
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.timeline, chosen.memory)
     memory = chosen.memory
@@ -157,12 +161,13 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *attention_notes(config.attn_implementation),
             *_program_notes(config, program, target),
             *(sharding_notes(chosen.sharded) if chosen.sharded else []),
-            *model_parallel_notes(config.tp, config.pipeline),
+            *model_parallel_notes(config.tp, config.pipeline, config.ep, config.cp),
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
             *([derived.note] if derived is not None else []),
         ],
         ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
-                          stages=chosen.stages) if chosen.sharded or config.gpus > 1 else None,
+                          stages=chosen.stages, ep=config.ep, cp=config.cp, exchange_bytes=chosen.exchange_bytes)
+        if chosen.sharded or config.gpus > 1 else None,
         components=summary.component_peaks(pipeline_phases(program) or training_phases(program), program.modules,
                                            chosen.timeline, memory),
         options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)}
@@ -213,6 +218,9 @@ class _Outcome:
     sharded: Sharded | None = None
     stages: list[StageMemory] = field(default_factory=list)
     """With a pipeline: every stage; ``memory`` and ``timeline`` are the busiest one's."""
+    exchange_bytes: int = 0
+    """With expert parallelism: one all-to-all buffer's bytes (each exchange holds two for its moment); with context
+    parallelism: the largest SDPA call's K/V ring (three chunks)."""
 
 
 class Analysis:
@@ -220,12 +228,13 @@ class Analysis:
     ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding.py``),
     each replayed on the target."""
 
-    def __init__(
-        self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig, *, timeline: Timeline | None = None
-    ) -> None:
-        """``timeline``: a derived generation's, standing for the traced one (``vramsim/generation.py``)."""
+    def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig, *,
+                 timeline: Timeline | None = None, routed: tuple[int, int] | None = None) -> None:  # fmt: skip
+        """``timeline``: a derived generation's, standing for the traced one (``vramsim/generation.py``);
+        ``routed``: under expert parallelism, the routed rows of an experts call and their width."""
         self._graph = graph
         self._timeline = timeline
+        self._routed = routed
         self._target = target
         self._config = config
         # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
@@ -233,7 +242,7 @@ class Analysis:
 
     def with_config(self, config: SimulationConfig) -> Analysis:
         """The same trace under other analysis options (``ANALYSIS_OPTIONS``: sharding, headroom...)."""
-        return Analysis(self._graph, self._target, config, timeline=self._timeline)
+        return Analysis(self._graph, self._target, config, timeline=self._timeline, routed=self._routed)
 
     def run(self, plan: CheckpointPlan) -> _Outcome:
         """``plan`` on this trace under this config's parallelism and allocator. Outcomes are kept with the
@@ -279,12 +288,26 @@ class Analysis:
             raise UnsupportedError(f"checkpointing={plan.spec!r}: {exc}") from None
         if self._timeline is not None:  # a generation runs no checkpointing: the what-if is the trace itself
             outcome = dataclasses.replace(outcome, timeline=self._timeline)
+        exchange = 0
+        if self._routed is not None:  # expert parallel: the rank's all-to-all buffers
+            try:
+                exchanged, exchange = all_to_all_buffers(self._graph, outcome.timeline, rows=self._routed[0],
+                                                         hidden=self._routed[1])  # fmt: skip
+            except NotImplementedError as exc:
+                raise UnsupportedError(str(exc)) from None
+            outcome = dataclasses.replace(outcome, timeline=exchanged)
+        if self._config.cp > 1:  # context parallel: each SDPA call's ring
+            try:
+                ringed, exchange = ring_buffers(self._graph, outcome.timeline)
+            except NotImplementedError as exc:
+                raise UnsupportedError(str(exc)) from None
+            outcome = dataclasses.replace(outcome, timeline=ringed)
         if self._config.pipeline.active:
-            return self._pipeline(outcome)
+            return dataclasses.replace(self._pipeline(outcome), exchange_bytes=exchange)
         sharding = self._config.sharding
         sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
         timeline = outcome.timeline if sharded is None else sharded.timeline
-        return _Outcome(outcome, self._replay(timeline), timeline, sharded)
+        return _Outcome(outcome, self._replay(timeline), timeline, sharded, exchange_bytes=exchange)
 
     def _replay(self, timeline: Timeline) -> DeviceMemory:
         capacity = self._target.profile.memory_bytes
@@ -295,21 +318,26 @@ class Analysis:
                              module_loading=self._config.cuda_module_loading)  # fmt: skip
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
-        """Each pipeline stage replayed; the busiest (most device memory) is the one reported."""
-        plan = self._config.pipeline
+        """Each pipeline stage replayed, under data parallelism as one data-parallel rank of that stage's
+        weights; the busiest (most device memory) is the one reported."""
+        plan, sharding = self._config.pipeline, self._config.sharding
         try:
-            stages = stage_timelines(self._graph, outcome.timeline, plan)
+            split = PipelineSplit(self._graph, outcome.timeline, plan)
         except ValueError as exc:
             raise ConfigError(f"pp={plan.stages}: {exc}") from None
         except NotImplementedError as exc:
             raise UnsupportedError(f"pp={plan.stages}: {exc}") from None
-        replayed = [(stage, self._replay(stage.timeline)) for stage in stages]
+        staged = []
+        for rank in range(plan.stages):
+            sharded = shard(self._graph, outcome.timeline, sharding, weights=split.weights(rank)) if sharding.active else None
+            stage = split.stage(rank, None if sharded is None else sharded.timeline)
+            staged.append((stage, sharded, self._replay(stage.timeline)))
         rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
                             in_flight=stage.in_flight, model_state=held_state(stage.timeline),
                             peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,
-                            fits=self.fits(memory)) for stage, memory in replayed]  # fmt: skip
-        stage, memory = max(replayed, key=lambda item: item[1].device_bytes)
-        return _Outcome(outcome, memory, stage.timeline, None, rows)
+                            fits=self.fits(memory)) for stage, _, memory in staged]  # fmt: skip
+        stage, sharded, memory = max(staged, key=lambda item: item[2].device_bytes)
+        return _Outcome(outcome, memory, stage.timeline, sharded, rows)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
         """Within the usable memory, or beyond it only in cache the allocator gives back before an OOM."""
@@ -352,7 +380,8 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
     if config.task == "train" and config.checkpointing != "all":
         plan = parse_checkpointing(config.checkpointing)
         variants += [(f"--checkpointing {p.spec}", p, analysis) for p in _choices(target) if p.spec != config.checkpointing]
-        if config.gpus > config.tp * config.pp and not config.zero and config.fsdp == "no" and not config.pipeline.active:
+        data_parallel = config.gpus > config.tp * config.pp * config.ep
+        if data_parallel and not config.zero and config.fsdp == "no" and not config.pipeline.active:
             for flag, change in (("--zero 1", {"zero": 1}), ("--zero 2", {"zero": 2}), ("--zero 3", {"zero": 3}),
                                  ("--fsdp full", {"fsdp": "full"})):  # fmt: skip
                 sharded = dataclasses.replace(config, **change)

@@ -21,6 +21,7 @@ from .checkpointing import apply_checkpointing, install_unit_marker, saved_tenso
 from .compiled import compile_model
 from .config import SimulationConfig
 from .errors import ConfigError, UnsupportedError
+from .expert_parallel import rank_config as expert_rank_config
 from .inputs import default_inputs
 from .losses import install_loss, liger_run, parse_loss
 from .models import ModelSource, build_model, call_user, load_builder, load_config
@@ -95,6 +96,10 @@ def build_program(
         if not isinstance(source, PretrainedConfig):
             raise UnsupportedError("tp splits a transformers decoder by its config; give a model id or a config")
         source = rank_config(source, config.tp)
+    if config.ep > 1:
+        if not isinstance(source, PretrainedConfig):
+            raise UnsupportedError("ep splits a transformers MoE decoder by its config; give a model id or a config")
+        source = expert_rank_config(source, config.ep)
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
         dtype: torch.dtype | None = weight_dtype(config, source)
@@ -121,6 +126,7 @@ def build_program(
     if config.task == "generate":
         check_can_generate(model)
     warnings = []
+    seq_len = config.seq_len // config.cp  # a context-parallel rank's tokens
     if config.inputs is None:  # the user's own inputs say their own length
         warning = check_positions(model, seq_len=config.seq_len, new_tokens=config.max_new_tokens or 0)
         warnings += [warning] if warning else []
@@ -141,7 +147,7 @@ def build_program(
         model = _apply_lora(model, config.lora)
     with torch.device(device):
         if config.inputs is None:
-            batch = default_inputs(model, config.batch_size, config.seq_len, train=train)
+            batch = default_inputs(model, config.batch_size, seq_len, train=train)
             if callable(config.loss):  # the user's loss replaces the model's: no labels, so no second loss
                 batch.pop("labels", None)
         else:

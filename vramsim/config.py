@@ -233,6 +233,13 @@ class SimulationConfig:
     tp: int = field(default=1, metadata=_option(
         help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
         parse=int, report=_same))
+    ep: int = field(default=1, metadata=_option(
+        help="expert-parallel ranks for MoE decoders (Mixtral, Qwen-MoE): each holds num_experts / ep experts, routed "
+        "tokens go to their experts' rank by all-to-all, balanced routing (vramsim/expert_parallel.py)",
+        parse=int, report=_same))
+    cp: int = field(default=1, metadata=_option(
+        help="context-parallel ranks: each runs seq_len / cp tokens and passes K/V round a ring in each SDPA call (torch's "
+        "context_parallel, estimators/context_parallel.py)", parse=int, report=_same, commands=("trace",)))
     pp: int = field(default=1, metadata=_option(
         help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last "
         "(estimators/pipeline.py)", parse=int, report=_same, commands=("trace",)))
@@ -295,9 +302,9 @@ class SimulationConfig:
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
+        return sharding_plan(self.gpus // (self.tp * self.pp * self.ep), self.zero, self.fsdp, self.gradient_as_bucket_view,
                              offload=self.offload_states, shard_group=self.shard_group_size,
-                             zero_settings=self.zero_settings)  # fmt: skip
+                             zero_settings=self.zero_settings, pipelined=self.pp > 1)  # fmt: skip
 
     @property
     def pipeline(self) -> PipelinePlan:
@@ -373,9 +380,7 @@ class SimulationConfig:
         self.gradient_checkpointing = plan.kind == "full"
         _check_model_parallel(self)
         try:
-            sharding = sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
-                                     offload=self.offload_states, shard_group=self.shard_group_size,
-                                     zero_settings=self.zero_settings)  # fmt: skip
+            sharding = self.sharding
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.fsdp = sharding.fsdp
@@ -499,14 +504,16 @@ def _check_image(config: SimulationConfig) -> None:
 
 
 def _check_model_parallel(config: SimulationConfig) -> None:
-    """``gpus`` = dp x tp x pp; the pipeline is a training what-if and does not combine with data parallelism yet."""
+    """``gpus`` = dp x tp x pp; the pipeline is a training what-if, over data-parallel ranks as DeepSpeed allows."""
     gpus = config.gpus
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
         raise ConfigError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
-    for name in ("tp", "pp"):
+    for name in ("tp", "pp", "ep", "cp"):
         _check_count(name, getattr(config, name), MAX_GPUS)
     if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
-        config.gpus = config.tp * config.pp
+        config.gpus = config.tp * config.pp * config.ep * config.cp
+    _check_expert_parallel(config)
+    _check_context_parallel(config)
     if config.gpus % (config.tp * config.pp):
         raise ConfigError(f"gpus={config.gpus} is dp x tp x pp; it must be a multiple of tp x pp = {config.tp * config.pp}")
     try:
@@ -517,9 +524,43 @@ def _check_model_parallel(config: SimulationConfig) -> None:
     if plan.active and config.task != "train":
         raise ConfigError(f"pp={config.pp} models a training pipeline's micro-batches in flight; "
                           f"task={config.task!r} is not training")
-    if plan.active and (config.gpus > config.tp * config.pp or config.zero or config.fsdp != "no"):
-        raise UnsupportedError("pp with data parallelism (gpus > tp x pp, zero, fsdp) is not modelled yet; "
-                               "set --gpus to tp x pp")  # fmt: skip
+    if plan.active and config.zero > 1:
+        raise UnsupportedError(f"DeepSpeed refuses ZeRO-{config.zero} with pipeline parallelism (its PipelineEngine "
+                               "asserts zero_optimization_stage() < 2); use zero=1 or fsdp")  # fmt: skip
+    if plan.active and str(config.offload_states).strip().lower() != "none":
+        raise UnsupportedError("offload_states with pp is not modelled yet")
+
+
+def _check_context_parallel(config: SimulationConfig) -> None:
+    """``cp``: the sequence split round-robin in two chunks per rank (causal load balance); the cp ranks are
+    data-parallel ranks for the weights (torchtitan shards them over dp x cp), so gpus is a multiple of tp x pp x cp."""
+    if config.cp == 1:
+        return
+    if config.task != "train":
+        raise UnsupportedError(f"cp is modelled for training; task={config.task!r} is not")
+    if config.seq_len % (2 * config.cp):
+        raise ConfigError(f"cp={config.cp} splits the sequence into 2 x cp chunks (load-balanced causal ring); seq_len "
+                          f"{config.seq_len} is not a multiple of {2 * config.cp}")  # fmt: skip
+    if config.ep > 1 or config.inputs is not None:
+        raise UnsupportedError("cp with ep or custom inputs is not modelled yet")
+    if config.gpus % (config.tp * config.pp * config.cp):
+        raise ConfigError(f"gpus={config.gpus} must be a multiple of tp x pp x cp = {config.tp * config.pp * config.cp}")
+
+
+def _check_expert_parallel(config: SimulationConfig) -> None:
+    """``ep``: every data-parallel rank an expert-parallel rank of a training step, under balanced routing."""
+    if config.ep == 1:
+        return
+    if config.task != "train":
+        raise UnsupportedError(f"ep is modelled for training; task={config.task!r} is not")
+    if config.gpus != config.tp * config.pp * config.ep:
+        raise UnsupportedError(f"ep={config.ep} is modelled with every data-parallel rank an expert-parallel rank: gpus "
+                               f"must be tp x pp x ep = {config.tp * config.pp * config.ep}, got {config.gpus}")  # fmt: skip
+    if config.zero or str(config.fsdp).strip().lower() != "no":
+        raise UnsupportedError("ep with zero or fsdp is not modelled yet")
+    if config.moe_routing != "balanced":
+        raise UnsupportedError(f"ep is modelled under balanced routing (each rank receives as many routed rows as it "
+                               f"sends); moe_routing={config.moe_routing!r} with ep is not")  # fmt: skip
 
 
 def _check_count(name: str, value: Any, limit: int, *, allow_zero: bool = False) -> None:

@@ -7,6 +7,7 @@ from vramsim.estimators.pipeline import PipelinePlan
 from vramsim.estimators.sharding import Sharded
 from vramsim.estimators.timeline import Timeline
 
+from .expert_parallel import EP_NOT_TRACED
 from .report import Assumption, RankMemory, StageMemory
 from .tensor_parallel import TP_NOT_TRACED
 
@@ -14,10 +15,12 @@ __all__ = ["held_state", "model_parallel_notes", "rank_memory", "sharding_notes"
 
 
 def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: int, pipeline: PipelinePlan,
-                stages: list[StageMemory]) -> RankMemory:  # fmt: skip
-    """The report's ``ranks``: the data-parallel rank ``sharded`` describes, or one tensor-parallel rank of
-    ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage)."""
+                stages: list[StageMemory], ep: int = 1, cp: int = 1, exchange_bytes: int = 0) -> RankMemory:  # fmt: skip
+    """The report's ``ranks``: the data-parallel rank ``sharded`` describes, or one tensor- or expert-parallel
+    rank of ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage)."""
     parts = [f"TP {tp}"] if tp > 1 else []
+    parts += [f"EP {ep}"] if ep > 1 else []
+    parts += [f"CP {cp}"] if cp > 1 else []
     if pipeline.active:
         parts.append(f"PP {pipeline.stages} {pipeline.schedule} ({pipeline.micro_batches} micro-batches)")
     if sharded is not None and not parts:
@@ -25,28 +28,55 @@ def rank_memory(sharded: Sharded | None, timeline: Timeline, *, gpus: int, tp: i
     elif sharded is not None:  # data parallelism over the model-parallel groups
         parts.append(f"{sharded.plan.scheme} {sharded.plan.gpus}")
     busiest = max(stages, key=lambda stage: stage.device_bytes).rank if stages else None
-    return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active,
-                      model_state=dict(sharded.model_state) if sharded else held_state(timeline),
+    held = held_state(timeline) if sharded is None or pipeline.active else dict(sharded.model_state)
+    return RankMemory(scheme=" x ".join(parts), gpus=gpus, ranks_alike=not pipeline.active, model_state=held,
                       gathered_elements=sharded.gathered_elements if sharded else 0,
-                      buffers=dict(sharded.buffers) if sharded else {}, tp=tp, pp=pipeline.stages, stages=stages,
+                      buffers=(dict(sharded.buffers) if sharded else {}) | _exchange(exchange_bytes, cp), tp=tp, ep=ep, cp=cp,
+                      pp=pipeline.stages, stages=stages,
                       busiest_stage=busiest, host=dict(sharded.host) if sharded else {})  # fmt: skip
 
 
+def _exchange(nbytes: int, cp: int) -> dict[str, int]:
+    name = "CP K/V ring (3 chunks, largest attention)" if cp > 1 else "EP all-to-all buffer (2 per exchange)"
+    return {name: nbytes} if nbytes else {}
+
+
 def held_state(timeline: Timeline) -> dict[str, int]:
-    """Weights, optimizer states and the last step's gradients on ``timeline``, as allocated."""
+    """Weights (as held, not gathered), optimizer states and the last step's gradients on ``timeline``, as allocated."""
     last_step = len(timeline.steps) - 1
     state = dict.fromkeys(("parameters", "gradients", "optimizer_states"), 0)
     for block in timeline.blocks:
-        if block.category in ("parameters", "optimizer_states") or (
+        if (block.category == "parameters" and block.op != "all_gather") or block.category == "optimizer_states" or (
             block.category == "gradients" and block.step in (-1, last_step)
         ):
             state[block.category] += block.nbytes
     return state
 
 
-def model_parallel_notes(tp: int, pipeline: PipelinePlan) -> list[Assumption]:
-    """What the tensor- and pipeline-parallel figures rest on."""
+def model_parallel_notes(tp: int, pipeline: PipelinePlan, ep: int = 1, cp: int = 1) -> list[Assumption]:
+    """What the tensor-, expert-, context- and pipeline-parallel figures rest on."""
     notes = []
+    if cp > 1:
+        notes.append(Assumption(
+            name="context_parallel_rank",
+            detail=f"one of {cp} context-parallel ranks traced on its seq_len / {cp} tokens (torch's context_parallel, "
+            "round-robin chunks for causal balance); in each SDPA call the K/V ring holds three chunks (the one "
+            "received last, the copy sent on, the buffer receiving the next) and the merger a float32 output and "
+            "logsumexp; in backward the same ring, float32 accumulators for the gradients of q, k, v and the K/V "
+            "gradients' ring, sent and received in float32 (torch 2.13 _templated_ring_attention and "
+            "_templated_ring_attention_backward); the merge's output-sized temporaries are not counted; weights are "
+            "whole on each rank unless --zero/--fsdp shard them over the dp x cp ranks, as torchtitan does",
+        ))  # fmt: skip
+    if ep > 1:
+        notes.append(Assumption(
+            name="expert_parallel_rank",
+            detail=f"one of {ep} expert-parallel ranks traced as the decoder it runs: num_experts / {ep} experts with "
+            "the same top_k, the rest whole (torchtitan ExpertParallel shards expert weights on dim 0); under balanced "
+            "routing each local expert gets ep x tokens x top_k / num_experts rows, as that program gives them; each "
+            "experts call's dispatch and combine all-to-all (all_to_all_single_autograd, _permute/_unpermute) adds "
+            "two buffers of the routed rows for its moment, in forward and in backward; every data-parallel rank is "
+            "an expert-parallel rank (no expert data parallelism); " + EP_NOT_TRACED,
+        ))  # fmt: skip
     if tp > 1:
         notes.append(Assumption(
             name="tensor_parallel_rank",
@@ -84,6 +114,16 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
     buffers = sharded.buffers
     notes = [
         Assumption(
+            name="pipeline_data_parallel",
+            detail=f"{plan.scheme} over the {plan.gpus} data-parallel ranks of each pipeline stage, on that stage's "
+            "weights (Megatron's and torchtitan's 3-D layout); gradients accumulate over the micro-batches and are "
+            "reduced after the last one's backward (torch.distributed.pipelining perform_reduce_grad, DeepSpeed's "
+            "PipelineEngine _exec_reduce_grads): FSDP2 keeps the stage's weights gathered and its gradients whole "
+            "until then; ZeRO-1 is DeepSpeed's stage 1 under its PipelineEngine, as Megatron's distributed "
+            "optimizer shards it (weights and gradients whole, fp32 master and optimizer states 1/dp)",
+        )
+        if plan.pipelined
+        else Assumption(
             name="data_parallel_ranks_alike",
             detail=f"{plan.scheme} over {plan.gpus} GPUs is pure data parallelism: every rank runs the same program on "
             "its own micro-batch and holds the same bytes, so the figures are one rank's",

@@ -91,6 +91,10 @@ class RankMemory:
     """Communication buffers by kind (one buffer's bytes); NCCL's own are in ``assumptions``."""
     tp: int = 1
     """Tensor-parallel ranks: the figures are one rank's slice (``vramsim/tensor_parallel.py``)."""
+    cp: int = 1
+    """Context-parallel ranks: the figures are one rank's, running seq_len / cp tokens (``estimators/context_parallel.py``)."""
+    ep: int = 1
+    """Expert-parallel ranks: the figures are one rank's, holding num_experts / ep experts (``vramsim/expert_parallel.py``)."""
     pp: int = 1
     """Pipeline stages: the figures are the busiest stage's (``stages`` lists each)."""
     stages: list[StageMemory] = field(default_factory=list)

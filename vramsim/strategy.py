@@ -91,9 +91,10 @@ def cheapest_strategy(
     config = SimulationConfig.from_options(**options)
     if config.task != "train":
         raise UnsupportedError(f"the strategy search shards a training step; task='{config.task}' has none")
-    if config.tp > 1 or config.pp > 1 or config.zero or config.fsdp != "no" or config.offload_states != "none":
+    if (config.tp > 1 or config.pp > 1 or config.ep > 1 or config.cp > 1 or config.zero or config.fsdp != "no"
+            or config.offload_states != "none"):  # fmt: skip
         raise ConfigError("the strategy search chooses the scheme and checkpointing itself: give gpus (the most GPUs), "
-                          "not tp, pp, zero, fsdp or offload_states")  # fmt: skip
+                          "not tp, pp, ep, cp, zero, fsdp or offload_states")  # fmt: skip
     if config.device.lower() == "cpu":
         raise ConfigError("the strategy search judges a GPU's memory; the cpu target has no fixed size (choose a device)")
     counts = sorted({*(1 << i for i in range(config.gpus.bit_length()) if 1 << i <= config.gpus), config.gpus})

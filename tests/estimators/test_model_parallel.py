@@ -109,7 +109,10 @@ def test_interleaved_in_flight_follows_torchs_schedule(p: int, m: int, v: int) -
         ("llama", {"tp": 3}, ConfigError, "must divide num_attention_heads"),
         ("llama", {"tp": 2, "gpus": 3}, ConfigError, "multiple of tp x pp"),
         ("llama", {"pp": 3}, ConfigError, "do not split evenly"),
-        ("llama", {"pp": 2, "zero": 1}, UnsupportedError, "pp with data parallelism"),
+        ("llama", {"pp": 2, "gpus": 4, "zero": 2}, UnsupportedError, "DeepSpeed refuses ZeRO-2 with pipeline"),
+        ("llama", {"pp": 2, "gpus": 4, "zero": 3}, UnsupportedError, "DeepSpeed refuses ZeRO-3 with pipeline"),
+        ("llama", {"pp": 2, "gpus": 4, "fsdp": "full", "offload_states": "params", "device": "h100"}, UnsupportedError,
+         "offload_states with pp"),
         ("llama", {"pp": 2, "pp_schedule": "zb"}, ConfigError, "unknown pipeline schedule"),
         ("llama", {"pp": 2, "task": "forward"}, ConfigError, "not training"),
     ],
@@ -118,3 +121,18 @@ def test_refused_in_one_line(llama: transformers.LlamaConfig, source: str, optio
                              error: type[Exception], match: str) -> None:  # fmt: skip
     with pytest.raises(error, match=match):
         vramsim.simulate(llama if source == "llama" else source, **{**OPTIONS, **options})
+
+
+def test_a_later_backward_holds_the_accumulated_gradients_and_the_micro_batches_in_flight(
+    llama: transformers.LlamaConfig,
+) -> None:
+    """1F1B with more micro-batches than a rank holds: from the second backward on, the rank holds every gradient
+    accumulated so far beside its micro-batches in flight; GPipe's backwards all follow its forwards."""
+    variants = [{"pp": 2, "pp_schedule": s, "micro_batches": 4} for s in ("1f1b", "gpipe")]
+    onef1b, gpipe = (r.ranks for r in vramsim.simulate_each(llama, variants, **OPTIONS))
+    assert onef1b is not None and gpipe is not None
+    for stage in onef1b.stages:
+        assert stage.in_flight < 4
+        assert stage.peak_bytes >= sum(stage.model_state.values()) + stage.held_bytes * stage.in_flight
+    for staged, piped in zip(onef1b.stages, gpipe.stages, strict=True):  # GPipe holds more micro-batches, never less
+        assert piped.peak_bytes >= staged.peak_bytes
