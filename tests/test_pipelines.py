@@ -38,10 +38,13 @@ def test_json_names_each_component_with_its_peak_and_phase(guided: Report, capsy
     }  # fmt: skip
     assert max(c["peak_bytes"] for c in components.values()) == tiled["peak_bytes"]
     assert tiled["options"]["guidance_scale"] == 5.0  # StableDiffusionXLPipeline's default
-    assert guided.peak_at.module.startswith("vae.decoder.")
+    from vramsim.tracer.kernels.onednn_conv import onednn_conv_isa
+
     untiled_vae = next(c.peak_bytes for c in guided.components if c.name == "vae")
     assert components["vae"]["peak_bytes"] < untiled_vae  # tiles of 16 px (sample_size) instead of the whole 64
-    assert tiled["peak_bytes"] < guided.peak_bytes
+    if onednn_conv_isa() is not None:  # the decode's oneDNN reorders, modelled on AVX-512 CPUs only, make it the peak
+        assert guided.peak_at.module.startswith("vae.decoder.")
+        assert tiled["peak_bytes"] < guided.peak_bytes
 
 
 def test_guidance_doubles_the_denoiser_batch(guided: Report) -> None:
