@@ -36,6 +36,7 @@ from .program import Program, StepObserver
 from .quantization import BITSANDBYTES_NAMES, check_quantized_target, quantization_config, quantize_model
 from .quiet import quiet_image_processors
 from .report import Assumption
+from .torchao_formats import TORCHAO_NAMES, is_torchao
 
 __all__ = [
     "COMPONENT_PHASES",
@@ -224,20 +225,24 @@ def _slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], sl
 
 def _quantize(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: SimulationConfig, device: str,
               dtype: torch.dtype) -> None:  # fmt: skip
-    """``--quantization`` on a pipeline quantizes what diffusers' pipeline-level quantization quantizes in its
-    docs and its quantization post (``PipelineQuantizationConfig`` over ``transformer`` and ``text_encoder_2``
-    for FLUX): the denoiser and the T5 text encoders, each through its own library's bitsandbytes quantizer;
-    CLIP encoders and the VAE keep their dtype."""
+    """``--quantization`` on a pipeline quantizes what diffusers' docs quantize: with bitsandbytes, what its
+    pipeline-level quantization and its quantization post quantize (``PipelineQuantizationConfig`` over
+    ``transformer`` and ``text_encoder_2`` for FLUX): the denoiser and the T5 text encoders, each through its own
+    library's quantizer; with torchao, the denoiser alone (its torchao docs load the transformer with
+    ``TorchAoConfig`` and the rest as is). CLIP encoders and the VAE keep their dtype."""
     from transformers import BitsAndBytesConfig, T5EncoderModel, UMT5EncoderModel
 
     given = config.quantization if isinstance(config.quantization, str) else type(config.quantization).__name__
-    if given not in BITSANDBYTES_NAMES and not isinstance(config.quantization, BitsAndBytesConfig):
-        raise UnsupportedError(f"{spec.class_name}: pipelines are quantized with bitsandbytes "
-                               f"({', '.join(BITSANDBYTES_NAMES)}), not {given}")  # fmt: skip
+    supported = (*BITSANDBYTES_NAMES, *TORCHAO_NAMES)
+    if given not in supported and not isinstance(config.quantization, BitsAndBytesConfig) and not is_torchao(
+            config.quantization):  # fmt: skip
+        raise UnsupportedError(f"{spec.class_name}: pipelines are quantized with bitsandbytes or torchao "
+                               f"({', '.join(supported)}), not {given}")  # fmt: skip
     quantization = quantization_config(config.quantization, dtype)
     check_quantized_target(quantization, target=config.device, train=False, lora=False)
+    encoders = () if is_torchao(quantization) else (T5EncoderModel, UMT5EncoderModel)
     for name, module in modules.items():
-        if name == spec.denoiser or isinstance(module, (T5EncoderModel, UMT5EncoderModel)):
+        if name == spec.denoiser or isinstance(module, encoders):
             quantize_model(module, quantization, device=device, target=config.device)
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ConfigError, UnsupportedError
 from .quantized_formats import check_format_target, describe_format, format_notes, quantize_format
 from .report import Assumption
-from .torchao_formats import TORCHAO_NAMES, torchao_quant_type, uses_mslk_int4
+from .torchao_formats import TORCHAO_NAMES, is_torchao, quantize_torchao_diffusers, torchao_quant_type, uses_mslk_int4
 
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line reads QUANTIZATIONS without it
     import torch
@@ -112,9 +112,12 @@ def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: 
     from transformers import BitsAndBytesConfig, PreTrainedModel
 
     if isinstance(model, ModelMixin):
+        if is_torchao(config):
+            quantize_torchao_diffusers(model, config, device)
+            return
         if not isinstance(config, BitsAndBytesConfig):
-            raise UnsupportedError(f"a diffusers model is quantized here with bitsandbytes only (nf4, fp4, int8), not "
-                                   f"{type(config).__name__}")  # fmt: skip
+            raise UnsupportedError(f"a diffusers model is quantized here with bitsandbytes (nf4, fp4, int8) or torchao "
+                                   f"({', '.join(TORCHAO_NAMES)}), not {type(config).__name__}")  # fmt: skip
         quantizer = _diffusers_quantizer(model, config, device)
     elif isinstance(model, PreTrainedModel):
         if not isinstance(config, BitsAndBytesConfig):

@@ -26,8 +26,8 @@ from .report import Assumption
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line imports this module without it
     import torch
 
-__all__ = ["TORCHAO_NAMES", "check_torchao", "describe_torchao", "is_torchao", "quantize_torchao", "torchao_notes",
-           "torchao_quant_type", "uses_mslk_int4"]  # fmt: skip
+__all__ = ["TORCHAO_NAMES", "check_torchao", "describe_torchao", "is_torchao", "quantize_torchao",
+           "quantize_torchao_diffusers", "torchao_notes", "torchao_quant_type", "uses_mslk_int4"]  # fmt: skip
 
 TORCHAO_NAMES = ("int8wo", "int4wo", "fp8-rowwise")
 """The ``--quantization`` names that are torchao configs."""
@@ -111,6 +111,15 @@ def _check_float8(quant_type: Any, profile: DeviceProfile) -> None:
                                f"{profile.label} has no float8 matmul")  # fmt: skip
 
 
+def _refuse_int4_off_cuda(model: torch.nn.Module, config: Any, device: str) -> None:
+    import torch
+
+    dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
+    if _kind(config) == "int4wo" and (device == "cpu" or dtype != torch.bfloat16):
+        raise UnsupportedError("int4wo (torchao's Int4Tensor) runs on CUDA only, in bfloat16 (mslk's kernels): give "
+                               "dtype=bf16 and a GPU target")  # fmt: skip
+
+
 def quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
     """transformers' torchao path: its quantizer's skip list (the head), then torchao's own ``quantize_``
     on each linear weight it would quantize while loading (``TorchAoQuantize``), leaving torchao's
@@ -121,11 +130,7 @@ def quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
 
     from vramsim.tracer.patches import torchao_float8_hardware_checked
 
-    kind = _kind(config)
-    dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
-    if kind == "int4wo" and (device == "cpu" or dtype != torch.bfloat16):
-        raise UnsupportedError("int4wo (torchao's Int4Tensor) runs on CUDA only, in bfloat16 (mslk's kernels): give "
-                               "dtype=bf16 and a GPU target")  # fmt: skip
+    _refuse_int4_off_cuda(model, config, device)
     quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
     quantizer.preprocess_model(model, device_map={"": device})
     with torchao_float8_hardware_checked():  # check_torchao checked the target
@@ -133,6 +138,28 @@ def quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
             if isinstance(module, torch.nn.Linear) and quantizer.param_needs_quantization(model, f"{name}.weight"):
                 quantize_(module, config.get_apply_tensor_subclass())
     quantizer.postprocess_model(model)
+
+
+def quantize_torchao_diffusers(model: torch.nn.Module, config: Any, device: str) -> None:
+    """diffusers' torchao path (``ModelMixin.from_pretrained(..., quantization_config=TorchAoConfig(...))``): its
+    quantizer's skip list (``modules_to_not_convert``, the model's ``_keep_in_fp32_modules``), then torchao's
+    ``quantize_`` on each linear weight ``check_if_quantized_param`` takes, as ``create_quantized_param`` does."""
+    import torch
+    from diffusers import TorchAoConfig
+    from diffusers.quantizers import DiffusersAutoQuantizer
+    from torchao.quantization import quantize_
+
+    from vramsim.tracer.patches import torchao_float8_hardware_checked
+
+    _refuse_int4_off_cuda(model, config, device)
+    quantizer = DiffusersAutoQuantizer.from_config(TorchAoConfig(quant_type=config.quant_type), pre_quantized=False)
+    quantizer.preprocess_model(model=model, device_map={"": device},
+                               keep_in_fp32_modules=getattr(model, "_keep_in_fp32_modules", None) or [])  # fmt: skip
+    with torchao_float8_hardware_checked():
+        for name, module in list(model.named_modules()):
+            if isinstance(module, torch.nn.Linear) and quantizer.check_if_quantized_param(
+                    model, module.weight, f"{name}.weight", {}):  # fmt: skip
+                quantize_(module, quantizer.quantization_config.get_apply_tensor_subclass())
 
 
 def describe_torchao(config: Any) -> str:
