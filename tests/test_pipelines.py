@@ -289,3 +289,19 @@ def test_ltx_video_without_a_timestep_conditioned_vae_decodes_the_latents_as_the
     report = simulate(str(tmp_path / "ltx-090"), **_LTX)
     assert "takes no timestep" in next(a.detail for a in report.assumptions if a.name == "ltx_video")
     assert report.parameters < ltx.parameters  # no time embedder, no noise scales
+
+
+def test_torchao_int8wo_on_the_denoiser_saves_what_the_real_run_saves() -> None:
+    """``--quantization int8wo`` on the tiny FLUX pipeline, run for real on the CPU (torchao's Int8Tensor): the
+    prediction moves by exactly what the real peak moves by (the comparison holds on any CPU's oneDNN ISA)."""
+    from vramsim.config import SimulationConfig
+    from vramsim.measure import measure_cpu
+
+    options = {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128}
+    predicted, measured = {}, {}
+    for quantization in (None, "int8wo"):
+        predicted[quantization] = simulate(TINY_FLUX, device="cpu", quantization=quantization, **options).peak_bytes
+        config = SimulationConfig(device="cpu", quantization=quantization, **options)
+        measured[quantization] = measure_cpu(TINY_FLUX, config).peak_bytes
+    saved = measured[None] - measured["int8wo"]
+    assert saved > 0 and predicted[None] - predicted["int8wo"] == saved
