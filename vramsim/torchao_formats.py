@@ -145,8 +145,8 @@ def quantize_torchao_diffusers(model: torch.nn.Module, config: Any, device: str)
     quantizer's skip list (``modules_to_not_convert``, the model's ``_keep_in_fp32_modules``), then torchao's
     ``quantize_`` on each linear weight ``check_if_quantized_param`` takes, as ``create_quantized_param`` does."""
     import torch
-    from diffusers.quantizers.quantization_config import TorchAoConfig
     from diffusers.quantizers import DiffusersAutoQuantizer
+    from diffusers.quantizers.quantization_config import TorchAoConfig
     from torchao.quantization import quantize_
 
     from vramsim.tracer.patches import torchao_float8_hardware_checked
