@@ -67,13 +67,14 @@ _MIN_LAYERS = {"zamba": 11}
 _PERIODS = (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset"))
 
 
-def cases() -> list[tuple[str, str, str]]:
-    """``(mapping, model_type, class_name)`` for every architecture of every mapping (the first
-    class where a mapping lists several)."""
+def cases() -> list[tuple[str, str, str, str]]:
+    """``(mapping, model_type, class_name, target)`` for every architecture of every mapping (the first
+    class where a mapping lists several), the targets taken in turn: each architecture is traced on one,
+    each target on half of every mapping (both on all of them doubled the sweep's time, CI's largest part)."""
     return [
-        (mapping, model_type, name if isinstance(name, str) else name[0])
+        (mapping, model_type, name if isinstance(name, str) else name[0], TARGETS[index % len(TARGETS)])
         for mapping, table in MAPPINGS.items()
-        for model_type, name in sorted(table.items())
+        for index, (model_type, name) in enumerate(sorted(table.items()))
     ]
 
 

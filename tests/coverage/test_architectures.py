@@ -1,15 +1,16 @@
-"""Every architecture transformers ships for six heads traces a training step, on h100 and cpu.
+"""Every architecture transformers ships for six heads traces a training step, on h100 or cpu in turn.
 
 The mappings are transformers' ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, ``..._MASKED_LM_...``,
 ``..._SEQ_TO_SEQ_CAUSAL_LM_...``, ``..._IMAGE_CLASSIFICATION_...``, ``..._SPEECH_SEQ_2_SEQ_...``
 and ``..._CTC_...``. Each architecture is built from its default config
 (``AutoConfig.for_model(model_type)``) and runs ``vramsim.simulate(task="train", steps=1)`` (forward,
-backward, AdamW step) at a small sequence length on both targets.
+backward, AdamW step) at a small sequence length, on h100 and cpu in turn through each mapping's sorted
+architectures (each target on half of every mapping).
 
 For CI speed the layer count is capped at 2 (``num_hidden_layers`` and its kin, keeping one
 layer of each kind a hybrid model mixes): the layer count does not change which ops run.
 ``architectures.py`` states the few other adjustments (unset sizes filled, sub-configs picked).
-The traces run in one worker process per core; the whole module takes about 2-3 minutes on 2
+The traces run in one worker process per core; the whole module takes about 1-2 minutes on 2
 cores.
 
 ``KNOWN_FAILURES.md`` lists every architecture that does not trace, and why. The tests assert
@@ -54,23 +55,20 @@ def _worker_start() -> None:
     gc.freeze()
 
 
-def trace_case(case: tuple[str, str, str]) -> list[Outcome]:
-    """Trace one architecture on every target (runs in a worker process)."""
-    mapping, model_type, class_name = case
+def trace_case(case: tuple[str, str, str, str]) -> Outcome:
+    """Trace one architecture on its target (runs in a worker process)."""
+    mapping, model_type, class_name, target = case
     signal.signal(signal.SIGALRM, _timeout)
-    outcomes: list[Outcome] = []
-    for target in architectures.TARGETS:
-        started = time.perf_counter()
-        error = None
-        signal.alarm(CASE_SECONDS)
-        try:
-            architectures.trace(model_type, class_name, target, mapping)
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        finally:
-            signal.alarm(0)
-        outcomes.append((mapping, model_type, class_name, target, error, time.perf_counter() - started))
-    return outcomes
+    started = time.perf_counter()
+    error = None
+    signal.alarm(CASE_SECONDS)
+    try:
+        architectures.trace(model_type, class_name, target, mapping)
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    finally:
+        signal.alarm(0)
+    return mapping, model_type, class_name, target, error, time.perf_counter() - started
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +76,12 @@ def outcomes() -> list[Outcome]:
     cases = architectures.cases()
     workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4))
     started = time.perf_counter()
-    results: list[Outcome] = []
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start) as pool:
-        for done in pool.map(trace_case, cases, chunksize=1):
-            results.extend(done)
+        results = list(pool.map(trace_case, cases, chunksize=1))
     elapsed = time.perf_counter() - started
-    print(f"\n{len(cases)} architectures x {len(architectures.TARGETS)} targets traced in {elapsed:.0f} s on {workers} workers")
+    print(f"\n{len(cases)} architectures traced, each on one of {', '.join(architectures.TARGETS)}, in {elapsed:.0f} s "
+          f"on {workers} workers")  # fmt: skip
     for mapping in architectures.MAPPINGS:
         for target in architectures.TARGETS:
             rows = [r for r in results if r[0] == mapping and r[3] == target]
@@ -118,11 +115,11 @@ reaches the target its entry must go."""
     ],
 )
 def test_mapping_traces(mapping: str, outcomes: list[Outcome]) -> None:
-    for target in architectures.TARGETS:
-        rows = [r for r in outcomes if r[0] == mapping and r[3] == target]
-        traced = sum(r[4] is None for r in rows)
-        failed = sorted(r[1] for r in rows if r[4] is not None)
-        assert traced / len(rows) >= TARGET, f"{mapping} on {target}: {traced}/{len(rows)} trace; failing: {failed}"
+    rows = [r for r in outcomes if r[0] == mapping]
+    traced = sum(r[4] is None for r in rows)
+    failed = sorted(f"{r[1]} on {r[3]}" for r in rows if r[4] is not None)
+    assert {r[3] for r in rows} == set(architectures.TARGETS), f"{mapping}: every target takes its share"
+    assert traced / len(rows) >= TARGET, f"{mapping}: {traced}/{len(rows)} trace; failing: {failed}"
 
 
 def test_listed_failures_still_fail(outcomes: list[Outcome]) -> None:
