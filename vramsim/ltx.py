@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError, UnsupportedError
+from .pixart import guided_t5_prompt
 from .report import Assumption
 
 if TYPE_CHECKING:
@@ -94,14 +95,7 @@ def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.T
 def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt`` and ``__call__``'s concatenation (negative first); ``__call__`` keeps the negative embeddings
     as locals to the end, so they are returned too."""
-    prompt_embeds, prompt_attention_mask = _t5_embeds(step, program)
-    if step.run.guidance_scale <= 1:
-        return {"encoder_hidden_states": prompt_embeds, "encoder_attention_mask": prompt_attention_mask}
-    negative_prompt_embeds, negative_prompt_attention_mask = _t5_embeds(step, program)
-    return {"encoder_hidden_states": torch.cat([negative_prompt_embeds, prompt_embeds], dim=0),
-            "encoder_attention_mask": torch.cat([negative_prompt_attention_mask, prompt_attention_mask], dim=0),
-            "negative_prompt_embeds": negative_prompt_embeds,
-            "negative_prompt_attention_mask": negative_prompt_attention_mask}  # fmt: skip
+    return guided_t5_prompt(step, program, _t5_embeds)
 
 
 def _latent_shape(step: _Generate, program: Program) -> tuple[int, int, int]:

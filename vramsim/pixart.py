@@ -11,6 +11,7 @@ predicts noise and variance (``out_channels`` twice the latent's) and the varian
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,8 +23,11 @@ if TYPE_CHECKING:
     from .pipelines import _Generate
     from .program import Program
 
-__all__ = ["PIXART_PIPELINES", "binned_size", "decode", "denoise", "encode_prompt", "max_sequence_length", "pixart_notes",
-           "prompt_batch"]  # fmt: skip
+__all__ = ["PIXART_PIPELINES", "binned_size", "decode", "denoise", "encode_prompt", "guided_t5_prompt", "max_sequence_length",
+           "pixart_notes", "prompt_batch"]  # fmt: skip
+
+T5Embeds = Callable[["_Generate", "Program"], tuple[torch.Tensor, torch.Tensor]]
+"""A pipeline's ``_get_t5_prompt_embeds``: the prompt's embeddings and attention mask."""
 
 PIXART_PIPELINES = ("PixArtSigmaPipeline",)
 """The pipeline classes this module runs."""
@@ -91,10 +95,17 @@ def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.T
 def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt`` and ``__call__``'s concatenation (negative first); ``__call__`` keeps the negative embeddings
     as locals through the decode, so they are returned too."""
-    prompt_embeds, prompt_attention_mask = _t5_embeds(step, program)
+    return guided_t5_prompt(step, program, _t5_embeds)
+
+
+def guided_t5_prompt(step: _Generate, program: Program, t5_embeds: T5Embeds) -> dict[str, torch.Tensor]:
+    """A T5-prompted pipeline's ``__call__`` (PixArt's, LTX's): the prompt's embeddings and mask from ``t5_embeds``
+    (the pipeline's own ``_get_t5_prompt_embeds``), and with guidance the empty negative prompt's, concatenated
+    negative first and kept too."""
+    prompt_embeds, prompt_attention_mask = t5_embeds(step, program)
     if step.run.guidance_scale <= 1:
         return {"encoder_hidden_states": prompt_embeds, "encoder_attention_mask": prompt_attention_mask}
-    negative_prompt_embeds, negative_prompt_attention_mask = _t5_embeds(step, program)
+    negative_prompt_embeds, negative_prompt_attention_mask = t5_embeds(step, program)
     return {"encoder_hidden_states": torch.cat([negative_prompt_embeds, prompt_embeds], dim=0),
             "encoder_attention_mask": torch.cat([negative_prompt_attention_mask, prompt_attention_mask], dim=0),
             "negative_prompt_embeds": negative_prompt_embeds,
