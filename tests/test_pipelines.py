@@ -217,14 +217,18 @@ def test_num_frames_is_for_video_pipelines() -> None:
 
 def test_quantization_packs_the_denoiser_and_t5_only() -> None:
     """``--quantization nf4`` on a pipeline: the transformer and T5 in bitsandbytes' 4-bit format (diffusers' and
-    transformers' own quantizers), CLIP and the VAE as they were; formats other than bitsandbytes' are refused."""
+    transformers' own quantizers), CLIP and the VAE as they were; torchao's ``int8wo`` packs the transformer alone
+    (diffusers' torchao docs); formats diffusers does not load (GPTQ) are refused."""
     options = dict(height=64, width=64, task="generate", num_inference_steps=2, device="h100")
-    plain, packed = (simulate(TINY_FLUX, **options, **given) for given in ({}, {"quantization": "nf4"}))
-    before, after = ({c.name: c.weights_bytes for c in r.components} for r in (plain, packed))
+    plain, packed, int8 = (simulate(TINY_FLUX, **options, **given)
+                           for given in ({}, {"quantization": "nf4"}, {"quantization": "int8wo"}))  # fmt: skip
+    before, after, torchao = ({c.name: c.weights_bytes for c in r.components} for r in (plain, packed, int8))
     assert (after["text_encoder"], after["vae"]) == (before["text_encoder"], before["vae"])
     assert after["transformer"] < before["transformer"] / 2 and after["text_encoder_2"] < before["text_encoder_2"]
-    with pytest.raises(UnsupportedError, match="pipelines are quantized with bitsandbytes"):
-        simulate(TINY_FLUX, **options, quantization="int8wo")
+    assert torchao["transformer"] < before["transformer"] and {k: v for k, v in torchao.items() if k != "transformer"} == {
+        k: v for k, v in before.items() if k != "transformer"}  # fmt: skip
+    with pytest.raises(UnsupportedError, match="pipelines are quantized with bitsandbytes or torchao"):
+        simulate(TINY_FLUX, **options, quantization="gptq")
 
 
 def test_eager_attention_materialises_the_scores_and_is_refused_where_not_modelled() -> None:
