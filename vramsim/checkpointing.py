@@ -107,13 +107,9 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     from transformers import PreTrainedModel
 
     full, selective = _context_fn(plan, emulation, selective=False), _context_fn(plan, emulation, selective=True)
-    if isinstance(model, PreTrainedModel):  # its own public switch
-        model.activation_checkpointing_enable(
-            activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": selective if plan.kind == "selective"
-                                             else full}, every_n_layers=plan.every,
-        )  # fmt: skip
-        if plan.kind == "first":
-            _first_layers(model, plan, selective)
+    if isinstance(model, PreTrainedModel):  # its own public switch, then each layer as the plan says
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
+        _per_layer(model, plan, selective)
     elif isinstance(model, ModelMixin):  # takes the function to call at each block
         ModelMixin.enable_gradient_checkpointing(model, _PerBlock(plan, full, selective))
     else:
@@ -127,10 +123,10 @@ def saved_tensor_context(plan: CheckpointPlan) -> Callable[[], contextlib.Abstra
     return contextlib.nullcontext
 
 
-def _first_layers(model: torch.nn.Module, plan: CheckpointPlan, selective: ContextFn) -> None:
-    """``first:F+selective:S`` on a transformers model checkpointing every layer: the layers past F + S
-    switched off, the S after the first F given the selective policy (layers in module order, as
-    ``every_n_layers`` counts them)."""
+def _per_layer(model: torch.nn.Module, plan: CheckpointPlan, selective: ContextFn) -> None:
+    """A transformers model checkpointing every layer in full, made to follow ``plan``: the layers it does not
+    checkpoint switched off, its selective ones given the selective policy (layers in module order, as
+    transformers' ``every_n_layers`` counts them)."""
     from transformers.modeling_layers import GradientCheckpointingLayer
 
     layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
