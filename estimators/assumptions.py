@@ -29,6 +29,9 @@ __all__ = [
     "CUDA_KERNELS_LOADED_BYTES",
     "CUDA_RNG_STATE_BYTES",
     "DATA_PARALLEL_COMMUNICATION",
+    "DCP_CHECKPOINT_PATH",
+    "DCP_COPY_AHEAD_BYTES",
+    "DEEPSPEED_VERSION",
     "DDP_BUCKET_CAP_BYTES",
     "DDP_FIRST_BUCKET_BYTES",
     "DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS",
@@ -467,6 +470,19 @@ be more than 256, and their schnell example passes 256. Dev keeps the default 51
 CUDA_RNG_STATE_BYTES = 16
 """``torch.cuda.get_rng_state()``: the Philox generator's seed and offset, 8 bytes each
 (aten/src/ATen/cuda/CUDAGeneratorImpl.cpp ``get_state``), saved by the Trainer in rng_state.pth."""
+
+DCP_CHECKPOINT_PATH = "checkpoint/step-1"
+"""The folder a DCP checkpoint is saved to: ``FileSystemWriter.finish`` pickles it into ``.metadata``
+(``StorageMeta.checkpoint_id``), so that file grows by a byte per character of a longer path."""
+
+DCP_COPY_AHEAD_BYTES = 10_000_000
+"""``FileSystemWriter(per_thread_copy_ahead=10_000_000)``, torch 2.13's default (distributed/checkpoint/
+filesystem.py): how many bytes a synchronous DCP save from a GPU copies to the host ahead of writing them."""
+
+DEEPSPEED_VERSION = "0.19.8"
+"""The DeepSpeed whose checkpoint layout is modelled (runtime/engine.py ``_save_checkpoint``,
+``_save_zero_checkpoint``; zero/stage_1_and_2.py and zero/stage3.py ``state_dict``); its string is pickled
+into each file."""
 
 TRAINING_ARGS_BYTES = 5229
 """training_args.bin: ``torch.save(TrainingArguments(output_dir="out"))`` measured with transformers 5.24 and
