@@ -31,7 +31,6 @@ __all__ = [
     "DATA_PARALLEL_COMMUNICATION",
     "DCP_CHECKPOINT_PATH",
     "DCP_COPY_AHEAD_BYTES",
-    "DEEPSPEED_VERSION",
     "DDP_BUCKET_CAP_BYTES",
     "DDP_FIRST_BUCKET_BYTES",
     "DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS",
@@ -40,6 +39,8 @@ __all__ = [
     "DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD",
     "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
     "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
+    "DEEPSPEED_SUB_GROUP_ELEMENTS",
+    "DEEPSPEED_VERSION",
     "DENOISING_STEPS_TRACED",
     "FLUX_SCHNELL_MAX_SEQUENCE_LENGTH",
     "FLUX_TRAINING_GUIDANCE",
@@ -478,6 +479,10 @@ DCP_CHECKPOINT_PATH = "checkpoint/step-1"
 DCP_COPY_AHEAD_BYTES = 10_000_000
 """``FileSystemWriter(per_thread_copy_ahead=10_000_000)``, torch 2.13's default (distributed/checkpoint/
 filesystem.py): how many bytes a synchronous DCP save from a GPU copies to the host ahead of writing them."""
+
+DEEPSPEED_SUB_GROUP_ELEMENTS = 1_000_000_000
+"""``zero_optimization.sub_group_size``, DeepSpeed's default (runtime/zero/config.py): ZeRO-3 splits each
+parameter group into flat fp32 partitions of at least this many elements, each saved with its optimizer state."""
 
 DEEPSPEED_VERSION = "0.19.8"
 """The DeepSpeed whose checkpoint layout is modelled (runtime/engine.py ``_save_checkpoint``,

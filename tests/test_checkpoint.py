@@ -180,7 +180,7 @@ def test_api_is_exported_and_json_is_the_report(tiny_gpt2: transformers.GPT2Conf
         (["--optimizer", "none"], "no optimizer state"),
         (["--map-location", "gpu"], "unknown map location 'gpu'"),
         (["--save-format", "zip"], "unknown save format 'zip'"),
-        (["--gpus", "2", "--zero", "2"], "sharded checkpoints"),
+        (["--gpus", "2", "--pp", "2"], "pipeline"),
     ],
 )
 def test_bad_input_is_one_line(tiny_gpt2: transformers.GPT2Config, tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -30,7 +30,14 @@ from vramsim.estimators.assumptions import CUDA_RNG_STATE_BYTES, TRAINING_ARGS_B
 
 from .program import Program
 
-__all__ = ["CheckpointFile", "SavedCheckpoint", "safetensors_header", "save_torch_checkpoint", "save_trainer_checkpoint"]
+__all__ = [
+    "CheckpointFile",
+    "SavedCheckpoint",
+    "fake_on_device",
+    "safetensors_header",
+    "save_torch_checkpoint",
+    "save_trainer_checkpoint",
+]
 
 SAFETENSORS_DTYPE_ORDER = ("BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
                            "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64",
@@ -51,6 +58,9 @@ class CheckpointFile:
     """The tensor data in it (the rest is the format's header, pickle and zip records)."""
     copies: int = 1
     """Files like it in the folder: every rank writes its own RNG state (``rng_state_{rank}.pth``)."""
+    rank: int | None = None
+    """The rank that writes it, where each rank writes its own (DCP's ``__{rank}_0.distcp``, DeepSpeed's
+    ``zero_pp_rank_{rank}_...``); ``None``: one file for the job."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +116,7 @@ def save_torch_checkpoint(program: Program, *, device: str) -> SavedCheckpoint:
     storages = _storage_sizes(optimizer)
     with tempfile.TemporaryDirectory() as folder, torch.serialization.skip_data(materialize_fake_tensors=True):
         path = Path(folder) / "checkpoint.pt"
-        torch.save(_on_device({"model": model, "optimizer": optimizer}, device), path)
+        torch.save(fake_on_device({"model": model, "optimizer": optimizer}, device), path)
         size = path.stat().st_size
     saved = CheckpointFile(name=path.name, bytes=size, holds="model and optimizer state (torch.save)",
                            tensor_bytes=sum(weights) + sum(storages))  # fmt: skip
@@ -137,7 +147,7 @@ def _save_states(program: Program, folder: Path, *, device: str, gpus: int) -> l
     assert program.optimizer is not None, "a checkpoint is taken of a training program"
     saved = program.optimizer.state_dict()
     storages = _storage_sizes(saved)
-    state = _on_device(saved, device)
+    state = fake_on_device(saved, device)
     with torch.serialization.skip_data(materialize_fake_tensors=True):
         torch.save(state, folder / "optimizer.pt")
         if program.scaler is not None:  # its state is numbers read off the device (.item()); a fresh scaler's have its sizes
@@ -153,7 +163,7 @@ def _save_states(program: Program, folder: Path, *, device: str, gpus: int) -> l
     return storages
 
 
-def _on_device(state: Any, device: str) -> Any:
+def fake_on_device(state: Any, device: str) -> Any:
     """``state`` with its meta tensors as FakeTensors on ``device``, views of one fake storage per meta
     storage (tied weights stay one storage): what the save pickles, without the bytes."""
     mode = FakeTensorMode()

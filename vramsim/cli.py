@@ -93,13 +93,17 @@ def _build_parser() -> argparse.ArgumentParser:
     saved = commands.add_parser("checkpoint", help="a training checkpoint's files on disk, and the memory to save and "
                                 "restore it", formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
     _workload_arguments(saved, "trace")
-    saved.add_argument("--save-format", default="trainer", metavar="SAVE_FORMAT",
+    saved.add_argument("--save-format", default=None, metavar="SAVE_FORMAT",
                        help="trainer: the Hugging Face Trainer's folder (safetensors weights, optimizer.pt, ...); torch: "
-                       'the plain loop\'s torch.save({"model": ..., "optimizer": ...})')  # fmt: skip
+                       'the plain loop\'s torch.save({"model": ..., "optimizer": ...}); dcp: torch.distributed.checkpoint, '
+                       "a file per rank (the default with --fsdp; DDP too); deepspeed: DeepSpeed's ZeRO files (the default "
+                       "with --zero); default: trainer")  # fmt: skip
     saved.add_argument("--map-location", default=None, metavar="MAP_LOCATION",
                        help="where torch.load puts what it loads on restore: cpu or device (default: the Trainer's, "
                        "cpu on one GPU, the device with --gpus > 1; torch.load's own, the device, for --save-format "
                        "torch)")  # fmt: skip
+    saved.add_argument("--async-save", action="store_true",
+                       help="dcp.async_save: each rank's state is staged in host memory while it is written")  # fmt: skip
     _run_arguments(saved, "checkpoint")
     serve = commands.add_parser("serve", help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
@@ -274,7 +278,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
         with _progress(args, f"tracing {args.model} and its checkpoint"):
             report = checkpoint(args.model, save_format=args.save_format, map_location=args.map_location,
-                                **_options(args))  # fmt: skip
+                                async_save=args.async_save, **_options(args))  # fmt: skip
         _show(args, report, render_checkpoint, console)
     elif args.command == "serve":
         from .render import render_serve

@@ -61,6 +61,8 @@ class DcpRank:
     """What ``async_save`` stages in host memory: every tensor of the rank's state dict (its own chunks)."""
     copy_ahead_bytes: int
     """The most a synchronous save from a GPU holds on the host at once (the writer's copy-ahead window)."""
+    loaded: list[int]
+    """Bytes of each tensor a restore on this rank reads, in ``dcp.load``'s order (its state dict's)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +81,7 @@ def dcp_save(program: Program, *, gpus: int, sharded: bool, on_gpu: bool) -> tup
     values, mappings = _flat_state(program, sharded)
     plans = [SavePlan([_item(key, value, rank, gpus) for key, value in values.items()], planner_data=mappings)
              for rank in range(gpus)]  # fmt: skip
+    loaded = [[_local_bytes(item) for item in plan.items if item.type != WriteItemType.BYTE_IO] for plan in plans]
     # Each rank's plan reaches the coordinator pickled (gather_object), and so do its write results: the
     # metadata holds copies, which pickle shares less than one object graph would.
     plans, metadata = create_default_global_save_plan(dedup_save_plans([_copied(plan) for plan in plans]))
@@ -99,14 +102,14 @@ def dcp_save(program: Program, *, gpus: int, sharded: bool, on_gpu: bool) -> tup
             else:
                 chunk, dtype = item.tensor_data.chunk.sizes, item.tensor_data.properties.dtype  # type: ignore[union-attr]
                 length = _saved_tensor_bytes(tuple(chunk), dtype)
-                sizes.append(chunk.numel() * torch._utils._element_size(dtype))
+                sizes.append(_local_bytes(item))
             info = _StorageInfo(relative_path=name, offset=offset, length=length)
             results.append(WriteResult(index=item.index, size_in_bytes=length, storage_data=info))
             offset += length
         storage.update({result.index: result.storage_data for result in _copied(results)})
         tensor_bytes = staged = sum(sizes)
         ranks.append(DcpRank(rank=rank, file_bytes=offset, tensor_bytes=tensor_bytes, staged_bytes=staged,
-                             copy_ahead_bytes=_copy_ahead(sizes) if on_gpu else 0))  # fmt: skip
+                             copy_ahead_bytes=_copy_ahead(sizes) if on_gpu else 0, loaded=loaded[rank]))  # fmt: skip
     metadata.storage_data = storage
     metadata.storage_meta = StorageMeta(checkpoint_id=Path(DCP_CHECKPOINT_PATH), save_id=_generate_uuid())
     metadata.version = CURRENT_DCP_VERSION
@@ -161,6 +164,13 @@ def _item(key: str, value: _Value, rank: int, gpus: int) -> WriteItem:
     return WriteItem(index=MetadataIndex(key, torch.Size(offsets)), type=kind, tensor_data=data)
 
 
+def _local_bytes(item: WriteItem) -> int:
+    """The rank's chunk of a tensor item, in bytes."""
+    data = item.tensor_data
+    assert data is not None
+    return data.chunk.sizes.numel() * torch._utils._element_size(data.properties.dtype)
+
+
 def _global_bytes(item: WriteItem) -> int:
     """``filesystem._item_size``: the key the GPU loader sorts by, the tensor's global size in bytes."""
     data = item.tensor_data
@@ -206,4 +216,3 @@ def _copy_ahead(sizes: list[int]) -> int:
         while in_flight and sum(in_flight) >= DCP_COPY_AHEAD_BYTES:
             in_flight.pop(0)
     return peak
-

@@ -426,6 +426,7 @@ def render_checkpoint(report: CheckpointReport, console: Console) -> None:
         files.add_column(name, justify="right" if name in ("bytes", "size") else "left")
     for saved in report.files:
         copies = f" (x{saved.copies}, one per rank)" if saved.copies > 1 else ""
+        copies += f" (rank {saved.rank})" if saved.rank is not None else ""
         files.add_row(saved.name, f"{saved.bytes:,}", format_bytes(saved.bytes), saved.holds + copies)
     files.add_row("total", f"{report.disk_bytes:,}", format_bytes(report.disk_bytes), "", style="bold")
     console.print(files)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -20,23 +21,32 @@ from .errors import ConfigError, UnsupportedError
 from .models import ModelSource
 from .optimizers import check_target, describe_optimizer
 from .report import Assumption
+from .sharded_checkpoint import sharded_checkpoint
 from .targets import Target, resolve_target
 
 __all__ = ["MAP_LOCATIONS", "SAVE_FORMATS", "checkpoint"]
 
 MAP_LOCATIONS = ("cpu", "device")
-SAVE_FORMATS = ("trainer", "torch")
+SAVE_FORMATS = ("trainer", "torch", "dcp", "deepspeed")
 
 
 def checkpoint(
-    model: ModelSource, *, save_format: str = "trainer", map_location: str | None = None, **options: Any
+    model: ModelSource,
+    *,
+    save_format: str | None = None,
+    map_location: str | None = None,
+    async_save: bool = False,
+    **options: Any,
 ) -> CheckpointReport:
     """Trace one training step of ``model`` (``options`` as ``simulate`` takes them), then save the traced
     state and restore it.
 
     ``save_format``: ``trainer``, the Hugging Face Trainer's folder (safetensors weights, optimizer.pt...)
-    restored as its ``resume_from_checkpoint`` does; or ``torch``, the plain loop's
-    ``torch.save({"model": ..., "optimizer": ...})`` restored by ``torch.load`` and both ``load_state_dict``.
+    restored as its ``resume_from_checkpoint`` does; ``torch``, the plain loop's
+    ``torch.save({"model": ..., "optimizer": ...})`` restored by ``torch.load`` and both ``load_state_dict``;
+    ``dcp``, ``torch.distributed.checkpoint`` of ``get_state_dict(model, optimizer)``, each rank its own file
+    (the default with ``fsdp``; DDP too); ``deepspeed``, ``engine.save_checkpoint`` under ZeRO (the default
+    with ``zero``). ``async_save``: ``dcp.async_save``, which stages each rank's state in host memory.
     ``map_location``: where ``torch.load`` puts what it loads, ``cpu`` or ``device``; none given: the
     Trainer's choice (``cpu`` on one GPU, the device when ``gpus`` > 1), or torch.load's own for ``torch``
     (each tensor back on the device it was saved from).
@@ -46,16 +56,25 @@ def checkpoint(
     ['model.safetensors', 'optimizer.pt', 'scheduler.pt']
     """
     config = SimulationConfig.from_options(**options)
-    layout = _layout(save_format)
-    location = _map_location(map_location, config, layout)
     _check(config)
+    given = _save_format(save_format, config, async_save)
+    if given in ("dcp", "deepspeed") and map_location is not None:
+        raise ConfigError(f"map_location is the Trainer's and torch.load's choice; save_format={given!r} loads on the "
+                          "host itself")  # fmt: skip
+    layout: Layout = "trainer" if given == "trainer" else "torch"
+    location = _map_location(map_location, config, layout)
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
     check_target(config.optimizer, target.profile.vendor)
     started = time.perf_counter()
     program, _, trace = build_and_trace(model, config, target, checkpointing="marked")
     analysis = Analysis(build_graph(trace), target, config)
-    train = analysis.run(parse_checkpointing(config.checkpointing)).memory
+    outcome = analysis.run(parse_checkpointing(config.checkpointing))
+    if given in ("dcp", "deepspeed"):
+        report = sharded_checkpoint(program, outcome.timeline, config, target, dcp=given == "dcp", async_save=async_save,
+                                    train=outcome.memory)  # fmt: skip
+        return dataclasses.replace(report, model=_model_name(model), trace_seconds=round(time.perf_counter() - started, 3))
+    train = outcome.memory
     host = target.profile.vendor == "cpu"
     device = "cpu" if host else "cuda:0"
     if layout == "trainer":
@@ -99,10 +118,20 @@ def _save_host_bytes(saved: SavedCheckpoint, layout: Layout) -> int:
     return max([*weights, *saved.optimizer_storages])
 
 
-def _layout(given: str) -> Layout:
-    if given not in SAVE_FORMATS:
-        raise ConfigError(f"unknown save format {given!r}; choose one of: {', '.join(SAVE_FORMATS)}")
-    return "trainer" if given == "trainer" else "torch"
+def _save_format(given: str | None, config: SimulationConfig, async_save: bool) -> str:
+    """The format asked for, or the one the sharding implies; each sharding saves its own way."""
+    sharded = "deepspeed" if config.zero else "dcp" if config.fsdp != "no" else None
+    chosen = given or sharded or "trainer"
+    if chosen not in SAVE_FORMATS:
+        raise ConfigError(f"unknown save format {chosen!r}; choose one of: {', '.join(SAVE_FORMATS)}")
+    if chosen == "deepspeed" and not config.zero:
+        raise ConfigError("save_format='deepspeed' is DeepSpeed's ZeRO checkpoint; set zero (1, 2 or 3)")
+    if sharded is not None and chosen != sharded:
+        raise UnsupportedError(f"save_format={chosen!r} with {'zero' if config.zero else 'fsdp'}: modelled is "
+                               f"save_format={sharded!r} (how that sharding saves each rank's state)")  # fmt: skip
+    if async_save and chosen != "dcp":
+        raise ConfigError("async_save is dcp.async_save; use save_format='dcp'")
+    return chosen
 
 
 def _map_location(given: str | None, config: SimulationConfig, layout: Layout) -> MapLocation:
@@ -121,9 +150,12 @@ def _check(config: SimulationConfig) -> None:
         raise ConfigError("optimizer=None leaves no optimizer state to checkpoint; name an optimizer")
     if config.checkpointing == "all":
         raise ConfigError("checkpointing='all' compares choices; a checkpoint is of one run (choose one)")
-    if config.zero or config.fsdp != "no" or config.tp > 1 or config.pp > 1:
-        raise UnsupportedError("sharded checkpoints (zero, fsdp, tp, pp: DeepSpeed's and DCP's per-rank files) are not "
-                               "modelled yet; gpus alone (DDP: rank 0 saves the full state) is")  # fmt: skip
+    if config.tp > 1 or config.pp > 1 or config.cp > 1 or config.ep > 1:
+        raise UnsupportedError("checkpoints of tensor, pipeline, context or expert parallel ranks are not modelled yet; "
+                               "data parallelism is (DDP, ZeRO through DeepSpeed's files, FSDP2 through DCP)")  # fmt: skip
+    if config.fsdp == "hybrid" or config.offload_states != "none":
+        raise UnsupportedError("checkpoints of HSDP or CPU-offloaded model states are not modelled yet; FSDP2 full or "
+                               "grad-op (DCP) and ZeRO on the device (DeepSpeed) are")  # fmt: skip
 
 
 def _assumptions(target: Target, overheads: list[Any], layout: Layout) -> list[Assumption]:
