@@ -435,7 +435,8 @@ def render_checkpoint(report: CheckpointReport, console: Console) -> None:
         memory.add_column(name, justify="left" if name == "moment" else "right")
     memory.add_row("save", format_bytes(report.save_peak_bytes), format_bytes(report.save_device_bytes),
                    format_bytes(report.save_host_bytes))  # fmt: skip
-    memory.add_row(f"restore (map_location={report.map_location})", format_bytes(report.restore_peak_bytes),
+    restore = "restore" if report.save_format in ("dcp", "deepspeed") else f"restore (map_location={report.map_location})"
+    memory.add_row(restore, format_bytes(report.restore_peak_bytes),
                    format_bytes(report.restore_device_bytes), format_bytes(report.restore_host_bytes))  # fmt: skip
     memory.add_row("next training step", "", format_bytes(report.train_device_bytes), "")
     console.print(memory)
