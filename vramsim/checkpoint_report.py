@@ -13,8 +13,8 @@ __all__ = ["CheckpointReport"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointReport:
-    """What a Hugging Face Trainer checkpoint of one training run holds on disk, and the memory of
-    saving it and of restoring it on the target (one rank)."""
+    """What a checkpoint of one training run holds on disk (every rank's files where each writes its own),
+    and the memory of saving it and of restoring it on the target (one rank)."""
 
     model: str
     target: str
@@ -24,15 +24,18 @@ class CheckpointReport:
     disk_bytes: int
     """All files of the checkpoint folder together (each rank's RNG state counted)."""
     save_format: str
-    """``trainer`` (the Hugging Face Trainer's folder) or ``torch`` (one ``torch.save`` of both state dicts)."""
+    """``trainer`` (the Hugging Face Trainer's folder), ``torch`` (one ``torch.save`` of both state dicts), ``dcp``
+    (``torch.distributed.checkpoint``, a file per rank) or ``deepspeed`` (DeepSpeed's ZeRO files)."""
     map_location: str
-    """Where ``torch.load`` puts what it loads on restore: ``cpu`` (the Trainer on one GPU) or ``device``."""
+    """Where ``torch.load`` puts what it loads on restore: ``cpu`` (the Trainer on one GPU; DCP and DeepSpeed
+    always) or ``device``."""
     save_peak_bytes: int
     """Allocated on the device while saving: the model and optimizer states (safetensors and torch.save copy to the host)."""
     save_device_bytes: int
     """What the device shows while saving (allocator cache, CUDA context)."""
     save_host_bytes: int
-    """Host memory the save holds at once beyond the process: a weights file's tensors, or one optimizer state."""
+    """Host memory the save holds at once beyond the process: a weights file's tensors, or one optimizer state
+    (DCP: the writer's copy-ahead window, or with ``async_save`` the rank's whole state)."""
     restore_peak_bytes: int
     """Allocated on the device at the highest point of the restore."""
     restore_device_bytes: int

@@ -143,7 +143,7 @@ def _map_location(given: str | None, config: SimulationConfig, layout: Layout) -
 
 
 def _check(config: SimulationConfig) -> None:
-    """A checkpoint of this kind is of one rank's full training state."""
+    """A training run's checkpoint, of data-parallel ranks (model-parallel ranks' files are not modelled)."""
     if config.task != "train":
         raise ConfigError(f"a training checkpoint holds optimizer state; task={config.task!r} has none (use task='train')")
     if config.optimizer is None:
