@@ -57,6 +57,7 @@ __all__ = [
     "NCCL_RING_PEERS",
     "NCCL_SIMPLE_BUFFER_BYTES",
     "QUANTIZED_KERNELS",
+    "QUANTIZED_TRAINING_KERNELS",
     "SCRIPT_LORA_TARGETS",
     "SCRIPT_MAX_GRAD_NORM",
     "SD3_SCRIPT_LORA_TARGETS",
@@ -528,6 +529,18 @@ cast into the matmul). torchao's int4 default needs mslk, whose GEMM is a CUTLAS
 its float8 per-row configs are assumed to take the torch path (mslk's, chosen by ``AUTO`` on sm 9.0+
 when mslk is installed, quantizes the input in one Triton kernel).
 """
+
+QUANTIZED_TRAINING_KERNELS = {
+    "gptq": "gptqmodel's TritonV2QuantLinear in training mode (TorchQuantLinear's forward): each forward dequantizes "
+    "the whole weight [in, out] with Triton's kernel and runs torch.matmul, so autograd keeps the dequantized weight "
+    "until the layer's backward; LoRA through peft's GPTQLoraLinear (Marlin refuses training)",
+    "awq": "gptqmodel's AwqGEMMLinear (AwqGemmFn): forward dequantizes the weight above 1024 rows, else the fused GEMM "
+    "with 8 float32 split-K partial outputs; backward dequantizes it again for the input's gradient; LoRA through "
+    "peft's AwqLoraLinear (Marlin refuses training)",
+}
+"""The kernel a LoRA run on a GPTQ/AWQ base is simulated with (``vramsim/quantized_training.py``): gptqmodel's
+Marlin layers raise in training mode, so the base must be loaded with a backend that trains (``backend="triton"``
+for GPTQ, ``"gemm"`` for AWQ); that choice is the user's, these are assumed."""
 
 COMPILE_MODELLED = (
     "torch.compile (inductor): dynamo's graphs, inductor's decompositions and AOTAutograd's min-cut partitioner "

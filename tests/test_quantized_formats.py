@@ -125,7 +125,7 @@ def test_the_cli_traces_each_format_on_an_h100(name: str, tmp_path: Path, capsys
         ({"quantization": "fp8", "device": "a100"}, "FP8 weights need an NVIDIA GPU of compute capability 8.9+"),
         ({"quantization": "awq", "device": "t4"}, "needs an NVIDIA GPU of compute capability 8.0+"),
         ({"quantization": "gptq", "device": "cpu"}, "needs an NVIDIA GPU of compute capability 7.5+"),
-        ({"quantization": "gptq", "task": "train", "lora": 4}, "training on a GPTQ base is not modelled"),
+        ({"quantization": "gptq", "task": "train", "lora": 4, "device": "cpu"}, "is not an NVIDIA GPU"),
         ({"quantization": "fp8", "task": "train"}, "FP8 weights stay frozen"),
         ({"quantization": GPTQConfig(bits=4, sym=False)}, "sym=False"),
         ({"quantization": AwqConfig(bits=4, group_size=256)}, "group_size=256"),

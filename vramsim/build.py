@@ -31,6 +31,7 @@ from .pipelines import build_pipeline_program, find_pipeline
 from .positions import check_positions
 from .program import STEPS, Program
 from .quantization import check_quantized_target, is_bitsandbytes, quantization_config, quantize_model
+from .quantized_training import QUANTIZED_TRAINING_LAYERS, lora_dispatch
 from .quiet import quiet_peft
 from .targets import resolve_target
 from .tensor_parallel import rank_config
@@ -122,7 +123,7 @@ def build_program(
     if config.quantization is not None:
         quantization = quantization_config(config.quantization, _first_float_dtype(model))
         check_quantized_target(quantization, target=config.device, train=config.task == "train", lora=config.lora is not None)
-        quantize_model(model, quantization, device=device, target=config.device)
+        quantize_model(model, quantization, device=device, target=config.device, train=config.task == "train")
     if config.task == "generate":
         check_can_generate(model)
     warnings = []
@@ -241,6 +242,8 @@ def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
     import peft
 
     lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
+    if isinstance(lora_config, peft.LoraConfig) and any(isinstance(m, QUANTIZED_TRAINING_LAYERS) for m in model.modules()):
+        lora_dispatch(lora_config)
     try:
         with quiet_peft():
             return peft.get_peft_model(model, lora_config)

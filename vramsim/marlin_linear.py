@@ -31,7 +31,7 @@ from torch import nn
 
 from .errors import UnsupportedError
 
-__all__ = ["MarlinFormat", "MarlinLinear", "swap_marlin_layers"]
+__all__ = ["MarlinFormat", "MarlinLinear", "quantized_layers", "swap_marlin_layers"]
 
 MARLIN_MIN_WORKSPACE = 128
 """``marlin_make_workspace_new``: ``max(sms * max_blocks_per_sm, 128)`` int32 entries."""
@@ -96,6 +96,16 @@ class MarlinLinear(nn.Module):
 def swap_marlin_layers(model: nn.Module, fmt: MarlinFormat, skip: list[str], *, sms: int) -> None:
     """Replace the layers the loader would quantize with ``MarlinLinear``s on meta, in place; ``skip``
     lists module names left unquantized (AWQ's ``modules_to_not_convert`` and default skips)."""
+    dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
+    for name, in_features, out_features, bias in quantized_layers(model, fmt, skip):
+        _check_shape(name, in_features, out_features, fmt)
+        swapped = MarlinLinear(fmt, in_features, out_features, bias=bias, dtype=dtype, sms=sms)
+        model.set_submodule(name, swapped)
+
+
+def quantized_layers(model: nn.Module, fmt: MarlinFormat, skip: list[str]) -> list[tuple[str, int, int, bool]]:
+    """``(name, in_features, out_features, has_bias)`` of each layer the loader quantizes: for GPTQ optimum's
+    choice (linear layers under the decoder blocks), for AWQ transformers' (every linear layer not skipped)."""
     from transformers.pytorch_utils import Conv1D
     from transformers.quantizers.quantizers_utils import should_convert_module
 
@@ -104,19 +114,17 @@ def swap_marlin_layers(model: nn.Module, fmt: MarlinFormat, skip: list[str], *, 
     if block is None:
         raise UnsupportedError(f"GPTQ quantizes the decoder blocks, which optimum finds by name ({', '.join(BLOCK_PATTERNS)}); "
                                f"{type(model).__name__} has none of them")  # fmt: skip
-    dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
-    for name, layer in list(model.named_modules()):
+    found = []
+    for name, layer in model.named_modules():
         if type(layer) is nn.Linear:
             in_features, out_features = layer.in_features, layer.out_features
         elif isinstance(layer, Conv1D):
             in_features, out_features = layer.weight.shape
         else:
             continue
-        if not name.startswith(block) or not should_convert_module(name, skip):
-            continue
-        _check_shape(name, in_features, out_features, fmt)
-        swapped = MarlinLinear(fmt, in_features, out_features, bias=layer.bias is not None, dtype=dtype, sms=sms)
-        model.set_submodule(name, swapped)
+        if name.startswith(block) and should_convert_module(name, skip):
+            found.append((name, in_features, out_features, layer.bias is not None))
+    return found
 
 
 def _check_shape(name: str, in_features: int, out_features: int, fmt: MarlinFormat) -> None:

@@ -104,7 +104,7 @@ def check_quantized_target(config: Any, *, target: str, train: bool, lora: bool)
         )
 
 
-def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: str) -> None:
+def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: str, train: bool = False) -> None:
     """Swap ``model``'s linear layers for the library's and quantize their weights on ``device``, in
     place (meta stands for the target; a real device quantizes bitsandbytes weights for real, as
     ``validate`` measures). GPTQ, AWQ and FP8 layers are sized for ``target``'s kernels."""
@@ -121,7 +121,7 @@ def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: 
         quantizer = _diffusers_quantizer(model, config, device)
     elif isinstance(model, PreTrainedModel):
         if not isinstance(config, BitsAndBytesConfig):
-            quantize_format(model, config, device=device, target=target)
+            quantize_format(model, config, device=device, target=target, train=train)
             return
         from transformers.quantizers.auto import AutoHfQuantizer
 
@@ -198,7 +198,7 @@ def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: 
     if not isinstance(config, BitsAndBytesConfig):
         loaded = [Assumption(name="quantized_weights", detail=f"{describe_format(config)}: a pre-quantized checkpoint "
                              "loaded as transformers loads it; layers its loader skips (the head) stay unquantized")]
-        return loaded + format_notes(config)
+        return loaded + format_notes(config, train=train)
     eight_bit = getattr(config, "load_in_8bit", False)
     notes = [Assumption(name="quantized_weights", detail=f"{describe_quantization(model)}: weights quantized at load "
                         "time by the library from a checkpoint in the model's dtype; layers it skips stay unquantized")]

@@ -27,6 +27,8 @@ MARLIN_GPTQ_CAPABILITY = (7, 5)
 MARLIN_AWQ_CAPABILITY = (8, 0)
 """gptqmodel ``AwqMarlinLinear.validate_device``: sm 8.0 and newer."""
 MARLIN_BITS = (4, 8)
+TRAINING_GPTQ_BITS = (2, 4, 8)
+"""``TritonV2QuantLinear.SUPPORTS_BITS`` (gptqmodel 7.7 tritonv2.py): the GPTQ widths its dequant kernel takes."""
 MARLIN_GROUP_SIZES = (-1, 32, 64, 128)
 """``SUPPORTS_BITS`` and ``SUPPORTS_GROUP_SIZE`` of both Marlin layers."""
 FP8_CAPABILITY = (8, 9)
@@ -46,8 +48,8 @@ def check_format_target(config: Any, *, target: str, train: bool, lora: bool) ->
     method = _method(config)
     name = method.upper()
     if train:
-        raise UnsupportedError(f"training on a {name} base is not modelled (gptqmodel's Marlin kernel is inference-only; "
-                               "training runs its Triton or torch kernels): simulate --task forward or generate")  # fmt: skip
+        _check_training(config, method, profile, lora=lora)
+        return
     needed = MARLIN_GPTQ_CAPABILITY if method == "gptq" else MARLIN_AWQ_CAPABILITY
     capability = profile.compute_capability
     if profile.vendor != "nvidia" or capability is None or capability < needed:
@@ -69,9 +71,10 @@ def check_format_target(config: Any, *, target: str, train: bool, lora: bool) ->
         raise UnsupportedError(f"{name} with {'; '.join(found)} is not modelled")
 
 
-def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target: str) -> None:
+def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target: str, train: bool = False) -> None:
     """Swap ``model``'s layers for the format's as loading a quantized checkpoint leaves them: on meta,
-    or (torchao, whose code runs on any device) on ``device`` for real, as ``validate`` measures."""
+    or (torchao, whose code runs on any device) on ``device`` for real, as ``validate`` measures. ``train``:
+    GPTQ/AWQ layers of the kernels that train (``quantized_training.py``), not Marlin's."""
     import torch
 
     from .marlin_linear import MarlinFormat, swap_marlin_layers
@@ -99,6 +102,12 @@ def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target:
         quantizer = AutoHfQuantizer.from_config(config, pre_quantized=True)
         skip = quantizer.get_modules_to_not_convert(model, config.modules_to_not_convert, model._keep_in_fp32_modules,
                                                     add_default_skips=True)  # fmt: skip
+    if train:
+        from .quantized_training import swap_training_layers
+
+        swap_training_layers(model, fmt, skip)
+        _mark_quantized(model, config)
+        return
     sms = get_device(target).multiprocessors
     assert sms is not None, "check_format_target admits NVIDIA GPUs only"
     swap_marlin_layers(model, fmt, skip, sms=sms)
@@ -117,20 +126,37 @@ def describe_format(config: Any) -> str:
     return f"{_method(config).upper()} {config.bits}-bit, group {config.group_size}{act_order}, gptqmodel Marlin kernel"
 
 
-def format_notes(config: Any) -> list[Assumption]:
+def format_notes(config: Any, *, train: bool = False) -> list[Assumption]:
     """What a GPTQ, AWQ or FP8 run assumed beyond the formats' own layouts."""
-    from vramsim.estimators.assumptions import QUANTIZED_KERNELS
+    from vramsim.estimators.assumptions import QUANTIZED_KERNELS, QUANTIZED_TRAINING_KERNELS
     from vramsim.tracer.kernels.fp8_linear import NOTE_FP8_LINEAR
 
     if _is_fp8(config):
         return [Assumption(name="fp8_activation_quant", detail=f"{QUANTIZED_KERNELS['fp8']}; {NOTE_FP8_LINEAR}")]
     if is_torchao(config):
         return torchao_notes(config)
+    if train:
+        return [Assumption(name="training_kernel", detail=QUANTIZED_TRAINING_KERNELS[_method(config)])]
     return [Assumption(name="marlin_kernel", detail=(
         f"{QUANTIZED_KERNELS[_method(config)]}, gptqmodel's automatic choice on NVIDIA GPUs (estimators/assumptions.py "
         "QUANTIZED_KERNELS): layers as after its post_init (repacked qweight, scales, a per-layer int32 workspace of "
         "max(SMs, 128)); each matmul allocates its output and an fp32 reduce buffer of SMs x min(rows rounded up to "
         "16, 64) x 256 floats"))]  # fmt: skip
+
+
+def _check_training(config: Any, method: str, profile: DeviceProfile, *, lora: bool) -> None:
+    """A GPTQ/AWQ base trains LoRA adapters through gptqmodel's trainable CUDA layers (vramsim/quantized_training.py)."""
+    name = method.upper()
+    if not lora:
+        raise UnsupportedError(f"a {name} base stays frozen (packed integer weights have no gradient): train LoRA "
+                               "adapters on it (--lora-rank) or simulate --task forward")  # fmt: skip
+    if profile.vendor != "nvidia":
+        raise UnsupportedError(f"training on a {name} base runs gptqmodel's CUDA kernels (Triton dequantization, AWQ GEMM); "
+                               f"{profile.label} is not an NVIDIA GPU")  # fmt: skip
+    bits = {"gptq": TRAINING_GPTQ_BITS, "awq": (4,)}[method]
+    if config.bits not in bits or (method == "awq" and _awq_version(config) != "gemm"):
+        raise UnsupportedError(f"training on {name} with bits={config.bits} is not modelled (gptqmodel trains "
+                               f"{name} {'/'.join(map(str, bits))}-bit{', gemm format' if method == 'awq' else ''})")  # fmt: skip
 
 
 def _check_fp8(config: Any, profile: DeviceProfile, *, train: bool, lora: bool) -> None:
