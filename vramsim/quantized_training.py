@@ -74,6 +74,10 @@ class _QuantizedTraining(nn.Module):
         weights = self.scales.new_empty((self.in_features, self.out_features), device=like.device)
         return weights if weights.dtype == like.dtype else weights.to(like.dtype)
 
+    def _biased(self, out: torch.Tensor) -> torch.Tensor:
+        bias = self.bias
+        return out + bias if isinstance(bias, torch.Tensor) else out
+
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
@@ -83,8 +87,7 @@ class GptqTrainingLinear(_QuantizedTraining):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])
-        out = torch.matmul(rows, self._dequantized(rows)).reshape(*x.shape[:-1], self.out_features)
-        return out if self.bias is None else out + self.bias
+        return self._biased(torch.matmul(rows, self._dequantized(rows)).reshape(*x.shape[:-1], self.out_features))
 
 
 class AwqTrainingLinear(_QuantizedTraining):
@@ -92,8 +95,7 @@ class AwqTrainingLinear(_QuantizedTraining):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])
-        out = _AwqGemm.apply(rows, self).reshape(*x.shape[:-1], self.out_features)
-        return out if self.bias is None else out + self.bias
+        return self._biased(_AwqGemm.apply(rows, self).reshape(*x.shape[:-1], self.out_features))
 
 
 class _AwqGemm(torch.autograd.Function):
