@@ -180,7 +180,9 @@ def describe_quantization(model: torch.nn.Module) -> str | None:
     if config is None:
         return None
     if not isinstance(config, BitsAndBytesConfig):
-        return describe_format(config)
+        from .quantized_training import QUANTIZED_TRAINING_LAYERS
+
+        return describe_format(config, training=any(isinstance(m, QUANTIZED_TRAINING_LAYERS) for m in model.modules()))
     if config.load_in_8bit:
         return f"bitsandbytes LLM.int8 (int8 rows, float32 row scales, outlier threshold {config.llm_int8_threshold})"
     double = ", double quantization" if config.bnb_4bit_use_double_quant else ""
@@ -196,7 +198,7 @@ def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: 
 
     config = getattr(getattr(model, "config", None), "quantization_config", None)
     if not isinstance(config, BitsAndBytesConfig):
-        loaded = [Assumption(name="quantized_weights", detail=f"{describe_format(config)}: a pre-quantized checkpoint "
+        loaded = [Assumption(name="quantized_weights", detail=f"{describe_quantization(model)}: a pre-quantized checkpoint "
                              "loaded as transformers loads it; layers its loader skips (the head) stay unquantized")]
         return loaded + format_notes(config, train=train)
     eight_bit = getattr(config, "load_in_8bit", False)

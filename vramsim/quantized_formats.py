@@ -27,6 +27,8 @@ MARLIN_GPTQ_CAPABILITY = (7, 5)
 MARLIN_AWQ_CAPABILITY = (8, 0)
 """gptqmodel ``AwqMarlinLinear.validate_device``: sm 8.0 and newer."""
 MARLIN_BITS = (4, 8)
+TRAINING_LAYERS = {"gptq": "gptqmodel TritonV2QuantLinear", "awq": "gptqmodel AwqGEMMLinear"}
+"""The layers a LoRA run on a GPTQ/AWQ base is simulated with (``quantized_training.py``)."""
 TRAINING_GPTQ_BITS = (2, 4, 8)
 """``TritonV2QuantLinear.SUPPORTS_BITS`` (gptqmodel 7.7 tritonv2.py): the GPTQ widths its dequant kernel takes."""
 MARLIN_GROUP_SIZES = (-1, 32, 64, 128)
@@ -114,7 +116,7 @@ def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target:
     _mark_quantized(model, config)
 
 
-def describe_format(config: Any) -> str:
+def describe_format(config: Any, *, training: bool = False) -> str:
     """The header's words for a GPTQ, AWQ, FP8 or torchao model."""
     if is_torchao(config):
         return describe_torchao(config)
@@ -123,7 +125,8 @@ def describe_format(config: Any) -> str:
         scales = f"{block[0]}x{block[1]} block scales" if block else "one scale per tensor"
         return f"FP8 e4m3 weights, {scales}, {config.activation_scheme} activation scales"
     act_order = ", act order" if _method(config) == "gptq" and config.desc_act and config.group_size != -1 else ""
-    return f"{_method(config).upper()} {config.bits}-bit, group {config.group_size}{act_order}, gptqmodel Marlin kernel"
+    kernel = TRAINING_LAYERS[_method(config)] + " (training)" if training else "gptqmodel Marlin kernel"
+    return f"{_method(config).upper()} {config.bits}-bit, group {config.group_size}{act_order}, {kernel}"
 
 
 def format_notes(config: Any, *, train: bool = False) -> list[Assumption]:
