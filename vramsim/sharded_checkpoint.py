@@ -44,7 +44,10 @@ def sharded_checkpoint(program: Program, timeline: Timeline, config: SimulationC
         optim = max(f.tensor_bytes for f in files if "optim_states" in f.name)
         restore_host = module + optim if on_gpu else 0
         loaded = []
-    timelines = sharded_timelines(timeline, dcp=dcp, loaded=loaded)
+    zeros = None
+    if dcp and config.gradient_as_bucket_view:  # .grad views DDP's buckets: a fresh zeros_like per trainable parameter
+        zeros = [p.untyped_storage().nbytes() for p in program.model.parameters() if p.requires_grad]
+    timelines = sharded_timelines(timeline, dcp=dcp, loaded=loaded, zeros=zeros)
     save = device_memory(timelines.save, target, training=True, world_size=config.gpus)
     restore = device_memory(timelines.restore, target, training=True, world_size=config.gpus)
     capacity = target.profile.memory_bytes

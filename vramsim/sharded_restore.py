@@ -37,9 +37,11 @@ class ShardedTimelines:
     restore: Timeline
 
 
-def sharded_timelines(timeline: Timeline, *, dcp: bool, loaded: list[int]) -> ShardedTimelines:
+def sharded_timelines(timeline: Timeline, *, dcp: bool, loaded: list[int], zeros: list[int] | None = None) -> ShardedTimelines:
     """``timeline``: the rank's; ``dcp``: restore through DCP (else DeepSpeed); ``loaded``: on the cpu target,
-    the tensors ``dcp.load`` reads, in order (empty on a GPU, where they land on the host)."""
+    the tensors ``dcp.load`` reads, in order (empty on a GPU, where they land on the host); ``zeros``: the bytes of
+    each ``zeros_like`` gradient ``_init_optim_state`` makes, where the rank's gradients are not its own storages
+    (DDP's ``gradient_as_bucket_view``); else the last step's gradients stand for them."""
     held = [b for b in timeline.blocks if b.free_at is None and b.category in _HELD and b.op != "all_gather"]
     tick = _Clock()
     save = order_blocks([_at(b, tick(), None) for b in held], [(1, max(tick.now, 1))])
@@ -48,7 +50,7 @@ def sharded_timelines(timeline: Timeline, *, dcp: bool, loaded: list[int]) -> Sh
     tick = _Clock()
     blocks = [_at(b, tick(), None) for b in held if b.category != Category.OPTIMIZER_STATE.value]
     zeros_at = tick()
-    grads = _last_gradients(timeline)
+    grads = _last_gradients(timeline) if zeros is None else [_sized(nbytes) for nbytes in zeros]
     made: dict[int, Block] = {}
     first, last = timeline.steps[0]
     for key, is_alloc in timeline.events[first : last + 1]:
@@ -78,6 +80,11 @@ def _last_gradients(timeline: Timeline) -> list[Block]:
     """The gradients of the last step (``zeros_like`` of each trainable parameter or shard is as large)."""
     last = len(timeline.steps) - 1
     return [b for b in timeline.blocks if b.category == Category.GRADIENT.value and b.step == last and b.phase == "backward"]
+
+
+def _sized(nbytes: int) -> Block:
+    return Block(nbytes=nbytes, category=Category.GRADIENT.value, module="", phase="restore", op="aten.zeros_like", step=0,
+                 alloc_at=(0, 0, 0), free_at=None)  # fmt: skip
 
 
 @dataclass(slots=True)
