@@ -492,6 +492,8 @@ QUANTIZED_KERNELS = {
     "float8 with a float32 scale per token and 128 columns first",
     "int8wo": "torchao's Int8Tensor linear run eagerly (the int8 weight cast to the input's dtype, then a matmul)",
     "int4wo": "torchao's Int4Tensor linear over mslk's bf16i4bf16_rowwise (a CUTLASS sm90 GEMM writing the bf16 output)",
+    "int4wo-tinygemm": "torchao's Int4TilePackedTo4dTensor linear: the input padded to 1024 columns, then torch's "
+    "tinygemm _weight_int4pack_mm writing the bf16 output",
     "fp8-rowwise": "torchao's Float8Tensor linear, torch path: each input quantized to float8 with a float32 scale per "
     "token, then torch._scaled_mm with row-wise scales",
 }

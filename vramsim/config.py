@@ -158,7 +158,8 @@ class SimulationConfig:
     quantization: Any = field(default=None, metadata=_option(
         help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
         "quantization; int8: LLM.int8; gptq/awq: 4-bit, group 128, gptqmodel's Marlin kernel; fp8: e4m3 weights in "
-        "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only; "
+        "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only "
+        "(int4wo: mslk's sm90 kernel; int4wo-tinygemm: torch's tinygemm, sm 8.0+); "
         "the torchao ones need torchao), quantized by the library itself "
         "(vramsim/quantization.py; Python: also transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig, "
         "FineGrainedFP8Config, TorchAoConfig)",
