@@ -185,14 +185,15 @@ class _Search:
 
     def cheapest(self, gpus: int) -> Candidate | None:
         """The cheapest candidate on ``gpus`` GPUs that fits, measuring them cheapest (lower bound) first."""
-        heap = [(self._bound(s), i, s, None) for i, s in enumerate(settings(gpus, self.source, self.config))]
+        heap: list[tuple[tuple[float, ...], int, Setting, Candidate | None]] = [
+            (self._bound(s), i, s, None) for i, s in enumerate(settings(gpus, self.source, self.config))]  # fmt: skip
         heapq.heapify(heap)
         order = len(heap)
         best: Candidate | None = None
         while heap:
             key, _, setting, measured = heapq.heappop(heap)
-            if best is not None and key > best.key[:4]:
-                self.skipped += 1 + len(heap)
+            if best is not None and key > best.key[:4]:  # everything left costs more
+                self.skipped += sum(1 for _, _, left, _ in [(key, 0, setting, None), *heap] if left not in self.measured)
                 break
             if measured is None:
                 if not self._floor_fits(setting):
@@ -245,7 +246,7 @@ class _Search:
         if setting.checkpointing == "auto":
             cost = outcome.what_if.cost
             share, ops = cost.recomputed_flops / max(traced.step_flops, 1), round(cost.recomputed_ops / traced.step_ops, 9)
-            layers = self.shape.layers if plan.kind == "full" else plan.full_layers if plan.kind == "first" else 0
+            layers = float(self.shape.layers if plan.kind == "full" else plan.full_layers if plan.kind == "first" else 0)
         else:
             share, ops, layers = self.recompute[setting.checkpointing]
         candidate = Candidate(

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN, GPUS_PER_NODE
 from vramsim.estimators.communication import LayerShape
 
@@ -88,8 +90,9 @@ def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShap
     """The model's shape as the communication formulas read it, and its transformers config (None without one)."""
     weights = {id(p): p for p in program_model.parameters()}.values()
     weight_bytes = sum(p.numel() * p.element_size() for p in weights)
-    element = config.mixed_precision.itemsize if config.mixed_precision is not None else next(iter(weights)).element_size()
-    source = getattr(program_model, "config", None)
+    autocast = config.mixed_precision
+    element = autocast.itemsize if isinstance(autocast, torch.dtype) else next(iter(weights)).element_size()
+    source: Any = getattr(program_model, "config", None)
     hidden, layers = getattr(source, "hidden_size", None), getattr(source, "num_hidden_layers", None)
     if not isinstance(hidden, int) or not isinstance(layers, int):
         return LayerShape(layers=0, tokens=0, hidden=0, kv_width=0, activation_bytes=element, weight_bytes=weight_bytes), None
