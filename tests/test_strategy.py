@@ -114,3 +114,23 @@ def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) 
     assert (piped["1f1b"].bubble, piped["interleaved-1f1b"].bubble) == (1 / 4, 1 / 8)
     report = vramsim.simulate(tiny, **asked, **piped["1f1b"].options())
     assert report.device_bytes == piped["1f1b"].device_bytes
+
+
+def test_the_table_names_each_setting_with_its_peak() -> None:
+    """The CLI's table: the cheapest setting as flags, then each setting measured with its peak and device bytes."""
+    from rich.console import Console
+
+    from vramsim.render import render_strategies
+    from vramsim.strategy import Candidate, StrategySearch
+
+    piped = Candidate(gpus=16, tp=8, pp=2, pp_schedule="1f1b", cp=1, ep=1, scheme="ZeRO-1", checkpointing="auto",
+                      plan="first:3", device_bytes=70 << 30, peak_bytes=66 << 30, fits=True, recomputed=0.01,
+                      recomputed_ops=0.02, bubble=0.125, communication=float(3 << 30))  # fmt: skip
+    search = StrategySearch(model="m", target="h100-sxm", usable_bytes=71 << 30, max_gpus=16, candidates=[piped],
+                            cheapest=piped, traces=2, skipped=5, notes=["tp=16: too many"], trace_seconds=1.0)  # fmt: skip
+    console = Console(width=200, record=True)
+    render_strategies(search, console)
+    text = console.export_text()
+    assert "cheapest that fits: --gpus 16 --tp 8 --pp 2 --pp-schedule 1f1b --zero 1 --checkpointing auto" in text
+    assert "TP 8 x PP 2 (1f1b)" in text and "auto: first:3" in text and "66.00 GiB" in text and "13.5%" in text
+    assert "not tried: tp=16: too many" in text and "1 settings measured (5 skipped" in text and "2 trace(s)" in text

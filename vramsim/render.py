@@ -389,17 +389,17 @@ def render_strategies(search: StrategySearch, console: Console) -> None:
         console.print(f"  cheapest that fits: {flags}: {format_bytes(best.device_bytes)} on each device")
     table = Table(title="Tried, cheapest first (fewest GPUs, least compute lost, least communication)",
                   title_justify="left")  # fmt: skip
-    for name in ("gpus", "layout", "scheme", "checkpointing", "on the device", "lost", "sent", "fits"):
+    for name in ("gpus", "layout", "scheme", "checkpointing", "peak", "on the device", "lost", "sent", "fits"):
         table.add_column(name, justify="left" if name in ("layout", "scheme", "checkpointing", "fits") else "right",
                          no_wrap=True)  # fmt: skip
     for c in search.candidates:
         plan = c.checkpointing if c.plan == c.checkpointing else f"{c.checkpointing}: {c.plan}"
         lost, sent = f"{c.recomputed + c.bubble:.1%}", format_bytes(int(c.communication))
-        table.add_row(str(c.gpus), _layout(c), c.scheme, plan, format_bytes(c.device_bytes), lost, sent,
-                      "yes" if c.fits else "no")  # fmt: skip
+        table.add_row(str(c.gpus), _layout(c), c.scheme, plan, format_bytes(c.peak_bytes), format_bytes(c.device_bytes),
+                      lost, sent, "yes" if c.fits else "no")  # fmt: skip
     console.print(table)
-    console.print("[dim]lost: recomputed FLOPs and the pipeline's bubble as a share of the step; sent: bytes each rank "
-                  "sends per micro-batch[/dim]")  # fmt: skip
+    console.print("[dim]peak: allocated (max_memory_allocated); lost: recomputed FLOPs and the pipeline's bubble as a "
+                  "share of the step; sent: bytes each rank sends per micro-batch[/dim]")  # fmt: skip
     for note in search.notes:
         console.print(f"  not tried: {note}")
     console.print(f"[dim]{len(search.candidates)} settings measured ({search.skipped} skipped: their full checkpointing "

@@ -80,10 +80,13 @@ class Setting:
 
     def options(self) -> dict[str, Any]:
         """As ``simulate`` options."""
-        scheme = {k: v for k, v in SCHEMES.get(self.scheme, {}).items() if v not in (0, "no")}  # DDP: the default
-        given = {"gpus": self.gpus, **{name: getattr(self, name) for name in ("tp", "pp", "cp", "ep") if getattr(self, name) > 1}}
-        given |= scheme | {"checkpointing": self.checkpointing}
-        return given | ({"pp_schedule": self.pp_schedule} if self.pp_schedule else {})
+        given: dict[str, Any] = {"gpus": self.gpus}
+        for name in ("tp", "pp", "pp_schedule", "cp", "ep"):
+            value = getattr(self, name)
+            if value not in (1, None):
+                given[name] = value
+        given |= {k: v for k, v in SCHEMES.get(self.scheme, {}).items() if v not in (0, "no")}  # DDP: the default
+        return given | {"checkpointing": self.checkpointing}
 
 
 def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShape, Any]:
