@@ -32,8 +32,11 @@ __all__ = [
     "DATA_PARALLEL_COMMUNICATION",
     "DDP_BUCKET_CAP_BYTES",
     "DDP_FIRST_BUCKET_BYTES",
+    "DEEPSPEED_AIO_ALIGNED_BYTES",
     "DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS",
     "DEEPSPEED_MAX_LIVE_PARAMETERS",
+    "DEEPSPEED_MIN_SWAPPABLE_BYTES",
+    "DEEPSPEED_NVME_DEFAULTS",
     "DEEPSPEED_OVERLAP_COMM_STAGES",
     "DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD",
     "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
@@ -303,6 +306,25 @@ puts pipeline stages across nodes (at most one stage per node's worth of GPUs): 
 section 3.3, takeaway 1 ("tensor model parallelism should generally be used up to degree g when using
 g-GPU servers, and then pipeline model parallelism can be used to scale up to larger models across
 servers")."""
+
+DEEPSPEED_NVME_DEFAULTS: dict[str, int] = {
+    "optimizer_buffer_count": 4, "param_buffer_count": 5, "param_buffer_size": 100_000_000,
+    "max_in_cpu": 1_000_000_000, "sub_group_size": 1_000_000_000, "intra_op_parallelism": 1, "block_size": 1 << 20,
+}
+"""ZeRO-Infinity's NVMe settings when a ds_config leaves them out (deepspeed 0.19.8 ``zero/offload_config.py``:
+``offload_optimizer.buffer_count`` 4, ``offload_param.buffer_count`` 5, ``buffer_size`` 1e8 elements,
+``max_in_cpu`` 1e9 elements; ``zero/config.py`` ``sub_group_size`` 1e9; ``swap_tensor/constants.py``
+``aio.intra_op_parallelism`` 1 and ``aio.block_size`` 1 MiB, in bytes)."""
+
+DEEPSPEED_AIO_ALIGNED_BYTES = 1024
+"""Swap buffers hold a whole number of 1,024-byte blocks per aio thread (deepspeed 0.19.8
+``swap_tensor/utils.py`` ``AIO_ALIGNED_BYTES``; ``_io_aligned_numel`` rounds each buffer's elements up to
+``AIO_ALIGNED_BYTES x intra_op_parallelism / element size``)."""
+
+DEEPSPEED_MIN_SWAPPABLE_BYTES = 1 << 20
+"""An optimizer sub-group of fewer fp32 bytes than this or ``aio.block_size``, whichever is larger, is never
+swapped to NVMe and stays in host memory (deepspeed 0.19.8 ``swap_tensor/utils.py`` ``MIN_AIO_BYTES``;
+``optimizer_utils.py`` ``is_swappable_tensor`` against ``min_aio_bytes``)."""
 
 DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``allgather_bucket_size`` default, 5e8 elements (zero/config.py). Stages 1 and 2
