@@ -117,8 +117,9 @@ class HeldLogitsSum:
 
 _ANATOMY = "https://huggingface.co/docs/transformers/model_memory_anatomy"
 _ONE_GPU = "https://huggingface.co/docs/transformers/v4.20.0/en/perf_train_gpu_one"
-_ANATOMY_STACK = ("Tesla V100-SXM2-16GB, driver 460.91.03 / CUDA 11.2 (nvidia-smi in the page), transformers Trainer "
-                  "of Jan 2022 (default optim adamw_hf, model.zero_grad()), NVML used memory after trainer.train()")  # fmt: skip
+_ANATOMY_STACK = ("Tesla V100-SXM2-16GB, driver 460.91.03 / CUDA 11.2 (nvidia-smi in the page), PyTorch 1.10, "
+                  "transformers Trainer of Jan 2022 (default optim adamw_hf, model.zero_grad()), NVML used memory after "
+                  "trainer.train()")  # fmt: skip
 
 
 class Trainer2022AdamW(torch.optim.AdamW):
@@ -145,8 +146,9 @@ class Trainer2022Adafactor(torch.optim.Adafactor):
 
 _ANATOMY_BASE: dict[str, Any] = dict(
     model_class="AutoModelForSequenceClassification", seq_len=512, attn_implementation="eager",
-    inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW, cuda_module_loading="eager")  # fmt: skip
-"""CUDA 11.2 predates lazy module loading (11.7): the context holds every libtorch_cuda kernel."""
+    inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW, cuda_module_loading="eager", torch_autograd="1.10")  # fmt: skip
+"""CUDA 11.2 predates lazy module loading (11.7): the context holds every libtorch_cuda kernel. PyTorch 1.10's
+softmax saved its input for backward (benchmarks/saved_by_torch_release.py measures it on that stack)."""
 
 
 def _anatomy(name: str, source: str, quote: str, mib: int, **options: Any) -> Case:

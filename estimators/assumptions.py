@@ -22,6 +22,7 @@ from .devices import Architecture, DeviceProfile
 __all__ = [
     "COMPILE_FUSION",
     "COMPILE_MODELLED",
+    "CONTEXT_PARALLEL_FROM_SEQ_LEN",
     "CUBLAS_WORKSPACE_BYTES_DEFAULT",
     "CUBLAS_WORKSPACE_BYTES_SM90_PLUS",
     "CUDA_CONTEXT_BYTES",
@@ -33,8 +34,11 @@ __all__ = [
     "DCP_COPY_AHEAD_BYTES",
     "DDP_BUCKET_CAP_BYTES",
     "DDP_FIRST_BUCKET_BYTES",
+    "DEEPSPEED_AIO_ALIGNED_BYTES",
     "DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS",
     "DEEPSPEED_MAX_LIVE_PARAMETERS",
+    "DEEPSPEED_MIN_SWAPPABLE_BYTES",
+    "DEEPSPEED_NVME_DEFAULTS",
     "DEEPSPEED_OVERLAP_COMM_STAGES",
     "DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD",
     "DEEPSPEED_PREFETCH_BUCKET_ELEMENTS",
@@ -42,9 +46,11 @@ __all__ = [
     "DEEPSPEED_SUB_GROUP_ELEMENTS",
     "DEEPSPEED_VERSION",
     "DENOISING_STEPS_TRACED",
+    "EXPERT_PARALLEL_ALL_TO_ALLS_PER_LAYER",
     "FLUX_SCHNELL_MAX_SEQUENCE_LENGTH",
     "FLUX_TRAINING_GUIDANCE",
     "FSDP2_SHARD_RULE",
+    "GPUS_PER_NODE",
     "HIPBLASLT_WORKSPACE_BYTES",
     "HIPBLAS_WORKSPACE_BYTES_DEFAULT",
     "HIPBLAS_WORKSPACE_BYTES_GFX94_95",
@@ -56,12 +62,15 @@ __all__ = [
     "NCCL_LL_BUFFER_BYTES",
     "NCCL_RING_PEERS",
     "NCCL_SIMPLE_BUFFER_BYTES",
+    "PIPELINE_BUBBLE",
+    "PIPELINE_SENDS_PER_CHUNK",
     "QUANTIZED_KERNELS",
     "QUANTIZED_TRAINING_KERNELS",
     "SCRIPT_LORA_TARGETS",
     "SCRIPT_MAX_GRAD_NORM",
     "SD3_SCRIPT_LORA_TARGETS",
     "SD3_SCRIPT_MAX_SEQUENCE_LENGTH",
+    "TENSOR_PARALLEL_ALL_REDUCES_PER_LAYER",
     "TORCHTUNE_OUTPUT_CHUNKS",
     "TRAINER_LOG_HISTORY",
     "TRAINING_ARGS_BYTES",
@@ -257,6 +266,70 @@ all-reduce of the gradients moves 2 x the model (reduce-scatter + all-gather); s
 same (reduce-scatter the gradients, all-gather the updated weights); stage 3 gathers the weights again
 for backward, 3 x (1.5 x DDP). FSDP2 full reshards after forward like stage 3; grad-op keeps the
 weights to backward like stages 1-2. Volumes, not times: bandwidths and overlap are not modelled."""
+
+TENSOR_PARALLEL_ALL_REDUCES_PER_LAYER = (2, 2)
+"""All-reduces of one decoder layer's activations (tokens x hidden) on a tensor-parallel rank, forward and
+backward: Megatron's f and g operators (Shoeybi et al. 2019, figure 4; Korthikanti et al. 2022, section 4.2:
+"two all-reduces in the forward pass and two in the backward pass" per layer), after the row-parallel
+o_proj and down_proj in forward, before the column-parallel q/k/v and gate/up in backward. Sequence
+parallelism replaces each by an all-gather and a reduce-scatter of the same volume. A layer checkpointed in
+full runs its forward ones again. Each is a ring all-reduce: 2 (t - 1) / t of the message per rank. The
+vocabulary-parallel embedding's and loss's exchanges (once per step, not per layer) are left out."""
+
+PIPELINE_SENDS_PER_CHUNK = 2
+"""Point-to-point messages a pipeline rank sends per micro-batch and model chunk: the chunk's output
+activation forward and its input's gradient backward, each tokens x hidden in the activation dtype
+(torch.distributed.pipelining ``stage.py``; Narayanan et al. 2021, section 2.2: interleaving multiplies
+them by the chunks per rank). Every tensor-parallel rank sends the whole activation (Megatron's
+scatter/gather optimisation is not counted)."""
+
+PIPELINE_BUBBLE = "(p - 1) / m; interleaved (p - 1) / (v m)"
+"""The pipeline's idle time as a share of its ideal step: GPipe and 1F1B (p - 1) / m, interleaved 1F1B
+(p - 1) / (v m), p stages, m micro-batches, v chunks per rank (Narayanan et al. 2021, "Efficient
+Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", sections 2.2.1-2.2.2). The strategy
+search adds it to the recompute's share of the step: both are compute time lost."""
+
+EXPERT_PARALLEL_ALL_TO_ALLS_PER_LAYER = (2, 2)
+"""All-to-alls of one MoE layer's routed rows (tokens x top_k x hidden), forward and backward: the token
+dispatch and combine of torchtitan's ``ExpertParallel`` (``_token_dispatch``, ``_token_combine``, each an
+``all_to_all_single_autograd`` whose backward is the reverse exchange). A rank sends (ep - 1) / ep of the
+rows each time (balanced routing); a layer checkpointed in full runs its forward ones again. The
+all-reduce of the non-expert weights' gradients across the expert-parallel ranks is left out (vramsim
+models those ranks without data-parallel buffers)."""
+
+CONTEXT_PARALLEL_FROM_SEQ_LEN = 16_384
+"""The strategy search tries context parallelism from this sequence length on: torchtitan's context-parallel
+runs and documentation train with it at 32K tokens and beyond, and below the activations it splits are
+what tensor parallelism and checkpointing already shrink (each cp degree is another trace). The K/V ring
+it costs per attention call (torch 2.13 ``_templated_ring_attention``): forward sends the rank's K/V
+chunk cp - 1 times, backward again cp - 1 times plus the K/V gradients cp times in float32
+(``convert_to_f32``); a layer checkpointed in full sends its forward ring again."""
+
+GPUS_PER_NODE = 8
+"""GPUs one server joins with NVLink (DGX/HGX). The strategy search keeps tensor parallelism within a node and
+puts pipeline stages across nodes (at most one stage per node's worth of GPUs): Narayanan et al. 2021,
+section 3.3, takeaway 1 ("tensor model parallelism should generally be used up to degree g when using
+g-GPU servers, and then pipeline model parallelism can be used to scale up to larger models across
+servers")."""
+
+DEEPSPEED_NVME_DEFAULTS: dict[str, int] = {
+    "optimizer_buffer_count": 4, "param_buffer_count": 5, "param_buffer_size": 100_000_000,
+    "max_in_cpu": 1_000_000_000, "sub_group_size": 1_000_000_000, "intra_op_parallelism": 1, "block_size": 1 << 20,
+}
+"""ZeRO-Infinity's NVMe settings when a ds_config leaves them out (deepspeed 0.19.8 ``zero/offload_config.py``:
+``offload_optimizer.buffer_count`` 4, ``offload_param.buffer_count`` 5, ``buffer_size`` 1e8 elements,
+``max_in_cpu`` 1e9 elements; ``zero/config.py`` ``sub_group_size`` 1e9; ``swap_tensor/constants.py``
+``aio.intra_op_parallelism`` 1 and ``aio.block_size`` 1 MiB, in bytes)."""
+
+DEEPSPEED_AIO_ALIGNED_BYTES = 1024
+"""Swap buffers hold a whole number of 1,024-byte blocks per aio thread (deepspeed 0.19.8
+``swap_tensor/utils.py`` ``AIO_ALIGNED_BYTES``; ``_io_aligned_numel`` rounds each buffer's elements up to
+``AIO_ALIGNED_BYTES x intra_op_parallelism / element size``)."""
+
+DEEPSPEED_MIN_SWAPPABLE_BYTES = 1 << 20
+"""An optimizer sub-group of fewer fp32 bytes than this or ``aio.block_size``, whichever is larger, is never
+swapped to NVMe and stays in host memory (deepspeed 0.19.8 ``swap_tensor/utils.py`` ``MIN_AIO_BYTES``;
+``optimizer_utils.py`` ``is_swappable_tensor`` against ``min_aio_bytes``)."""
 
 DEEPSPEED_ALLGATHER_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``allgather_bucket_size`` default, 5e8 elements (zero/config.py). Stages 1 and 2
@@ -514,6 +587,8 @@ QUANTIZED_KERNELS = {
     "float8 with a float32 scale per token and 128 columns first",
     "int8wo": "torchao's Int8Tensor linear run eagerly (the int8 weight cast to the input's dtype, then a matmul)",
     "int4wo": "torchao's Int4Tensor linear over mslk's bf16i4bf16_rowwise (a CUTLASS sm90 GEMM writing the bf16 output)",
+    "int4wo-tinygemm": "torchao's Int4TilePackedTo4dTensor linear: the input padded to 1024 columns, then torch's "
+    "tinygemm _weight_int4pack_mm writing the bf16 output",
     "fp8-rowwise": "torchao's Float8Tensor linear, torch path: each input quantized to float8 with a float32 scale per "
     "token, then torch._scaled_mm with row-wise scales",
 }

@@ -20,6 +20,8 @@ copied back (``sharded_param_data.to(self.device)``) into a copy-in that lives u
 all-gather input is filled; after the reduce-scatter the gradient's shard is copied to the host
 (``_fsdp_collectives.py`` ``foreach_reduce``: ``.to(torch.device("cpu"))``) and the device copy dropped.
 
+ZeRO-Infinity's NVMe offload then moves what it keeps on NVMe out of the host figures (``sharding_nvme.py``).
+
 Not counted: the host side's own temporaries (the CPU optimizer step), the pinned-memory rounding
 of the host buffers, and the small device copies ZeRO-3 makes of a partition before gathering or
 accumulating it.
@@ -30,6 +32,7 @@ from __future__ import annotations
 from math import ceil
 from typing import TYPE_CHECKING
 
+from .sharding_nvme import swap_to_nvme
 from .sharding_plan import itemsize
 from .sharding_windows import COMMUNICATION, Weight
 
@@ -67,6 +70,8 @@ def offload_to_host(rank: _Rank) -> None:
             block.category = "temporaries"
     if plan.zero:
         _zero_host_buffers(rank, [w for w in rank.weights.values() if w.name in trainable])
+    if plan.zero_settings.nvme is not None:
+        swap_to_nvme(rank, plan.zero_settings.nvme)
 
 
 def _zero_host_buffers(rank: _Rank, weights: list[Weight]) -> None:

@@ -15,6 +15,7 @@ from .assumptions import (
     DDP_BUCKET_CAP_BYTES,
     DDP_FIRST_BUCKET_BYTES,
     DEEPSPEED_MAX_LIVE_PARAMETERS,
+    DEEPSPEED_NVME_DEFAULTS,
     DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD,
     DEEPSPEED_PREFETCH_BUCKET_ELEMENTS,
     DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
@@ -22,7 +23,7 @@ from .assumptions import (
 )
 
 __all__ = [
-    "FSDP_CHOICES", "MAX_GPUS", "OFFLOAD_CHOICES", "ZERO_STAGES", "ShardingPlan", "ZeroSettings", "ddp_bucket_sizes",
+    "FSDP_CHOICES", "MAX_GPUS", "OFFLOAD_CHOICES", "ZERO_STAGES", "NvmeSwap", "ShardingPlan", "ZeroSettings", "ddp_bucket_sizes",
     "itemsize", "shard_bytes", "sharding_plan",
 ]  # fmt: skip
 
@@ -44,6 +45,26 @@ class ZeroSettings:
     prefetch_bucket: int = DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
     max_live_parameters: int = DEEPSPEED_MAX_LIVE_PARAMETERS
     param_persistence_threshold: int = DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD
+    nvme: NvmeSwap | None = None
+    """ZeRO-Infinity: what a ds_config offloads to NVMe, and its swap settings; None offloads to host memory only."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvmeSwap:
+    """ZeRO-3's NVMe offload (ds_config ``offload_optimizer``/``offload_param`` ``device: nvme``), in elements."""
+
+    optimizer: bool = False
+    """The fp32 master, gradient and optimizer-state partitions live on NVMe (``swap_optimizer``)."""
+    params: bool = False
+    """The weights' partitions beyond ``max_in_cpu`` live on NVMe (``params_in_nvme_and_cpu``)."""
+    optimizer_buffer_count: int = DEEPSPEED_NVME_DEFAULTS["optimizer_buffer_count"]
+    param_buffer_count: int = DEEPSPEED_NVME_DEFAULTS["param_buffer_count"]
+    param_buffer_size: int = DEEPSPEED_NVME_DEFAULTS["param_buffer_size"]
+    max_in_cpu: int = DEEPSPEED_NVME_DEFAULTS["max_in_cpu"]
+    sub_group_size: int = DEEPSPEED_NVME_DEFAULTS["sub_group_size"]
+    intra_op_parallelism: int = DEEPSPEED_NVME_DEFAULTS["intra_op_parallelism"]
+    block_size: int = DEEPSPEED_NVME_DEFAULTS["block_size"]
+    """``aio.block_size``, in bytes."""
 
 
 @dataclass(frozen=True, slots=True)

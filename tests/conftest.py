@@ -9,7 +9,15 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import pytest
+import torch
 import transformers
+
+# One intra-op thread per test process. The suite runs in one worker per core (pytest -n 2 on CI's two
+# cores, the architecture sweep's pool beside them): a second OpenMP thread per process only spin-waits
+# for a core another process holds (a 256 KiB torch.full took 30 times longer with two threads than with
+# one while other processes ran here). Predictions read the
+# thread count (CPU kernels' per-thread scratch) in the same process that runs the real CPU programs.
+torch.set_num_threads(1)
 
 
 @pytest.fixture

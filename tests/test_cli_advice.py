@@ -116,7 +116,11 @@ def test_fit_strategies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
                        "1024", "--batch-size", "2", "--json")  # fmt: skip
     found = json.loads(out)
     best = found["strategies"]["cheapest"]
-    assert code == 0 and best["fits"] and found["largest"]["batch_size"]["device_bytes"] == best["device_bytes"]
+    largest = found["largest"]["batch_size"]
+    assert code == 0 and best["fits"] and largest["value"] >= 2 and largest["device_bytes"] <= found["strategies"]["usable_bytes"]
+    tried = found["strategies"]["candidates"]
+    assert best in tried and all(c["peak_bytes"] <= c["device_bytes"] for c in tried)
+    assert found["strategies"]["traces"] == len({(c["tp"], c["ep"], c["cp"]) for c in tried} | {(1, 1, 1)})
 
 
 # -- progress ------------------------------------------------------------------------------------------

@@ -103,8 +103,10 @@ def test_the_file_fills_in_and_may_not_be_contradicted(tmp_path: Path) -> None:
     [
         ("ds.json", "{not json", ConfigError, "cannot read the DeepSpeed config"),
         ("ds.json", '{"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}}', ConfigError, "Trainer"),
-        ("ds.json", '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme"}}}', UnsupportedError,
-         "NVMe offload"),
+        ("ds.json", '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}}', UnsupportedError,
+         "NVMe offload swaps ZeRO-3's partitions"),
+        ("ds.json", '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme"}}, "aio": {"use_gds": true}}',
+         UnsupportedError, "use_gds"),
         ("acc.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nbogus: 1\n", ConfigError,
          "unknown keys"),
         ("acc.yaml", "distributed_type: [\n", ConfigError, "cannot read the accelerate config"),

@@ -218,6 +218,25 @@ def test_torchao_int4_weight_only_holds_mslk_packing_to_the_byte() -> None:
     assert not hasattr(torch.ops.mslk, "bf16i4bf16_rowwise") and not leftovers()  # the stand-ins are gone
 
 
+def test_torchao_int4_tinygemm_holds_torchs_tiles_to_the_byte() -> None:
+    """Int4TilePackedTo4dTensor: in features padded to 1024 and out features to 8, int32 tiles [n / 8, k / 128, 32, 4]
+    (two int4 per byte) and a bf16 scale and zero point per group of 128 [k / 128, n, 2]; each matmul pads its input
+    to 1024 columns and tinygemm writes [rows, n] in bf16."""
+    pytest.importorskip("torchao")
+    from vramsim.tracer.patches import leftovers
+
+    config = SimulationConfig(task="forward", quantization="int4wo-tinygemm", dtype="bf16", batch_size=2, seq_len=8)
+    _, specs, trace = build_and_trace(_llama(), config, resolve_target("a100"), checkpointing="applied")
+    layer = next(spec for spec in specs if spec.module == "model.layers.0")
+    padded = 1024
+    assert layer.parameter_bytes == sum(padded * o // 2 + 2 * 2 * (padded // 128) * o for _, o in _LINEARS) + _NORMS
+    rows = 2 * 8
+    outputs = {s.nbytes for s in trace.storages if s.op == "aten._weight_int4pack_mm"}
+    assert outputs == {rows * o * 2 for o in (64, 128, 256)}
+    assert {s.nbytes for s in trace.storages if s.op == "aten.constant_pad_nd"} == {rows * padded * 2}
+    assert not leftovers()
+
+
 def test_torchao_fp8_rowwise_holds_row_scales_and_quantizes_each_token() -> None:
     """Float8Tensor per row: e4m3 weight and a float32 scale per output row; each input is quantized per token
     (float8 [rows, in] and float32 scales [rows, 1]) before torch._scaled_mm writes [rows, out]."""
@@ -235,6 +254,7 @@ def test_torchao_fp8_rowwise_holds_row_scales_and_quantizes_each_token() -> None
     ("options", "message"),
     [
         ({"quantization": "int4wo", "device": "a100"}, "simulate an H100 or H200, not NVIDIA A100"),
+        ({"quantization": "int4wo-tinygemm", "device": "v100"}, "built for NVIDIA sm 8.0\\+ and AMD CDNA2\\+"),
         ({"quantization": "int4wo", "dtype": "fp16"}, "in bfloat16"),
         ({"quantization": "int4wo", "task": "train", "lora": 4}, "training on a torchao int4wo base is not modelled"),
         ({"quantization": "fp8-rowwise", "device": "a100"}, "torchao's float8 needs an NVIDIA GPU of compute capability 8.9+"),
@@ -251,9 +271,9 @@ def test_torchao_options_not_modelled_are_refused() -> None:
     torchao = pytest.importorskip("torchao.quantization")
     from transformers import TorchAoConfig
 
-    tiled = TorchAoConfig(torchao.Int4WeightOnlyConfig(int4_packing_format="tile_packed_to_4d"))
-    with pytest.raises(vramsim.UnsupportedError, match="int4_packing_format='tile_packed_to_4d'"):
-        simulate(_llama(), task="forward", quantization=tiled, dtype="bf16", seq_len=8)
+    preshuffled = TorchAoConfig(torchao.Int4WeightOnlyConfig(int4_packing_format="preshuffled"))
+    with pytest.raises(vramsim.UnsupportedError, match="int4_packing_format='preshuffled'"):
+        simulate(_llama(), task="forward", quantization=preshuffled, dtype="bf16", seq_len=8)
     per_tensor = TorchAoConfig(torchao.Float8DynamicActivationFloat8WeightConfig(granularity=torchao.PerTensor()))
     with pytest.raises(vramsim.UnsupportedError, match="granularity other than PerRow"):
         simulate(_llama(), task="forward", quantization=per_tensor, dtype="bf16", seq_len=8)

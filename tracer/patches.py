@@ -26,6 +26,7 @@ __all__ = [
     "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "flash_attn_installed",
     "foreach_clipping_on_meta", "fp8_kernels_on_meta", "fused_optimizers_on_meta",
     "host_checkpoint_device", "leftovers", "torchao_float8_hardware_checked", "torchao_int4_on_meta",
+    "torchao_tinygemm_capability_checked",
 ]  # fmt: skip
 
 _MARK = "__vramsim_patch__"
@@ -86,9 +87,10 @@ _INT4_TENSOR = "torchao.quantization.quantize_.workflows.int4.int4_tensor"
 INT4_ROW_QUANTIZE = Patch("int4_row_quantize", _INT4_TENSOR, "int4_row_quantize_zp")
 INT4_PACK = Patch("int4_pack", _INT4_TENSOR, "pack_int4")
 FLOAT8_HARDWARE = Patch("float8_hardware", "torchao.quantization.quant_api", "_check_hardware_support")
+DEVICE_CAPABILITY = Patch("device_capability", "torch.cuda", "get_device_capability")
 PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE,
            FUSED_DEVICES, FOREACH_DEVICE, FP8_LINEAR, INT4_ROW_QUANTIZE, INT4_PACK,
-           FLOAT8_HARDWARE)  # fmt: skip
+           FLOAT8_HARDWARE, DEVICE_CAPABILITY)  # fmt: skip
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -234,6 +236,15 @@ def torchao_float8_hardware_checked() -> contextlib.AbstractContextManager[None]
 
 def _target_checked(*args: Any) -> None:
     """The hardware question, answered by vramsim's own check of the target."""
+
+
+def torchao_tinygemm_capability_checked() -> contextlib.AbstractContextManager[None]:
+    """torchao's ``Int4TilePackedTo4dTensor.from_hp`` asks ``torch.cuda.get_device_capability()`` for 8.0+
+    (tinygemm's tensor cores); vramsim checked the target instead (``torchao_formats.check_torchao``), so
+    while a model is quantized on meta the question gets the least capability tinygemm runs on."""
+    from vramsim.torchao_formats import TINYGEMM_CAPABILITY
+
+    return DEVICE_CAPABILITY.applied(lambda original: lambda device=None: TINYGEMM_CAPABILITY)
 
 
 def leftovers() -> list[str]:

@@ -196,7 +196,7 @@ def build_and_trace(
     checkpointable blocks marked and computes every checkpointing choice from the graph; a
     re-trace with the choice ``applied`` for real is how the tests check that computation.
     ``prepare`` changes the built program before it is traced (a generation's tail probe)."""
-    with target.emulation() as emulation, attention_stand_in(config.attn_implementation, emulation), \
+    with target.emulation(config.torch_autograd) as emulation, attention_stand_in(config.attn_implementation, emulation), \
             quantized_kernels_on_meta(config.quantization):  # fmt: skip
         program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach,
                               checkpointing=checkpointing)  # fmt: skip
@@ -279,13 +279,26 @@ class Analysis:
         with _collector_paused():
             return self._analysed(plan)
 
+    def _what_if(self, plan: CheckpointPlan) -> WhatIf:
+        """``plan``'s what-if of this graph, computed once for all the variants that share it (sharding, devices,
+        ranks); each gets its own copy of the blocks, which later stages may change."""
+        kept = self._graph.graph.setdefault("what_ifs", {})
+        key = (plan.spec, self._rng_bytes)
+        if key not in kept:
+            try:
+                kept[key] = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
+            except ValueError as exc:
+                raise ConfigError(f"checkpointing={plan.spec!r}: {exc}") from None
+            except NotImplementedError as exc:
+                raise UnsupportedError(f"checkpointing={plan.spec!r}: {exc}") from None
+        outcome: WhatIf = kept[key]
+        timeline = outcome.timeline
+        copied = Timeline(blocks=[block.copy() for block in timeline.blocks], events=timeline.events,
+                          preexisting=timeline.preexisting, steps=timeline.steps)  # fmt: skip
+        return dataclasses.replace(outcome, timeline=copied)
+
     def _analysed(self, plan: CheckpointPlan) -> _Outcome:
-        try:
-            outcome = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
-        except ValueError as exc:
-            raise ConfigError(f"checkpointing={plan.spec!r}: {exc}") from None
-        except NotImplementedError as exc:
-            raise UnsupportedError(f"checkpointing={plan.spec!r}: {exc}") from None
+        outcome = self._what_if(plan)
         if self._timeline is not None:  # a generation runs no checkpointing: the what-if is the trace itself
             outcome = dataclasses.replace(outcome, timeline=self._timeline)
         exchange = 0
@@ -500,6 +513,10 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
         notes.append(Assumption(name="torch_empty_cache_steps", detail=f"the HF Trainer's torch_empty_cache_steps="
                                 f"{config.torch_empty_cache_steps}: torch.cuda.empty_cache() after the loss, before "
                                 "backward, in the traced steps whose global_step (0, 1) is a multiple of it"))  # fmt: skip
+    if config.torch_autograd == "1.10":
+        notes.append(Assumption(name="torch_autograd_1_10", detail="PyTorch 1.10's autograd: softmax and log_softmax "
+                                "save their input beside their output (derivatives.yaml before 1.11); other differences "
+                                "of that release are not modelled"))  # fmt: skip
     if program.compiled is not None:
         notes.append(Assumption(name="compile_partitioned", detail=f"{COMPILE_MODELLED} ({program.compiled.describe()})"))
         notes.append(Assumption(name="compile_fusion", detail=COMPILE_FUSION))

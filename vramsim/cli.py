@@ -124,9 +124,10 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
                         "is not a terminal)")  # fmt: skip
     if command == "fit":
         parser.add_argument("--strategies", action="store_true",
-                            help="with --gpus N: every data-parallel scheme and checkpointing choice on 1, 2, 4, ... N "
-                            "GPUs from one trace, the cheapest that fits (fewest GPUs, least recompute, least "
-                            "communication), then the largest sizes under it")  # fmt: skip
+                            help="with --gpus N: tensor, pipeline, context and expert parallel layouts, data-parallel "
+                            "schemes and checkpointing choices (auto included) on 1, 2, 4, ... N GPUs, one trace per "
+                            "tp/cp/ep degree, the cheapest that fits (fewest GPUs, least recompute and pipeline bubble, "
+                            "least communication), then the largest sizes under it")  # fmt: skip
     if command == "trace":
         parser.add_argument("--fail-if-not-fit", action="store_true",
                             help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)")  # fmt: skip

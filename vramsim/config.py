@@ -22,6 +22,7 @@ __all__ = ["Option", "SimulationConfig", "options"]
 
 Task = Literal["train", "forward", "generate"]
 TASKS = ("train", "forward", "generate")
+TorchAutograd = Literal["installed", "1.10"]
 if TYPE_CHECKING:
     import torch
 
@@ -158,7 +159,8 @@ class SimulationConfig:
     quantization: Any = field(default=None, metadata=_option(
         help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
         "quantization; int8: LLM.int8; gptq/awq: 4-bit, group 128, gptqmodel's Marlin kernel; fp8: e4m3 weights in "
-        "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only; "
+        "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only "
+        "(int4wo: mslk's sm90 kernel; int4wo-tinygemm: torch's tinygemm, sm 8.0+); "
         "the torchao ones need torchao), quantized by the library itself "
         "(vramsim/quantization.py; Python: also transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig, "
         "FineGrainedFP8Config, TorchAoConfig)",
@@ -195,6 +197,10 @@ class SimulationConfig:
         help="CUDA_MODULE_LOADING of the run: lazy (PyTorch's setting since CUDA 11.7) or eager (CUDA before 11.7, "
         "or set so): the context then holds every kernel of libtorch_cuda, a figure measured per architecture "
         "(estimators/assumptions.py)", report=_same, commands=("trace",)))
+    torch_autograd: TorchAutograd = field(default="installed", metadata=_option(
+        help="whose autograd formulas the trace keeps tensors by: installed (this torch's) or 1.10 (PyTorch before 1.11, "
+        "whose softmax and log_softmax saved their input beside their output), for a job on such a stack "
+        "(tracer/kernels/legacy_autograd.py)", report=_same))
     headroom: float = field(default=0.10, metadata=_option(
         help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
     gpus: int = field(default=1, metadata=_option(
@@ -359,6 +365,8 @@ class SimulationConfig:
             raise ConfigError(f"cache_implementation='static' is the generate loop's cache; task='{self.task}' keeps none")
         if self.cuda_module_loading not in ("lazy", "eager"):
             raise ConfigError(f"unknown cuda_module_loading {self.cuda_module_loading!r}; choose one of: lazy, eager")
+        if self.torch_autograd not in ("installed", "1.10"):
+            raise ConfigError(f"unknown torch_autograd {self.torch_autograd!r}; choose one of: installed, 1.10")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) or not 0 <= self.headroom < 1:
             raise ConfigError(f"headroom must be a fraction in [0, 1), got {self.headroom!r}")
         try:

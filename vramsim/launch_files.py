@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vramsim.estimators.sharding_plan import ZeroSettings
+from vramsim.estimators.sharding_plan import NvmeSwap, ZeroSettings
 
 from .errors import ConfigError, UnsupportedError
 
@@ -66,23 +66,47 @@ def _deepspeed_options(config: dict[str, Any], source: str) -> LaunchOptions:
              if key in zero}  # fmt: skip
     if "allgather_bucket_size" in zero:
         _integer(zero["allgather_bucket_size"], "zero_optimization.allgather_bucket_size", source)
-    return LaunchOptions(source=source, options=options, zero_settings=ZeroSettings(**sizes) if sizes else None)
+    nvme = _nvme(config, zero, options["zero"], source)
+    settings = ZeroSettings(**sizes, nvme=nvme) if sizes or nvme else None
+    return LaunchOptions(source=source, options=options, zero_settings=settings)
+
+
+def _nvme(config: dict[str, Any], zero: dict[str, Any], stage: int, source: str) -> NvmeSwap | None:
+    """ZeRO-Infinity's NVMe offload and its swap settings (``offload_*.buffer_count``, ``buffer_size``, ``max_in_cpu``,
+    ``sub_group_size``, ``aio``), as ``estimators/sharding_nvme.py`` models them; None without NVMe."""
+    on = {key: str((zero.get(key) or {}).get("device", "none")).lower() == "nvme" for key in _OFFLOADED}
+    if not any(on.values()):
+        return None
+    if stage != 3:
+        raise UnsupportedError(f"DeepSpeed config {source}: NVMe offload swaps ZeRO-3's partitions (stage3.py); "
+                               f"zero_optimization.stage is {stage}")  # fmt: skip
+    aio = config.get("aio") or {}
+    if aio.get("use_gds") is True:
+        raise UnsupportedError(f"DeepSpeed config {source}: aio.use_gds (GPUDirect Storage) is not modelled yet")
+    optimizer, param = zero.get("offload_optimizer") or {}, zero.get("offload_param") or {}
+    given = {"optimizer_buffer_count": optimizer.get("buffer_count"), "param_buffer_count": param.get("buffer_count"),
+             "param_buffer_size": param.get("buffer_size"), "max_in_cpu": param.get("max_in_cpu"),
+             "sub_group_size": zero.get("sub_group_size"), "intra_op_parallelism": aio.get("intra_op_parallelism"),
+             "block_size": aio.get("block_size")}  # fmt: skip
+    sizes = {name: _integer(value, name, source) for name, value in given.items() if value is not None}
+    return NvmeSwap(optimizer=on["offload_optimizer"], params=on["offload_param"], **sizes)
+
+
+_OFFLOADED = ("offload_optimizer", "offload_param")
 
 
 def _offload(zero: dict[str, Any], source: str) -> str:
     """``offload_optimizer`` / ``offload_param`` devices as ``--offload-states``."""
     devices = {}
-    for key in ("offload_optimizer", "offload_param"):
+    for key in _OFFLOADED:
         device = str((zero.get(key) or {}).get("device", "none")).lower()
         if device not in ("none", "cpu", "nvme"):
             raise ConfigError(f"DeepSpeed config {source}: unknown zero_optimization.{key}.device {device!r}; "
                               "choose one of: none, cpu, nvme")  # fmt: skip
-        if device == "nvme":
-            raise UnsupportedError(f"DeepSpeed config {source}: NVMe offload ({key}) is not modelled yet; use cpu")
-        devices[key] = device == "cpu"
+        devices[key] = device in ("cpu", "nvme")  # NVMe: the device holds what it holds with cpu (_nvme)
     if devices["offload_param"] and not devices["offload_optimizer"]:
         raise UnsupportedError(f"DeepSpeed config {source}: offload_param without offload_optimizer is not modelled "
-                               "yet; offload both to the cpu")  # fmt: skip
+                               "yet; offload both")  # fmt: skip
     return "params" if devices["offload_param"] else "optimizer" if devices["offload_optimizer"] else "none"
 
 

@@ -46,6 +46,7 @@ QUANTIZATIONS: dict[str, dict[str, Any]] = {
     "fp8-rowwise": {},
     "int8wo": {},
     "int4wo": {},
+    "int4wo-tinygemm": {},
 }
 """``--quantization`` names -> the config's arguments (``BitsAndBytesConfig``'s, unless
 ``_CONFIG_CLASSES`` names another); ``-dq`` adds double quantization (QLoRA's absmax quantized again
@@ -53,7 +54,8 @@ in blocks of 256); ``int8`` is LLM.int8 (outlier threshold 6); ``gptq`` and ``aw
 groups of 128, as the common checkpoints; ``fp8`` is e4m3 weights in 128x128 blocks with dynamic
 activation scales; ``fp8-rowwise`` is torchao's ``Float8DynamicActivationFloat8WeightConfig`` per row (a
 scale per weight row and per input token); ``int8wo`` is torchao's ``Int8WeightOnlyConfig`` (per row);
-``int4wo`` is torchao's ``Int4WeightOnlyConfig`` (groups of 128); the rest are the libraries' defaults."""
+``int4wo`` is torchao's ``Int4WeightOnlyConfig`` (groups of 128), ``int4wo-tinygemm`` the same in torch's
+tinygemm tiles (``int4_packing_format="tile_packed_to_4d"``); the rest are the libraries' defaults."""
 _CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config",
                    **dict.fromkeys(TORCHAO_NAMES, "TorchAoConfig")}  # fmt: skip
 BITSANDBYTES_NAMES = tuple(name for name in QUANTIZATIONS if name not in _CONFIG_CLASSES)

@@ -13,7 +13,7 @@ from .fitting import Largest, LargestFit
 from .folding import PEFT_PREFIX, fold_layers
 from .report import AllocatorPressure, Report
 from .serve_report import ServeReport
-from .strategy import SCHEMES, StrategySearch
+from .strategy import Candidate, StrategySearch
 from .validation import Validation
 
 __all__ = [
@@ -378,30 +378,39 @@ def render_fit(fit: LargestFit, console: Console) -> None:
 
 
 def render_strategies(search: StrategySearch, console: Console) -> None:
-    """Every data-parallel setting tried, cheapest first, and the first that fits."""
+    """Every setting measured, cheapest first, and the first that fits."""
     console.print(Text.assemble((search.model, "bold"), f"  on up to {search.max_gpus} x {search.target}: "
                                 f"{format_bytes(search.usable_bytes)} usable per GPU"))  # fmt: skip
     best = search.cheapest
     if best is None:
         console.print(f"  no setting fits on up to {search.max_gpus} GPUs (raise --gpus, or shorten the batch)")
     else:
-        console.print(f"  cheapest that fits: --gpus {best.gpus} {_scheme_flags(best.scheme)}--checkpointing "
-                      f"{best.checkpointing}: {format_bytes(best.device_bytes)} on each device")  # fmt: skip
-    table = Table(title="Tried, cheapest first (fewest GPUs, least recompute, least communication)", title_justify="left")
-    for name in ("gpus", "scheme", "checkpointing", "on the device", "fits"):
-        table.add_column(name, justify="right" if name in ("gpus", "on the device") else "left", no_wrap=True)
-    for candidate in search.candidates:
-        table.add_row(str(candidate.gpus), candidate.scheme, candidate.checkpointing,
-                      format_bytes(candidate.device_bytes), "yes" if candidate.fits else "no")  # fmt: skip
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in best.options().items())
+        console.print(f"  cheapest that fits: {flags}: {format_bytes(best.device_bytes)} on each device")
+    table = Table(title="Tried, cheapest first (fewest GPUs, least compute lost, least communication)",
+                  title_justify="left")  # fmt: skip
+    for name in ("gpus", "layout", "scheme", "checkpointing", "peak", "on the device", "lost", "sent", "fits"):
+        table.add_column(name, justify="left" if name in ("layout", "scheme", "checkpointing", "fits") else "right",
+                         no_wrap=True)  # fmt: skip
+    for c in search.candidates:
+        plan = c.checkpointing if c.plan == c.checkpointing else f"{c.checkpointing}: {c.plan}"
+        lost, sent = f"{c.recomputed + c.bubble:.1%}", format_bytes(int(c.communication))
+        table.add_row(str(c.gpus), _layout(c), c.scheme, plan, format_bytes(c.peak_bytes), format_bytes(c.device_bytes),
+                      lost, sent, "yes" if c.fits else "no")  # fmt: skip
     console.print(table)
-    console.print(f"[dim]{len(search.candidates)} settings from one trace in {search.trace_seconds:.2f} s[/dim]")
+    console.print("[dim]peak: allocated (max_memory_allocated); lost: recomputed FLOPs and the pipeline's bubble as a "
+                  "share of the step; sent: bytes each rank sends per micro-batch[/dim]")  # fmt: skip
+    for note in search.notes:
+        console.print(f"  not tried: {note}")
+    console.print(f"[dim]{len(search.candidates)} settings measured ({search.skipped} skipped: their full checkpointing "
+                  f"does not fit, or a cheaper one fits) from {search.traces} trace(s) in {search.trace_seconds:.2f} s[/dim]")
 
 
-def _scheme_flags(scheme: str) -> str:
-    options = SCHEMES.get(scheme)
-    if options is None or scheme == "DDP":
-        return ""
-    return f"--fsdp {options['fsdp']} " if options["fsdp"] != "no" else f"--zero {options['zero']} "
+def _layout(candidate: Candidate) -> str:
+    """``TP 2 x PP 2 (1f1b)``, or ``-`` for data parallelism alone."""
+    parts = [f"{name.upper()} {getattr(candidate, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(candidate, name) > 1]
+    schedule = f" ({candidate.pp_schedule})" if candidate.pp_schedule else ""
+    return " x ".join(parts) + schedule if parts else "-"
 
 
 def _pressure(pressure: AllocatorPressure) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,12 +18,16 @@ from vramsim.tracer.kernels.cpu_scaled_mm import scaled_mm_workspaces
 from vramsim.tracer.kernels.emulation import KernelEmulation, KernelRules
 from vramsim.tracer.kernels.flash_attn import flash_attn_workspaces
 from vramsim.tracer.kernels.gpu_kernels import GPU_FUNCTIONS, GpuWorkspaces
+from vramsim.tracer.kernels.legacy_autograd import legacy_softmax_functions
 from vramsim.tracer.kernels.marlin import marlin_workspaces
 from vramsim.tracer.kernels.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
 from vramsim.tracer.kernels.reductions import reduction_copies
 from vramsim.tracer.mode import WorkspaceRule
 
 from .report import Assumption
+
+if TYPE_CHECKING:
+    from .config import TorchAutograd
 
 __all__ = ["Target", "resolve_target"]
 
@@ -42,8 +47,12 @@ class Target:
     training_notes: tuple[Assumption, ...] = ()
     """Assumptions only a backward pass rests on: listed for training runs only."""
 
-    def emulation(self) -> KernelEmulation:
-        return KernelEmulation(self.rules)
+    def emulation(self, autograd: TorchAutograd = "installed") -> KernelEmulation:
+        """The target's kernel emulation; ``autograd="1.10"`` adds PyTorch 1.10's softmax saved set."""
+        if autograd == "installed":
+            return KernelEmulation(self.rules)
+        legacy = legacy_softmax_functions(cuda=self.profile.vendor != "cpu")
+        return KernelEmulation(dataclasses.replace(self.rules, functions={**self.rules.functions, **legacy}))
 
 
 def combine_workspaces(*rules: WorkspaceRule) -> WorkspaceRule:

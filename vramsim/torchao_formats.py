@@ -2,12 +2,15 @@
 
 transformers quantizes each linear weight it would load with torchao's own ``quantize_``, so the
 tensor subclass (``Int8Tensor``, ``Int4Tensor``, ``Float8Tensor``) and its linear are torchao's
-code run on meta. Three configs are modelled, each as torchao's defaults run it:
+code run on meta. Four configs are modelled, each as torchao's defaults run it:
 
 - ``Int8WeightOnlyConfig()`` (``int8wo``): int8 rows, float32 scale and int8 zero point per row;
   its linear casts the weight to the input's dtype, then multiplies. Any target.
 - ``Int4WeightOnlyConfig()`` (``int4wo``): ``Int4Tensor`` with plain packing, mslk's format and
   CUTLASS sm90 GEMM (``tracer/kernels/torchao_int4.py``); H100/H200, bfloat16.
+- ``Int4WeightOnlyConfig(int4_packing_format="tile_packed_to_4d")`` (``int4wo-tinygemm``):
+  ``Int4TilePackedTo4dTensor``, torch's tinygemm format and ``_weight_int4pack_mm`` (the int4 path
+  torchao documents for the A100); NVIDIA sm 8.0+ and AMD CDNA2+, bfloat16.
 - ``Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())`` (``fp8-rowwise``): e4m3
   weights with a float32 scale per output row, each input quantized per token by torchao's torch
   path, then ``torch._scaled_mm``. NVIDIA sm 8.9+ or the cpu target (torch's CPU ``_scaled_mm``).
@@ -29,14 +32,19 @@ if TYPE_CHECKING:  # torch loads when a model is quantized: the command line imp
 __all__ = ["TORCHAO_NAMES", "check_torchao", "describe_torchao", "is_torchao", "quantize_torchao",
            "quantize_torchao_diffusers", "torchao_notes", "torchao_quant_type", "uses_mslk_int4"]  # fmt: skip
 
-TORCHAO_NAMES = ("int8wo", "int4wo", "fp8-rowwise")
+TORCHAO_NAMES = ("int8wo", "int4wo", "int4wo-tinygemm", "fp8-rowwise")
 """The ``--quantization`` names that are torchao configs."""
 MSLK_INT4_CAPABILITY = 9
 """mslk's ``bf16i4bf16_rowwise`` is a CUTLASS ``Sm90`` kernel (wgmma): compute capability 9.x only."""
+TINYGEMM_CAPABILITY = (8, 0)
+"""aten/src/ATen/native/cuda/int4mm.cu builds tinygemm for ``__CUDA_ARCH__ >= 800`` (and ROCm's CDNA2+);
+``Int4TilePackedTo4dTensor.from_hp`` refuses a GPU below compute capability 8.0."""
 FLOAT8_CAPABILITY = (8, 9)
 """torchao ``float8/inference.py _check_hardware_support``: per-row float8 needs sm 8.9+ (or MI300+, XPU)."""
 _KINDS = {"Int8WeightOnlyConfig": "int8wo", "Int4WeightOnlyConfig": "int4wo",
           "Float8DynamicActivationFloat8WeightConfig": "fp8-rowwise"}  # fmt: skip
+_INT4_PACKINGS = {"plain": "int4wo", "tile_packed_to_4d": "int4wo-tinygemm"}
+"""``Int4WeightOnlyConfig.int4_packing_format`` -> the name of the format it makes."""
 
 quiet_torchao()
 
@@ -53,6 +61,8 @@ def torchao_quant_type(name: str) -> Any:
         return quantization.Int8WeightOnlyConfig(set_inductor_config=False)
     if name == "int4wo":
         return quantization.Int4WeightOnlyConfig(set_inductor_config=False)
+    if name == "int4wo-tinygemm":
+        return quantization.Int4WeightOnlyConfig(int4_packing_format="tile_packed_to_4d", set_inductor_config=False)
     return quantization.Float8DynamicActivationFloat8WeightConfig(granularity=quantization.PerRow(), set_inductor_config=False)
 
 
@@ -61,10 +71,11 @@ def is_torchao(config: Any) -> bool:
 
 
 def uses_mslk_int4(spec: Any) -> bool:
-    """Whether ``spec`` (a name or transformers' config) is torchao's ``Int4WeightOnlyConfig``."""
+    """Whether ``spec`` (a name or transformers' config) is torchao's ``Int4WeightOnlyConfig`` in its default,
+    plain packing (mslk's format)."""
     if isinstance(spec, str):
         return spec.lower() == "int4wo"
-    return is_torchao(spec) and type(spec.quant_type).__name__ == "Int4WeightOnlyConfig"
+    return is_torchao(spec) and type(spec.quant_type).__name__ in _KINDS and _kind(spec) == "int4wo"
 
 
 def check_torchao(config: Any, profile: DeviceProfile, *, train: bool) -> None:
@@ -75,16 +86,21 @@ def check_torchao(config: Any, profile: DeviceProfile, *, train: bool) -> None:
         raise UnsupportedError(f"torchao's {name} is not modelled; Int8WeightOnlyConfig (int8wo), Int4WeightOnlyConfig "
                                "(int4wo) and Float8DynamicActivationFloat8WeightConfig per row (fp8-rowwise) are")  # fmt: skip
     if train:
-        raise UnsupportedError(f"training on a torchao {kind} base is not modelled: simulate --task forward or generate")
+        raise UnsupportedError(f"training on a torchao {_kind(config)} base is not modelled: simulate --task forward or "
+                               "generate")  # fmt: skip
     quant_type, capability = config.quant_type, profile.compute_capability
     if kind == "int4wo":
         packing = _value(quant_type.int4_packing_format)
-        if packing != "plain":
-            raise UnsupportedError(f"torchao Int4WeightOnlyConfig(int4_packing_format={packing!r}) is not modelled; the "
-                                   "default plain packing (mslk's kernels) is")  # fmt: skip
-        if profile.vendor != "nvidia" or capability is None or capability[0] != MSLK_INT4_CAPABILITY:
+        if packing not in _INT4_PACKINGS:
+            raise UnsupportedError(f"torchao Int4WeightOnlyConfig(int4_packing_format={packing!r}) is not modelled; plain "
+                                   "(int4wo, mslk's kernels) and tile_packed_to_4d (int4wo-tinygemm) are")  # fmt: skip
+        if packing == "plain" and (profile.vendor != "nvidia" or capability is None or capability[0] != MSLK_INT4_CAPABILITY):
             raise UnsupportedError(f"int4wo's matmul is mslk's CUTLASS sm90 kernel (Int4Tensor): simulate an H100 or H200, "
-                                   f"not {profile.label} (its torchao format, tile_packed_to_4d, is not modelled)")  # fmt: skip
+                                   f"not {profile.label}, or int4wo-tinygemm (torch's tinygemm, sm 8.0+)")  # fmt: skip
+        tinygemm_gpu = profile.vendor == "amd" or (profile.vendor == "nvidia" and (capability or (0, 0)) >= TINYGEMM_CAPABILITY)
+        if packing == "tile_packed_to_4d" and not tinygemm_gpu:
+            raise UnsupportedError(f"int4wo-tinygemm's matmul is torch's tinygemm (_weight_int4pack_mm), built for NVIDIA "
+                                   f"sm 8.0+ and AMD CDNA2+: {profile.label} has none")  # fmt: skip
     elif kind == "fp8-rowwise":
         _check_float8(quant_type, profile)
 
@@ -115,8 +131,9 @@ def _refuse_int4_off_cuda(model: torch.nn.Module, config: Any, device: str) -> N
     import torch
 
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
-    if _kind(config) == "int4wo" and (device == "cpu" or dtype != torch.bfloat16):
-        raise UnsupportedError("int4wo (torchao's Int4Tensor) runs on CUDA only, in bfloat16 (mslk's kernels): give "
+    kind = _kind(config)
+    if kind.startswith("int4wo") and (device == "cpu" or dtype != torch.bfloat16):
+        raise UnsupportedError(f"{kind} (torchao's int4 weight-only) runs on a GPU only, in bfloat16 (its kernels): give "
                                "dtype=bf16 and a GPU target")  # fmt: skip
 
 
@@ -128,12 +145,12 @@ def quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
     from torchao.quantization import quantize_
     from transformers.quantizers.auto import AutoHfQuantizer
 
-    from vramsim.tracer.patches import torchao_float8_hardware_checked
+    from vramsim.tracer.patches import torchao_float8_hardware_checked, torchao_tinygemm_capability_checked
 
     _refuse_int4_off_cuda(model, config, device)
     quantizer = AutoHfQuantizer.from_config(config, pre_quantized=False)
     quantizer.preprocess_model(model, device_map={"": device})
-    with torchao_float8_hardware_checked():  # check_torchao checked the target
+    with torchao_float8_hardware_checked(), torchao_tinygemm_capability_checked():  # check_torchao checked the target
         for name, module in list(model.named_modules()):
             if isinstance(module, torch.nn.Linear) and quantizer.param_needs_quantization(model, f"{name}.weight"):
                 quantize_(module, config.get_apply_tensor_subclass())
@@ -149,13 +166,13 @@ def quantize_torchao_diffusers(model: torch.nn.Module, config: Any, device: str)
     from diffusers.quantizers.quantization_config import TorchAoConfig
     from torchao.quantization import quantize_
 
-    from vramsim.tracer.patches import torchao_float8_hardware_checked
+    from vramsim.tracer.patches import torchao_float8_hardware_checked, torchao_tinygemm_capability_checked
 
     _refuse_int4_off_cuda(model, config, device)
     quantizer = DiffusersAutoQuantizer.from_config(TorchAoConfig(quant_type=config.quant_type), pre_quantized=False)
     quantizer.preprocess_model(model=model, device_map={"": device},
                                keep_in_fp32_modules=getattr(model, "_keep_in_fp32_modules", None) or [])  # fmt: skip
-    with torchao_float8_hardware_checked():
+    with torchao_float8_hardware_checked(), torchao_tinygemm_capability_checked():
         for name, module in list(model.named_modules()):
             if isinstance(module, torch.nn.Linear) and quantizer.check_if_quantized_param(
                     model, module.weight, f"{name}.weight", {}):  # fmt: skip
@@ -168,6 +185,9 @@ def describe_torchao(config: Any) -> str:
     if kind == "int4wo":
         return (f"torchao int4 weight-only (Int4Tensor, plain: two int4 per byte, scales and zero points per group of "
                 f"{quant_type.group_size} in bf16)")  # fmt: skip
+    if kind == "int4wo-tinygemm":
+        return (f"torchao int4 weight-only (Int4TilePackedTo4dTensor, tinygemm's tiles: in features padded to 1024, "
+                f"bf16 scale and zero point per group of {quant_type.group_size})")  # fmt: skip
     if kind == "fp8-rowwise":
         return "torchao float8 per row (e4m3 weights, a float32 scale per row; inputs quantized per token)"
     return f"torchao int8 weight-only ({type(quant_type.granularity).__name__}: int8 values, float32 scales)"
@@ -182,6 +202,7 @@ def torchao_notes(config: Any) -> list[Assumption]:
         "int8wo": "traced as torchao writes it; torch.compile, which would fuse the cast, is not modelled",
         "int4wo": "mslk's quantization helpers and GEMM stood in on meta (their outputs; the GEMM's CUTLASS workspace "
                   "is 0 bytes for its persistent non-split-K schedules)",
+        "int4wo-tinygemm": "torch's _weight_int4pack_mm shaped on meta as int4mm.cu allocates (its bf16 output only)",
         "fp8-rowwise": "torchao's torch path (KernelPreference.TORCH, or AUTO without mslk installed; with mslk on "
                        "sm 9.0+ AUTO quantizes inputs in one Triton kernel instead, not modelled)",
     }[kind]  # fmt: skip
@@ -194,4 +215,8 @@ def _value(option: Any) -> Any:
 
 
 def _kind(config: Any) -> str:
-    return _KINDS[type(config.quant_type).__name__]
+    """``config``'s name in ``TORCHAO_NAMES`` (an int4 config by its packing; one not modelled reads as ``int4wo``)."""
+    kind = _KINDS[type(config.quant_type).__name__]
+    if kind == "int4wo":
+        return _INT4_PACKINGS.get(_value(config.quant_type.int4_packing_format), kind)
+    return kind

@@ -50,7 +50,11 @@ def _timeout(*_: Any) -> None:
 def _worker_start() -> None:
     """Freeze what the worker has imported (torch, transformers, vramsim): Python's cyclic collector then
     stops rescanning those millions of objects on every full collection during the traces (about a fifth
-    of the sweep's time); what the traces make is collected as usual."""
+    of the sweep's time); what the traces make is collected as usual. One intra-op thread, as the test
+    processes beside it have (tests/conftest.py)."""
+    import torch
+
+    torch.set_num_threads(1)
     gc.collect()
     gc.freeze()
 

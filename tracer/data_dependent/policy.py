@@ -13,6 +13,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from vramsim.errors import UnsupportedError
 
 from ..categories import Phase
+from ..kernels.torchao_int4 import tinygemm_mm_on_meta
 from ..leaves import tensor_leaves
 from .fallbacks import FALLBACKS, grouped_mm_shape
 from .routing import parse_routing
@@ -82,6 +83,8 @@ class DataDependentPolicy:
         """``func(*args, **kwargs)``, with meta-device gaps filled by the stated assumptions."""
         if func is aten._grouped_mm.default:
             return self._grouped_mm(func, args, kwargs)
+        if func is aten._weight_int4pack_mm.default and args[0].device.type == "meta":
+            return tinygemm_mm_on_meta(*args, **kwargs)
         if func is aten._to_copy.default:
             return self._to_copy(func, args, kwargs)
         if func is aten._amp_foreach_non_finite_check_and_unscale_.default:

@@ -1,4 +1,4 @@
-"""torchao's default int4 weight-only format (``Int4WeightOnlyConfig()``: ``Int4Tensor``, plain packing) on meta.
+"""torchao's int4 weight-only formats on meta: the default (``Int4Tensor``, plain packing) and tinygemm's.
 
 ``TorchAoConfig(Int4WeightOnlyConfig())`` runs torchao's ``Int4Tensor.from_hp``, which quantizes with
 the CUDA package mslk (``mslk.quantize.shuffle``): ``int4_row_quantize_zp`` returns the int4 values
@@ -14,6 +14,11 @@ is quantized and traced on meta, ``row_quantize_zp`` and ``pack_int4`` below sta
 (shapes and dtypes only), and ``mslk_int4_gemm_on_meta`` defines the op for the trace (a Meta
 kernel making Y) unless mslk is installed; everything else, the tensor subclass and its linear,
 is torchao's own code.
+
+``Int4WeightOnlyConfig(int4_packing_format="tile_packed_to_4d")`` (``Int4TilePackedTo4dTensor``) packs
+with torch's own ``_convert_weight_to_int4pack`` (its Meta kernel shapes the int32 tiles) and multiplies
+with ``aten._weight_int4pack_mm``, whose Meta kernel reads ``fake_device``, an attribute of FakeTensors
+only: ``tinygemm_mm_on_meta`` makes what the CUDA kernel makes instead.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["mslk_int4_gemm_on_meta", "pack_int4", "row_quantize_zp"]
+__all__ = ["mslk_int4_gemm_on_meta", "pack_int4", "row_quantize_zp", "tinygemm_mm_on_meta"]
 
 _GEMM = "bf16i4bf16_rowwise"
 
@@ -61,3 +66,10 @@ def mslk_int4_gemm_on_meta() -> Iterator[None]:
         yield
     finally:
         library._destroy()
+
+
+def tinygemm_mm_on_meta(a: torch.Tensor, b: torch.Tensor, group_size: int, scale_and_zero: torch.Tensor) -> torch.Tensor:
+    """aten/src/ATen/native/cuda/int4mm.cu ``_weight_int4pack_mm_cuda``: ``C_final = at::empty({m, n}, bf16)`` with
+    n = ``B.size(0)`` x 8 (CUDA's n-tiles of 8; ROCm's of 16 over half as many rows), and no other buffer."""
+    return a.new_empty((a.shape[0], b.shape[0] * 8), dtype=torch.bfloat16)
+
