@@ -219,8 +219,10 @@ BERT_SDPA = [
 # ---- transformers GPT-NeoX model doc, SDPA training table (RTX 3080 Ti laptop, 16 GB) -----------------------------
 
 _NEOX_DOC = "https://huggingface.co/docs/transformers/v4.48.0/en/model_doc/gpt_neox#using-scaled-dot-product-attention-sdpa"
-_NEOX_STACK = ("rtx3080ti-16GB (the laptop RTX 3080 Ti, sm_86), PyTorch 2.2.1, pythia-410m-deduped in float16, "
-               "AutoModelForCausalLM, loss = logits.sum(), no optimizer; torch.cuda.max_memory_allocated() * 1e-6")  # fmt: skip
+_NEOX_STACK = ("rtx3080ti-16GB (the laptop RTX 3080 Ti, sm_86), PyTorch 2.2.1, transformers 4.42 (huggingface/transformers"
+               "#31031; its GPT-NeoX holds more than today's: benchmarks/neox_stack_difference.py), pythia-410m-deduped "
+               "in float16, AutoModelForCausalLM, loss = logits.sum(), no optimizer; "
+               "torch.cuda.max_memory_allocated() * 1e-6")  # fmt: skip
 _NEOX_TRAIN = [  # attention, batch, seq, MB: rows of the page's training table
     ("eager", 1, 512, 2278.38), ("sdpa", 1, 512, 1953.76), ("eager", 1, 2048, 13484.1), ("sdpa", 1, 2048, 3882.01),
     ("eager", 2, 1024, 8707.55), ("sdpa", 2, 1024, 3878.86), ("eager", 4, 512, 6290.58), ("sdpa", 4, 512, 3877.29),
