@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "ground_truth"))
 
 from profiled import fake_process_group
-from test_data_parallel_ground_truth import BATCH, N, SEQ, _config, measured_peak, predicted_peak
+from test_data_parallel_ground_truth import BATCH, SEQ, N, _config, measured_peak, predicted_peak
 
 
 def tracker_peak(mesh: Any, reshard_after_forward: bool) -> int:
