@@ -84,7 +84,8 @@ def check_torchao(config: Any, profile: DeviceProfile, *, train: bool) -> None:
     kind = _KINDS.get(name)
     if kind is None:
         raise UnsupportedError(f"torchao's {name} is not modelled; Int8WeightOnlyConfig (int8wo), Int4WeightOnlyConfig "
-                               "(int4wo) and Float8DynamicActivationFloat8WeightConfig per row (fp8-rowwise) are")  # fmt: skip
+                               "(int4wo, int4wo-tinygemm) and Float8DynamicActivationFloat8WeightConfig per row "
+                               "(fp8-rowwise) are")  # fmt: skip
     if train:
         raise UnsupportedError(f"training on a torchao {_kind(config)} base is not modelled: simulate --task forward or "
                                "generate")  # fmt: skip
