@@ -27,7 +27,7 @@ from .errors import UnsupportedError
 from .optimizers import describe_optimizer
 from .program import Program
 
-__all__ = ["LOADED", "RestoreTimelines", "restore_timelines"]
+__all__ = ["LOADED", "Clock", "RestoreTimelines", "restore_timelines"]
 
 LOADED = "checkpoint_loaded"
 """Breakdown key of what ``torch.load`` / ``load_file`` made and ``load_state_dict`` has not yet consumed."""
@@ -47,7 +47,7 @@ class RestoreTimelines:
 
 
 @dataclass(slots=True)
-class _Clock:
+class Clock:
     """Hands out positions in order: one clock per event group."""
 
     now: int = 0
@@ -67,9 +67,9 @@ def restore_timelines(program: Program, *, layout: Layout, map_location: MapLoca
                                "yet; torch.optim optimizers are")  # fmt: skip
     model_blocks = _model_blocks(program.model, host_is_device)
     state = _state_blocks(optimizer, host_is_device)
-    clock = _Clock()
+    clock = Clock()
     save = order_blocks([_at(block, clock.tick(), None) for block in [*model_blocks, *state]], [(1, clock.now)])
-    clock = _Clock()
+    clock = Clock()
     blocks = [_at(block, (0, 0, 0), None) for block in model_blocks]
     on_device = host_is_device or map_location == "device"
     # Each weights file loaded, copied into the parameters, dropped: on the host (load_file(device="cpu")), but
@@ -89,7 +89,7 @@ def restore_timelines(program: Program, *, layout: Layout, map_location: MapLoca
     return RestoreTimelines(save=save, restore=restore, restore_host_bytes=host)
 
 
-def _optimizer_load(optimizer: torch.optim.Optimizer, clock: _Clock, *, on_device: bool,
+def _optimizer_load(optimizer: torch.optim.Optimizer, clock: Clock, *, on_device: bool,
                     alongside: list[int]) -> list[Block]:  # fmt: skip
     """``optimizer.load_state_dict(torch.load(..., map_location))``: the loaded tensors (counted when
     ``on_device``: mapped to the device, or the host is the device), then each parameter's state as torch's

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from vramsim.estimators.timeline import Block, Position, Timeline, order_blocks
 from vramsim.tracer.categories import Category
 
+from .checkpoint_restore import Clock
+
 __all__ = ["ShardedTimelines", "sharded_timelines"]
 
 _HELD = frozenset({"parameters", "buffers", "optimizer_states", "communication", "gradients"})
@@ -43,13 +45,13 @@ def sharded_timelines(timeline: Timeline, *, dcp: bool, loaded: list[int], zeros
     each ``zeros_like`` gradient ``_init_optim_state`` makes, where the rank's gradients are not its own storages
     (DDP's ``gradient_as_bucket_view``); else the last step's gradients stand for them."""
     held = [b for b in timeline.blocks if b.free_at is None and b.category in _HELD and b.op != "all_gather"]
-    tick = _Clock()
-    save = order_blocks([_at(b, tick(), None) for b in held], [(1, max(tick.now, 1))])
+    clock = Clock()
+    save = order_blocks([_at(b, clock.tick(), None) for b in held], [(1, max(clock.now, 1))])
     if not dcp:
         return ShardedTimelines(save=save, restore=save)
-    tick = _Clock()
-    blocks = [_at(b, tick(), None) for b in held if b.category != Category.OPTIMIZER_STATE.value]
-    zeros_at = tick()
+    clock = Clock()
+    blocks = [_at(b, clock.tick(), None) for b in held if b.category != Category.OPTIMIZER_STATE.value]
+    zeros_at = clock.tick()
     grads = _last_gradients(timeline) if zeros is None else [_sized(nbytes) for nbytes in zeros]
     made: dict[int, Block] = {}
     first, last = timeline.steps[0]
@@ -58,22 +60,22 @@ def sharded_timelines(timeline: Timeline, *, dcp: bool, loaded: list[int], zeros
         if block.phase != "optimizer" or block.step != 0 or block.category == Category.GRADIENT.value:
             continue
         if is_alloc:
-            made[key] = _at(block, tick(), None)
+            made[key] = _at(block, clock.tick(), None)
         elif key in made:
-            made[key].free_at = tick()
-    zero_grad = tick()
+            made[key].free_at = clock.tick()
+    zero_grad = clock.tick()
     blocks += [_at(b, zeros_at, zero_grad) for b in grads] + list(made.values())
     previous: Block | None = None
     for nbytes in loaded:  # each loaded tensor is freed when the next one is loaded
         current = Block(nbytes=nbytes, category="checkpoint_loaded", module="", phase="restore", op="dcp.load", step=0,
-                        alloc_at=tick(), free_at=None)  # fmt: skip
+                        alloc_at=clock.tick(), free_at=None)  # fmt: skip
         if previous is not None:
-            previous.free_at = tick()
+            previous.free_at = clock.tick()
         blocks.append(current)
         previous = current
     if previous is not None:
-        previous.free_at = tick()
-    return ShardedTimelines(save=save, restore=order_blocks(blocks, [(1, tick.now)]))
+        previous.free_at = clock.tick()
+    return ShardedTimelines(save=save, restore=order_blocks(blocks, [(1, clock.now)]))
 
 
 def _last_gradients(timeline: Timeline) -> list[Block]:
@@ -87,13 +89,6 @@ def _sized(nbytes: int) -> Block:
                  alloc_at=(0, 0, 0), free_at=None)  # fmt: skip
 
 
-@dataclass(slots=True)
-class _Clock:
-    now: int = 0
-
-    def __call__(self) -> Position:
-        self.now += 1
-        return (self.now, 0, 0)
 
 
 def _at(block: Block, alloc_at: Position, free_at: Position | None) -> Block:
