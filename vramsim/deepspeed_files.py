@@ -31,6 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from vramsim.estimators.assumptions import DEEPSPEED_SUB_GROUP_ELEMENTS, DEEPSPEED_VERSION
 from vramsim.estimators.sharding_plan import ShardingPlan
+from vramsim.tracer.leaves import tensor_leaves
 
 from .checkpoint_files import CheckpointFile, fake_on_device
 from .program import Program
@@ -70,22 +71,12 @@ def deepspeed_files(program: Program, plan: ShardingPlan, *, weight_dtype: torch
 def _saved(path: Path, state: dict[str, Any], device: str, rank: int, holds: str, largest: list[int]) -> CheckpointFile:
     """``torch.save`` of ``state`` with its meta tensors standing for ``device`` (host ones stay on the host);
     ``largest`` keeps the largest storage seen."""
-    storages = {t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in _tensors(state)}
+    storages = {t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in tensor_leaves(state)}
     with torch.serialization.skip_data(materialize_fake_tensors=True):
         torch.save(fake_on_device(state, device), path)
     data = sum(storages.values())
     largest[0] = max(largest[0], *storages.values(), 0)
     return CheckpointFile(name=path.name, bytes=path.stat().st_size, holds=holds, tensor_bytes=data, rank=rank)
-
-
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        return [t for value in obj.values() for t in _tensors(value)]
-    if isinstance(obj, (list, tuple)):
-        return [t for value in obj for t in _tensors(value)]
-    return []
 
 
 def _model_states(program: Program, plan: ShardingPlan, groups: list[list[torch.nn.Parameter]], names: dict[int, str],
