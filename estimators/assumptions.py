@@ -294,8 +294,8 @@ EXPERT_PARALLEL_ALL_TO_ALLS_PER_LAYER = (2, 2)
 dispatch and combine of torchtitan's ``ExpertParallel`` (``_token_dispatch``, ``_token_combine``, each an
 ``all_to_all_single_autograd`` whose backward is the reverse exchange). A rank sends (ep - 1) / ep of the
 rows each time (balanced routing); a layer checkpointed in full runs its forward ones again. The
-all-reduce of the non-expert weights' gradients across the expert-parallel ranks is left out (vramsim
-models those ranks without data-parallel buffers)."""
+expert-parallel ranks are data-parallel ranks: their gradients' synchronisation is the data-parallel
+scheme's (``DATA_PARALLEL_COMMUNICATION``, the experts' over dp / ep ranks)."""
 
 CONTEXT_PARALLEL_FROM_SEQ_LEN = 16_384
 """The strategy search tries context parallelism from this sequence length on: torchtitan's context-parallel

@@ -37,6 +37,9 @@ class LayerShape:
     """Bytes of an activation element: the autocast dtype's, else the weights'."""
     weight_bytes: int
     """Bytes of the whole model's weights, as held."""
+    expert_weight_bytes: int = 0
+    """Of ``weight_bytes``, the routed experts' (``expert_weight``): under expert parallelism a rank holds 1/ep of them,
+    synchronised over the dp / ep ranks holding the same experts."""
 
 
 def _ring(ranks: int) -> float:
@@ -48,14 +51,16 @@ def communication_bytes(shape: LayerShape, *, scheme: str | None, dp: int, tp: i
                         micro_batches: int, cp: int, ep: int, recomputed_layers: float) -> float:  # fmt: skip
     """Bytes one rank sends per micro-batch of ``shape.tokens`` tokens, every axis added: ``scheme`` over
     ``dp`` ranks (a name of ``DATA_PARALLEL_COMMUNICATION``, once per step of ``micro_batches`` with a
-    pipeline), tensor, pipeline, context and expert parallel; ``recomputed_layers`` of the model run their
-    forward again (checkpointed in full)."""
+    pipeline; the experts' weights over dp / ep), tensor, pipeline, context and expert parallel;
+    ``recomputed_layers`` of the model run their forward again (checkpointed in full)."""
     layers, recomputed = shape.layers / pp, recomputed_layers / pp  # a rank's share of the layers
     tokens = shape.tokens / cp
     activation = tokens * shape.hidden * shape.activation_bytes
     total = 0.0
     if scheme is not None and dp > 1:
-        total += DATA_PARALLEL_COMMUNICATION[scheme] * _ring(dp) * shape.weight_bytes / (tp * pp * micro_batches)
+        dense, experts = shape.weight_bytes - shape.expert_weight_bytes, shape.expert_weight_bytes
+        synced = dense * _ring(dp) + (experts / ep * _ring(dp // ep) if ep > 1 else experts * _ring(dp))
+        total += DATA_PARALLEL_COMMUNICATION[scheme] * synced / (tp * pp * micro_batches)
     if tp > 1:
         forward, backward = TENSOR_PARALLEL_ALL_REDUCES_PER_LAYER
         total += ((forward + backward) * layers + forward * recomputed) * 2 * _ring(tp) * activation

@@ -26,10 +26,13 @@ from vramsim.tracer.graph import storage_nodes
 
 from .timeline import Block, Timeline, order_blocks
 
-__all__ = ["ALL_TO_ALL", "all_to_all_buffers"]
+__all__ = ["ALL_TO_ALL", "EXPERTS_MODULE", "all_to_all_buffers", "expert_weight"]
 
 ALL_TO_ALL = "ep.all_to_all"
 """The op name of the added buffers (category ``communication``)."""
+EXPERTS_MODULE = ".experts"
+"""How the module holding a MoE layer's routed experts ends: transformers' 3-D ``gate_up_proj`` / ``down_proj``
+(shared experts are ``shared_expert``/``shared_experts``, whole on every rank)."""
 _AFTER = 1 << 30
 """Seq of the added events at a clock: after any a checkpointing what-if placed there (tier 1)."""
 
@@ -43,7 +46,7 @@ def all_to_all_buffers(graph: nx.MultiDiGraph, timeline: Timeline, *, rows: int,
     """(experts module, step) -> clock of the op that made the routed rows, and their bytes per element."""
     produced = {sid: attrs for sid, attrs in storage_nodes(graph)}
     for node, attrs in graph.nodes(data=True):
-        if node[0] != "op" or not attrs["module"].endswith(".experts") or attrs["phase"] not in ("forward", "backward"):
+        if node[0] != "op" or not attrs["module"].endswith(EXPERTS_MODULE) or attrs["phase"] not in ("forward", "backward"):
             continue
         key = (attrs["module"], attrs["step"])
         calls[(*key, attrs["phase"])].append(attrs["clock_after"])
@@ -65,3 +68,8 @@ def all_to_all_buffers(graph: nx.MultiDiGraph, timeline: Timeline, *, rows: int,
                 blocks.append(Block(nbytes=nbytes, category="communication", module=module, phase=phase, op=ALL_TO_ALL,
                                     step=step, alloc_at=(clock, 1, _AFTER + n), free_at=(clock, 1, _AFTER + 2)))  # fmt: skip
     return order_blocks(blocks, graph.graph["step_clocks"]), nbytes
+
+
+def expert_weight(name: str) -> bool:
+    """Whether weight ``name`` is a routed expert's, which expert parallelism splits (the others are whole)."""
+    return f"{EXPERTS_MODULE}." in name

@@ -33,6 +33,10 @@ stands for all):
   gradient partitions; autocast's copies of the weights are dropped. DDP keeps autocast.
 - CPU offload (``offload``): the model states DeepSpeed ZeRO-Offload or FSDP2's CPUOffloadPolicy
   keep in host memory leave the device and are counted in ``Sharded.host`` (``sharding_offload.py``).
+- Expert parallelism among the data-parallel ranks (``expert_parallel``): a routed expert's states are
+  divided over the ``expert_shard_size`` ranks holding the same experts (DeepSpeed 0.19.8: MoE groups over
+  ``expert_dp_process_group``; torchtitan: ``dp_shard_mod_ep``), the other weights' over every shard rank;
+  FSDP2 gathers the experts as a group of their own inside their block (torchtitan's ``apply_fsdp``).
 
 It transforms a ``Timeline`` (the traced one, or the one a checkpointing what-if made: apply
 checkpointing first, then sharding) and reads the graph it came from for what each traced block
@@ -61,6 +65,7 @@ import networkx as nx
 from vramsim.tracer.graph import saved_edges, storage_node, storage_nodes
 
 from .assumptions import DEEPSPEED_OVERLAP_COMM_STAGES
+from .expert_parallel import expert_weight
 from .sharding_offload import offload_to_host
 from .sharding_plan import (
     FSDP_CHOICES,
@@ -165,6 +170,11 @@ class _Rank:
 
     # -- sizes ----------------------------------------------------------------------------------
 
+    def ranks_of(self, name: str | None) -> int:
+        """The ranks weight ``name``'s states are divided over: an expert's (``expert_weight``) the ranks holding the
+        same experts, any other every shard rank."""
+        return self.plan.expert_shard_size if name is not None and expert_weight(name) else self.n
+
     def shard_of(self, sid: int) -> int:
         """Bytes of traced storage ``sid`` on one rank, padded as the plan's library pads."""
         attrs = self.attrs[sid]
@@ -172,7 +182,16 @@ class _Rank:
         same_size = weight is not None and weight.nbytes == attrs["nbytes"]  # not AdamW's scalar step
         shape = weight.shape if weight is not None and same_size else tuple(attrs["shape"])
         nbytes = attrs["nbytes"] // itemsize(attrs) * self.element_size(sid)
-        return shard_bytes(nbytes, shape, self.n, dim0=self.plan.fsdp != "no")
+        n = self.ranks_of(attrs["owner"])
+        return shard_bytes(nbytes, shape, n, dim=self._fsdp_dim(attrs["owner"], shape, n))
+
+    def _fsdp_dim(self, name: str | None, shape: tuple[int, ...], n: int) -> int | None:
+        """FSDP2 shards dim 0; torchtitan shards an expert-parallel rank's experts on dim 1 when they are fewer than
+        the ranks sharing them (``apply_fsdp``: ``dp_mod_ep * ep > num_experts``). None: DeepSpeed's flat partition."""
+        if self.plan.fsdp == "no":
+            return None
+        fewer = self.plan.expert_parallel > 1 and name is not None and expert_weight(name) and len(shape) > 1
+        return 1 if fewer and shape[0] < n else 0
 
     def element_size(self, sid: int) -> int:
         """Bytes per element of traced storage ``sid`` as the rank holds it (``held_itemsize``, else as traced)."""
@@ -182,7 +201,7 @@ class _Rank:
         """A weight's gathered copy: in the dtype it is gathered in (``gather_itemsize``); ``padded``: every
         rank's padded shard, as FSDP2's flat all-gather output holds it."""
         size = self.element_size(weight.sid)
-        elements = self.shard_of(weight.sid) * self.n // size if padded else weight.numel
+        elements = self.shard_of(weight.sid) * self.ranks_of(weight.name) // size if padded else weight.numel
         return elements * self.gather_itemsize.get(weight.name, size)
 
     def trainable_weights(self) -> set[str]:
@@ -232,7 +251,7 @@ class _Rank:
             if block.category == "optimizer_states" and self.plan.shards_optimizer:
                 block.nbytes = self.shard_of(sid)
             elif block.category == "temporaries" and block.phase == "optimizer" and self.plan.shards_optimizer:
-                block.nbytes = ceil(block.nbytes / self.n)  # the step runs on the rank's shard only
+                block.nbytes = ceil(block.nbytes / self.ranks_of(self.attrs[sid]["owner"]))  # the step runs on the shard
             elif (block.category == "parameters" and self.attrs[sid]["owner"] in self.weights
                   and self.sharded_weight(self.weights[self.attrs[sid]["owner"]])):  # fmt: skip
                 block.nbytes = self.shard_of(sid)
@@ -298,7 +317,7 @@ class _Rank:
         """DeepSpeed stages 1-2 step on an fp32 copy of the rank's gradient partition (stage_1_and_2.py
         ``single_grad_partition``), made and dropped within each optimizer step."""
         trainable = self.trainable_weights()
-        nbytes = sum(4 * ceil(w.numel / self.n) for w in self.weights.values() if w.name in trainable)
+        nbytes = sum(4 * ceil(w.numel / self.ranks_of(w.name)) for w in self.weights.values() if w.name in trainable)
         for step, (first, last) in self.optimizer_span.items():
             self.add(nbytes, "temporaries", "zero.fp32_grad_partition", phase="optimizer", step=step,
                      alloc_at=self.at(first, 2), free_at=self.at(last, 3))  # fmt: skip
@@ -313,7 +332,7 @@ class _Rank:
         if not self.plan.zero or not weights:
             return
         fp32 = all(self.element_size(w.sid) == 4 for w in weights)
-        nbytes = sum(4 * ceil(w.numel / self.n) for w in weights)
+        nbytes = sum(4 * ceil(w.numel / self.ranks_of(w.name)) for w in weights)
         if self.plan.offload != "none":
             self.host["parameters"] = self.host.get("parameters", 0) + nbytes
             return
@@ -346,17 +365,36 @@ class _Rank:
         for _, _, hold in saved_edges(self.graph):
             if hold["unit"] is not None and hold["unpack_clock"] is not None:
                 unpacks[hold["unit"]].append(hold["unpack_clock"])
-        groups = block_groups([unit.module for unit in units], self.weights.values())
+        experts = self._expert_calls() if self.plan.fsdp != "no" and self.plan.expert_parallel > 1 else {}
+        modules = [unit.module for unit in units] + sorted({module for module, _ in experts})
+        groups = block_groups(modules, self.weights.values())
         for step, (first_clock, _) in enumerate(self.graph.graph["step_clocks"]):
             calls = [(i, unit) for i, unit in enumerate(units) if unit.step == step]
             grads = self.grads.get(step, [])
             if not grads:
                 continue
-            window = StepWindows(self, step, first_clock, calls, unpacks, groups)
+            window = StepWindows(self, step, first_clock, calls, unpacks, groups,
+                                 experts={module: clocks for (module, each), clocks in experts.items() if each == step})
             if self.plan.shards_parameters:  # first: a block reshards before its reduce-scatter input is made
                 window.gathers()
             window.gradients()
             self._reduce_buckets(step, grads)
+
+    def _expert_calls(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(experts module, step) -> first and last clock of its forward. Under expert parallelism torchtitan wraps
+        each MoE layer's experts in their own ``fully_shard`` over the ranks holding the same experts
+        (``apply_fsdp``), inside their block's: gathered around their own call, resharded after it."""
+        experts = {weight.name.rsplit(".", 1)[0] for weight in self.weights.values() if expert_weight(weight.name)}
+        calls: dict[tuple[str, int], tuple[int, int]] = {}
+        for node, attrs in self.graph.nodes(data=True):
+            if node[0] != "op" or attrs["phase"] != "forward":
+                continue
+            module = next((m for m in experts if attrs["module"] == m or attrs["module"].startswith(m + ".")), None)
+            if module is not None:
+                key, clock = (module, attrs["step"]), attrs["clock_after"]
+                first, last = calls.get(key, (clock, clock))
+                calls[key] = (min(first, clock), max(last, clock))
+        return calls
 
     def _reduce_buckets(self, step: int, grads: list[int]) -> None:
         """DeepSpeed's reduce (ipg) bucket: stage 1/2 for backward, stage 3 for the run."""

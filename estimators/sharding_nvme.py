@@ -41,7 +41,7 @@ def swap_to_nvme(rank: _Rank, nvme: NvmeSwap) -> None:
     weights = [w for w in rank.weights.values() if w.name in trainable]
     if not weights:
         return
-    shares = [ceil(w.numel / rank.n) for w in weights]
+    shares = [ceil(w.numel / rank.ranks_of(w.name)) for w in weights]
     partitions = rank.host.get("parameters", 0) - 4 * sum(shares)  # the weights' partitions, less the fp32 master
     moved = pools = 0
     if nvme.optimizer:

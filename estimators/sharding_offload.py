@@ -78,7 +78,7 @@ def _zero_host_buffers(rank: _Rank, weights: list[Weight]) -> None:
     """DeepSpeed's fp32 gradient partition on the host; stages 1-2's hand-over buffers."""
     if not weights:
         return
-    shares = [ceil(w.numel / rank.n) for w in weights]
+    shares = [ceil(w.numel / rank.ranks_of(w.name)) for w in weights]
     _to_host(rank, 4 * sum(shares), "gradients")
     if rank.plan.zero == 3:
         return

@@ -90,6 +90,10 @@ class ShardingPlan:
     """Data parallelism over pipeline stages: gradients accumulate over the micro-batches and are reduced after
     the last one's backward (torch.distributed.pipelining ``perform_reduce_grad``, DeepSpeed's PipelineEngine
     ``_exec_reduce_grads``), so FSDP2 keeps the stage's weights gathered and its gradients whole until then."""
+    expert_parallel: int = 1
+    """Expert-parallel ranks among the data-parallel ones (torchtitan borrows ep from dp_shard, DeepSpeed-MoE from
+    the data-parallel world): a rank holds num_experts / ep experts, whose states are replicated or sharded over
+    the ``expert_shard_size`` ranks holding the same experts; the other weights over ``shard_size``."""
 
     @property
     def scheme(self) -> str:
@@ -107,6 +111,12 @@ class ShardingPlan:
     def shard_size(self) -> int:
         """The ranks each model state is divided over: the shard group for HSDP, every rank otherwise."""
         return self.shard_group or self.gpus
+
+    @property
+    def expert_shard_size(self) -> int:
+        """The ranks an expert's states are divided over: torchtitan's ``dp_shard_mod_ep`` mesh, DeepSpeed's
+        expert-data-parallel group."""
+        return self.shard_size // self.expert_parallel
 
     @property
     def replicas(self) -> int:
@@ -136,7 +146,8 @@ class ShardingPlan:
 
 def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucket_view: bool = False, *,
                   offload: object = "none", shard_group: object = None,
-                  zero_settings: ZeroSettings | None = None, pipelined: bool = False) -> ShardingPlan:  # fmt: skip
+                  zero_settings: ZeroSettings | None = None, pipelined: bool = False,
+                  expert_parallel: int = 1) -> ShardingPlan:  # fmt: skip
     """The plan for these options; ``ValueError`` naming the choices otherwise."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
         raise ValueError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
@@ -150,9 +161,13 @@ def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucke
     if bucket_view and (zero or text != "no"):
         raise ValueError("gradient_as_bucket_view is DDP's; it applies with zero=0 and fsdp='no'")
     group = _shard_group(gpus, text, shard_group)
+    if (group or gpus) % expert_parallel:
+        within = f"HSDP's shard group ({group} ranks)" if group else f"the {gpus} data-parallel ranks"
+        raise ValueError(f"ep={expert_parallel} expert-parallel ranks are data-parallel ranks: it must divide {within}")
     return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view),  # type: ignore[call-overload]
                         offload=_offload(int(zero), text, offload), shard_group=group,
-                        zero_settings=zero_settings or ZeroSettings(), pipelined=pipelined)  # fmt: skip
+                        zero_settings=zero_settings or ZeroSettings(), pipelined=pipelined,
+                        expert_parallel=expert_parallel)  # fmt: skip
 
 
 def _offload(zero: int, fsdp: str, offload: object) -> str:
@@ -192,15 +207,15 @@ def itemsize(attrs: dict[str, Any]) -> int:
     return attrs["nbytes"] // numel if numel and attrs["nbytes"] % numel == 0 else 1
 
 
-def shard_bytes(nbytes: int, shape: tuple[int, ...], n: int, *, dim0: bool) -> int:
-    """One rank's bytes of a tensor: ceil(numel / n) elements (DeepSpeed pads each weight to a
-    multiple of n, partition_parameters.py ``_padding_size``), or ceil(dim0 / n) rows (FSDP2)."""
+def shard_bytes(nbytes: int, shape: tuple[int, ...], n: int, *, dim: int | None) -> int:
+    """One rank's bytes of a tensor: ceil(numel / n) elements (``dim`` None: DeepSpeed pads each weight to a
+    multiple of n, partition_parameters.py ``_padding_size``), or ceil(shape[dim] / n) slices (FSDP2's Shard(dim))."""
     numel = prod(shape)
     if not numel or nbytes % numel:
         return ceil(nbytes / n)
     itemsize = nbytes // numel
-    if dim0 and shape:
-        return ceil(shape[0] / n) * (numel // shape[0]) * itemsize
+    if dim is not None and len(shape) > dim:
+        return ceil(shape[dim] / n) * (numel // shape[dim]) * itemsize
     return ceil(numel / n) * itemsize
 
 

@@ -44,7 +44,10 @@ class StepWindows:
     """One step's gather and reduce moments per block (decoder layer) and for the root."""
 
     def __init__(self, rank: _Rank, step: int, first_clock: int, calls: list[tuple[int, UnitRecord]],
-                 unpacks: dict[int, list[int]], groups: dict[str, list[Weight]]) -> None:  # fmt: skip
+                 unpacks: dict[int, list[int]], groups: dict[str, list[Weight]], *,
+                 experts: dict[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
+        """``experts``: FSDP groups of their own inside the blocks (expert parallelism), by module, with the first
+        and last clock of their forward in this step."""
         self.rank = rank
         self.step = step
         self.first_clock = first_clock
@@ -66,6 +69,12 @@ class StepWindows:
                 self.backward[unit.module] = (start, max(clocks) if clocks else max(reads))
         root = [grad_clock[w.name] for w in groups.get("", []) if w.name in grad_clock]
         self.backward[""] = (first_clock, max(root) if root else self.end_of_backward)
+        self.experts = experts or {}
+        for module in self.experts:  # from its block's backward start (a recompute runs the call again) to its gradients
+            block = next((u.module for _, u in self.calls if module.startswith(u.module + ".")), None)
+            clocks = [grad_clock[w.name] for w in groups.get(module, []) if w.name in grad_clock]
+            if block in self.backward and clocks:
+                self.backward[module] = (self.backward[block][0], max(clocks))
 
     def gradients(self) -> None:
         """Each gradient is whole until its block's reduce, then the rank keeps its shard."""
@@ -88,7 +97,7 @@ class StepWindows:
             if plan.fsdp != "no":  # the reduce-scatter input, freed when the next block's reduce begins
                 last = position + 1 == len(order)  # the root's final callback frees the last one
                 until = self.end_of_backward if last else self.backward[order[position + 1]][1]
-                total = sum(rank.shard_of(sid) * rank.n for sid in sids)
+                total = sum(rank.shard_of(sid) * rank.ranks_of(rank.attrs[sid]["owner"]) for sid in sids)
                 rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
                          alloc_at=rank.at(end, 2), free_at=rank.at(until, 3 if last or until == end else 2))  # fmt: skip
                 rank.buffers["FSDP reduce-scatter input (largest block)"] = max(
@@ -112,7 +121,7 @@ class StepWindows:
                 continue
             if previous is not None:
                 previous.free_at = rank.at(end, 2)
-            total = sum(rank.shard_of(sid) * rank.n for sid in sids)
+            total = sum(rank.shard_of(sid) * rank.ranks_of(rank.attrs[sid]["owner"]) for sid in sids)
             rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
                      alloc_at=rank.at(end, 2), free_at=None)  # fmt: skip
             previous = rank.blocks[-1]
@@ -169,10 +178,12 @@ class StepWindows:
         prefetches the next group's (``_backward_prefetch``; the root's pre-backward prefetches the first)."""
         rank = self.rank
         reshard = rank.plan.reshards_after_forward
-        forward = [("", self.first_clock, self.backward[""][1])] + [
-            (u.module, u.first_clock, u.last_clock if reshard else self.backward.get(u.module, (0, u.last_clock))[1])
-            for _, u in self.calls
-        ]  # fmt: skip
+        calls = [(u.module, u.first_clock, u.last_clock) for _, u in self.calls]
+        calls += [(module, first, last) for module, (first, last) in self.experts.items()]
+        forward = [("", self.first_clock, self.backward[""][1]), *sorted(
+            ((module, first, last if reshard else self.backward.get(module, (0, last))[1]) for module, first, last in calls),
+            key=lambda item: item[1],
+        )]  # fmt: skip
         kept: Block | None = None
         for module, start, end in forward:
             weights = self.groups.get(module, [])
@@ -185,7 +196,8 @@ class StepWindows:
             kept = output
         if kept is not None:
             kept.free_at = rank.at(self.forward_end, 3)
-        largest = max((sum(w.numel for w in self.groups.get(m, [])) for m, _, _ in forward[1:]), default=0)
+        largest = max((sum(w.numel for g, weights in self.groups.items() if g == u.module or g.startswith(u.module + ".")
+                           for w in weights) for _, u in self.calls), default=0)  # a block with its experts
         rank.gathered = max(rank.gathered, largest + sum(w.numel for w in self.groups.get("", [])))
         if not reshard:
             return
@@ -205,7 +217,8 @@ class StepWindows:
         rank = self.rank
         total = sum(rank.gathered_bytes(w, padded=True) for w in weights)
         if rank.plan.offload == "params":  # CPUOffloadPolicy: each shard is copied to the device to fill the input
-            rank.add(total // rank.n, "temporaries", "fsdp.offload_copy_in", module=module, phase=phase, step=self.step,
+            shards = sum(rank.gathered_bytes(w, padded=True) // rank.ranks_of(w.name) for w in weights)
+            rank.add(shards, "temporaries", "fsdp.offload_copy_in", module=module, phase=phase, step=self.step,
                      alloc_at=rank.at(at[0], at[1]), free_at=rank.at(at[0], 5))  # fmt: skip
         rank.add(total, COMMUNICATION, "fsdp.all_gather_output", module=module, phase=phase, step=self.step, alloc_at=at,
                  free_at=None)  # fmt: skip

@@ -164,7 +164,7 @@ def test_trace_json_per_rank_of_a_3d_layout(tmp_path: Path, capsys: pytest.Captu
                        "--json")  # fmt: skip
     assert code == 0
     ranks = json.loads(out)["ranks"]
-    assert ranks["scheme"] == "EP 2 x PP 2 1f1b (2 micro-batches)" and ranks["gpus"] == 4 and ranks["ep"] == 2
+    assert ranks["scheme"] == "EP 2 x PP 2 1f1b (2 micro-batches) x DDP 2" and ranks["gpus"] == 4 and ranks["ep"] == 2
     assert len(ranks["stages"]) == 2 and ranks["busiest_stage"] in (0, 1) and ranks["ranks_alike"] is False
     assert ranks["buffers"]["EP all-to-all buffer (2 per exchange)"] == 16 * 2 * 64 * 4
     code, out, _ = run(capsys, "trace", str(path), "--seq-len", "16", "--device", "cpu", "--pp", "2", "--gpus", "4",

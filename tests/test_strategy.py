@@ -12,7 +12,7 @@ from vramsim import strategy, strategy_space
 from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN
 from vramsim.strategy import cheapest_strategy
-from vramsim.strategy_space import PIPELINE_SCHEMES, settings
+from vramsim.strategy_space import PIPELINE_SCHEMES, SCHEMES, settings
 
 _MiB = 1 << 20
 
@@ -93,7 +93,8 @@ def test_layouts_follow_the_model() -> None:
     moe = [s for n in (1, 2, 4, 8) for s in settings(n, _MIXTRAL, short)]
     assert all(s.ep == 1 and s.cp == 1 for s in dense) and {s.tp for s in dense} == {1, 2, 4, 8}
     assert {s.ep for s in moe} == {1, 2, 4} and all(s.tp == 1 for s in moe)  # 8 experts, top 2: at most 4 ranks
-    assert all(s.gpus == s.tp * s.pp * s.ep for s in moe if s.ep > 1)
+    assert all(s.dp % s.ep == 0 for s in moe) and any(s.ep == 2 and s.dp == 8 for s in moe)  # EP among the DP ranks
+    assert {s.scheme for s in moe if s.ep > 1} == set(SCHEMES)  # the ep ranks run their own tokens: always data parallel
     assert {s.pp for s in dense if s.gpus <= 8} == {1} and {s.pp for s in dense if s.gpus == 16} == {1, 2}
     assert all(s.scheme in PIPELINE_SCHEMES for s in dense if s.pp > 1 and s.dp > 1)
     assert {s.cp for n in (2, 4) for s in settings(n, _WIDE_VOCAB, long)} == {1, 2, 4}

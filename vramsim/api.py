@@ -393,8 +393,7 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
     if config.task == "train" and config.checkpointing != "all":
         plan = parse_checkpointing(config.checkpointing)
         variants += [(f"--checkpointing {p.spec}", p, analysis) for p in _choices(target) if p.spec != config.checkpointing]
-        data_parallel = config.gpus > config.tp * config.pp * config.ep
-        if data_parallel and not config.zero and config.fsdp == "no" and not config.pipeline.active:
+        if config.sharding.gpus > 1 and not config.zero and config.fsdp == "no" and not config.pipeline.active:
             for flag, change in (("--zero 1", {"zero": 1}), ("--zero 2", {"zero": 2}), ("--zero 3", {"zero": 3}),
                                  ("--fsdp full", {"fsdp": "full"})):  # fmt: skip
                 sharded = dataclasses.replace(config, **change)

@@ -240,8 +240,9 @@ class SimulationConfig:
         help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
         parse=int, report=_same))
     ep: int = field(default=1, metadata=_option(
-        help="expert-parallel ranks for MoE decoders (Mixtral, Qwen-MoE): each holds num_experts / ep experts, routed "
-        "tokens go to their experts' rank by all-to-all, balanced routing (vramsim/expert_parallel.py)",
+        help="expert-parallel ranks for MoE decoders (Mixtral, Qwen-MoE), taken from the data-parallel ranks: each "
+        "holds num_experts / ep experts, routed tokens go to their experts' rank by all-to-all, balanced routing; "
+        "--zero/--fsdp shard the experts over gpus / (tp x pp x ep) ranks (vramsim/expert_parallel.py)",
         parse=int, report=_same))
     cp: int = field(default=1, metadata=_option(
         help="context-parallel ranks: each runs seq_len / cp tokens and passes K/V round a ring in each SDPA call (torch's "
@@ -308,9 +309,10 @@ class SimulationConfig:
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus // (self.tp * self.pp * self.ep), self.zero, self.fsdp, self.gradient_as_bucket_view,
+        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
                              offload=self.offload_states, shard_group=self.shard_group_size,
-                             zero_settings=self.zero_settings, pipelined=self.pp > 1)  # fmt: skip
+                             zero_settings=self.zero_settings, pipelined=self.pp > 1,
+                             expert_parallel=self.ep)  # fmt: skip
 
     @property
     def pipeline(self) -> PipelinePlan:
@@ -556,16 +558,15 @@ def _check_context_parallel(config: SimulationConfig) -> None:
 
 
 def _check_expert_parallel(config: SimulationConfig) -> None:
-    """``ep``: every data-parallel rank an expert-parallel rank of a training step, under balanced routing."""
+    """``ep``: expert-parallel ranks among the data-parallel ranks of a training step (torchtitan's EP within
+    dp_shard, DeepSpeed-MoE's expert-data-parallel groups), under balanced routing."""
     if config.ep == 1:
         return
     if config.task != "train":
         raise UnsupportedError(f"ep is modelled for training; task={config.task!r} is not")
-    if config.gpus != config.tp * config.pp * config.ep:
-        raise UnsupportedError(f"ep={config.ep} is modelled with every data-parallel rank an expert-parallel rank: gpus "
-                               f"must be tp x pp x ep = {config.tp * config.pp * config.ep}, got {config.gpus}")  # fmt: skip
-    if config.zero or str(config.fsdp).strip().lower() != "no":
-        raise UnsupportedError("ep with zero or fsdp is not modelled yet")
+    if config.gpus % (config.tp * config.pp * config.ep):
+        raise ConfigError(f"ep={config.ep} borrows expert-parallel ranks from the data-parallel ones: gpus={config.gpus} "
+                          f"must be a multiple of tp x pp x ep = {config.tp * config.pp * config.ep}")  # fmt: skip
     if config.moe_routing != "balanced":
         raise UnsupportedError(f"ep is modelled under balanced routing (each rank receives as many routed rows as it "
                                f"sends); moe_routing={config.moe_routing!r} with ep is not")  # fmt: skip

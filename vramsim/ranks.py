@@ -74,8 +74,12 @@ def model_parallel_notes(tp: int, pipeline: PipelinePlan, ep: int = 1, cp: int =
             "the same top_k, the rest whole (torchtitan ExpertParallel shards expert weights on dim 0); under balanced "
             "routing each local expert gets ep x tokens x top_k / num_experts rows, as that program gives them; each "
             "experts call's dispatch and combine all-to-all (all_to_all_single_autograd, _permute/_unpermute) adds "
-            "two buffers of the routed rows for its moment, in forward and in backward; every data-parallel rank is "
-            "an expert-parallel rank (no expert data parallelism); " + EP_NOT_TRACED,
+            "two buffers of the routed rows for its moment, in forward and in backward; the expert-parallel ranks are "
+            "data-parallel ranks (torchtitan's EP within dp_shard, DeepSpeed-MoE's expert-data-parallel groups): the "
+            "experts' states are replicated or sharded over the dp / ep ranks holding the same experts, the rest over "
+            "every data-parallel rank; under FSDP2 the experts are a group of their own inside each block, gathered "
+            "around their call (torchtitan's apply_fsdp, dim 1 where the rank's experts are fewer than that group); "
+            + EP_NOT_TRACED,
         ))  # fmt: skip
     if tp > 1:
         notes.append(Assumption(

@@ -134,8 +134,12 @@ def _ranks(report: Report) -> Table:
     for category, nbytes in ranks.model_state.items():
         table.add_row(f"{category} (held between steps)" if category != "gradients" else "gradients (one step)",
                       format_bytes(nbytes))  # fmt: skip
+    buckets = [nbytes for name, nbytes in ranks.buffers.items() if name.startswith("DDP bucket ")]
+    if buckets:  # one row for DDP's buckets (a large model has hundreds; --json lists each)
+        table.add_row(f"communication: DDP buckets x{len(buckets)} (kept for the run)", format_bytes(sum(buckets)))
     for name, nbytes in ranks.buffers.items():
-        table.add_row(f"communication: {name}", format_bytes(nbytes))
+        if not name.startswith("DDP bucket "):
+            table.add_row(f"communication: {name}", format_bytes(nbytes))
     if ranks.gathered_elements:
         table.add_row("most weight elements gathered at once", f"{ranks.gathered_elements:,}")
     for kind, nbytes in ranks.host.items():

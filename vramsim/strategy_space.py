@@ -4,9 +4,9 @@ A setting is a parallel layout (tensor x pipeline x context x expert parallel, t
 data-parallel scheme and a checkpointing choice. The layouts are the ones Megatron's authors recommend
 (Narayanan et al. 2021, section 3.3): tensor parallelism within a node (``GPUS_PER_NODE``), pipeline
 stages across nodes, data parallelism over what is left; expert parallelism only for a mixture of
-experts (every expert-parallel rank a data-parallel rank, as vramsim models it), context parallelism
-only from ``CONTEXT_PARALLEL_FROM_SEQ_LEN`` tokens. GPipe is not weighed: 1F1B has its bubble and
-communication and never holds more.
+experts, its ranks taken from the data-parallel ones (torchtitan's EP within dp_shard, DeepSpeed-MoE's
+expert-data-parallel groups), context parallelism only from ``CONTEXT_PARALLEL_FROM_SEQ_LEN`` tokens.
+GPipe is not weighed: 1F1B has its bubble and communication and never holds more.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN, GPUS_PER_NODE
 from vramsim.estimators.communication import LayerShape
+from vramsim.estimators.expert_parallel import expert_weight
 
 from .config import SimulationConfig
 from .expert_parallel import EP_EXPERT_COUNTS
@@ -65,8 +66,9 @@ class Setting:
 
     @property
     def dp(self) -> int:
-        """Data-parallel ranks the weights are replicated or sharded over (context-parallel ranks among them)."""
-        return self.gpus // (self.tp * self.pp * self.ep)
+        """Data-parallel ranks the weights are replicated or sharded over (context- and expert-parallel ranks among
+        them; an expert's weights over dp / ep)."""
+        return self.gpus // (self.tp * self.pp)
 
     @property
     def trace_key(self) -> tuple[int, int, int]:
@@ -91,8 +93,10 @@ class Setting:
 
 def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShape, Any]:
     """The model's shape as the communication formulas read it, and its transformers config (None without one)."""
-    weights = {id(p): p for p in program_model.parameters()}.values()
+    named = {id(p): (name, p) for name, p in program_model.named_parameters()}.values()
+    weights = [p for _, p in named]
     weight_bytes = sum(p.numel() * p.element_size() for p in weights)
+    expert_bytes = sum(p.numel() * p.element_size() for name, p in named if expert_weight(name))
     autocast = config.mixed_precision
     element = autocast.itemsize if isinstance(autocast, torch.dtype) else next(iter(weights)).element_size()
     source: Any = getattr(program_model, "config", None)
@@ -104,13 +108,13 @@ def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShap
     kv_width = (getattr(source, "num_key_value_heads", None) or heads) * head_dim
     return LayerShape(layers=layers, tokens=config.batch_size * config.seq_len, hidden=hidden, kv_width=kv_width,
                       top_k=getattr(source, "num_experts_per_tok", 0) or 0, activation_bytes=element,
-                      weight_bytes=weight_bytes), source  # fmt: skip
+                      weight_bytes=weight_bytes, expert_weight_bytes=expert_bytes), source  # fmt: skip
 
 
 def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setting]:
     """Every setting on exactly ``gpus`` GPUs for a model of transformers config ``source`` (None: data parallel only)."""
     for tp, pp, cp, ep in _layouts(gpus, source, config):
-        dp = gpus // (tp * pp * ep)
+        dp = gpus // (tp * pp)
         schemes = ["one GPU" if gpus == 1 else "one replica"] if dp == 1 else PIPELINE_SCHEMES if pp > 1 else list(SCHEMES)
         for schedule in _SCHEDULES if pp > 1 else (None,):
             for scheme in schemes:
@@ -120,7 +124,8 @@ def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setti
 
 
 def _layouts(gpus: int, source: Any, config: SimulationConfig) -> Iterator[tuple[int, int, int, int]]:
-    """(tp, pp, cp, ep) dividing ``gpus``: tp within a node, pp at most one stage per node, ep for experts, cp at length."""
+    """(tp, pp, cp, ep) dividing ``gpus``: tp within a node, pp at most one stage per node, ep (for experts) and cp (at
+    length, not with ep) among the data-parallel ranks."""
     model_type = str(getattr(source, "model_type", ""))
     experts = getattr(source, EP_EXPERT_COUNTS.get(model_type, ""), None) if source is not None else None
     layers = getattr(source, "num_hidden_layers", 1) if source is not None else 1
@@ -136,7 +141,7 @@ def _layouts(gpus: int, source: Any, config: SimulationConfig) -> Iterator[tuple
         for pp in pps:
             for cp in cps:
                 for ep in eps:
-                    if gpus % (tp * pp * cp * ep) == 0 and (ep == 1 or (gpus == tp * pp * ep and cp == 1)):
+                    if gpus % (tp * pp * cp * ep) == 0 and (ep == 1 or cp == 1):
                         yield tp, pp, cp, ep
 
 

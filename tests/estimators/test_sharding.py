@@ -4,6 +4,7 @@ GPU plus its buckets, gathered weights are the blocks the schedule says, bad pla
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from math import ceil
 from typing import Any
 
@@ -19,6 +20,7 @@ from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKE
 from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.estimators.sharding_plan import ddp_bucket_sizes, sharding_plan
 from vramsim.estimators.timeline import Timeline
+from vramsim.expert_parallel import rank_config
 from vramsim.models import build_model
 from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
@@ -36,34 +38,43 @@ def llama() -> transformers.LlamaConfig:
     )  # fmt: skip
 
 
-def _weights(config: transformers.PretrainedConfig) -> list[torch.nn.Parameter]:
-    return list(build_model(config, device="meta", dtype=None).parameters())
+def _weights(config: transformers.PretrainedConfig) -> dict[str, torch.nn.Parameter]:
+    return dict(build_model(config, device="meta", dtype=None).named_parameters())
 
 
-def _elements(p: torch.Tensor) -> int:
-    return ceil(p.numel() / N)
+def _every_rank(_: str) -> int:
+    return N
 
 
-def _rows(p: torch.Tensor) -> int:
-    return ceil(p.shape[0] / N) * (p.numel() // p.shape[0])
+def _elements(p: torch.Tensor, n: int) -> int:
+    return ceil(p.numel() / n)
 
 
-def closed_form(weights: list[torch.nn.Parameter], zero: int, fsdp: str) -> dict[str, int]:
-    """Bytes per weight, whole or each rank's padded share, with bf16 mixed precision as each framework runs it:
-    FSDP2 (MixedPrecisionPolicy) and DDP keep fp32 weights and gradients; DeepSpeed's bf16 mode holds bf16
-    weights (whole for stages 1-2) and gradients (stage 3 reduces into fp32 partitions) beside an fp32 master
-    partition: stage 2 is DeepSpeed's own estimate_zero2_model_states_mem_needs (2 + 18 / N bytes per parameter,
-    the step's fp32 gradient copy being a temporary here), stage 3 its 18 / N. AdamW's two fp32 states; on the cpu
-    target AdamW's fp32 ``step`` scalars are device memory too (one per weight; a GPU keeps them on the host)."""
-    whole = sum(4 * p.numel() for p in weights)
+def _rows(p: torch.Tensor, n: int, *, expert: bool = False) -> int:
+    """FSDP2's Shard(0) share; an expert-parallel rank's experts on dim 1 where they are fewer than the ranks
+    (torchtitan's ``apply_fsdp``)."""
+    dim = 1 if expert and p.shape[0] < n else 0
+    return ceil(p.shape[dim] / n) * (p.numel() // p.shape[dim])
+
+
+def closed_form(weights: dict[str, torch.nn.Parameter], zero: int, fsdp: str,
+                ranks: Callable[[str], int] = _every_rank) -> dict[str, int]:  # fmt: skip
+    """Bytes per weight, whole or each rank's padded share over ``ranks(name)`` ranks, with bf16 mixed precision as
+    each framework runs it: FSDP2 (MixedPrecisionPolicy) and DDP keep fp32 weights and gradients; DeepSpeed's bf16
+    mode holds bf16 weights (whole for stages 1-2) and gradients (stage 3 reduces into fp32 partitions) beside an
+    fp32 master partition: stage 2 is DeepSpeed's own estimate_zero2_model_states_mem_needs (2 + 18 / N bytes per
+    parameter, the step's fp32 gradient copy being a temporary here), stage 3 its 18 / N. AdamW's two fp32 states;
+    on the cpu target AdamW's fp32 ``step`` scalars are device memory too (one per weight; a GPU keeps them on the
+    host)."""
+    whole = sum(4 * p.numel() for p in weights.values())
     steps = 4 * len(weights)
     if fsdp != "no":
-        share = sum(4 * _rows(p) for p in weights)
+        share = sum(4 * _rows(p, ranks(name), expert=".experts." in name) for name, p in weights.items())
         return {"parameters": share, "gradients": share, "optimizer_states": 2 * share + steps}
-    share = sum(4 * _elements(p) for p in weights)
+    share = sum(4 * _elements(p, ranks(name)) for name, p in weights.items())
     if zero == 0:
         return {"parameters": whole, "gradients": whole, "optimizer_states": 2 * whole + steps}
-    kept = sum(2 * (_elements(p) if p.numel() >= 100_000 else p.numel()) for p in weights)
+    kept = sum(2 * (_elements(p, ranks(name)) if p.numel() >= 100_000 else p.numel()) for name, p in weights.items())
     return {
         "parameters": (kept if zero == 3 else whole // 2) + share,  # the low-dtype weights and the fp32 master
         "gradients": {1: whole // 2, 2: share // 2, 3: share}[zero],
@@ -84,7 +95,7 @@ def test_ddp_is_one_gpu_plus_its_buckets(llama: transformers.LlamaConfig, device
     ddp = vramsim.simulate(llama, device=device, gpus=N, **OPTIONS)
     assert ddp.ranks is not None and ddp.ranks.scheme == "DDP"
     buckets = list(ddp.ranks.buffers.values())
-    assert sum(buckets) == sum(4 * p.numel() for p in _weights(llama))  # every gradient has a bucket slot
+    assert sum(buckets) == sum(4 * p.numel() for p in _weights(llama).values())  # every gradient has a bucket slot
     if device == "cpu":  # bytes as they are: exactly one GPU's program plus the buckets
         assert ddp.peak_bytes == one.peak_bytes + sum(buckets)
         assert ddp.breakdown["communication"] == sum(buckets)
@@ -100,7 +111,7 @@ def test_gradient_as_bucket_view(llama: transformers.LlamaConfig) -> None:
     ddp = vramsim.simulate(llama, device="cpu", gpus=N, **OPTIONS)
     view = vramsim.simulate(llama, device="cpu", gpus=N, gradient_as_bucket_view=True, **OPTIONS)
     assert view.ranks is not None and ddp.ranks is not None
-    grads = sum(4 * p.numel() for p in _weights(llama))
+    grads = sum(4 * p.numel() for p in _weights(llama).values())
     assert view.ranks.model_state["gradients"] == grads == sum(view.ranks.buffers.values())
     assert "communication" not in view.breakdown and view.breakdown["gradients"] == grads
     one = vramsim.simulate(llama, device="cpu", **OPTIONS)
@@ -146,13 +157,13 @@ def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> N
     def gathered(names: Any) -> int:
         return sum(2 * weights[name].numel() for name in names)
 
-    shards = closed_form(list(weights.values()), 0, "full")["parameters"]
+    shards = closed_form(weights, 0, "full")["parameters"]
     block = gathered(n for n in weights if n.startswith("model.layers.0."))
     root = gathered(n for n in weights if not n.startswith("model.layers."))
     assert _most_weights(llama, gpus=N, fsdp="full") == shards + root + block  # the next one waits as all-gather output
     assert _most_weights(llama, gpus=N, fsdp="grad-op") == shards + root + 3 * block
     zero3 = _most_weights(llama, gpus=N, zero=3)
-    kept = closed_form(list(weights.values()), 3, "no")["parameters"]  # bf16 partitions and kept weights, fp32 master
+    kept = closed_form(weights, 3, "no")["parameters"]  # bf16 partitions and kept weights, fp32 master
     big_root = gathered(n for n, p in weights.items() if not n.startswith("model.layers.") and p.numel() >= 1e5)
     big_block = gathered(n for n, p in weights.items() if n.startswith("model.layers.0.") and p.numel() >= 1e5)
     assert zero3 == kept + big_root + 2 * big_block
@@ -223,11 +234,11 @@ def _largest(weights: list[torch.nn.Parameter]) -> int:
 def test_zero_offload_optimizer(llama: transformers.LlamaConfig, zero: int) -> None:
     """DeepSpeed offload_optimizer: the fp32 master, gradient and optimizer-state partitions go to the host;
     stage 1 keeps whole gradients on the device, stages 1-2 add the hand-over buffer."""
-    weights = _weights(llama)
+    weights = list(_weights(llama).values())
     on = vramsim.simulate(llama, device="h100", gpus=N, zero=zero, offload_states="optimizer", **OPTIONS)
     off = vramsim.simulate(llama, device="h100", gpus=N, zero=zero, **OPTIONS)
     assert on.ranks is not None and off.ranks is not None and on.ranks.scheme == f"ZeRO-{zero} + offload optimizer"
-    share = sum(4 * _elements(p) for p in weights)
+    share = sum(4 * _elements(p, N) for p in weights)
     held = dict(off.ranks.model_state, optimizer_states=0, gradients=0 if zero >= 2 else off.ranks.model_state["gradients"])
     held["parameters"] -= share  # the fp32 master partition leaves the device (bf16 mode: stage 3 has one too)
     assert on.ranks.model_state == held
@@ -243,24 +254,24 @@ def test_zero_offload_optimizer(llama: transformers.LlamaConfig, zero: int) -> N
 def test_zero3_offload_params(llama: transformers.LlamaConfig) -> None:
     """offload_param: the weights' bf16 partitions join the fp32 master on the host; weights under the persistence
     threshold stay whole on the device."""
-    weights = _weights(llama)
+    weights = list(_weights(llama).values())
     report = vramsim.simulate(llama, device="h100", gpus=N, zero=3, offload_states="params", **OPTIONS)
     assert report.ranks is not None
     small = sum(2 * p.numel() for p in weights if p.numel() < 100_000)
-    shards = sum(2 * _elements(p) for p in weights if p.numel() >= 100_000)
+    shards = sum(2 * _elements(p, N) for p in weights if p.numel() >= 100_000)
     assert report.ranks.model_state == {"parameters": small, "gradients": 0, "optimizer_states": 0}
-    assert report.ranks.host["parameters"] == shards + sum(4 * _elements(p) for p in weights)
+    assert report.ranks.host["parameters"] == shards + sum(4 * _elements(p, N) for p in weights)
 
 
 def test_fsdp_cpu_offload_policy(llama: transformers.LlamaConfig) -> None:
     """CPUOffloadPolicy: every shard on the host; the device keeps the gathered units and their buffers only."""
-    weights = _weights(llama)
+    weights = list(_weights(llama).values())
     on = vramsim.simulate(llama, device="h100", gpus=N, fsdp="full", offload_states="params", **OPTIONS)
     off = vramsim.simulate(llama, device="h100", gpus=N, fsdp="full", **OPTIONS)
     assert on.ranks is not None and off.ranks is not None
     assert on.ranks.model_state == dict.fromkeys(("parameters", "gradients", "optimizer_states"), 0)
     assert on.ranks.host == off.ranks.model_state
-    assert on.ranks.host["parameters"] == sum(4 * _rows(p) for p in weights)
+    assert on.ranks.host["parameters"] == sum(4 * _rows(p, N) for p in weights)
     assert on.ranks.buffers == off.ranks.buffers and on.peak_bytes < off.peak_bytes
 
 
@@ -272,5 +283,23 @@ def test_hsdp_shards_over_the_group(llama: transformers.LlamaConfig) -> None:
     four = vramsim.simulate(llama, device="cpu", gpus=4 * N, fsdp="hybrid", shard_group_size=4, **OPTIONS)
     assert four.ranks is not None and four.ranks.scheme == "FSDP2 hybrid (8 x 4)"
     assert four.ranks.model_state["parameters"] == sum(4 * ceil(p.shape[0] / 4) * (p.numel() // p.shape[0])
-                                                       for p in _weights(llama))
+                                                       for p in _weights(llama).values())
     assert sharding_plan(4, 0, "hybrid").shard_size == 4  # fewer ranks than a node: one group
+
+
+@pytest.mark.parametrize(("zero", "fsdp", "gpus"), [(1, "no", N), (2, "no", N), (3, "no", N), (0, "full", N),
+                                                    (0, "full", 2 * N)])  # fmt: skip
+def test_expert_parallel_ranks_shard_the_experts_over_their_group(zero: int, fsdp: str, gpus: int) -> None:
+    """EP 2 among the data-parallel ranks: a rank's 4 of 8 experts are divided over the gpus / 2 ranks holding the
+    same experts (DeepSpeed-MoE's expert-data-parallel group, torchtitan's dp_shard_mod_ep; FSDP2 on dim 1 where
+    the 4 experts are fewer than those ranks), every other weight over all gpus; the closed forms otherwise as above."""
+    ep = 2
+    mixtral = transformers.MixtralConfig(
+        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=501, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=256,
+    )  # fmt: skip
+    report = vramsim.simulate(mixtral, device="cpu", gpus=gpus, ep=ep, zero=zero, fsdp=fsdp, **OPTIONS)
+    assert report.ranks is not None and report.ranks.ep == ep
+    weights = _weights(rank_config(mixtral, ep))
+    assert report.ranks.model_state == closed_form(weights, zero, fsdp,
+                                                   lambda name: gpus // ep if ".experts." in name else gpus)  # fmt: skip
