@@ -206,6 +206,10 @@ class SimulationConfig:
     gpus: int = field(default=1, metadata=_option(
         help="world size, dp x tp x pp: the data-parallel ranks (DDP replicas, or the ranks --zero / --fsdp shard "
         "over, estimators/sharding.py) are gpus / (tp x pp)", parse=int, report=_same))
+    dp: int | None = field(default=None, metadata=_option(
+        help="data-parallel ranks instead of --gpus: gpus = dp x tp x pp (the context- and expert-parallel ranks are "
+        "among the dp ranks, as torchtitan borrows them from its data-parallel mesh)", parse=int, report=_same,
+        commands=("trace",)))
     zero: int = field(default=0, metadata=_option(
         help="DeepSpeed ZeRO stage: 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ weights) sharded "
         "over --gpus", parse=int, report=_same))
@@ -520,6 +524,13 @@ def _check_model_parallel(config: SimulationConfig) -> None:
         raise ConfigError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
     for name in ("tp", "pp", "ep", "cp"):
         _check_count(name, getattr(config, name), MAX_GPUS)
+    if config.dp is not None:
+        _check_count("dp", config.dp, MAX_GPUS)
+        world = config.dp * config.tp * config.pp
+        if config.gpus not in (1, world):
+            raise ConfigError(f"dp={config.dp} x tp={config.tp} x pp={config.pp} is {world} GPUs, not gpus={config.gpus}: "
+                              "give --dp or --gpus")  # fmt: skip
+        config.gpus = world
     if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
         config.gpus = config.tp * config.pp * config.ep * config.cp
     _check_expert_parallel(config)

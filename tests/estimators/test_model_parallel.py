@@ -57,6 +57,13 @@ def test_tp_composes_with_zero_over_the_data_parallel_ranks(tp_reports: list[vra
     assert both.model_state["optimizer_states"] < 0.51 * alone.model_state["optimizer_states"]
 
 
+def test_dp_counts_the_gpus_as_dp_x_tp_x_pp(llama: transformers.LlamaConfig, tp_reports: list[vramsim.Report]) -> None:
+    """--dp 2 --tp 4 is --gpus 8 --tp 4."""
+    report = vramsim.simulate(llama, dp=2, tp=4, zero=1, **OPTIONS)
+    assert report.ranks is not None and report.ranks.gpus == 8 and report.ranks.scheme == "TP 4 x ZeRO-1 2"
+    assert report.peak_bytes == tp_reports[1].peak_bytes
+
+
 def test_pipeline_stages_hold_the_model_states_once_between_them(llama: transformers.LlamaConfig) -> None:
     """Weights, gradients and optimizer states split between the stages, each held once (the rotary
     table, a buffer, is every stage's own); the busiest stage is the one reported."""
@@ -108,6 +115,7 @@ def test_interleaved_in_flight_follows_torchs_schedule(p: int, m: int, v: int) -
         ("gpt2", {"tp": 2}, UnsupportedError, "tp splits"),
         ("llama", {"tp": 3}, ConfigError, "must divide num_attention_heads"),
         ("llama", {"tp": 2, "gpus": 3}, ConfigError, "multiple of tp x pp"),
+        ("llama", {"dp": 2, "tp": 2, "gpus": 2}, ConfigError, "is 4 GPUs, not gpus=2: give --dp or --gpus"),
         ("llama", {"pp": 3}, ConfigError, "do not split evenly"),
         ("llama", {"pp": 2, "gpus": 4, "zero": 2}, UnsupportedError, "DeepSpeed refuses ZeRO-2 with pipeline"),
         ("llama", {"pp": 2, "gpus": 4, "zero": 3}, UnsupportedError, "DeepSpeed refuses ZeRO-3 with pipeline"),
