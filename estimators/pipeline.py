@@ -22,9 +22,19 @@ many, per rank ``r`` of ``P`` with ``M`` micro-batches, follows torch.distribute
 ``schedules.py``: GPipe all ``M``; 1F1B ``min(M, P - r)`` (its ``warmup_chunks`` + 0, since a
 backward frees one before the next forward); interleaved 1F1B with ``V`` chunks per rank
 ``_get_warmup_ops`` + 1 chunk-micro-batches, each a ``1/V`` share of the rank's activations.
-Where a rank runs more micro-batches than it holds (1F1B, interleaved), a backward after the first
-starts with the gradients accumulated so far: each traced gradient is held from the backward's
-start, and the one the traced backward makes is a moment's temporary added into it.
+A backward after the first starts with the gradients accumulated so far: each traced gradient is held
+from the backward's start, and the one the traced backward makes is a temporary added into it. Which
+backward holds the most is the schedule's: the first (every micro-batch of its warm-up in flight, no
+gradient yet) or a later one (as many or fewer in flight, the gradients held, and on a stage that
+receives its input the earlier micro-batches' input gradients): each candidate is a timeline of its own,
+and the caller keeps the busiest (interleaved 1F1B: its first, with gradients held where it runs more
+micro-batches than it holds). torch.distributed.pipelining's own buffers (``stage.py``) are added: a
+receive buffer per micro-batch for each activation a stage receives (its input, kept for the run: the
+traced copy is dropped) and for the gradient of each one it sends; each micro-batch's input gradient kept
+as that buffer's ``.grad`` until the next step; a stage's sent output kept (``fwd_cache``) until its
+backward. Checked against torch's schedules run for real under a fake process group
+(``tests/ground_truth/test_pipeline_ground_truth.py``); the last stage's ``output_chunks`` (every
+micro-batch's output, kept for the step's merged output) are not added.
 
 Under data parallelism a stage is cut from one data-parallel rank of its own weights
 (``sharding.py``'s ``shard`` with ``weights=PipelineSplit.weights(rank)``): its buffers, gathers and
@@ -38,11 +48,11 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from vramsim.tracer.graph import saved_edges, storage_nodes
+from vramsim.tracer.graph import op_node, saved_edges, storage_node, storage_nodes
 
 from .timeline import Block, Timeline, order_blocks
 
-__all__ = ["PP_SCHEDULES", "PipelinePlan", "PipelineSplit", "StageTimeline", "in_flight", "pipeline_plan"]
+__all__ = ["PP_SCHEDULES", "Backward", "PipelinePlan", "PipelineSplit", "StageTimeline", "in_flight", "pipeline_plan"]
 
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 _STATE = ("parameters", "gradients", "optimizer_states")
@@ -51,6 +61,23 @@ IN_FLIGHT = "pipeline in flight"
 """The op name of the added copies (category ``activations``)."""
 ACCUMULATE = "pipeline gradient accumulation"
 """The op name of a later micro-batch's gradient before it is added into the held one (category ``temporaries``)."""
+RECEIVE_BUFFERS = "pipeline receive buffers"
+"""The op name of torch.distributed.pipelining's receive buffers (category ``communication``)."""
+INPUT_GRADIENTS = "pipeline input gradients"
+"""The op name of the other micro-batches' gradients of a stage's received inputs, sent back to the stage before
+(category ``communication``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backward:
+    """One backward of a rank's step as its schedule runs it."""
+
+    in_flight: float
+    """Micro-batches whose activations the rank holds (a fraction with interleaving)."""
+    earlier: int
+    """Micro-batches backwarded before it: their input gradients are held."""
+    accumulates: bool
+    """Gradients of earlier micro-batches are held from its start, and each new one is added into them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +149,8 @@ class PipelineSplit:
         if len(self.layers) % chunks:
             raise ValueError(f"{len(self.layers)} layers do not split evenly into {chunks} pipeline chunks")
         per_chunk = len(self.layers) // chunks
-        self.rank_of_layer = {m: (i // per_chunk) % plan.stages for i, m in enumerate(self.layers)}
+        self.chunk_of_layer = {m: i // per_chunk for i, m in enumerate(self.layers)}
+        self.rank_of_layer = {m: chunk % plan.stages for m, chunk in self.chunk_of_layer.items()}
         self.owners: dict[int, str | None] = {}
         self.sid_ranks: list[set[int]] | None = None
         self.gradient_sids = {sid for sid, attrs in storage_nodes(graph) if attrs["category"] == "gradients"}
@@ -153,6 +181,25 @@ class PipelineSplit:
                     self.before_layers.add(attrs["module"])
             elif attrs["phase"] == "backward":
                 self.backward_start[step] = min(self.backward_start.get(step, clock), clock)
+        self.received = self._received()
+
+    def _received(self) -> dict[int, set[int]]:
+        """Pipeline chunk -> the traced storages it receives from the chunk before: made in forward by that chunk's
+        layers, read in forward by its own (a layer's output hidden states; buffers every stage builds are not
+        sent)."""
+        received: dict[int, set[int]] = defaultdict(set)
+        last = self.plan.stages * self.plan.virtual_stages - 1
+        for sid, attrs in storage_nodes(self.graph):
+            if attrs["phase"] != "forward" or attrs["category"] in _STATE + _EVERY_STAGE:
+                continue
+            made = [op for op, _, key in self.graph.in_edges(storage_node(sid), keys=True) if key == "produced"]
+            layer = self._layer(self.graph.nodes[made[0]]["module"]) if made else None
+            chunk = self.chunk_of_layer[layer] if layer is not None else last
+            readers = (self.graph.nodes[op]["module"] for _, op in self.graph.out_edges(storage_node(sid))
+                       if self.graph.nodes[op]["phase"] == "forward")
+            if chunk < last and any(self.chunk_of_layer.get(self._layer(m) or "") == chunk + 1 for m in readers):
+                received[chunk + 1].add(sid)
+        return received
 
     def _layer(self, module: str) -> str | None:
         return next((m for m in self.layers if module == m or module.startswith(m + ".")), None)
@@ -231,31 +278,94 @@ class PipelineSplit:
         """The weights stage ``rank`` holds (with their gradients and optimizer states)."""
         return frozenset(name for name in self.weight_sids if rank in self._weight_ranks(name))
 
-    def stage(self, rank: int, timeline: Timeline | None = None) -> StageTimeline:
-        """Stage ``rank``'s timeline, cut from ``timeline``: this split's, or a data-parallel rank's version of it
-        whose blocks beyond this split's are the stage's own (its buffers, gathers and shards)."""
+    def stages(self, rank: int, timeline: Timeline | None = None) -> list[StageTimeline]:
+        """Stage ``rank``'s timelines, cut from ``timeline`` (this split's, or a data-parallel rank's version of it
+        whose blocks beyond this split's are the stage's own: its buffers, gathers and shards), one for each of its
+        backwards that can be its worst (``_backwards``): the caller replays each and keeps the busiest."""
         source = self.timeline if timeline is None else timeline
         sids = [sid for sid, ranks in enumerate(self._sid_ranks()) if rank in ranks]
         blocks = [source.blocks[sid].copy() for sid in sids]
-        gradients = [block for sid, block in zip(sids, blocks, strict=True) if sid in self.gradient_sids]
         traced, own = self.graph.graph["storage_count"], len(self.timeline.blocks)
         blocks += [block.copy() for block in source.blocks[traced:own] if rank in self._ranks_of_module(block.module)]
         blocks += [block.copy() for block in source.blocks[own:]]  # after a checkpointing what-if's recomputes, the rank's
+        chunks = range(rank, self.plan.stages * self.plan.virtual_stages, self.plan.stages)
+        received = set().union(*(self.received[chunk] for chunk in chunks))
+        sent = set().union(*(self.received[chunk + 1] for chunk in chunks))
         last_step = len(self.graph.graph["step_clocks"]) - 1
+        ends = {step: max((b.alloc_at[0] for b in blocks if b.step == step and b.phase == "backward"),
+                          default=self.backward_start.get(step, 0)) for step in range(last_step + 1)}  # fmt: skip
+        for sid, block in zip(sids, blocks, strict=False):
+            if sid in received:  # it arrives in a receive buffer of the stage's own (``_receive_buffers``)
+                block.nbytes = 0
+            elif sid in sent and block.free_at is not None:  # the schedule keeps it (``fwd_cache``) for its backward
+                block.free_at = max(block.free_at, (ends[block.step], 3, 0))
         held = self._held(blocks, last_step)
-        count = in_flight(self.plan, rank)
-        if count < self.plan.micro_batches:
-            blocks += self._accumulated(gradients)
-        extra = round(held * (count - 1))
-        if extra > 0:
-            for step in range(last_step + 1):
-                end = max((b.alloc_at[0] for b in blocks if b.step == step and b.phase == "backward"),
-                          default=self.backward_start.get(step, 0))  # fmt: skip
-                blocks.append(Block(nbytes=extra, category="activations", module="", phase="forward", op=IN_FLIGHT,
-                                    step=step, alloc_at=(self.forward_end[step], 4, 0), free_at=(end, 3, 0)))  # fmt: skip
+        inputs, outputs = (sum(self._step_bytes(self.received[c], last_step) for c in chunks if c in self.received),
+                           sum(self._step_bytes(self.received[c + 1], last_step) for c in chunks if c + 1 in self.received))
+        blocks += self._receive_buffers(inputs, outputs)
+        gradients = [i for i, sid in enumerate(sids) if sid in self.gradient_sids]
         layers = tuple(m for m in self.layers if self.rank_of_layer[m] == rank)
-        ordered = order_blocks(blocks, self.graph.graph["step_clocks"])
-        return StageTimeline(rank=rank, layers=layers, timeline=ordered, held_bytes=held, in_flight=count)
+        timelines = []
+        for backward in self._backwards(rank, held, inputs):
+            each = [block.copy() for block in blocks]
+            if backward.accumulates:
+                each += self._accumulated([(sids[i], each[i]) for i in gradients])
+            each += self._held_copies(ends, round(held * (backward.in_flight - 1)), backward, inputs)
+            timelines.append(StageTimeline(rank=rank, layers=layers, timeline=order_blocks(each, self.graph.graph["step_clocks"]),
+                                           held_bytes=held, in_flight=backward.in_flight))  # fmt: skip
+        return timelines
+
+    def _backwards(self, rank: int, held: int, received: int) -> list[Backward]:
+        """The rank's backwards that can hold the most: its first, with every micro-batch in flight and no gradient
+        accumulated yet, and the later one with the most held by the schedule's count in flight and the earlier
+        micro-batches' input gradients (``flight x held + earlier x received`` is the same program otherwise); the
+        first is left out where that later one holds as many in flight. Interleaved 1F1B: one backward, its in
+        flight count, the input gradients not counted."""
+        plan, count = self.plan, in_flight(self.plan, rank)
+        m = plan.micro_batches
+        if plan.schedule == "interleaved-1f1b" or m == 1:
+            return [Backward(in_flight=count, earlier=0, accumulates=count < m)]
+
+        def flight(k: int) -> float:  # micro-batches in flight at the k-th backward (torch's schedules.py order)
+            return m - k + 1 if plan.schedule == "gpipe" else min(count, m - k + 1)
+
+        later = max(range(2, m + 1), key=lambda k: flight(k) * held + (k - 1) * received)
+        worst = Backward(in_flight=flight(later), earlier=later - 1, accumulates=True)
+        return [worst] if flight(later) >= count else [Backward(in_flight=count, earlier=0, accumulates=False), worst]
+
+    def _held_copies(self, ends: dict[int, int], extra: int, backward: Backward, received: int) -> list[Block]:
+        """The other micro-batches in flight (copies of what the stage holds across its forward-to-backward
+        boundary, live through the traced backward) and the input gradients torch.distributed.pipelining keeps
+        (``stage.py``: each micro-batch's gradient of its received input stays as that buffer's ``.grad`` until the
+        next step's ``clear_runtime_states``): the earlier ones through the traced backward, the later ones from its
+        end."""
+        added = []
+        for step, end in ends.items():  # the end of the stage's backward in each step
+            step_end = self.graph.graph["step_clocks"][step][1]
+            if extra > 0:
+                added.append(Block(nbytes=extra, category="activations", module="", phase="forward", op=IN_FLIGHT,
+                                   step=step, alloc_at=(self.forward_end[step], 4, 0), free_at=(end, 3, 0)))  # fmt: skip
+            if received and backward.earlier:
+                added.append(Block(nbytes=received * backward.earlier, category="communication", module="", phase="backward",
+                                   op=INPUT_GRADIENTS, step=step, alloc_at=(self.backward_start.get(step, end), 4, 0),
+                                   free_at=(step_end, 3, 0)))  # fmt: skip
+            later = self.plan.micro_batches - backward.earlier - 1
+            if received and later > 0:
+                added.append(Block(nbytes=received * later, category="communication", module="", phase="backward",
+                                   op=INPUT_GRADIENTS, step=step, alloc_at=(end, 4, 0), free_at=(step_end, 3, 0)))  # fmt: skip
+        return added
+
+    def _receive_buffers(self, inputs: int, outputs: int) -> list[Block]:
+        """torch.distributed.pipelining's receive buffers (``stage.py``), made when the schedule first runs and kept:
+        one per micro-batch for the activations a stage receives (``args_recv_info``; they are its inputs) and one per
+        micro-batch for the gradients of what it sends (``grad_recv_info``)."""
+        return [Block(nbytes=nbytes * self.plan.micro_batches, category="communication", module="", phase="setup",
+                      op=RECEIVE_BUFFERS, step=-1, alloc_at=(0, 4, 0), free_at=None)
+                for nbytes in (inputs, outputs) if nbytes]  # fmt: skip
+
+    def _step_bytes(self, sids: set[int], step: int) -> int:
+        nodes = self.graph.nodes
+        return sum(nodes[storage_node(sid)]["nbytes"] for sid in sids if nodes[storage_node(sid)]["step"] == step)
 
     def _sid_ranks(self) -> list[set[int]]:
         """The stages of each traced storage, by sid (worked out once for every stage and every variant)."""
@@ -263,20 +373,34 @@ class PipelineSplit:
             self.sid_ranks = [self._ranks(sid, attrs) for sid, attrs in storage_nodes(self.graph)]
         return self.sid_ranks
 
-    def _accumulated(self, gradients: list[Block]) -> list[Block]:
-        """A backward after the first runs with the earlier micro-batches' gradients held: each gradient is
-        held from the step's backward start, and the one the traced backward makes is added into it in place
-        (AccumulateGrad), a moment's temporary. Gradients a what-if drops at once (DDP's bucket view: the
-        buckets hold them) are not."""
+    def _accumulated(self, gradients: list[tuple[int, Block]]) -> list[Block]:
+        """A backward after the first runs with the earlier micro-batches' gradients held: each gradient
+        (sid, block) is held from the step's backward start, and the one the traced backward makes is added into it
+        in place by AccumulateGrad, which runs once the op's autograd node is done: a temporary through the next op
+        (an mm's backward makes the weight's gradient, then the input's). Gradients a what-if drops at once (DDP's
+        bucket view: the buckets hold them) are not."""
         added = []
-        for block in gradients:
+        for sid, block in gradients:
             clock = block.alloc_at[0]
             if block.phase != "backward" or (block.free_at is not None and block.free_at[0] <= clock):
                 continue
             added.append(Block(nbytes=block.nbytes, category="temporaries", module=block.module, phase="backward",
-                               op=ACCUMULATE, step=block.step, alloc_at=block.alloc_at, free_at=(clock, 5, 0)))  # fmt: skip
+                               op=ACCUMULATE, step=block.step, alloc_at=block.alloc_at,
+                               free_at=(self._next_op_clock(sid, clock), 3, 0)))  # fmt: skip
             block.alloc_at = (self.backward_start.get(block.step, clock), 4, 0)
         return added
+
+    def _next_op_clock(self, sid: int, clock: int) -> int:
+        """The clock of the next op after the one that made traced storage ``sid`` that allocates (views and
+        detaches between them do not); ``clock`` if none follows."""
+        made = [op for op, _, key in self.graph.in_edges(storage_node(sid), keys=True) if key == "produced"]
+        index = made[0][1] + 1 if made else None
+        while index is not None and op_node(index) in self.graph:
+            after = self.graph.nodes[op_node(index)]["clock_after"]
+            if after > clock:
+                return after
+            index += 1
+        return clock
 
     def _held(self, blocks: list[Block], step: int) -> int:
         """Bytes of the step's non-state blocks live across its forward-to-backward boundary."""

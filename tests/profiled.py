@@ -51,15 +51,15 @@ def transient_bytes(fn: Callable[[], Any]) -> int:
 
 
 @contextlib.contextmanager
-def fake_process_group(world_size: int, mesh_shape: tuple[int, ...] | None = None) -> Iterator[object]:
-    """Rank 0 of ``world_size`` under torch's fake process group, on one process: collectives return
-    at once, so torch's own distributed code (FSDP2, DDP, DTensor) runs with a rank's real buffers.
+def fake_process_group(world_size: int, mesh_shape: tuple[int, ...] | None = None, *, rank: int = 0) -> Iterator[object]:
+    """Rank ``rank`` of ``world_size`` under torch's fake process group, on one process: collectives return
+    at once, so torch's own distributed code (FSDP2, DDP, DTensor, pipelining) runs with a rank's real buffers.
     ``mesh_shape``: HSDP's 2-D (replicate, shard) mesh instead of one of ``world_size`` ranks."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
     try:
         names = ("replicate", "shard") if mesh_shape and len(mesh_shape) == 2 else None
         yield init_device_mesh("cpu", mesh_shape or (world_size,), mesh_dim_names=names)

@@ -343,8 +343,10 @@ class Analysis:
         staged = []
         for rank in range(plan.stages):
             sharded = shard(self._graph, outcome.timeline, sharding, weights=split.weights(rank)) if sharding.active else None
-            stage = split.stage(rank, None if sharded is None else sharded.timeline)
-            staged.append((stage, sharded, self._replay(stage.timeline)))
+            replayed = [(stage, self._replay(stage.timeline))
+                        for stage in split.stages(rank, None if sharded is None else sharded.timeline)]
+            stage, memory = max(replayed, key=lambda item: item[1].device_bytes)  # the busiest of its backwards
+            staged.append((stage, sharded, memory))
         rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
                             in_flight=stage.in_flight, model_state=held_state(stage.timeline),
                             peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,

@@ -93,10 +93,13 @@ def model_parallel_notes(tp: int, pipeline: PipelinePlan, ep: int = 1, cp: int =
             name="pipeline_stages",
             detail=f"{pipeline.stages} stages of equal layer counts, embedding on the first, final norm, head and loss "
             f"on the last; {pipeline.schedule} with {pipeline.micro_batches} micro-batches of --batch-size "
-            "sequences: a stage holds its activations for the micro-batches in flight (torch.distributed.pipelining "
-            "schedules.py), copies of one traced micro-batch's held across the traced backward; tensors crossing a "
-            "stage boundary are counted on both sides; a tied embedding is held, with its gradient and optimizer "
-            "states, on the first stage and the last",
+            "sequences: a stage holds its activations for the micro-batches in flight at its busiest backward "
+            "(torch.distributed.pipelining schedules.py), copies of one traced micro-batch's held across the traced "
+            "backward, the gradients of the earlier micro-batches beside them; pipelining's receive buffers (one per "
+            "micro-batch for each activation received and each gradient of what it sends), the input gradients it "
+            "keeps to the next step and a stage's outputs kept for their backward (stage.py); the last stage's "
+            "output_chunks are not counted; a tied embedding is held, with its gradient and optimizer states, on the "
+            "first stage and the last",
         ))  # fmt: skip
     return notes
 

@@ -73,7 +73,8 @@ def test_pipeline_stages_hold_the_model_states_once_between_them(llama: transfor
     assert [s.layers for s in gpipe.stages] == [["model.layers.0", "model.layers.1"], ["model.layers.2", "model.layers.3"]]
     for category, nbytes in one.model_state.items():
         assert sum(s.model_state[category] for s in gpipe.stages) == nbytes
-    assert [s.in_flight for s in gpipe.stages] == [4, 4] and [s.in_flight for s in onef1b.stages] == [2, 1]
+    # GPipe's busiest backward is its second: 3 micro-batches in flight beside the first's gradients
+    assert [s.in_flight for s in gpipe.stages] == [3, 3] and [s.in_flight for s in onef1b.stages] == [2, 1]
     for g, f in zip(gpipe.stages, onef1b.stages, strict=True):  # more micro-batches held, never a lower peak
         assert 0 <= g.peak_bytes - f.peak_bytes <= g.held_bytes * (4 - f.in_flight)
     assert gpipe.stages[0].peak_bytes > onef1b.stages[0].peak_bytes
