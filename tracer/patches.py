@@ -45,6 +45,9 @@ class Patch:
     replacement (one imported meanwhile too) gets the original back."""
     owner: str | None = None
     """A class of ``module`` whose attribute (a method) is replaced, instead of the module's own."""
+    optional: bool = False
+    """The attribute is newer than the oldest release vramsim runs on (transformers 4.42): where it is
+    absent nothing calls it, so ``applied`` replaces nothing."""
 
     def current(self) -> Any:
         """The attribute as it is now (a method: the function the class holds)."""
@@ -57,6 +60,9 @@ class Patch:
     @contextlib.contextmanager
     def applied(self, make: Callable[[Any], Callable[..., Any]]) -> Iterator[None]:
         """Replace the attribute with ``make(original)`` until exit; re-entrant."""
+        if self.optional and not hasattr(importlib.import_module(self.module), self.attribute):
+            yield
+            return
         owner = self._owner()
         original = self.current()
         replacement = _marked(make(original), self.name)
@@ -72,7 +78,7 @@ class Patch:
 
 
 RNG_STATE = Patch("rng_state", "torch", "get_rng_state")
-MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_autocast", by_name=True)
+MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_autocast", by_name=True, optional=True)
 MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
 CHECKPOINT_DEVICE = Patch("checkpoint_device", "torch.utils.checkpoint", "_infer_device_type")
 FLASH_INSTALLED = Patch("flash_installed", "transformers.modeling_utils", "_flash_attn_import_error", owner="PreTrainedModel")
