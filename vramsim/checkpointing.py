@@ -133,10 +133,10 @@ def _per_layer(model: torch.nn.Module, plan: CheckpointPlan, selective: ContextF
     checkpoint switched off, its selective ones given the selective policy (layers in module order, as
     transformers' ``every_n_layers`` counts them)."""
     for index, layer in enumerate(_checkpointing_layers(model)):
+        layer_any: Any = layer  # transformers' attributes, which Module's typing does not know
         if not plan.checkpointed(index):
-            layer.gradient_checkpointing = False
+            layer_any.gradient_checkpointing = False
         elif plan.selective_at(index):
-            layer_any: Any = layer  # transformers' attribute, which Module's typing does not know
             layer_any._gradient_checkpointing_func = functools.partial(checkpoint, use_reentrant=False, context_fn=selective)
 
 

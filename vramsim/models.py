@@ -158,7 +158,7 @@ def build_model(
     config = source if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust_remote_code)
     check_config(config)
     model_cls = _model_class(config, model_class, task)
-    options = {DTYPE_KEYWORD: dtype or torch.float32}
+    options: dict[str, Any] = {DTYPE_KEYWORD: dtype or torch.float32}
     if attn_implementation is not None:
         options["attn_implementation"] = attn_implementation
     try:
