@@ -222,7 +222,9 @@ ANATOMY = [
 # ---- transformers BERT model doc, SDPA training table (A100-80GB) --------------------------------------------------
 
 _BERT_DOC = "https://huggingface.co/docs/transformers/v4.48.0/en/model_doc/bert#using-scaled-dot-product-attention-sdpa"
-_BERT_STACK = ("A100-80GB, PyTorch 2.2.0, float16 weights, AutoModelForMaskedLM, loss = logits.sum(), no optimizer, "
+_BERT_STACK = ("A100-80GB, PyTorch 2.2.0 (the doc; gist hackyon/2bfcfb59666fab23655f6e62bc0752ba of Feb 2024 prints its "
+               "eager figures under 'on existing PyTorch'), transformers of PR #28802's branch (4.42's merged BERT "
+               "traces as today's), float16 weights, AutoModelForMaskedLM, loss = logits.sum(), no optimizer, "
                "model.zero_grad() each step; torch.cuda.max_memory_allocated() * 1e-6")  # fmt: skip
 _BERT_TRAIN = [  # batch, seq, eager MB, sdpa MB: the page's training table
     (4, 256, 939.213, 764.834), (4, 512, 1970.447, 1227.162), (8, 256, 1594.295, 1226.114),
