@@ -214,8 +214,9 @@ def _dynamic_cache(model: torch.nn.Module) -> Any:
     tuples of its own (None)."""
     from transformers import DynamicCache
 
+    config: Any = model.config
     if "config" in inspect.signature(DynamicCache.__init__).parameters:
-        return DynamicCache(config=model.config)
+        return DynamicCache(config=config)
     return DynamicCache() if getattr(model, "_supports_cache_class", False) else None
 
 
