@@ -20,14 +20,9 @@ transformers, so it runs in a venv of either stack:
 maker where the stacks differ. A venv with transformers 4.42 beside torch 2.13 separates the model
 code from torch's kernels. The three venvs' outputs are ``benchmarks/measured/neox_cpu_*.json``.
 
-``predict`` asks vramsim the table's eight Pythia rows with the model built by the venv's
-transformers, so in a venv with transformers 4.42 it traces the table's own model code on meta:
-
-    python3 -m venv /work/venvs/neox-2024-code
-    /work/venvs/neox-2024-code/bin/pip install torch==2.13.0 transformers==4.42.0 "diffusers==0.35.*" \
-        "huggingface-hub<1.0" "accelerate<1.0" networkx rich bitsandbytes
-    /work/venvs/neox-2024-code/bin/pip install --no-deps -e .
-    /work/venvs/neox-2024-code/bin/python benchmarks/neox_stack_difference.py predict   # ~3 min
+vramsim's own figures for the table, traced through transformers 4.42's model code, come from
+``benchmarks/published_gpu.py --only pythia --python transformers-4.42=PATH`` (the README's
+"Against published GPU measurements" has the venv).
 """
 
 from __future__ import annotations
@@ -227,53 +222,6 @@ def compare(args: argparse.Namespace) -> None:
         _print_makers(old, new, attention)
 
 
-def _let_vramsim_trace_transformers_4() -> None:
-    """vramsim targets transformers 5; two names it patches or imports are newer than 4.42. Giving them
-    stand-ins lets its tracer run the 2024 model code (they only matter to models that use them)."""
-    import types
-
-    import transformers.utils.generic as generic
-
-    if not hasattr(generic, "maybe_autocast"):  # vramsim routes this autocast helper to its emulated autocast
-        generic.maybe_autocast = torch.autocast
-    try:
-        import transformers.modeling_layers  # noqa: F401
-    except ImportError:  # no model of 4.42 derives from GradientCheckpointingLayer: a class nothing is an instance of
-        stand_in = types.ModuleType("transformers.modeling_layers")
-        stand_in.GradientCheckpointingLayer = type("GradientCheckpointingLayer", (torch.nn.Module,), {})  # type: ignore[attr-defined]
-        sys.modules["transformers.modeling_layers"] = stand_in
-
-
-def predict(args: argparse.Namespace) -> None:
-    """vramsim's figure for each Pythia row of ``published_gpu.py``, traced through this venv's transformers.
-
-    The model is built as ``from_pretrained(..., torch_dtype=torch.float16)`` builds it (a builder, so
-    vramsim does not cast it again): weights in float16 and buffers as the model code makes them, which
-    in transformers 4.42 keeps the rotary cos/sin tables in float32.
-    """
-    _let_vramsim_trace_transformers_4()
-    sys.path.insert(0, str(Path(__file__).parent))
-    from published_gpu import NEOX_SDPA, MiB
-
-    from vramsim import simulate
-    from vramsim.models import load_config
-
-    dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}")
-    print("| case | published | vramsim | error |\n|---|---:|---:|---:|")
-    for case in NEOX_SDPA:
-        options = {k: v for k, v in case.options.items() if k not in ("attn_implementation", "dtype", "model_class")}
-        config, attention = load_config(case.model), case.options["attn_implementation"]
-
-        def build(config: Any = config, attention: str = attention) -> torch.nn.Module:
-            return transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention,
-                                                                 **{dtype_key: torch.float16})  # fmt: skip
-
-        predicted = simulate(build, device=case.device, **options).peak_bytes
-        print(f"| {case.name} | {case.figure / MiB:.0f} MiB | {predicted / MiB:.0f} MiB | "
-              f"{predicted / case.figure - 1:+.1%} |", flush=True)  # fmt: skip
-
-
 def _print_makers(old: dict[str, Any], new: dict[str, Any], attention: str) -> None:
     """Held bytes by maker in the largest shape both measured, per token and layer, where the stacks differ."""
     shapes = {(r["layers"], r["batch"], r["seq"]): r for r in old["rows"] if r["attention"] == attention}
@@ -305,9 +253,8 @@ def main() -> None:
     both = sub.add_parser("compare", help="the difference between two measure outputs")
     both.add_argument("old")
     both.add_argument("new")
-    sub.add_parser("predict", help="vramsim on the table's Pythia rows through this venv's transformers")
     args = parser.parse_args()
-    {"measure": measure, "compare": compare, "predict": predict}[args.command](args)
+    {"measure": measure, "compare": compare}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,13 @@ quantization, flash-attn 2) is written with the option names it will take
 lands. The figures are third-party measurements, unlike ``benchmarks/gpu_validation.py``,
 which measures vramsim's own cases on a GPU we ran.
 
+A case whose source ran a transformers whose model code holds other memory than today's records
+that release (``Case.transformers``): vramsim traces the model code of the transformers installed
+beside it, so the case is asked in an interpreter that has that release, given on the command line
+(``--python transformers-4.42=/path/to/venv/bin/python``, vramsim installed there too); the script
+runs itself there for that one case and reads its figures back as JSON. Without one, today's
+transformers answers and the row says so.
+
 Run: ``python benchmarks/published_gpu.py`` (prints a Markdown table; a few minutes on two
 cores, most of it the 15.5B generate case); ``--only SUBSTRING`` runs the matching cases.
 """
@@ -23,13 +30,18 @@ cores, most of it the 15.5B generate case); ``--only SUBSTRING`` runs the matchi
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
+import transformers
 from transformers import BitsAndBytesConfig
 
 MB = 10**6
@@ -66,6 +78,9 @@ class Case:
     """The published figure in bytes."""
     unavailable: str | None = None
     """Why the source's workload cannot be written as vramsim options at all (None: it can)."""
+    transformers: str | None = None
+    """The transformers release (``major.minor``) the source ran, where its model code holds other memory than
+    today's; the case is asked with that release (None: any transformers answers it)."""
 
 
 @dataclass
@@ -76,10 +91,30 @@ class Row:
     predicted: int | None = None
     refused: str | None = None
     seconds: float = field(default=0.0)
+    traced_with: str = field(default=transformers.__version__)
+    """The transformers whose model code vramsim traced."""
 
     @property
     def error(self) -> float | None:
         return None if self.predicted is None else self.predicted / self.case.figure - 1
+
+    @property
+    def off_stack(self) -> bool:
+        """The source ran another transformers than the one that answered."""
+        return self.case.transformers is not None and not same_release(self.case.transformers, self.traced_with)
+
+    @property
+    def stack_note(self) -> str:
+        if self.case.transformers is None:
+            return ""
+        if self.off_stack:
+            return f" (transformers {self.traced_with}, not the source's {self.case.transformers})"
+        return f" (transformers {self.traced_with})"
+
+
+def same_release(release: str, version: str) -> bool:
+    """Whether ``version`` (``4.42.4``) is of ``release`` (``4.42``)."""
+    return version.split(".")[: len(release.split("."))] == release.split(".")
 
 
 def _ids(batch: int, seq: int) -> dict[str, torch.Tensor]:
@@ -187,7 +222,9 @@ ANATOMY = [
 # ---- transformers BERT model doc, SDPA training table (A100-80GB) --------------------------------------------------
 
 _BERT_DOC = "https://huggingface.co/docs/transformers/v4.48.0/en/model_doc/bert#using-scaled-dot-product-attention-sdpa"
-_BERT_STACK = ("A100-80GB, PyTorch 2.2.0, float16 weights, AutoModelForMaskedLM, loss = logits.sum(), no optimizer, "
+_BERT_STACK = ("A100-80GB, PyTorch 2.2.0 (the doc; gist hackyon/2bfcfb59666fab23655f6e62bc0752ba of Feb 2024 prints its "
+               "eager figures under 'on existing PyTorch'), transformers of PR #28802's branch (4.42's merged BERT "
+               "traces as today's), float16 weights, AutoModelForMaskedLM, loss = logits.sum(), no optimizer, "
                "model.zero_grad() each step; torch.cuda.max_memory_allocated() * 1e-6")  # fmt: skip
 _BERT_TRAIN = [  # batch, seq, eager MB, sdpa MB: the page's training table
     (4, 256, 939.213, 764.834), (4, 512, 1970.447, 1227.162), (8, 256, 1594.295, 1226.114),
@@ -197,7 +234,7 @@ _BERT_TRAIN = [  # batch, seq, eager MB, sdpa MB: the page's training table
 
 def _sdpa_table_case(
     model: str, source: str, stack: str, device: str, attention: str, batch: int, seq: int, mb: float,
-    model_class: str, inputs: Callable[[int, int], dict[str, torch.Tensor]], label: str,
+    model_class: str, inputs: Callable[[int, int], dict[str, torch.Tensor]], label: str, transformers: str | None,
 ) -> Case:  # fmt: skip
     column = "Eager" if attention == "eager" else "SDPA"
     return Case(
@@ -205,13 +242,13 @@ def _sdpa_table_case(
         f"|{batch}|{seq}|...| {column} peak mem (MB): {mb}", stack, device, model,
         dict(task="train", batch_size=batch, seq_len=seq, dtype="fp16", optimizer=None, loss=HeldLogitsSum(),
              model_class=model_class, inputs=inputs, attn_implementation=attention),
-        "allocated", round(mb * MB),
+        "allocated", round(mb * MB), transformers=transformers,
     )  # fmt: skip
 
 
 BERT_SDPA = [
     _sdpa_table_case("google-bert/bert-base-uncased", _BERT_DOC, _BERT_STACK, "a100-80gb", attention, batch, seq, mb,
-                     "AutoModelForMaskedLM", _ids, "bert-base mlm")
+                     "AutoModelForMaskedLM", _ids, "bert-base mlm", None)
     for batch, seq, eager, sdpa in _BERT_TRAIN
     for attention, mb in (("eager", eager), ("sdpa", sdpa))
 ]  # fmt: skip
@@ -220,8 +257,8 @@ BERT_SDPA = [
 
 _NEOX_DOC = "https://huggingface.co/docs/transformers/v4.48.0/en/model_doc/gpt_neox#using-scaled-dot-product-attention-sdpa"
 _NEOX_STACK = ("rtx3080ti-16GB (the laptop RTX 3080 Ti, sm_86), PyTorch 2.2.1, transformers 4.42 (huggingface/transformers"
-               "#31031; its GPT-NeoX holds more than today's: benchmarks/neox_stack_difference.py), pythia-410m-deduped "
-               "in float16, AutoModelForCausalLM, loss = logits.sum(), no optimizer; "
+               "#31031; its GPT-NeoX holds more than today's: benchmarks/neox_stack_difference.py measures it), "
+               "pythia-410m-deduped in float16, AutoModelForCausalLM, loss = logits.sum(), no optimizer; "
                "torch.cuda.max_memory_allocated() * 1e-6")  # fmt: skip
 _NEOX_TRAIN = [  # attention, batch, seq, MB: rows of the page's training table
     ("eager", 1, 512, 2278.38), ("sdpa", 1, 512, 1953.76), ("eager", 1, 2048, 13484.1), ("sdpa", 1, 2048, 3882.01),
@@ -230,7 +267,7 @@ _NEOX_TRAIN = [  # attention, batch, seq, MB: rows of the page's training table
 
 NEOX_SDPA = [
     _sdpa_table_case("EleutherAI/pythia-410m-deduped", _NEOX_DOC, _NEOX_STACK, "rtx-3080-ti", attention, batch, seq,
-                     mb, "AutoModelForCausalLM", _ids_and_mask, "pythia-410m")
+                     mb, "AutoModelForCausalLM", _ids_and_mask, "pythia-410m", "4.42")
     for attention, batch, seq, mb in _NEOX_TRAIN
 ]  # fmt: skip
 
@@ -265,7 +302,28 @@ CASES: list[Case] = [*ANATOMY, *BERT_SDPA, *NEOX_SDPA, *OCTOCODER]
 # ---- asking vramsim ---------------------------------------------------------------------------------------------
 
 
-def _ask(case: Case) -> Row:
+def ask(case: Case, pythons: dict[str, str], script: str) -> Row:
+    """The case asked with the transformers its source ran: here, or by ``script`` (the benchmark that lists the
+    case) in the interpreter ``pythons`` gives for that release; with neither, here (the row says which answered)."""
+    if case.transformers is not None and not same_release(case.transformers, transformers.__version__):
+        python = pythons.get(case.transformers)
+        if python is not None:
+            return _ask_in(python, script, case)
+    return _ask_here(case)
+
+
+def _ask_in(python: str, script: str, case: Case) -> Row:
+    """The case asked by ``script`` run in ``python`` (``--case``), its row read back from the JSON it prints."""
+    command = [python, script, "--case", case.name]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Row(case, refused=f"{python} failed: {last}", traced_with="?")
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    return Row(case, answer["predicted"], answer["refused"], answer["seconds"], answer["traced_with"])
+
+
+def _ask_here(case: Case) -> Row:
     """vramsim's figure for the case, or its one-line refusal."""
     from vramsim import simulate
     from vramsim.config import SimulationConfig
@@ -306,25 +364,50 @@ def table(rows: list[Row]) -> str:
             predicted, error = "—", f"not answerable yet: {row.refused}"
         else:
             assert row.error is not None
-            predicted, error = _size(row.predicted), f"{row.error:+.1%}"
+            predicted, error = _size(row.predicted) + row.stack_note, f"{row.error:+.1%}"
         link = f"[{case.source.split('/')[-1].split('#')[0] or case.source}]({case.source})"
         lines.append(f"| {case.name} | {link} | {case.measured} | {_size(case.figure)} | {predicted} | {error} |")
     errors = [abs(row.error) for row in rows if row.error is not None]
     lines.append("")
     if errors:
         within = sum(error <= 0.10 for error in errors)
+        off_stack = sum(row.off_stack for row in rows if row.predicted is not None)
+        elsewhere = f" {off_stack} asked on a transformers other than their source's." if off_stack else ""
         lines.append(f"Answered {len(errors)} of {len(rows)} cases; median |error| {statistics.median(errors):.1%}; "
-                     f"{within} of {len(errors)} within 10%.")  # fmt: skip
+                     f"{within} of {len(errors)} within 10%.{elsewhere}")  # fmt: skip
     return "\n".join(lines)
+
+
+def interpreters(values: list[str]) -> dict[str, str]:
+    """``--python transformers-4.42=PATH`` values as ``{"4.42": "PATH"}``."""
+    found = {}
+    for value in values:
+        release, _, python = value.partition("=")
+        if not release.startswith("transformers-") or not python:
+            raise ValueError(f"--python {value!r}: write transformers-MAJOR.MINOR=/path/to/bin/python")
+        found[release.removeprefix("transformers-")] = python
+    return found
 
 
 def run_cases(cases: list[Case], doc: str | None) -> None:
     """The command line of a benchmark of published figures: ask vramsim each case (``--only`` filters), print the table."""
     parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
+    parser.add_argument("--python", action="append", default=[], metavar="transformers-X.Y=PATH",
+                        help="the interpreter that asks the cases whose source ran transformers X.Y (repeatable)")  # fmt: skip
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # one case by name, answered as JSON (what --python runs)
     args = parser.parse_args()
+    if args.case is not None:
+        row = _ask_here(next(case for case in cases if case.name == args.case))
+        print(json.dumps(dict(predicted=row.predicted, refused=row.refused, seconds=row.seconds, traced_with=row.traced_with)))
+        return
+    try:
+        pythons = interpreters(args.python)
+    except ValueError as exc:
+        parser.error(str(exc))
     started = time.perf_counter()
-    rows = [_ask(case) for case in cases if args.only in case.name]
+    script = str(Path(sys.argv[0]).resolve())  # the benchmark that lists the cases, run again for --python
+    rows = [ask(case, pythons, script) for case in cases if args.only in case.name]
     print(table(rows))
     print(f"\nWall time: {time.perf_counter() - started:.0f} s")
 

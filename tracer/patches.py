@@ -50,6 +50,10 @@ class Patch:
         """The attribute as it is now (a method: the function the class holds)."""
         return vars(self._owner()).get(self.attribute) if self.owner else getattr(self._owner(), self.attribute)
 
+    def exists(self) -> bool:
+        """Whether this library release has the attribute (some are newer than transformers 4.42)."""
+        return hasattr(self._owner(), self.attribute)
+
     def _owner(self) -> Any:
         module = importlib.import_module(self.module)
         return getattr(module, self.owner) if self.owner else module
@@ -73,6 +77,7 @@ class Patch:
 
 RNG_STATE = Patch("rng_state", "torch", "get_rng_state")
 MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_autocast", by_name=True)
+META_AUTOCAST = Patch("meta_autocast", "torch", "autocast")
 MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
 CHECKPOINT_DEVICE = Patch("checkpoint_device", "torch.utils.checkpoint", "_infer_device_type")
 FLASH_INSTALLED = Patch("flash_installed", "transformers.modeling_utils", "_flash_attn_import_error", owner="PreTrainedModel")
@@ -88,8 +93,8 @@ INT4_ROW_QUANTIZE = Patch("int4_row_quantize", _INT4_TENSOR, "int4_row_quantize_
 INT4_PACK = Patch("int4_pack", _INT4_TENSOR, "pack_int4")
 FLOAT8_HARDWARE = Patch("float8_hardware", "torchao.quantization.quant_api", "_check_hardware_support")
 DEVICE_CAPABILITY = Patch("device_capability", "torch.cuda", "get_device_capability")
-PATCHES = (RNG_STATE, MAYBE_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS, FLASH_TARGET_DTYPE,
-           FUSED_DEVICES, FOREACH_DEVICE, FP8_LINEAR, INT4_ROW_QUANTIZE, INT4_PACK,
+PATCHES = (RNG_STATE, MAYBE_AUTOCAST, META_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS,
+           FLASH_TARGET_DTYPE, FUSED_DEVICES, FOREACH_DEVICE, FP8_LINEAR, INT4_ROW_QUANTIZE, INT4_PACK,
            FLOAT8_HARDWARE, DEVICE_CAPABILITY)  # fmt: skip
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
@@ -123,8 +128,17 @@ def _meta_as_host(value: Any) -> Any:
 
 
 def emulated_autocast(replacement: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
-    """transformers' ``maybe_autocast`` skips meta tensors; route it to the emulated autocast."""
-    return MAYBE_AUTOCAST.applied(lambda original: replacement)
+    """transformers' ``maybe_autocast`` skips meta tensors; route it to the emulated autocast. A transformers
+    without it (4.42) has its models call ``torch.autocast(device_type=x.device.type, ...)``, which torch
+    refuses for meta: those calls, and only those, go to the emulated autocast instead."""
+    if MAYBE_AUTOCAST.exists():
+        return MAYBE_AUTOCAST.applied(lambda original: replacement)
+    return META_AUTOCAST.applied(lambda original: functools.partial(_autocast_on_meta, original, replacement))
+
+
+def _autocast_on_meta(original: Callable[..., Any], replacement: Callable[..., Any], device_type: str, *args: Any,
+                      **kwargs: Any) -> Any:  # fmt: skip
+    return (replacement if device_type == "meta" else original)(device_type, *args, **kwargs)
 
 
 def any_mode_grad_hooks() -> contextlib.AbstractContextManager[None]:

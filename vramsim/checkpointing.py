@@ -26,7 +26,7 @@ from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.tracer.leaves import tensor_leaves
 
-from .errors import ConfigError
+from .errors import ConfigError, UnsupportedError
 
 __all__ = ["UnitMarker", "UnitObserver", "apply_checkpointing", "install_unit_marker", "saved_tensor_context"]
 
@@ -81,14 +81,13 @@ def install_unit_marker(model: torch.nn.Module) -> UnitMarker | None:
     if not supports_checkpointing(model):
         return None
     from diffusers import ModelMixin
-    from transformers.modeling_layers import GradientCheckpointingLayer
 
     marker = UnitMarker(model)
     if isinstance(model, ModelMixin):
         ModelMixin.enable_gradient_checkpointing(model, marker)
         return marker
 
-    layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
+    layers = _checkpointing_layers(model)
     for layer in layers:
         marker.hook(layer)
     return marker if layers else None
@@ -107,7 +106,13 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     from transformers import PreTrainedModel
 
     full, selective = _context_fn(plan, emulation, selective=False), _context_fn(plan, emulation, selective=True)
-    if isinstance(model, PreTrainedModel):  # its own public switch, then each layer as the plan says
+    if isinstance(model, PreTrainedModel) and _layer_class() is None:  # older transformers: one function for all layers
+        if plan.kind != "full":
+            raise UnsupportedError(f"checkpointing={plan.spec!r} checkpoints layers one by one, which needs "
+                                   "transformers' GradientCheckpointingLayer; this transformers checkpoints all layers "
+                                   "alike: use 'full'")  # fmt: skip
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
+    elif isinstance(model, PreTrainedModel):  # its own public switch, then each layer as the plan says
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
         _per_layer(model, plan, selective)
     elif isinstance(model, ModelMixin):  # takes the function to call at each block
@@ -127,14 +132,11 @@ def _per_layer(model: torch.nn.Module, plan: CheckpointPlan, selective: ContextF
     """A transformers model checkpointing every layer in full, made to follow ``plan``: the layers it does not
     checkpoint switched off, its selective ones given the selective policy (layers in module order, as
     transformers' ``every_n_layers`` counts them)."""
-    from transformers.modeling_layers import GradientCheckpointingLayer
-
-    layers = [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
-    for index, layer in enumerate(layers):
+    for index, layer in enumerate(_checkpointing_layers(model)):
+        layer_any: Any = layer  # transformers' attributes, which Module's typing does not know
         if not plan.checkpointed(index):
-            layer.gradient_checkpointing = False
+            layer_any.gradient_checkpointing = False
         elif plan.selective_at(index):
-            layer_any: Any = layer  # transformers' attribute, which Module's typing does not know
             layer_any._gradient_checkpointing_func = functools.partial(checkpoint, use_reentrant=False, context_fn=selective)
 
 
@@ -154,6 +156,22 @@ class _PerBlock:
             return fn(*args)
         context_fn = self._selective if self._plan.selective_at(index) else self._full
         return checkpoint(fn, *args, use_reentrant=False, context_fn=context_fn)
+
+
+def _layer_class() -> type[torch.nn.Module] | None:
+    """transformers' ``GradientCheckpointingLayer``, the checkpointing call site of each layer; older releases
+    (4.42) have none: their models call one ``_gradient_checkpointing_func`` in their layer loop."""
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:
+        return None
+    return GradientCheckpointingLayer
+
+
+def _checkpointing_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's layers that checkpoint themselves, in module order (none in a transformers without the class)."""
+    layer_class = _layer_class()
+    return [] if layer_class is None else [module for module in model.modules() if isinstance(module, layer_class)]
 
 
 def _context_fn(plan: CheckpointPlan, emulation: KernelEmulation | None, *, selective: bool) -> ContextFn:

@@ -119,6 +119,11 @@ def _close_ids(text: str) -> list[str]:
     return list(dict.fromkeys(close))[:3]
 
 
+DTYPE_KEYWORD = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+"""What ``from_config`` calls the weights' dtype: transformers 4 (4.42, the oldest vramsim runs on) reads
+``torch_dtype`` and passes an unknown ``dtype`` on to the model's ``__init__``."""
+
+
 def build_model(
     source: ModelSource,
     *,
@@ -153,17 +158,18 @@ def build_model(
     config = source if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust_remote_code)
     check_config(config)
     model_cls = _model_class(config, model_class, task)
-    attention = {"attn_implementation": attn_implementation} if attn_implementation is not None else {}
+    options: dict[str, Any] = {DTYPE_KEYWORD: dtype or torch.float32}
+    if attn_implementation is not None:
+        options["attn_implementation"] = attn_implementation
     try:
         with torch.device(device):
             if hasattr(model_cls, "from_config"):  # an Auto class, which may load the Hub repo's own code
-                model = model_cls.from_config(
-                    config, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code, **attention
-                )
+                model = model_cls.from_config(config, trust_remote_code=trust_remote_code, **options)
             else:
-                model = model_cls._from_config(config, dtype=dtype or torch.float32, **attention)
+                model = model_cls._from_config(config, **options)
     except ValueError as exc:
-        if attention and "does not support" in str(exc):  # transformers' refusal: "X does not support Flash Attention 2 yet"
+        # transformers' refusal: "X does not support Flash Attention 2 yet"
+        if attn_implementation is not None and "does not support" in str(exc):
             raise UnsupportedError(f"attn_implementation={attn_implementation!r}: {first_line(exc).split('. ')[0]}") from exc
         raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
     except (TypeError, KeyError, AttributeError, RuntimeError, ArithmeticError) as exc:

@@ -208,13 +208,25 @@ def _returned_cache(outputs: Any) -> Any:
     return next((value for key, value in outputs.items() if key in ("cache", "past_key_values")), None)
 
 
+def _dynamic_cache(model: torch.nn.Module) -> Any:
+    """The cache ``generate`` gives a decoder: transformers 5's ``DynamicCache`` takes the config (its layers'
+    kinds); 4.42's takes nothing, and there a model without ``_supports_cache_class`` (GPT-2) returns legacy
+    tuples of its own (None)."""
+    from transformers import DynamicCache
+
+    config: Any = model.config
+    if "config" in inspect.signature(DynamicCache.__init__).parameters:
+        return DynamicCache(config=config)
+    return DynamicCache() if getattr(model, "_supports_cache_class", False) else None
+
+
 def _generate_step(program: Program, observer: StepObserver) -> None:
     """Greedy decoding with the model's own cache: a prefill, then one token per step.
 
     ``model.generate`` is not used because its stopping checks read tensor values, which the
     meta device does not have; the memory of the loop is the same.
     """
-    from transformers import DynamicCache, StaticCache
+    from transformers import StaticCache
 
     observer.set_phase(Phase.FORWARD)
     model = program.model
@@ -228,8 +240,8 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
         if program.static_cache:  # positions given: a static cache's length would be read from its values
             extra[cache_key] = StaticCache(config=model_config, max_cache_len=prompt + program.max_new_tokens)
             extra["cache_position"] = torch.arange(prompt, device=program.batch["input_ids"].device)
-        elif not encoder_decoder:  # an encoder-decoder builds its own EncoderDecoderCache (self and cross attention)
-            extra[cache_key] = DynamicCache(config=model_config)
+        elif not encoder_decoder and (dynamic := _dynamic_cache(model)) is not None:
+            extra[cache_key] = dynamic  # an encoder-decoder builds its own EncoderDecoderCache (self and cross attention)
         outputs = model(**program.batch, use_cache=True, **extra)
         cache = extra.get(cache_key) or _returned_cache(outputs)
         extra[cache_key] = cache
@@ -242,6 +254,8 @@ def _generate_step(program: Program, observer: StepObserver) -> None:
             if program.static_cache:
                 extra["cache_position"] = extra["cache_position"][-1:] + 1
             outputs = model(**{"decoder_input_ids" if encoder_decoder else "input_ids": next_ids}, use_cache=True, **extra)
+            if isinstance(cache, tuple):  # a legacy cache (transformers 4.42's GPT-2): each step returns a new one
+                cache = extra[cache_key] = _returned_cache(outputs)
         observer.mark(tensors_in(cache), Category.KV_CACHE)
         del outputs, cache, extra
 

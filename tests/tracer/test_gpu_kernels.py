@@ -9,13 +9,15 @@ from vramsim.build import build_program
 from vramsim.config import SimulationConfig
 from vramsim.estimators.devices import DEVICES
 from vramsim.targets import resolve_target
-from vramsim.tracer.kernels.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace
+from vramsim.tracer.kernels.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace, matmul_operand_copies
 from vramsim.tracing import trace_program
 
 
-def workspaces(device: str, model: object, *, batch: int, seq: int, mixed_precision: str = "bf16") -> dict[str, set[int]]:
+def workspaces(
+    device: str, model: object, *, batch: int, seq: int, mixed_precision: str | None = "bf16", **options: object
+) -> dict[str, set[int]]:
     target = resolve_target(device)
-    config = SimulationConfig(batch_size=batch, seq_len=seq, device=device, mixed_precision=mixed_precision)
+    config = SimulationConfig(batch_size=batch, seq_len=seq, device=device, mixed_precision=mixed_precision, **options)
     with target.emulation() as emulation:
         program = build_program(model, config, device="meta", emulation=emulation, foreach=True)
         trace = trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
@@ -50,6 +52,32 @@ def test_embedding_backward_partials_are_fp32_for_half_grads() -> None:
     indices = torch.empty(8192, device="meta", dtype=torch.long)
     assert embedding_backward_workspace((grad, indices, 128256, -1, False)) == 7 * 8192 * 8 + 16 + 8192 * 4096 * 4
     assert embedding_backward_workspace((grad, indices, 128256, -1, True)) == 8 * 8192 * 8 + 16 + 8192 * 4096 * 4
+
+
+def test_cublas_takes_row_and_column_major_matrices_and_copies_the_rest() -> None:
+    """Blas.cpp ``prepare_matrix_for_cublas``: dense matrices and a transposed weight go as they are; an
+    expanded one (strides 0, 0) is cloned contiguous, in its dtype; ``addmm``'s bias is not a matrix it takes."""
+    weight = torch.empty(300, 32, device="meta", dtype=torch.float16)
+    dense = torch.empty(64, 300, device="meta", dtype=torch.float16)
+    expanded = torch.ones((), device="meta", dtype=torch.float16).expand(64, 300)
+    every_other_row = torch.empty(128, 300, device="meta", dtype=torch.float16)[::2]
+    assert matmul_operand_copies((dense, weight)) == 0
+    assert matmul_operand_copies((torch.empty(32, device="meta"), dense.t(), weight.t().t())) == 0  # addmm
+    assert matmul_operand_copies((expanded, weight)) == 64 * 300 * 2
+    assert matmul_operand_copies((torch.empty(32, device="meta"), expanded, weight)) == 64 * 300 * 2
+    assert matmul_operand_copies((expanded.t(), expanded)) == 2 * 64 * 300 * 2
+    assert matmul_operand_copies((every_other_row, weight)) == 0  # row-major with a leading dimension of 600
+
+
+def test_logits_sum_backward_copies_the_expanded_gradient_on_a_gpu(tiny_bert) -> None:  # type: ignore[no-untyped-def]
+    """``logits.sum().backward()`` hands the head's matmul backward a gradient expanded from one element; on
+    CUDA each of its two matmuls (input and weight gradients) copies it, the size of the logits."""
+    batch, seq = 2, 64
+    found = workspaces("a100", tiny_bert, batch=batch, seq=seq, mixed_precision=None, loss=lambda out: out.logits.sum(),
+                       model_class="AutoModelForMaskedLM")  # fmt: skip
+    assert batch * seq * tiny_bert.vocab_size * 4 in found["aten.mm"]
+    assert "aten.mm" not in workspaces("a100", tiny_bert, batch=batch, seq=seq, mixed_precision=None,
+                                       model_class="AutoModelForMaskedLM")  # fmt: skip
 
 
 def _efficient_args(batch: int, heads: int, seq: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:

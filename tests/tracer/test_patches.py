@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 import vramsim
@@ -69,3 +70,27 @@ def test_seeded_values_do_not_outlive_a_simulation() -> None:
     vramsim.simulate(lambda: torch.nn.Linear(4, 4), task="forward", device="cpu",
                      inputs=lambda b, s: {"input": torch.ones(b, 4, device="meta")}, loss=lambda out: out.sum())  # fmt: skip
     assert not SEEDS.has(kept)
+
+
+def test_without_maybe_autocast_torch_autocast_on_meta_goes_to_the_emulation(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """transformers 4.42 has no ``maybe_autocast``: its rotary embeddings call ``torch.autocast(device_type=
+    x.device.type, enabled=False)``, which torch refuses for meta; while tracing, those calls are emulated."""
+    from transformers.utils import generic
+
+    class Rotary(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.autocast(device_type=x.device.type, enabled=False):
+                return self.proj(x).float()
+
+    with pytest.raises(RuntimeError):
+        torch.autocast(device_type="meta")
+    original = torch.autocast
+    monkeypatch.delattr(generic, "maybe_autocast")
+    report = vramsim.simulate(Rotary(), task="forward", batch_size=2, seq_len=4, device="h100", mixed_precision="bf16",
+                              inputs=lambda batch, seq: {"x": torch.zeros(batch, seq, 8)})  # fmt: skip
+    assert report.peak_bytes > 0
+    assert torch.autocast is original and patches.leftovers() == []

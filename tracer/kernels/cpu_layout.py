@@ -34,7 +34,8 @@ import torch.nn.functional as F
 
 from .cpu_kernels import conv_backend
 
-__all__ = ["CPU_FUNCTIONS", "cpu_group_norm", "cpu_output_layouts", "suggest_memory_format", "tensor_iterator_strides"]
+__all__ = ["CPU_FUNCTIONS", "cpu_group_norm", "cpu_output_layouts", "non_overlapping_and_dense", "suggest_memory_format",
+           "tensor_iterator_strides"]  # fmt: skip
 
 _Strides = tuple[int, ...]
 
@@ -42,7 +43,7 @@ _Strides = tuple[int, ...]
 # -- c10 layout predicates ----------------------------------------------------------------------
 
 
-def _non_overlapping_and_dense(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+def non_overlapping_and_dense(sizes: Sequence[int], strides: Sequence[int]) -> bool:
     """c10/core/TensorImpl.cpp ``compute_non_overlapping_and_dense``."""
     if len(sizes) == 1:
         return sizes[0] < 2 or strides[0] == 1
@@ -133,7 +134,7 @@ def tensor_iterator_strides(operands: Sequence[torch.Tensor]) -> tuple[tuple[int
         if all(t.is_contiguous(memory_format=torch.channels_last) for t in operands):
             return shape, _contiguous_strides(shape, torch.channels_last)
         common = operands[-1].stride()
-        if all(_non_overlapping_and_dense(t.shape, t.stride()) and t.stride() == common for t in operands):
+        if all(non_overlapping_and_dense(t.shape, t.stride()) and t.stride() == common for t in operands):
             return shape, tuple(common)
     ndim = len(shape)
     stride_bytes = [_broadcast_stride_bytes(t, shape) for t in operands]
@@ -241,7 +242,7 @@ def _empty_like_strides(t: torch.Tensor, memory_format: torch.memory_format | No
     the input's layout order (``infer_dense_strides``, TensorIterator's sort)."""
     if memory_format not in (None, torch.preserve_format):
         return _contiguous_strides(t.shape, memory_format)
-    if _non_overlapping_and_dense(t.shape, t.stride()):
+    if non_overlapping_and_dense(t.shape, t.stride()):
         return tuple(t.stride())
     return tensor_iterator_strides([t, torch.empty((), device="meta")])[1]
 

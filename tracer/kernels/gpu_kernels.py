@@ -10,15 +10,17 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .cpu_layout import suggest_memory_format
+from .cpu_layout import non_overlapping_and_dense, suggest_memory_format
 
 __all__ = ["GPU_FUNCTIONS", "GpuWorkspaces", "cuda_cross_entropy", "cuda_dropout", "efficient_backward_workspace",
-           "foreach_norm_workspace", "gpu_rms_norm"]
+           "foreach_norm_workspace", "gpu_rms_norm", "matmul_operand_copies"]  # fmt: skip
 
 _FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
 _CUDNN_BACKWARD = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
 _EFFICIENT_BACKWARD = torch.ops.aten._scaled_dot_product_efficient_attention_backward.default
 _EMBEDDING_BACKWARD = torch.ops.aten.embedding_dense_backward.default
+_MM = torch.ops.aten.mm.default
+_ADDMM = torch.ops.aten.addmm.default
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -217,6 +219,24 @@ def embedding_backward_workspace(args: tuple[Any, ...]) -> int:
     return index_arrays + 2 * 8 + count * grad.shape[-1] * partial_size
 
 
+def matmul_operand_copies(args: tuple[Any, ...]) -> int:
+    """aten/src/ATen/native/cuda/Blas.cpp ``prepare_matrix_for_cublas``, which ``addmm_out_cuda_impl`` (``mm``
+    and ``addmm``) applies to both matrices: one that is neither dense nor row- or column-major with a
+    leading dimension cuBLAS takes is cloned contiguous for the call. The expanded gradient of
+    ``logits.sum()`` (strides 0, 0) reaching the head's matmul backward is one: a copy the size of the logits."""
+    mat1, mat2 = (args[1], args[2]) if len(args) > 2 else (args[0], args[1])
+    return sum(m.numel() * m.element_size() for m in (mat1, mat2) if _cloned_for_cublas(m))
+
+
+def _cloned_for_cublas(matrix: torch.Tensor) -> bool:
+    if non_overlapping_and_dense(matrix.shape, matrix.stride()):
+        return False
+    (rows, cols), (row_stride, col_stride) = matrix.shape, matrix.stride()
+    column_major = row_stride == 1 and col_stride >= max(1, rows)
+    row_major = col_stride == 1 and row_stride >= max(1, cols)
+    return not (column_major or row_major)
+
+
 _FOREACH_NORM = torch.ops.aten._foreach_norm.Scalar
 _FOREACH_CHUNK = 65536
 """MultiTensorApply.cuh ``kChunkSize``: elements per chunk a block of a foreach kernel handles."""
@@ -259,6 +279,9 @@ class GpuWorkspaces:
             return [nbytes] if nbytes else []
         if func is _FOREACH_NORM:
             nbytes = foreach_norm_workspace(args)
+            return [nbytes] if nbytes else []
+        if func is _MM or func is _ADDMM:
+            nbytes = matmul_operand_copies(args)
             return [nbytes] if nbytes else []
         return []
 
