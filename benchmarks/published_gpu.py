@@ -79,8 +79,9 @@ class Case:
     unavailable: str | None = None
     """Why the source's workload cannot be written as vramsim options at all (None: it can)."""
     transformers: str | None = None
-    """The transformers release (``major.minor``) the source ran, where its model code holds other memory than
-    today's; the case is asked with that release (None: any transformers answers it)."""
+    """The transformers release (``major.minor``) the case is asked with, where the model code the source ran holds
+    other memory than today's: the source's release, or, for a source older than any vramsim runs on, the oldest
+    release whose model code holds what the source's did (``stack`` names the source's); None: any answers it."""
 
 
 @dataclass
@@ -100,7 +101,7 @@ class Row:
 
     @property
     def off_stack(self) -> bool:
-        """The source ran another transformers than the one that answered."""
+        """The case asks another transformers than the one that answered."""
         return self.case.transformers is not None and not same_release(self.case.transformers, self.traced_with)
 
     @property
@@ -108,7 +109,7 @@ class Row:
         if self.case.transformers is None:
             return ""
         if self.off_stack:
-            return f" (transformers {self.traced_with}, not the source's {self.case.transformers})"
+            return f" (transformers {self.traced_with}, not the case's {self.case.transformers})"
         return f" (transformers {self.traced_with})"
 
 
@@ -179,6 +180,25 @@ class Trainer2022Adafactor(torch.optim.Adafactor):
         super().zero_grad(set_to_none=False)
 
 
+def trainer2022_adam8bit(params: Any) -> torch.optim.Optimizer:
+    """The page's ``bnb.optim.Adam8bit(optimizer_grouped_parameters, betas, eps, lr)`` handed to the Trainer
+    (``optimizers=(adam_bnb_optim, None)``); its two groups differ only in ``weight_decay``, 0.0 in both (the
+    ``TrainingArguments`` default). The Trainer zeroes gradients with ``model.zero_grad()`` whatever the optimizer
+    (transformers 4.16 trainer.py, after each ``optimizer.step()``), in place on torch 1.10 (``Module.zero_grad(
+    set_to_none=False)``), so the gradients stay allocated through the next step as with its AdamW. The 2022
+    bitsandbytes (0.3x) kept the same uint8 states, with one float32 absmax per 2048 elements where today's keeps
+    one per 256 (``Optimizer2State.init_state``): 9 MiB less for BERT-large, not modelled."""
+    import bitsandbytes as bnb
+
+    optimizer: torch.optim.Optimizer = bnb.optim.Adam8bit(params, lr=5e-5, betas=(0.9, 0.999), eps=1e-8)
+
+    def zero_grad(set_to_none: bool = True) -> None:
+        torch.optim.Optimizer.zero_grad(optimizer, set_to_none=False)
+
+    optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
+    return optimizer
+
+
 _ANATOMY_BASE: dict[str, Any] = dict(
     model_class="AutoModelForSequenceClassification", seq_len=512, attn_implementation="eager",
     inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW, cuda_module_loading="eager", torch_autograd="1.10")  # fmt: skip
@@ -213,10 +233,12 @@ ANATOMY = [
              'gradient_checkpointing=True, fp16=True, optim="adafactor" ... GPU memory occupied: 4847 MB.', 4847,
              batch_size=1, checkpointing="full", mixed_precision="fp16", optimizer=Trainer2022Adafactor),
     _anatomy("bert-large train b4 8-bit Adam", _ONE_GPU,
-             "bnb.optim.Adam8bit ... GPU memory occupied: 13085 MB.", 13085, batch_size=4, optimizer="adamw8bit"),
+             "bnb.optim.Adam8bit ... GPU memory occupied: 13085 MB.", 13085, batch_size=4,
+             optimizer=trainer2022_adam8bit),
     _anatomy("bert-large train b1x4 grad-ckpt fp16 8-bit Adam", _ONE_GPU,
              "gradient_checkpointing=True, fp16=True ... optimizers=(adam_bnb_optim, None) ... GPU memory occupied: "
-             "5363 MB.", 5363, batch_size=1, checkpointing="full", mixed_precision="fp16", optimizer="adamw8bit"),
+             "5363 MB.", 5363, batch_size=1, checkpointing="full", mixed_precision="fp16",
+             optimizer=trainer2022_adam8bit),
 ]  # fmt: skip
 
 # ---- transformers BERT model doc, SDPA training table (A100-80GB) --------------------------------------------------
@@ -372,7 +394,7 @@ def table(rows: list[Row]) -> str:
     if errors:
         within = sum(error <= 0.10 for error in errors)
         off_stack = sum(row.off_stack for row in rows if row.predicted is not None)
-        elsewhere = f" {off_stack} asked on a transformers other than their source's." if off_stack else ""
+        elsewhere = f" {off_stack} asked on a transformers other than their case's." if off_stack else ""
         lines.append(f"Answered {len(errors)} of {len(rows)} cases; median |error| {statistics.median(errors):.1%}; "
                      f"{within} of {len(errors)} within 10%.{elsewhere}")  # fmt: skip
     return "\n".join(lines)

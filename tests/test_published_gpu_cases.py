@@ -100,6 +100,6 @@ def test_a_row_answered_by_another_transformers_says_so() -> None:
     case = NEOX_SDPA[0]
     other, own = Row(case, predicted=case.figure, traced_with="5.24.0"), Row(case, predicted=case.figure, traced_with="4.42.4")
     lines = table([other, own]).splitlines()
-    assert "(transformers 5.24.0, not the source's 4.42)" in lines[2]
+    assert "(transformers 5.24.0, not the case's 4.42)" in lines[2]
     assert "(transformers 4.42.4) |" in lines[3]
-    assert lines[-1].endswith("2 of 2 within 10%. 1 asked on a transformers other than their source's.")
+    assert lines[-1].endswith("2 of 2 within 10%. 1 asked on a transformers other than their case's.")
