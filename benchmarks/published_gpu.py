@@ -206,9 +206,22 @@ _ANATOMY_BASE: dict[str, Any] = dict(
 softmax saved its input for backward (benchmarks/saved_by_torch_release.py measures it on that stack)."""
 
 
+_ANATOMY_TRANSFORMERS = "4.42"
+"""The page ran transformers 4.16-4.20, older than any vramsim runs on; 4.42's eager BERT holds what theirs held.
+Given no ``attention_mask``, their ``BertModel.forward`` makes one of ones (4.16 modeling_bert.py:956) and
+``get_extended_attention_mask`` casts it to the weights' dtype (modeling_utils.py:305-306: float32 under fp16
+autocast), so ``attention_scores + attention_mask`` (modeling_bert.py:327) promotes autocast's float16 scores to
+float32 before the softmax, which then keeps float32 input and output per layer; 4.42 does the same
+(modeling_bert.py:1085-1086, modeling_utils.py:1087-1088); transformers 5 adds no mask and softmaxes float16
+scores. The checkpointed rows ask today's transformers: 4.42's BERT has no per-layer checkpoint call site to
+mark, and there the promotion is one recomputed layer's softmax input at batch 1 kept in float32 rather than
+float16 (16 heads x 512 x 512 x 2 bytes = 8 MiB more)."""
+
+
 def _anatomy(name: str, source: str, quote: str, mib: int, **options: Any) -> Case:
     return Case(name, source, quote, _ANATOMY_STACK, "v100-16gb", "google-bert/bert-large-uncased",
-                {**_ANATOMY_BASE, **options}, "device", mib * MiB)  # fmt: skip
+                {**_ANATOMY_BASE, **options}, "device", mib * MiB,
+                transformers=None if "checkpointing" in options else _ANATOMY_TRANSFORMERS)  # fmt: skip
 
 
 ANATOMY = [
