@@ -79,8 +79,9 @@ class Case:
     unavailable: str | None = None
     """Why the source's workload cannot be written as vramsim options at all (None: it can)."""
     transformers: str | None = None
-    """The transformers release (``major.minor``) the source ran, where its model code holds other memory than
-    today's; the case is asked with that release (None: any transformers answers it)."""
+    """The transformers release (``major.minor``) the case is asked with, where the model code the source ran holds
+    other memory than today's: the source's release, or, for a source older than any vramsim runs on, the oldest
+    release whose model code holds what the source's did (``stack`` names the source's); None: any answers it."""
 
 
 @dataclass
@@ -100,7 +101,7 @@ class Row:
 
     @property
     def off_stack(self) -> bool:
-        """The source ran another transformers than the one that answered."""
+        """The case asks another transformers than the one that answered."""
         return self.case.transformers is not None and not same_release(self.case.transformers, self.traced_with)
 
     @property
@@ -108,7 +109,7 @@ class Row:
         if self.case.transformers is None:
             return ""
         if self.off_stack:
-            return f" (transformers {self.traced_with}, not the source's {self.case.transformers})"
+            return f" (transformers {self.traced_with}, not the case's {self.case.transformers})"
         return f" (transformers {self.traced_with})"
 
 
@@ -179,6 +180,25 @@ class Trainer2022Adafactor(torch.optim.Adafactor):
         super().zero_grad(set_to_none=False)
 
 
+def trainer2022_adam8bit(params: Any) -> torch.optim.Optimizer:
+    """The page's ``bnb.optim.Adam8bit(optimizer_grouped_parameters, betas, eps, lr)`` handed to the Trainer
+    (``optimizers=(adam_bnb_optim, None)``); its two groups differ only in ``weight_decay``, 0.0 in both (the
+    ``TrainingArguments`` default). The Trainer zeroes gradients with ``model.zero_grad()`` whatever the optimizer
+    (transformers 4.16 trainer.py, after each ``optimizer.step()``), in place on torch 1.10 (``Module.zero_grad(
+    set_to_none=False)``), so the gradients stay allocated through the next step as with its AdamW. The 2022
+    bitsandbytes (0.3x) kept the same uint8 states, with one float32 absmax per 2048 elements where today's keeps
+    one per 256 (``Optimizer2State.init_state``): 9 MiB less for BERT-large, not modelled."""
+    import bitsandbytes as bnb
+
+    optimizer: torch.optim.Optimizer = bnb.optim.Adam8bit(params, lr=5e-5, betas=(0.9, 0.999), eps=1e-8)
+
+    def zero_grad(set_to_none: bool = True) -> None:
+        torch.optim.Optimizer.zero_grad(optimizer, set_to_none=False)
+
+    optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
+    return optimizer
+
+
 _ANATOMY_BASE: dict[str, Any] = dict(
     model_class="AutoModelForSequenceClassification", seq_len=512, attn_implementation="eager",
     inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW, cuda_module_loading="eager", torch_autograd="1.10")  # fmt: skip
@@ -186,9 +206,22 @@ _ANATOMY_BASE: dict[str, Any] = dict(
 softmax saved its input for backward (benchmarks/saved_by_torch_release.py measures it on that stack)."""
 
 
+_ANATOMY_TRANSFORMERS = "4.42"
+"""The page ran transformers 4.16-4.20, older than any vramsim runs on; 4.42's eager BERT holds what theirs held.
+Given no ``attention_mask``, their ``BertModel.forward`` makes one of ones (4.16 modeling_bert.py:956) and
+``get_extended_attention_mask`` casts it to the weights' dtype (modeling_utils.py:305-306: float32 under fp16
+autocast), so ``attention_scores + attention_mask`` (modeling_bert.py:327) promotes autocast's float16 scores to
+float32 before the softmax, which then keeps float32 input and output per layer; 4.42 does the same
+(modeling_bert.py:1085-1086, modeling_utils.py:1087-1088); transformers 5 adds no mask and softmaxes float16
+scores. The checkpointed rows ask today's transformers: 4.42's BERT has no per-layer checkpoint call site to
+mark, and there the promotion is one recomputed layer's softmax input at batch 1 kept in float32 rather than
+float16 (16 heads x 512 x 512 x 2 bytes = 8 MiB more)."""
+
+
 def _anatomy(name: str, source: str, quote: str, mib: int, **options: Any) -> Case:
     return Case(name, source, quote, _ANATOMY_STACK, "v100-16gb", "google-bert/bert-large-uncased",
-                {**_ANATOMY_BASE, **options}, "device", mib * MiB)  # fmt: skip
+                {**_ANATOMY_BASE, **options}, "device", mib * MiB,
+                transformers=None if "checkpointing" in options else _ANATOMY_TRANSFORMERS)  # fmt: skip
 
 
 ANATOMY = [
@@ -213,10 +246,12 @@ ANATOMY = [
              'gradient_checkpointing=True, fp16=True, optim="adafactor" ... GPU memory occupied: 4847 MB.', 4847,
              batch_size=1, checkpointing="full", mixed_precision="fp16", optimizer=Trainer2022Adafactor),
     _anatomy("bert-large train b4 8-bit Adam", _ONE_GPU,
-             "bnb.optim.Adam8bit ... GPU memory occupied: 13085 MB.", 13085, batch_size=4, optimizer="adamw8bit"),
+             "bnb.optim.Adam8bit ... GPU memory occupied: 13085 MB.", 13085, batch_size=4,
+             optimizer=trainer2022_adam8bit),
     _anatomy("bert-large train b1x4 grad-ckpt fp16 8-bit Adam", _ONE_GPU,
              "gradient_checkpointing=True, fp16=True ... optimizers=(adam_bnb_optim, None) ... GPU memory occupied: "
-             "5363 MB.", 5363, batch_size=1, checkpointing="full", mixed_precision="fp16", optimizer="adamw8bit"),
+             "5363 MB.", 5363, batch_size=1, checkpointing="full", mixed_precision="fp16",
+             optimizer=trainer2022_adam8bit),
 ]  # fmt: skip
 
 # ---- transformers BERT model doc, SDPA training table (A100-80GB) --------------------------------------------------
@@ -372,7 +407,7 @@ def table(rows: list[Row]) -> str:
     if errors:
         within = sum(error <= 0.10 for error in errors)
         off_stack = sum(row.off_stack for row in rows if row.predicted is not None)
-        elsewhere = f" {off_stack} asked on a transformers other than their source's." if off_stack else ""
+        elsewhere = f" {off_stack} asked on a transformers other than their case's." if off_stack else ""
         lines.append(f"Answered {len(errors)} of {len(rows)} cases; median |error| {statistics.median(errors):.1%}; "
                      f"{within} of {len(errors)} within 10%.{elsewhere}")  # fmt: skip
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+import torch
 
 from vramsim import model_zoo
 from vramsim.config import SimulationConfig
@@ -17,7 +18,18 @@ from vramsim.config import SimulationConfig
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from published_finetune import CASES as FINETUNE_CASES
-from published_gpu import CASES, NEOX_SDPA, REPORT_FIELD, Case, Row, ask, interpreters, same_release, table
+from published_gpu import (
+    CASES,
+    NEOX_SDPA,
+    REPORT_FIELD,
+    Case,
+    Row,
+    ask,
+    interpreters,
+    same_release,
+    table,
+    trainer2022_adam8bit,
+)
 from published_multi_gpu import CASES as MULTI_GPU_CASES
 
 ALL_CASES = [*CASES, *FINETUNE_CASES, *MULTI_GPU_CASES]
@@ -100,6 +112,17 @@ def test_a_row_answered_by_another_transformers_says_so() -> None:
     case = NEOX_SDPA[0]
     other, own = Row(case, predicted=case.figure, traced_with="5.24.0"), Row(case, predicted=case.figure, traced_with="4.42.4")
     lines = table([other, own]).splitlines()
-    assert "(transformers 5.24.0, not the source's 4.42)" in lines[2]
+    assert "(transformers 5.24.0, not the case's 4.42)" in lines[2]
     assert "(transformers 4.42.4) |" in lines[3]
-    assert lines[-1].endswith("2 of 2 within 10%. 1 asked on a transformers other than their source's.")
+    assert lines[-1].endswith("2 of 2 within 10%. 1 asked on a transformers other than their case's.")
+
+
+def test_the_pages_8bit_adam_keeps_gradients_zeroed_in_place() -> None:
+    """The 2022 Trainer's ``model.zero_grad()`` (torch 1.10: ``set_to_none=False``) applies to the page's
+    ``bnb.optim.Adam8bit`` too: the loop's ``zero_grad(set_to_none=True)`` must leave the gradients allocated."""
+    weight = torch.nn.Parameter(torch.ones(8))
+    weight.grad = torch.ones(8)
+    optimizer = trainer2022_adam8bit([weight])
+    assert type(optimizer).__name__ == "Adam8bit" and optimizer.args.optim_bits == 8
+    optimizer.zero_grad(set_to_none=True)
+    assert weight.grad is not None and not weight.grad.any()
