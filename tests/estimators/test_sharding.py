@@ -287,19 +287,31 @@ def test_hsdp_shards_over_the_group(llama: transformers.LlamaConfig) -> None:
     assert sharding_plan(4, 0, "hybrid").shard_size == 4  # fewer ranks than a node: one group
 
 
-@pytest.mark.parametrize(("zero", "fsdp", "gpus"), [(1, "no", N), (2, "no", N), (3, "no", N), (0, "full", N),
-                                                    (0, "full", 2 * N)])  # fmt: skip
-def test_expert_parallel_ranks_shard_the_experts_over_their_group(zero: int, fsdp: str, gpus: int) -> None:
-    """EP 2 among the data-parallel ranks: a rank's 4 of 8 experts are divided over the gpus / 2 ranks holding the
-    same experts (DeepSpeed-MoE's expert-data-parallel group, torchtitan's dp_shard_mod_ep; FSDP2 on dim 1 where
-    the 4 experts are fewer than those ranks), every other weight over all gpus; the closed forms otherwise as above."""
-    ep = 2
+EP_SCHEMES = [(1, "no", N), (2, "no", N), (3, "no", N), (0, "full", N), (0, "full", 2 * N)]
+
+
+@pytest.fixture(scope="module")
+def expert_parallel() -> tuple[transformers.MixtralConfig, list[vramsim.Report]]:
+    """A Mixtral of 8 experts as EP 2 among the data-parallel ranks, under each of ``EP_SCHEMES`` (one trace)."""
     mixtral = transformers.MixtralConfig(
         hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         vocab_size=501, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=256,
     )  # fmt: skip
-    report = vramsim.simulate(mixtral, device="cpu", gpus=gpus, ep=ep, zero=zero, fsdp=fsdp, **OPTIONS)
-    assert report.ranks is not None and report.ranks.ep == ep
+    variants = [{"zero": zero, "fsdp": fsdp, "gpus": gpus} for zero, fsdp, gpus in EP_SCHEMES]
+    return mixtral, vramsim.simulate_each(mixtral, variants, device="cpu", ep=2, **OPTIONS)
+
+
+@pytest.mark.parametrize("index", range(len(EP_SCHEMES)))
+def test_expert_parallel_ranks_shard_the_experts_over_their_group(
+    expert_parallel: tuple[transformers.MixtralConfig, list[vramsim.Report]], index: int
+) -> None:
+    """EP 2 among the data-parallel ranks: a rank's 4 of 8 experts are divided over the gpus / 2 ranks holding the
+    same experts (DeepSpeed-MoE's expert-data-parallel group, torchtitan's dp_shard_mod_ep; FSDP2 on dim 1 where
+    the 4 experts are fewer than those ranks), every other weight over all gpus; the closed forms otherwise as above."""
+    (zero, fsdp, gpus), ep = EP_SCHEMES[index], 2
+    mixtral, reports = expert_parallel
+    report = reports[index]
+    assert report.ranks is not None and report.ranks.ep == ep and report.ranks.gpus == gpus
     weights = _weights(rank_config(mixtral, ep))
     assert report.ranks.model_state == closed_form(weights, zero, fsdp,
                                                    lambda name: gpus // ep if ".experts." in name else gpus)  # fmt: skip
