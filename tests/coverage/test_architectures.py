@@ -10,8 +10,8 @@ architectures (each target on half of every mapping).
 For CI speed the layer count is capped at 2 (``num_hidden_layers`` and its kin, keeping one
 layer of each kind a hybrid model mixes): the layer count does not change which ops run.
 ``architectures.py`` states the few other adjustments (unset sizes filled, sub-configs picked).
-The traces run in one worker process per core. The suite's run traces a fixed third of each mapping (every
-third pair of its sorted list, both targets), about 50 seconds on 2 cores; ``VRAMSIM_FULL_SWEEP=1 python -m
+The traces run in one worker process per core. The suite's run traces a fixed quarter of each mapping (every
+fourth pair of its sorted list, both targets), about 2 minutes on 2 cores beside the other tests; ``VRAMSIM_FULL_SWEEP=1 python -m
 pytest tests/coverage`` traces all of them (about 2.5 minutes on 2 cores), as a session that touches the
 tracer should before it stops.
 
@@ -78,7 +78,7 @@ def trace_case(case: tuple[str, str, str, str]) -> Outcome:
 
 
 FULL = os.environ.get("VRAMSIM_FULL_SWEEP") == "1"
-"""Trace every architecture; by default a fixed third of each mapping (``architectures.SAMPLE_EVERY``), so the
+"""Trace every architecture; by default a fixed quarter of each mapping (``architectures.SAMPLE_EVERY``), so the
 suite stays within CI's 15 minutes on two cores."""
 
 
