@@ -126,6 +126,11 @@ reaches the target its entry must go."""
     ],
 )
 def test_mapping_traces(mapping: str, outcomes: list[Outcome]) -> None:
+    """The share of each mapping that traces: a figure of the whole mapping, so the full sweep's (a quarter of a
+    small mapping is a handful of architectures, one listed failure among them already below TARGET); the
+    sampled run checks every failure against KNOWN_FAILURES.md both ways instead (the two tests below)."""
+    if not FULL:
+        pytest.skip("the share traced is the full sweep's (VRAMSIM_FULL_SWEEP=1)")
     rows = [r for r in outcomes if r[0] == mapping]
     traced = sum(r[4] is None for r in rows)
     failed = sorted(f"{r[1]} on {r[3]}" for r in rows if r[4] is not None)
