@@ -114,7 +114,8 @@ class StageMemory:
     held_bytes: int
     """Activations it holds per micro-batch between a forward and its backward."""
     in_flight: float
-    """Micro-batches' worth of those it holds at once under the schedule."""
+    """Micro-batches' worth of those it holds at its busiest backward under the schedule (GPipe's second: one
+    fewer than its first, beside the first's gradients)."""
     model_state: dict[str, int]
     """Its weights, optimizer states and one step's gradients, as allocated."""
     peak_bytes: int
