@@ -65,7 +65,7 @@ import networkx as nx
 from vramsim.tracer.graph import saved_edges, storage_node, storage_nodes
 
 from .assumptions import DEEPSPEED_OVERLAP_COMM_STAGES
-from .expert_parallel import expert_weight
+from .expert_parallel import EXPERTS_MODULE, expert_weight
 from .sharding_offload import offload_to_host
 from .sharding_plan import (
     FSDP_CHOICES,
@@ -185,6 +185,10 @@ class _Rank:
         n = self.ranks_of(attrs["owner"])
         return shard_bytes(nbytes, shape, n, dim=self._fsdp_dim(attrs["owner"], shape, n))
 
+    def padded_bytes(self, sid: int) -> int:
+        """Traced storage ``sid`` whole as its library pads it: every rank's share (FSDP2's flat buffers hold it)."""
+        return self.shard_of(sid) * self.ranks_of(self.attrs[sid]["owner"])
+
     def _fsdp_dim(self, name: str | None, shape: tuple[int, ...], n: int) -> int | None:
         """FSDP2 shards dim 0; torchtitan shards an expert-parallel rank's experts on dim 1 when they are fewer than
         the ranks sharing them (``apply_fsdp``: ``dp_mod_ep * ep > num_experts``). None: DeepSpeed's flat partition."""
@@ -201,7 +205,7 @@ class _Rank:
         """A weight's gathered copy: in the dtype it is gathered in (``gather_itemsize``); ``padded``: every
         rank's padded shard, as FSDP2's flat all-gather output holds it."""
         size = self.element_size(weight.sid)
-        elements = self.shard_of(weight.sid) * self.ranks_of(weight.name) // size if padded else weight.numel
+        elements = self.padded_bytes(weight.sid) // size if padded else weight.numel
         return elements * self.gather_itemsize.get(weight.name, size)
 
     def trainable_weights(self) -> set[str]:
@@ -389,8 +393,10 @@ class _Rank:
         for node, attrs in self.graph.nodes(data=True):
             if node[0] != "op" or attrs["phase"] != "forward":
                 continue
-            module = next((m for m in experts if attrs["module"] == m or attrs["module"].startswith(m + ".")), None)
-            if module is not None:
+            name: str = attrs["module"]
+            end = name.find(EXPERTS_MODULE) + len(EXPERTS_MODULE)
+            module = name[:end]  # the experts module an op runs in, or inside
+            if module in experts and name[end:end + 1] in ("", "."):
                 key, clock = (module, attrs["step"]), attrs["clock_after"]
                 first, last = calls.get(key, (clock, clock))
                 calls[key] = (min(first, clock), max(last, clock))

@@ -97,7 +97,7 @@ class StepWindows:
             if plan.fsdp != "no":  # the reduce-scatter input, freed when the next block's reduce begins
                 last = position + 1 == len(order)  # the root's final callback frees the last one
                 until = self.end_of_backward if last else self.backward[order[position + 1]][1]
-                total = sum(rank.shard_of(sid) * rank.ranks_of(rank.attrs[sid]["owner"]) for sid in sids)
+                total = sum(rank.padded_bytes(sid) for sid in sids)
                 rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
                          alloc_at=rank.at(end, 2), free_at=rank.at(until, 3 if last or until == end else 2))  # fmt: skip
                 rank.buffers["FSDP reduce-scatter input (largest block)"] = max(
@@ -121,7 +121,7 @@ class StepWindows:
                 continue
             if previous is not None:
                 previous.free_at = rank.at(end, 2)
-            total = sum(rank.shard_of(sid) * rank.ranks_of(rank.attrs[sid]["owner"]) for sid in sids)
+            total = sum(rank.padded_bytes(sid) for sid in sids)
             rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
                      alloc_at=rank.at(end, 2), free_at=None)  # fmt: skip
             previous = rank.blocks[-1]
