@@ -31,12 +31,21 @@ def main() -> None:
         config = load_config("google-bert/bert-large-uncased")
         config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size = 128, 2, 8, 512
         config._attn_implementation = "eager"
-        options = dict(task="train", model_class="AutoModelForSequenceClassification", seq_len=256, batch_size=2,
-                       inputs=_ids_and_class_labels, optimizer="adamw", mixed_precision=precision)  # fmt: skip
+        options = dict(
+            task="train",
+            model_class="AutoModelForSequenceClassification",
+            seq_len=256,
+            batch_size=2,
+            inputs=_ids_and_class_labels,
+            optimizer="adamw",
+            mixed_precision=precision,
+        )
         predicted = simulate(config, device="cpu", **options).peak_bytes
         measured = measure_cpu(config, SimulationConfig(device="cpu", **options)).peak_bytes
-        print(f"transformers {transformers.__version__} {precision or 'fp32'}: predicted {predicted:,} B, "
-              f"measured {measured:,} B ({predicted / measured - 1:+.3%})")  # fmt: skip
+        print(
+            f"transformers {transformers.__version__} {precision or 'fp32'}: predicted {predicted:,} B, "
+            f"measured {measured:,} B ({predicted / measured - 1:+.3%})"
+        )
 
 
 if __name__ == "__main__":

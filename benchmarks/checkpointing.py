@@ -32,8 +32,10 @@ def main() -> None:
     analysed = time.perf_counter() - started
     for spec, peak in peaks.items():
         print(f"{spec:<10} peak {peak / 2**30:8.2f} GiB")
-    print(f"trace: {traced:.2f} s   graph + {len(CHOICES)} what-ifs with allocator replays: {analysed:.2f} s   "
-          f"ratio {analysed / traced:.2f} (a re-trace per choice would be about {len(CHOICES)}.0)")  # fmt: skip
+    print(
+        f"trace: {traced:.2f} s   graph + {len(CHOICES)} what-ifs with allocator replays: {analysed:.2f} s   "
+        f"ratio {analysed / traced:.2f} (a re-trace per choice would be about {len(CHOICES)}.0)"
+    )
 
 
 if __name__ == "__main__":

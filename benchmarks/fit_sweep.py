@@ -39,9 +39,11 @@ def main() -> None:
     best = search.cheapest
     answer = "none fits" if best is None else " ".join(f"--{k.replace('_', '-')} {v}" for k, v in best.options().items())
     print(f"cheapest: {answer}")
-    print(f"one trace: {traced:.1f} s   search: {len(search.candidates)} settings measured ({search.skipped} skipped) "
-          f"from {search.traces} traces in {swept:.1f} s   ratio {swept / traced:.2f} "
-          f"(a trace per setting would be about {len(search.candidates)}.0)")  # fmt: skip
+    print(
+        f"one trace: {traced:.1f} s   search: {len(search.candidates)} settings measured ({search.skipped} skipped) "
+        f"from {search.traces} traces in {swept:.1f} s   ratio {swept / traced:.2f} "
+        f"(a trace per setting would be about {len(search.candidates)}.0)"
+    )
 
 
 if __name__ == "__main__":

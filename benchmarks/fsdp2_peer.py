@@ -68,8 +68,10 @@ def main() -> None:
         predicted = predicted_peak(fsdp)
         with fake_process_group(N) as mesh:
             tracked = tracker_peak(mesh, reshard)
-        print(f"| {fsdp} | {measured:,} | {predicted:,} | {predicted / measured - 1:+.2%} | {tracked:,} | "
-              f"{tracked / measured - 1:+.2%} |")  # fmt: skip
+        print(
+            f"| {fsdp} | {measured:,} | {predicted:,} | {predicted / measured - 1:+.2%} | {tracked:,} | "
+            f"{tracked / measured - 1:+.2%} |"
+        )
 
 
 if __name__ == "__main__":

@@ -93,8 +93,12 @@ def _machine() -> dict[str, Any]:
     a = torch.ones(64, 64, device="cuda")
     (a @ a).sum().item()
     free_after, _ = torch.cuda.mem_get_info()
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     return {
         "device_name": torch.cuda.get_device_name(0),
         "total_memory": torch.cuda.get_device_properties(0).total_memory,
@@ -215,10 +219,14 @@ def compare(path: Path, target: str) -> int:
 
     measured = json.loads(path.read_text())
     gib = 2**30
-    print(f"Measured on {measured['machine']['device_name']} (torch {measured['machine']['torch']}, "
-          f"CUDA {measured['machine']['cuda']}); predicted for `{target}` by vramsim on torch {torch.__version__}\n")  # fmt: skip
-    print("| case | measured alloc | predicted | error | measured reserved | predicted | error "
-          "| measured device | predicted | error |")  # fmt: skip
+    print(
+        f"Measured on {measured['machine']['device_name']} (torch {measured['machine']['torch']}, "
+        f"CUDA {measured['machine']['cuda']}); predicted for `{target}` by vramsim on torch {torch.__version__}\n"
+    )
+    print(
+        "| case | measured alloc | predicted | error | measured reserved | predicted | error "
+        "| measured device | predicted | error |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, row in measured["cases"].items():
         base = name.removesuffix(" expandable")
@@ -236,10 +244,13 @@ def compare(path: Path, target: str) -> int:
         alloc_error = report.peak_bytes / row["allocated_bytes"] - 1
         reserved_error = report.reserved_bytes / row["reserved_bytes"] - 1
         device_error = report.device_bytes / row["device_used_after_step"] - 1
-        print(f"| {name} | {row['allocated_bytes'] / gib:.2f} GiB | {report.peak_bytes / gib:.2f} GiB | "
-              f"{alloc_error:+.1%} | {row['reserved_bytes'] / gib:.2f} GiB | {report.reserved_bytes / gib:.2f} GiB | "
-              f"{reserved_error:+.1%} | {row['device_used_after_step'] / gib:.2f} GiB | "
-              f"{report.device_bytes / gib:.2f} GiB | {device_error:+.1%} |", flush=True)  # fmt: skip
+        print(
+            f"| {name} | {row['allocated_bytes'] / gib:.2f} GiB | {report.peak_bytes / gib:.2f} GiB | "
+            f"{alloc_error:+.1%} | {row['reserved_bytes'] / gib:.2f} GiB | {report.reserved_bytes / gib:.2f} GiB | "
+            f"{reserved_error:+.1%} | {row['device_used_after_step'] / gib:.2f} GiB | "
+            f"{report.device_bytes / gib:.2f} GiB | {device_error:+.1%} |",
+            flush=True,
+        )
     return 0
 
 

@@ -35,12 +35,19 @@ def main() -> None:
     generation.DERIVE_ABOVE = args.new_tokens  # trace every decode step
     whole_seconds, whole = _timed(args.model, **options)
     print(f"{args.model} generate, prompt {args.seq_len}, {args.new_tokens} new tokens on {args.device}")
-    print(f"derived: {derived_seconds:8.1f} s   peak {derived.peak_bytes:,} B  reserved {derived.reserved_bytes:,} B  "
-          f"device {derived.device_bytes:,} B")  # fmt: skip
-    print(f"whole:   {whole_seconds:8.1f} s   peak {whole.peak_bytes:,} B  reserved {whole.reserved_bytes:,} B  "
-          f"device {whole.device_bytes:,} B")  # fmt: skip
+    print(
+        f"derived: {derived_seconds:8.1f} s   peak {derived.peak_bytes:,} B  reserved {derived.reserved_bytes:,} B  "
+        f"device {derived.device_bytes:,} B"
+    )
+    print(
+        f"whole:   {whole_seconds:8.1f} s   peak {whole.peak_bytes:,} B  reserved {whole.reserved_bytes:,} B  "
+        f"device {whole.device_bytes:,} B"
+    )
     same = (derived.peak_bytes, derived.reserved_bytes, derived.device_bytes) == (
-        whole.peak_bytes, whole.reserved_bytes, whole.device_bytes)  # fmt: skip
+        whole.peak_bytes,
+        whole.reserved_bytes,
+        whole.device_bytes,
+    )
     print(f"whole / derived time: {whole_seconds / derived_seconds:.1f}x; figures {'equal' if same else 'DIFFER'}")
 
 

@@ -51,10 +51,19 @@ def _model(layers: int, attention: str, hidden: int, vocab: int, dtype: torch.dt
     ``dtype``; ``hidden`` and ``vocab`` smaller keep a CPU without float16 matmuls quick. Heads stay 64 wide
     (16 rotary dims) and the MLP 4x hidden, as in pythia."""
     shape: dict[str, Any] = dict(  # the config.json's names, which transformers 4.42 and 5.x both read
-        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=hidden // 64,
-        intermediate_size=4 * hidden, rotary_pct=0.25, rotary_emb_base=10000, max_position_embeddings=2048,
-        use_parallel_residual=True, attention_dropout=0.0, hidden_dropout=0.0, tie_word_embeddings=False,
-    )  # fmt: skip
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 64,
+        intermediate_size=4 * hidden,
+        rotary_pct=0.25,
+        rotary_emb_base=10000,
+        max_position_embeddings=2048,
+        use_parallel_residual=True,
+        attention_dropout=0.0,
+        hidden_dropout=0.0,
+        tie_word_embeddings=False,
+    )
     config = transformers.GPTNeoXConfig(**shape)
     dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     model = transformers.GPTNeoXForCausalLM._from_config(config, attn_implementation=attention, **{dtype_key: dtype})
@@ -83,8 +92,11 @@ def _peak_in_step(prof: profile) -> int:
     allocations = sorted((e for e in events if e.tag == torch._C._profiler._EventType.Allocation), key=lambda e: e.start_time_ns)
     first = allocations[0].typed[1]
     baseline = first.total_allocated - first.alloc_size
-    return max(e.typed[1].total_allocated - baseline for e in allocations
-               if e.typed[1].alloc_size > 0 and mark.start_time_ns <= e.start_time_ns <= mark.end_time_ns)  # fmt: skip
+    return max(
+        e.typed[1].total_allocated - baseline
+        for e in allocations
+        if e.typed[1].alloc_size > 0 and mark.start_time_ns <= e.start_time_ns <= mark.end_time_ns
+    )
 
 
 class _Producers(TorchDispatchMode):
@@ -169,8 +181,13 @@ def measure_shape(
     finally:
         gc.enable()
     shape = dict(layers=layers, batch=batch, seq=seq, attention=attention, hidden=hidden, vocab=vocab, dtype=str(dtype))
-    return dict(**shape, peak=_peak_in_step(prof), held_after_forward=held, held_by_maker=by_maker,
-                use_cache=bool(getattr(model.config, "use_cache", False)))  # fmt: skip
+    return dict(
+        **shape,
+        peak=_peak_in_step(prof),
+        held_after_forward=held,
+        held_by_maker=by_maker,
+        use_cache=bool(getattr(model.config, "use_cache", False)),
+    )
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -179,8 +196,9 @@ def measure(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
     rows = [measure_shape(*shape, attention, args.hidden, args.vocab, dtype) for shape in shapes for attention in args.attention]
-    json.dump(dict(torch_version=torch.__version__, transformers_version=transformers.__version__, rows=rows),
-              sys.stdout, indent=1)  # fmt: skip
+    json.dump(
+        dict(torch_version=torch.__version__, transformers_version=transformers.__version__, rows=rows), sys.stdout, indent=1
+    )
     print()
 
 
@@ -196,8 +214,10 @@ def _fit(points: list[tuple[float, float, float]]) -> tuple[float, float, float]
 
 def compare(args: argparse.Namespace) -> None:
     old, new = (json.loads(Path(path).read_text()) for path in (args.old, args.new))
-    print(f"old: torch {old['torch_version']}, transformers {old['transformers_version']}; "
-          f"new: torch {new['torch_version']}, transformers {new['transformers_version']}")  # fmt: skip
+    print(
+        f"old: torch {old['torch_version']}, transformers {old['transformers_version']}; "
+        f"new: torch {new['torch_version']}, transformers {new['transformers_version']}"
+    )
     key = ("layers", "batch", "seq", "attention", "hidden", "vocab", "dtype")
     by_key = {tuple(row[k] for k in key): row for row in new["rows"]}
     for attention in sorted({row["attention"] for row in old["rows"]}):
@@ -211,14 +231,18 @@ def compare(args: argparse.Namespace) -> None:
             peak_diff, held_diff = row["peak"] - other["peak"], row["held_after_forward"] - other["held_after_forward"]
             points_peak.append((tokens, row["layers"], peak_diff))
             points_held.append((tokens, row["layers"], held_diff))
-            print(f"  {row['layers']} {row['batch']} {row['seq']} | {row['peak'] / 2**20:.1f} {other['peak'] / 2**20:.1f} "
-                  f"{peak_diff / 2**20:+.1f} | {row['held_after_forward'] / 2**20:.1f} "
-                  f"{other['held_after_forward'] / 2**20:.1f} {held_diff / 2**20:+.1f}")  # fmt: skip
+            print(
+                f"  {row['layers']} {row['batch']} {row['seq']} | {row['peak'] / 2**20:.1f} {other['peak'] / 2**20:.1f} "
+                f"{peak_diff / 2**20:+.1f} | {row['held_after_forward'] / 2**20:.1f} "
+                f"{other['held_after_forward'] / 2**20:.1f} {held_diff / 2**20:+.1f}"
+            )
         for label, points in (("peak", points_peak), ("held", points_held)):
             if len(points) >= 3:
                 const, per_token_layer, per_token = _fit(points)
-                print(f"  {label} difference = {const / 2**20:+.1f} MiB + {per_token_layer:+.0f} B/token/layer "
-                      f"+ {per_token:+.0f} B/token")  # fmt: skip
+                print(
+                    f"  {label} difference = {const / 2**20:+.1f} MiB + {per_token_layer:+.0f} B/token/layer "
+                    f"+ {per_token:+.0f} B/token"
+                )
         _print_makers(old, new, attention)
 
 
@@ -246,8 +270,12 @@ def main() -> None:
     run.add_argument("--only", default="", help="one shape as LAYERS,BATCH,SEQ")
     run.add_argument("--attention", nargs="+", default=["sdpa", "eager"])
     run.add_argument("--threads", type=int, default=2)
-    run.add_argument("--dtype", default="bfloat16", help="float16 where the CPU kernels take it (torch 2.2's CPU "
-                     "LayerNorm does not): bfloat16 has float16's size and the same float32 promotions")  # fmt: skip
+    run.add_argument(
+        "--dtype",
+        default="bfloat16",
+        help="float16 where the CPU kernels take it (torch 2.2's CPU "
+        "LayerNorm does not): bfloat16 has float16's size and the same float32 promotions",
+    )
     run.add_argument("--hidden", type=int, default=256, help="hidden size (pythia-410m: 1024)")
     run.add_argument("--vocab", type=int, default=4096, help="vocabulary (pythia-410m: 50304)")
     both = sub.add_parser("compare", help="the difference between two measure outputs")

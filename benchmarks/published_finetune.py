@@ -58,17 +58,31 @@ def _metamath_batch(batch: int, seq: int) -> dict[str, torch.Tensor]:
 
 
 _PEFT_RUN: dict[str, Any] = dict(
-    task="train", batch_size=4, seq_len=_PEFT_SEQ, dtype="bf16", optimizer="adamw-foreach", max_grad_norm=1.0,
-    keep_outputs=True, attn_implementation="sdpa", inputs=_metamath_batch)  # fmt: skip
+    task="train",
+    batch_size=4,
+    seq_len=_PEFT_SEQ,
+    dtype="bf16",
+    optimizer="adamw-foreach",
+    max_grad_norm=1.0,
+    keep_outputs=True,
+    attn_implementation="sdpa",
+    inputs=_metamath_batch,
+)
 
 
 def _peft(name: str, result: str, accelerator_memory_max: int, adapter: Any) -> Case:
     options = {**_PEFT_RUN, "lora": adapter} if adapter is not None else dict(_PEFT_RUN)
     return Case(
-        f"llama-3.2-3b {name} (peft method comparison)", _PEFT_RESULTS + result + ".json",
-        f'"accelerator_memory_max": {accelerator_memory_max}', _PEFT_STACK, "l40s", "meta-llama/Llama-3.2-3B",
-        options, "reserved", accelerator_memory_max,
-    )  # fmt: skip
+        f"llama-3.2-3b {name} (peft method comparison)",
+        _PEFT_RESULTS + result + ".json",
+        f'"accelerator_memory_max": {accelerator_memory_max}',
+        _PEFT_STACK,
+        "l40s",
+        "meta-llama/Llama-3.2-3B",
+        options,
+        "reserved",
+        accelerator_memory_max,
+    )
 
 
 _QV = ["q_proj", "v_proj"]
@@ -114,8 +128,10 @@ _TORCHTUNE_STACK = (
     "torch.compile, activation checkpointing, bf16, LinearCrossEntropyLoss (the output projection and the loss "
     "fused in chunks); the table's 'Peak Memory per GPU' (torchtune logs peak active, allocated and reserved)"
 )
-_TORCHTUNE_WHY = ("torchtune's own model modules compiled with torch.compile, and its chunked linear+cross-entropy "
-                  "loss, are not modelled (vramsim traces transformers' modules in eager mode)")  # fmt: skip
+_TORCHTUNE_WHY = (
+    "torchtune's own model modules compiled with torch.compile, and its chunked linear+cross-entropy "
+    "loss, are not modelled (vramsim traces transformers' modules in eager mode)"
+)
 _TUNE: dict[str, Any] = dict(task="train", batch_size=2, seq_len=2048, dtype="bf16", checkpointing="full")
 
 TORCHTUNE = [

@@ -125,8 +125,7 @@ def _ids(batch: int, seq: int) -> dict[str, torch.Tensor]:
 
 def _ids_and_mask(batch: int, seq: int) -> dict[str, torch.Tensor]:
     """``input_ids`` and an all-ones ``attention_mask``, as the causal-LM SDPA benchmark scripts feed them."""
-    return {"input_ids": torch.zeros(batch, seq, dtype=torch.long),
-            "attention_mask": torch.ones(batch, seq, dtype=torch.long)}  # fmt: skip
+    return {"input_ids": torch.zeros(batch, seq, dtype=torch.long), "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
 
 
 def _ids_and_class_labels(batch: int, seq: int) -> dict[str, torch.Tensor]:
@@ -153,9 +152,11 @@ class HeldLogitsSum:
 
 _ANATOMY = "https://huggingface.co/docs/transformers/model_memory_anatomy"
 _ONE_GPU = "https://huggingface.co/docs/transformers/v4.20.0/en/perf_train_gpu_one"
-_ANATOMY_STACK = ("Tesla V100-SXM2-16GB, driver 460.91.03 / CUDA 11.2 (nvidia-smi in the page), PyTorch 1.10, "
-                  "transformers Trainer of Jan 2022 (default optim adamw_hf, model.zero_grad()), NVML used memory after "
-                  "trainer.train()")  # fmt: skip
+_ANATOMY_STACK = (
+    "Tesla V100-SXM2-16GB, driver 460.91.03 / CUDA 11.2 (nvidia-smi in the page), PyTorch 1.10, "
+    "transformers Trainer of Jan 2022 (default optim adamw_hf, model.zero_grad()), NVML used memory after "
+    "trainer.train()"
+)
 
 
 class Trainer2022AdamW(torch.optim.AdamW):
@@ -200,8 +201,14 @@ def trainer2022_adam8bit(params: Any) -> torch.optim.Optimizer:
 
 
 _ANATOMY_BASE: dict[str, Any] = dict(
-    model_class="AutoModelForSequenceClassification", seq_len=512, attn_implementation="eager",
-    inputs=_ids_and_class_labels, optimizer=Trainer2022AdamW, cuda_module_loading="eager", torch_autograd="1.10")  # fmt: skip
+    model_class="AutoModelForSequenceClassification",
+    seq_len=512,
+    attn_implementation="eager",
+    inputs=_ids_and_class_labels,
+    optimizer=Trainer2022AdamW,
+    cuda_module_loading="eager",
+    torch_autograd="1.10",
+)
 """CUDA 11.2 predates lazy module loading (11.7): the context holds every libtorch_cuda kernel. PyTorch 1.10's
 softmax saved its input for backward (benchmarks/saved_by_torch_release.py measures it on that stack)."""
 
@@ -219,9 +226,18 @@ float16 (16 heads x 512 x 512 x 2 bytes = 8 MiB more)."""
 
 
 def _anatomy(name: str, source: str, quote: str, mib: int, **options: Any) -> Case:
-    return Case(name, source, quote, _ANATOMY_STACK, "v100-16gb", "google-bert/bert-large-uncased",
-                {**_ANATOMY_BASE, **options}, "device", mib * MiB,
-                transformers=None if "checkpointing" in options else _ANATOMY_TRANSFORMERS)  # fmt: skip
+    return Case(
+        name,
+        source,
+        quote,
+        _ANATOMY_STACK,
+        "v100-16gb",
+        "google-bert/bert-large-uncased",
+        {**_ANATOMY_BASE, **options},
+        "device",
+        mib * MiB,
+        transformers=None if "checkpointing" in options else _ANATOMY_TRANSFORMERS,
+    )
 
 
 ANATOMY = [
@@ -257,10 +273,12 @@ ANATOMY = [
 # ---- transformers BERT model doc, SDPA training table (A100-80GB) --------------------------------------------------
 
 _BERT_DOC = "https://huggingface.co/docs/transformers/v4.48.0/en/model_doc/bert#using-scaled-dot-product-attention-sdpa"
-_BERT_STACK = ("A100-80GB, PyTorch 2.2.0 (the doc; gist hackyon/2bfcfb59666fab23655f6e62bc0752ba of Feb 2024 prints its "
-               "eager figures under 'on existing PyTorch'), transformers of PR #28802's branch (4.42's merged BERT "
-               "traces as today's), float16 weights, AutoModelForMaskedLM, loss = logits.sum(), no optimizer, "
-               "model.zero_grad() each step; torch.cuda.max_memory_allocated() * 1e-6")  # fmt: skip
+_BERT_STACK = (
+    "A100-80GB, PyTorch 2.2.0 (the doc; gist hackyon/2bfcfb59666fab23655f6e62bc0752ba of Feb 2024 prints its "
+    "eager figures under 'on existing PyTorch'), transformers of PR #28802's branch (4.42's merged BERT "
+    "traces as today's), float16 weights, AutoModelForMaskedLM, loss = logits.sum(), no optimizer, "
+    "model.zero_grad() each step; torch.cuda.max_memory_allocated() * 1e-6"
+)
 _BERT_TRAIN = [  # batch, seq, eager MB, sdpa MB: the page's training table
     (4, 256, 939.213, 764.834), (4, 512, 1970.447, 1227.162), (8, 256, 1594.295, 1226.114),
     (8, 512, 3629.401, 2134.262), (16, 256, 2874.426, 2134.262), (16, 512, 6964.659, 3961.013),
@@ -268,17 +286,42 @@ _BERT_TRAIN = [  # batch, seq, eager MB, sdpa MB: the page's training table
 
 
 def _sdpa_table_case(
-    model: str, source: str, stack: str, device: str, attention: str, batch: int, seq: int, mb: float,
-    model_class: str, inputs: Callable[[int, int], dict[str, torch.Tensor]], label: str, transformers: str | None,
-) -> Case:  # fmt: skip
+    model: str,
+    source: str,
+    stack: str,
+    device: str,
+    attention: str,
+    batch: int,
+    seq: int,
+    mb: float,
+    model_class: str,
+    inputs: Callable[[int, int], dict[str, torch.Tensor]],
+    label: str,
+    transformers: str | None,
+) -> Case:
     column = "Eager" if attention == "eager" else "SDPA"
     return Case(
-        f"{label} train b{batch} s{seq} fp16 {attention}", source,
-        f"|{batch}|{seq}|...| {column} peak mem (MB): {mb}", stack, device, model,
-        dict(task="train", batch_size=batch, seq_len=seq, dtype="fp16", optimizer=None, loss=HeldLogitsSum(),
-             model_class=model_class, inputs=inputs, attn_implementation=attention),
-        "allocated", round(mb * MB), transformers=transformers,
-    )  # fmt: skip
+        f"{label} train b{batch} s{seq} fp16 {attention}",
+        source,
+        f"|{batch}|{seq}|...| {column} peak mem (MB): {mb}",
+        stack,
+        device,
+        model,
+        dict(
+            task="train",
+            batch_size=batch,
+            seq_len=seq,
+            dtype="fp16",
+            optimizer=None,
+            loss=HeldLogitsSum(),
+            model_class=model_class,
+            inputs=inputs,
+            attn_implementation=attention,
+        ),
+        "allocated",
+        round(mb * MB),
+        transformers=transformers,
+    )
 
 
 BERT_SDPA = [
@@ -291,10 +334,12 @@ BERT_SDPA = [
 # ---- transformers GPT-NeoX model doc, SDPA training table (RTX 3080 Ti laptop, 16 GB) -----------------------------
 
 _NEOX_DOC = "https://huggingface.co/docs/transformers/v4.48.0/en/model_doc/gpt_neox#using-scaled-dot-product-attention-sdpa"
-_NEOX_STACK = ("rtx3080ti-16GB (the laptop RTX 3080 Ti, sm_86), PyTorch 2.2.1, transformers 4.42 (huggingface/transformers"
-               "#31031; its GPT-NeoX holds more than today's: benchmarks/neox_stack_difference.py measures it), "
-               "pythia-410m-deduped in float16, AutoModelForCausalLM, loss = logits.sum(), no optimizer; "
-               "torch.cuda.max_memory_allocated() * 1e-6")  # fmt: skip
+_NEOX_STACK = (
+    "rtx3080ti-16GB (the laptop RTX 3080 Ti, sm_86), PyTorch 2.2.1, transformers 4.42 (huggingface/transformers"
+    "#31031; its GPT-NeoX holds more than today's: benchmarks/neox_stack_difference.py measures it), "
+    "pythia-410m-deduped in float16, AutoModelForCausalLM, loss = logits.sum(), no optimizer; "
+    "torch.cuda.max_memory_allocated() * 1e-6"
+)
 _NEOX_TRAIN = [  # attention, batch, seq, MB: rows of the page's training table
     ("eager", 1, 512, 2278.38), ("sdpa", 1, 512, 1953.76), ("eager", 1, 2048, 13484.1), ("sdpa", 1, 2048, 3882.01),
     ("eager", 2, 1024, 8707.55), ("sdpa", 2, 1024, 3878.86), ("eager", 4, 512, 6290.58), ("sdpa", 4, 512, 3877.29),
@@ -309,9 +354,11 @@ NEOX_SDPA = [
 # ---- transformers "Optimizing LLMs for Speed and Memory" (OctoCoder 15.5B generate) -------------------------------
 
 _LLM_GUIDE = "https://huggingface.co/docs/transformers/llm_tutorial_optimization"
-_LLM_STACK = ("A100 (the guide: 'can be run on a single 40 GB A100'), transformers pipeline('text-generation'), "
-              "device_map='auto', max_new_tokens=60; load_in_8bit / load_in_4bit (bitsandbytes LLM.int8 / fp4, the "
-              "unquantized modules in float16); torch.cuda.max_memory_allocated() / 1024**3")  # fmt: skip
+_LLM_STACK = (
+    "A100 (the guide: 'can be run on a single 40 GB A100'), transformers pipeline('text-generation'), "
+    "device_map='auto', max_new_tokens=60; load_in_8bit / load_in_4bit (bitsandbytes LLM.int8 / fp4, the "
+    "unquantized modules in float16); torch.cuda.max_memory_allocated() / 1024**3"
+)
 _PROMPT_TOKENS = 20
 """'Question: Please write a function in Python that transforms bytes to Giga bytes.\\n\\nAnswer:' is about 20
 StarCoder tokens (the page does not print the count; each token of KV cache is 80 KiB, so +-5 tokens is 0.4 MiB)."""
@@ -408,8 +455,10 @@ def table(rows: list[Row]) -> str:
         within = sum(error <= 0.10 for error in errors)
         off_stack = sum(row.off_stack for row in rows if row.predicted is not None)
         elsewhere = f" {off_stack} asked on a transformers other than their case's." if off_stack else ""
-        lines.append(f"Answered {len(errors)} of {len(rows)} cases; median |error| {statistics.median(errors):.1%}; "
-                     f"{within} of {len(errors)} within 10%.{elsewhere}")  # fmt: skip
+        lines.append(
+            f"Answered {len(errors)} of {len(rows)} cases; median |error| {statistics.median(errors):.1%}; "
+            f"{within} of {len(errors)} within 10%.{elsewhere}"
+        )
     return "\n".join(lines)
 
 
@@ -428,8 +477,13 @@ def run_cases(cases: list[Case], doc: str | None) -> None:
     """The command line of a benchmark of published figures: ask vramsim each case (``--only`` filters), print the table."""
     parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
-    parser.add_argument("--python", action="append", default=[], metavar="transformers-X.Y=PATH",
-                        help="the interpreter that asks the cases whose source ran transformers X.Y (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="transformers-X.Y=PATH",
+        help="the interpreter that asks the cases whose source ran transformers X.Y (repeatable)",
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)  # one case by name, answered as JSON (what --python runs)
     args = parser.parse_args()
     if args.case is not None:

@@ -35,14 +35,30 @@ _FLOAT8 = "Float8 training (torchao convert_to_float8_training, float8 all-gathe
 _CP = "context parallel (ring attention over a sequence split across ranks) is not modelled"
 
 _TITAN_8B: dict[str, Any] = dict(
-    task="train", batch_size=2, seq_len=8192, mixed_precision="bf16", fsdp="full", checkpointing="selective:torchtitan",
-)  # fmt: skip
+    task="train",
+    batch_size=2,
+    seq_len=8192,
+    mixed_precision="bf16",
+    fsdp="full",
+    checkpointing="selective:torchtitan",
+)
 
 
-def _titan(name: str, quote: str, gib: float, *, model: str = "meta-llama/Llama-3.1-8B", unavailable: str | None = None,
-           **options: Any) -> Case:  # fmt: skip
-    return Case(f"torchtitan {name}", _TORCHTITAN, quote, _TORCHTITAN_STACK, _H100_96GB, model,
-                {**_TITAN_8B, **options}, "reserved", round(gib * GiB), unavailable)  # fmt: skip
+def _titan(
+    name: str, quote: str, gib: float, *, model: str = "meta-llama/Llama-3.1-8B", unavailable: str | None = None, **options: Any
+) -> Case:
+    return Case(
+        f"torchtitan {name}",
+        _TORCHTITAN,
+        quote,
+        _TORCHTITAN_STACK,
+        _H100_96GB,
+        model,
+        {**_TITAN_8B, **options},
+        "reserved",
+        round(gib * GiB),
+        unavailable,
+    )
 
 
 CASES = [

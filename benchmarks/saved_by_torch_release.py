@@ -35,8 +35,9 @@ def _storage(tensor: torch.Tensor) -> tuple[int, int]:
 
 
 def _model(layers: int) -> torch.nn.Module:
-    config = BertConfig(hidden_size=1024, num_hidden_layers=layers, num_attention_heads=16, intermediate_size=4096,
-                        vocab_size=30522, num_labels=2)  # fmt: skip
+    config = BertConfig(
+        hidden_size=1024, num_hidden_layers=layers, num_attention_heads=16, intermediate_size=4096, vocab_size=30522, num_labels=2
+    )
     if int(transformers.__version__.split(".")[0]) >= 5:
         config._attn_implementation = "eager"  # the 2022 code had no other
     return BertForSequenceClassification(config).train()

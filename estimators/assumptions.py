@@ -195,6 +195,7 @@ The only public figure found: ~0.4 GiB per process on an RX 7900 XTX, gfx1100
 (Quartermaster-Labs/Quartermaster#24). Not measured on MI300X.
 """
 
+
 def cuda_context_bytes(device: DeviceProfile, *, training: bool, module_loading: ModuleLoading = "lazy") -> int:
     """Device memory outside PyTorch's allocator once a step has run: the context and its loaded kernels."""
     if device.vendor == "amd":
@@ -258,7 +259,12 @@ DEEPSPEED_OVERLAP_COMM_STAGES = frozenset({3})
 ``stage == ZeroStageEnum.weights``); with it stages 1 and 2 double the reduce bucket (``buf_1``)."""
 
 DATA_PARALLEL_COMMUNICATION: dict[str, float] = {
-    "DDP": 2.0, "ZeRO-1": 2.0, "ZeRO-2": 2.0, "FSDP2 grad-op": 2.0, "ZeRO-3": 3.0, "FSDP2 full": 3.0,
+    "DDP": 2.0,
+    "ZeRO-1": 2.0,
+    "ZeRO-2": 2.0,
+    "FSDP2 grad-op": 2.0,
+    "ZeRO-3": 3.0,
+    "FSDP2 full": 3.0,
 }
 """Bytes each rank sends per step, in units of the model's weights, used only to order candidates of
 equal GPUs and recompute (``vramsim/strategy.py``). Rajbhandari et al. 2020 (ZeRO), section 7: an
@@ -313,8 +319,13 @@ g-GPU servers, and then pipeline model parallelism can be used to scale up to la
 servers")."""
 
 DEEPSPEED_NVME_DEFAULTS: dict[str, int] = {
-    "optimizer_buffer_count": 4, "param_buffer_count": 5, "param_buffer_size": 100_000_000,
-    "max_in_cpu": 1_000_000_000, "sub_group_size": 1_000_000_000, "intra_op_parallelism": 1, "block_size": 1 << 20,
+    "optimizer_buffer_count": 4,
+    "param_buffer_count": 5,
+    "param_buffer_size": 100_000_000,
+    "max_in_cpu": 1_000_000_000,
+    "sub_group_size": 1_000_000_000,
+    "intra_op_parallelism": 1,
+    "block_size": 1 << 20,
 }
 """ZeRO-Infinity's NVMe settings when a ds_config leaves them out (deepspeed 0.19.8 ``zero/offload_config.py``:
 ``offload_optimizer.buffer_count`` 4, ``offload_param.buffer_count`` 5, ``buffer_size`` 1e8 elements,
@@ -459,8 +470,7 @@ def overheads_for(
             Overhead(
                 name="HIP context",
                 bytes=cuda_context_bytes(device, training=training, module_loading=module_loading),
-                source="assumption: ~0.4 GiB measured on gfx1100 (Quartermaster-Labs/Quartermaster#24); "
-                "not measured on this GPU",
+                source="assumption: ~0.4 GiB measured on gfx1100 (Quartermaster-Labs/Quartermaster#24); not measured on this GPU",
                 counted_in="device",
             ),
             *_hipblas(device, handles),
@@ -513,8 +523,16 @@ SCRIPT_LORA_TARGETS = ("to_k", "to_q", "to_v", "to_out.0")
 ``train_dreambooth_lora_sdxl.py``; the FLUX script's default before it added more), used when no
 ``--lora-targets`` are given: peft's ``all-linear`` default would adapt every linear layer of the denoiser."""
 
-SD3_SCRIPT_LORA_TARGETS = ("attn.add_k_proj", "attn.add_q_proj", "attn.add_v_proj", "attn.to_add_out", "attn.to_k",
-                           "attn.to_out.0", "attn.to_q", "attn.to_v")  # fmt: skip
+SD3_SCRIPT_LORA_TARGETS = (
+    "attn.add_k_proj",
+    "attn.add_q_proj",
+    "attn.add_v_proj",
+    "attn.to_add_out",
+    "attn.to_k",
+    "attn.to_out.0",
+    "attn.to_q",
+    "attn.to_v",
+)
 """The modules ``train_dreambooth_lora_sd3.py`` adapts when ``--lora_layers`` is not given: both streams' attention
 projections of every joint block (the context stream's ``add_*`` ones too), used for SD3 when no ``--lora-targets``
 are given."""

@@ -38,9 +38,16 @@ __all__ = [
 ]  # fmt: skip
 
 CHECKPOINTING_CHOICES = (
-    "none", "full", "every:K", "selective", "selective:torchtitan", "first:F[+selective[:torchtitan]:S]", "auto",
-    "offload", "all",
-)  # fmt: skip
+    "none",
+    "full",
+    "every:K",
+    "selective",
+    "selective:torchtitan",
+    "first:F[+selective[:torchtitan]:S]",
+    "auto",
+    "offload",
+    "all",
+)
 
 SELECTIVE_SAVED_OPS = frozenset(
     "aten.mm aten.addmm aten.bmm aten.baddbmm aten._scaled_mm aten.convolution "
@@ -233,18 +240,47 @@ class _Schedule:
         self._seq += 1
         return (clock, 1, self._seq)
 
-    def add(self, *, nbytes: int, module: str, op: str, step: int, phase: str, category: str, alloc_at: Position | None,
-            copy_of: int | None = None) -> int:  # fmt: skip
+    def add(
+        self,
+        *,
+        nbytes: int,
+        module: str,
+        op: str,
+        step: int,
+        phase: str,
+        category: str,
+        alloc_at: Position | None,
+        copy_of: int | None = None,
+    ) -> int:
         assert alloc_at is not None
-        self.added.append(Block(nbytes=nbytes, category=category, module=module, phase=phase, op=op, step=step,
-                                alloc_at=alloc_at, free_at=None, copy_of=copy_of))  # fmt: skip
+        self.added.append(
+            Block(
+                nbytes=nbytes,
+                category=category,
+                module=module,
+                phase=phase,
+                op=op,
+                step=step,
+                alloc_at=alloc_at,
+                free_at=None,
+                copy_of=copy_of,
+            )
+        )
         return self._first_added + len(self.added) - 1
 
     def copy(self, sid: int, *, phase: str, category: str, at: Position | None, nbytes: int | None = None) -> int:
         """A new block made like traced storage ``sid`` (a recomputed or fetched activation)."""
         attrs = self.graph.nodes[("storage", sid)]
-        return self.add(nbytes=attrs["nbytes"] if nbytes is None else nbytes, module=attrs["module"], op=attrs["op"],
-                        step=attrs["step"], phase=phase, category=category, alloc_at=at, copy_of=sid)  # fmt: skip
+        return self.add(
+            nbytes=attrs["nbytes"] if nbytes is None else nbytes,
+            module=attrs["module"],
+            op=attrs["op"],
+            step=attrs["step"],
+            phase=phase,
+            category=category,
+            alloc_at=at,
+            copy_of=sid,
+        )
 
     def free_added(self, key: int, at: Position | None) -> None:
         self.added[key - self._first_added].free_at = at
@@ -265,8 +301,16 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
     host memory is the device's (the CPU target); 0 elsewhere.
     """
     holds = [
-        _Hold(sid=sid, op=op, ops_before=a["ops_before"], unit=a["unit"], nbytes=a["nbytes"], pack=a["pack_clock"],
-              unpack=a["unpack_clock"], release=a["release_clock"])
+        _Hold(
+            sid=sid,
+            op=op,
+            ops_before=a["ops_before"],
+            unit=a["unit"],
+            nbytes=a["nbytes"],
+            pack=a["pack_clock"],
+            unpack=a["unpack_clock"],
+            release=a["release_clock"],
+        )
         for sid, op, a in saved_edges(graph)
     ]
     schedule = _Schedule(graph)
@@ -332,7 +376,12 @@ class _Checkpoints:
     """
 
     def __init__(
-        self, schedule: _Schedule, holds: list[_Hold], units: dict[int, UnitRecord], plan: CheckpointPlan, rng_bytes: int,
+        self,
+        schedule: _Schedule,
+        holds: list[_Hold],
+        units: dict[int, UnitRecord],
+        plan: CheckpointPlan,
+        rng_bytes: int,
     ) -> None:
         self.schedule = schedule
         self.nodes = schedule.graph.nodes
@@ -375,8 +424,15 @@ class _Checkpoints:
         releases = [hold.release for hold in holds]
         death = None if None in releases else schedule.at(max([unit.last_clock, *releases]))  # type: ignore[type-var]
         if self.rng_bytes:  # the host RNG state, stashed for the replay
-            key = schedule.add(nbytes=self.rng_bytes, module=unit.module, op="aten.empty", step=unit.step, phase="forward",
-                               category="activations", alloc_at=schedule.at(unit.first_clock))  # fmt: skip
+            key = schedule.add(
+                nbytes=self.rng_bytes,
+                module=unit.module,
+                op="aten.empty",
+                step=unit.step,
+                phase="forward",
+                category="activations",
+                alloc_at=schedule.at(unit.first_clock),
+            )
             schedule.free_added(key, death)
         for sid in unit.inputs:
             self._hold_extra(sid, death)
@@ -410,23 +466,35 @@ class _Checkpoints:
                         cached[sid] = op
         return cached
 
-    def _replay(self, unit: UnitRecord, stop_clock: int, trigger: int, saved: dict[int, list[int | None]],
-                cached: dict[int, int]) -> None:  # fmt: skip
+    def _replay(
+        self, unit: UnitRecord, stop_clock: int, trigger: int, saved: dict[int, list[int | None]], cached: dict[int, int]
+    ) -> None:
         """Replay the unit's forward events ``(first_clock, stop_clock]`` right after clock ``trigger``."""
         schedule = self.schedule
         rng_key = None
         if self.rng_bytes:  # torch.random.fork_rng stashes the host state around the replay
-            rng_key = schedule.add(nbytes=self.rng_bytes, module=unit.module, op="aten.empty", step=unit.step,
-                                   phase="recompute", category="temporaries", alloc_at=schedule.at(trigger))  # fmt: skip
+            rng_key = schedule.add(
+                nbytes=self.rng_bytes,
+                module=unit.module,
+                op="aten.empty",
+                step=unit.step,
+                phase="recompute",
+                category="temporaries",
+                alloc_at=schedule.at(trigger),
+            )
         made: dict[int, int] = {}
         for clock in range(unit.first_clock + 1, stop_clock + 1):
             sid, is_alloc = self.events[clock - 1]
             if self.nodes[("storage", sid)]["alloc_at"][0] <= unit.first_clock:
                 continue  # made before the unit: the checkpoint hands its inputs back
             if is_alloc:
-                made[sid] = sid if sid in cached else schedule.copy(
-                    sid, phase="recompute", category="activations" if sid in saved else "temporaries", at=schedule.at(trigger)
-                )  # fmt: skip
+                made[sid] = (
+                    sid
+                    if sid in cached
+                    else schedule.copy(
+                        sid, phase="recompute", category="activations" if sid in saved else "temporaries", at=schedule.at(trigger)
+                    )
+                )
             elif sid in made and sid not in saved:
                 self._drop(made.pop(sid), sid, schedule.at(trigger), cached)
         for sid, key in made.items():

@@ -47,8 +47,19 @@ def _ring(ranks: int) -> float:
     return (ranks - 1) / ranks
 
 
-def communication_bytes(shape: LayerShape, *, scheme: str | None, dp: int, tp: int, pp: int, virtual: int,
-                        micro_batches: int, cp: int, ep: int, recomputed_layers: float) -> float:  # fmt: skip
+def communication_bytes(
+    shape: LayerShape,
+    *,
+    scheme: str | None,
+    dp: int,
+    tp: int,
+    pp: int,
+    virtual: int,
+    micro_batches: int,
+    cp: int,
+    ep: int,
+    recomputed_layers: float,
+) -> float:
     """Bytes one rank sends per micro-batch of ``shape.tokens`` tokens, every axis added: ``scheme`` over
     ``dp`` ranks (a name of ``DATA_PARALLEL_COMMUNICATION``, once per step of ``micro_batches`` with a
     pipeline; the experts' weights over dp / ep), tensor, pipeline, context and expert parallel;

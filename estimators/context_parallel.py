@@ -61,10 +61,22 @@ def ring_buffers(graph: nx.MultiDiGraph, timeline: Timeline) -> tuple[Timeline, 
         largest = max(largest, 3 * kv)
         clock = op["clock_after"]
         for nbytes, category in ((3 * kv, "communication"), (scratch, "temporaries")):
-            blocks.append(Block(nbytes=nbytes, category=category, module=op["module"], phase=op["phase"], op=RING,
-                                step=op["step"], alloc_at=(clock - 1, 1, _AFTER), free_at=(clock, 1, _AFTER)))  # fmt: skip
+            blocks.append(
+                Block(
+                    nbytes=nbytes,
+                    category=category,
+                    module=op["module"],
+                    phase=op["phase"],
+                    op=RING,
+                    step=op["step"],
+                    alloc_at=(clock - 1, 1, _AFTER),
+                    free_at=(clock, 1, _AFTER),
+                )
+            )
     if not largest:
-        raise NotImplementedError("cp: torch's context_parallel runs the flash, memory-efficient and cuDNN SDPA kernels "
-                                  "as a ring; none ran in this trace (attn_implementation='sdpa', with a dtype and head "
-                                  "size those kernels take on the target)")  # fmt: skip
+        raise NotImplementedError(
+            "cp: torch's context_parallel runs the flash, memory-efficient and cuDNN SDPA kernels "
+            "as a ring; none ran in this trace (attn_implementation='sdpa', with a dtype and head "
+            "size those kernels take on the target)"
+        )
     return order_blocks(blocks, graph.graph["step_clocks"]), largest

@@ -71,8 +71,10 @@ class _Alloc:
         cap_below = growth > 0 and len(set(capped.values())) == 1 and all(size < line[d] for d, size in capped.items())
         if on_line and (not capped or (after and cap_below)):
             return
-        raise ValueError(f"{self.block.op} at {self.block.module or 'top level'} grows by neither a line nor a capped "
-                         f"line over the decode steps: {self.head} then {self.tail}")  # fmt: skip
+        raise ValueError(
+            f"{self.block.op} at {self.block.module or 'top level'} grows by neither a line nor a capped "
+            f"line over the decode steps: {self.head} then {self.tail}"
+        )
 
 
 _Ref = tuple[str, int, int]
@@ -191,8 +193,10 @@ def _template(head: DecodeRun, mine: _Step, tail: DecodeRun, probe: _Step, new_t
             allocs = [_Alloc(block, {}, {}) for block in made]
         for alloc, block in zip(allocs, made, strict=True):
             if _role(block) != _role(alloc.block):
-                raise ValueError(f"decode step {run.first_decode + number - 1} allocates {block.op} where another step "
-                                 f"allocates {alloc.block.op}")  # fmt: skip
+                raise ValueError(
+                    f"decode step {run.first_decode + number - 1} allocates {block.op} where another step "
+                    f"allocates {alloc.block.op}"
+                )
             (alloc.head if run is head else alloc.tail)[run.first_decode + number - 1] = block.nbytes
     if tail.first_decode + _TEMPLATE_FROM - 1 <= head.first_decode + len(head_refs) - 1:
         raise ValueError(f"{new_tokens} new tokens: the tail probe overlaps the head")
@@ -208,9 +212,15 @@ def _carry(events: list[tuple[int, bool]], carried: dict[int, int]) -> list[tupl
 
 
 def _emit_step(
-    timeline: Timeline, step: _Step, template: list[_Ref], allocs: list[_Alloc], new_tokens: int,
-    blocks: list[Block], events: list[tuple[int, bool]], carried: dict[int, int],
-) -> dict[int, int]:  # fmt: skip
+    timeline: Timeline,
+    step: _Step,
+    template: list[_Ref],
+    allocs: list[_Alloc],
+    new_tokens: int,
+    blocks: list[Block],
+    events: list[tuple[int, bool]],
+    carried: dict[int, int],
+) -> dict[int, int]:
     """Append one program step: the head's prefill and traced decode steps, derived ones up to
     ``new_tokens - 1``, then the head's loop end with its frees moved to the last decode steps' blocks.
     Returns, for what later events may free, each traced decode block's stand-in among the last ones."""
@@ -226,16 +236,26 @@ def _emit_step(
     lines = [alloc.line() for alloc in allocs]
     roles = [alloc.block for alloc in allocs]
     starts: dict[int, int] = {}
-    compiled = [(kind == "alloc", 0 if kind == "alloc" else first, first if kind == "alloc" else second)
-                for kind, first, second in template]  # fmt: skip
+    compiled = [
+        (kind == "alloc", 0 if kind == "alloc" else first, first if kind == "alloc" else second)
+        for kind, first, second in template
+    ]
     reach = max((back for _, back, _ in compiled), default=0)
     for decode in range(traced + 1, new_tokens):
         starts[decode] = len(blocks)
         blocks.extend(
-            Block(nbytes=base + growth * decode if cap is None else min(base + growth * decode, cap), category=role.category,
-                  module=role.module, phase=role.phase, op=role.op, step=role.step, alloc_at=role.alloc_at, free_at=None)
+            Block(
+                nbytes=base + growth * decode if cap is None else min(base + growth * decode, cap),
+                category=role.category,
+                module=role.module,
+                phase=role.phase,
+                op=role.op,
+                step=role.step,
+                alloc_at=role.alloc_at,
+                free_at=None,
+            )
             for (base, growth, cap), role in zip(lines, roles, strict=True)
-        )  # fmt: skip
+        )
         if decode - reach > traced:  # every block it frees was derived: one offset each
             events.extend([(starts[decode - back] + position, alloc) for alloc, back, position in compiled])
             continue
@@ -244,6 +264,7 @@ def _emit_step(
                 events.append((starts[decode - back] + position, alloc))
             else:
                 events.append((keys[decode - back, position], False))
+
     def stand_in(key: int) -> int:
         decode, position = made[key]
         moved = new_tokens - 1 - (traced - decode)

@@ -65,8 +65,18 @@ def all_to_all_buffers(graph: nx.MultiDiGraph, timeline: Timeline, *, rows: int,
         moments = (routed[(module, step)][0], max(clocks)) if phase == "forward" else (min(clocks), max(clocks))
         for clock in moments:
             for n in range(2):
-                blocks.append(Block(nbytes=nbytes, category="communication", module=module, phase=phase, op=ALL_TO_ALL,
-                                    step=step, alloc_at=(clock, 1, _AFTER + n), free_at=(clock, 1, _AFTER + 2)))  # fmt: skip
+                blocks.append(
+                    Block(
+                        nbytes=nbytes,
+                        category="communication",
+                        module=module,
+                        phase=phase,
+                        op=ALL_TO_ALL,
+                        step=step,
+                        alloc_at=(clock, 1, _AFTER + n),
+                        free_at=(clock, 1, _AFTER + 2),
+                    )
+                )
     return order_blocks(blocks, graph.graph["step_clocks"]), nbytes
 
 

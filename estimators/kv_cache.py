@@ -143,12 +143,19 @@ def _layer(samples: list[CacheSample]) -> LayerCache:
         kind = "sliding"
     serving = first.latent_width * element if kind == "latent" and first.latent_width is not None else per_token
     return LayerCache(
-        layer=first.layer, kind=kind, cache_class=first.cache_class, bytes_per_token=serving, element_bytes=element,
-        window=window, state_bytes=fixed if kind == "state" else 0, dtype=data[0].dtype if data else "",
-        shapes=tuple(t.shape for t in last.tensors), model_bytes_per_token=per_token,
+        layer=first.layer,
+        kind=kind,
+        cache_class=first.cache_class,
+        bytes_per_token=serving,
+        element_bytes=element,
+        window=window,
+        state_bytes=fixed if kind == "state" else 0,
+        dtype=data[0].dtype if data else "",
+        shapes=tuple(t.shape for t in last.tensors),
+        model_bytes_per_token=per_token,
         state_elements=sum(_numel(t.shape) for t in data) if kind == "state" else 0,
         conv_column_elements=last.conv_column_elements if kind == "state" else 0,
-    )  # fmt: skip
+    )
 
 
 def _cross_layer(sample: CacheSample) -> LayerCache:
@@ -158,10 +165,19 @@ def _cross_layer(sample: CacheSample) -> LayerCache:
     data = [t for t in sample.tensors if t.dtype in _FLOATING]
     element = min((t.nbytes // max(_numel(t.shape), 1) for t in data if _numel(t.shape)), default=0)
     per_token = sample.nbytes // sample.tokens
-    return LayerCache(layer=sample.layer, kind="cross", cache_class=sample.cache_class, bytes_per_token=per_token,
-                      element_bytes=element, window=None, state_bytes=0, dtype=data[0].dtype if data else "",
-                      shapes=tuple(t.shape for t in sample.tensors), model_bytes_per_token=per_token,
-                      encoder_tokens=sample.tokens)  # fmt: skip
+    return LayerCache(
+        layer=sample.layer,
+        kind="cross",
+        cache_class=sample.cache_class,
+        bytes_per_token=per_token,
+        element_bytes=element,
+        window=None,
+        state_bytes=0,
+        dtype=data[0].dtype if data else "",
+        shapes=tuple(t.shape for t in sample.tensors),
+        model_bytes_per_token=per_token,
+        encoder_tokens=sample.tokens,
+    )
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -59,9 +59,12 @@ class Liveness:
 
 
 def liveness(
-    timeline: Timeline, allocator: CachingAllocator | None = None, *, overhead_bytes: int = 0,
+    timeline: Timeline,
+    allocator: CachingAllocator | None = None,
+    *,
+    overhead_bytes: int = 0,
     cache_releases: frozenset[int] = frozenset(),
-) -> Liveness:  # fmt: skip
+) -> Liveness:
     """Replay ``timeline`` (through ``allocator`` on a GPU), resetting peaks where the last step begins.
 
     ``overhead_bytes`` are allocated once what existed before tracing is in place, as the
@@ -98,7 +101,7 @@ def liveness(
 
 def replay_under_limit(
     timeline: Timeline, allocator: CachingAllocator, *, overhead_bytes: int = 0, cache_releases: frozenset[int] = frozenset()
-) -> int | None:  # fmt: skip
+) -> int | None:
     """Replay ``timeline`` through ``allocator`` (given a memory limit) until an allocation fails even
     after the cache is emptied (``num_alloc_retries`` counts those retries); the failing event's index,
     or ``None`` when the whole timeline runs. ``cache_releases``: as in ``liveness``."""

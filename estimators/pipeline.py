@@ -105,10 +105,13 @@ def pipeline_plan(stages: int, schedule: str, micro_batches: int | None, virtual
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise ValueError(f"micro_batches must be a positive integer, got {micro_batches!r}")
     if text == "interleaved-1f1b" and m % max(1, m // stages):
-        raise ValueError(f"interleaved 1F1B needs micro-batches a multiple of the rounds ({max(1, m // stages)}), got {m} "
-                         "(torch.distributed.pipelining ScheduleInterleaved1F1B)")  # fmt: skip
-    return PipelinePlan(stages=stages, schedule=text, micro_batches=m,
-                        virtual_stages=virtual_stages if text == "interleaved-1f1b" else 1)  # fmt: skip
+        raise ValueError(
+            f"interleaved 1F1B needs micro-batches a multiple of the rounds ({max(1, m // stages)}), got {m} "
+            "(torch.distributed.pipelining ScheduleInterleaved1F1B)"
+        )
+    return PipelinePlan(
+        stages=stages, schedule=text, micro_batches=m, virtual_stages=virtual_stages if text == "interleaved-1f1b" else 1
+    )
 
 
 def in_flight(plan: PipelinePlan, rank: int) -> float:
@@ -195,8 +198,11 @@ class PipelineSplit:
             made = [op for op, _, key in self.graph.in_edges(storage_node(sid), keys=True) if key == "produced"]
             layer = self._layer(self.graph.nodes[made[0]]["module"]) if made else None
             chunk = self.chunk_of_layer[layer] if layer is not None else last
-            readers = (self.graph.nodes[op]["module"] for _, op in self.graph.out_edges(storage_node(sid))
-                       if self.graph.nodes[op]["phase"] == "forward")
+            readers = (
+                self.graph.nodes[op]["module"]
+                for _, op in self.graph.out_edges(storage_node(sid))
+                if self.graph.nodes[op]["phase"] == "forward"
+            )
             if chunk < last and any(self.chunk_of_layer.get(self._layer(m) or "") == chunk + 1 for m in readers):
                 received[chunk + 1].add(sid)
         return received
@@ -251,8 +257,9 @@ class PipelineSplit:
         began to be read back by then (the trace's module of a backward op is not always the layer's);
         ``None`` before any (the head's and the loss's backward)."""
         clock = attrs["alloc_at"][0]  # type: ignore[index]
-        started = [(first, layer) for (step, layer), first in self.backward_starts.items()
-                   if step == attrs["step"] and first <= clock]  # fmt: skip
+        started = [
+            (first, layer) for (step, layer), first in self.backward_starts.items() if step == attrs["step"] and first <= clock
+        ]
         return max(started)[1] if started else None
 
     def _owner(self, sid: int) -> str | None:
@@ -292,16 +299,23 @@ class PipelineSplit:
         received = set().union(*(self.received[chunk] for chunk in chunks))
         sent = set().union(*(self.received[chunk + 1] for chunk in chunks))
         last_step = len(self.graph.graph["step_clocks"]) - 1
-        ends = {step: max((b.alloc_at[0] for b in blocks if b.step == step and b.phase == "backward"),
-                          default=self.backward_start.get(step, 0)) for step in range(last_step + 1)}  # fmt: skip
+        ends = {
+            step: max(
+                (b.alloc_at[0] for b in blocks if b.step == step and b.phase == "backward"),
+                default=self.backward_start.get(step, 0),
+            )
+            for step in range(last_step + 1)
+        }
         for sid, block in zip(sids, blocks, strict=False):
             if sid in received:  # it arrives in a receive buffer of the stage's own (``_receive_buffers``)
                 block.nbytes = 0
             elif sid in sent and block.free_at is not None:  # the schedule keeps it (``fwd_cache``) for its backward
                 block.free_at = max(block.free_at, (ends[block.step], 3, 0))
         held = self._held(blocks, last_step)
-        inputs, outputs = (sum(self._step_bytes(self.received[c], last_step) for c in chunks if c in self.received),
-                           sum(self._step_bytes(self.received[c + 1], last_step) for c in chunks if c + 1 in self.received))
+        inputs, outputs = (
+            sum(self._step_bytes(self.received[c], last_step) for c in chunks if c in self.received),
+            sum(self._step_bytes(self.received[c + 1], last_step) for c in chunks if c + 1 in self.received),
+        )
         blocks += self._receive_buffers(inputs, outputs)
         gradients = [i for i, sid in enumerate(sids) if sid in self.gradient_sids]
         layers = tuple(m for m in self.layers if self.rank_of_layer[m] == rank)
@@ -311,8 +325,15 @@ class PipelineSplit:
             if backward.accumulates:
                 each += self._accumulated([(sids[i], each[i]) for i in gradients])
             each += self._held_copies(ends, round(held * (backward.in_flight - 1)), backward, inputs)
-            timelines.append(StageTimeline(rank=rank, layers=layers, timeline=order_blocks(each, self.graph.graph["step_clocks"]),
-                                           held_bytes=held, in_flight=backward.in_flight))  # fmt: skip
+            timelines.append(
+                StageTimeline(
+                    rank=rank,
+                    layers=layers,
+                    timeline=order_blocks(each, self.graph.graph["step_clocks"]),
+                    held_bytes=held,
+                    in_flight=backward.in_flight,
+                )
+            )
         return timelines
 
     def _backwards(self, rank: int, held: int, received: int) -> list[Backward]:
@@ -343,25 +364,65 @@ class PipelineSplit:
         for step, end in ends.items():  # the end of the stage's backward in each step
             step_end = self.graph.graph["step_clocks"][step][1]
             if extra > 0:
-                added.append(Block(nbytes=extra, category="activations", module="", phase="forward", op=IN_FLIGHT,
-                                   step=step, alloc_at=(self.forward_end[step], 4, 0), free_at=(end, 3, 0)))  # fmt: skip
+                added.append(
+                    Block(
+                        nbytes=extra,
+                        category="activations",
+                        module="",
+                        phase="forward",
+                        op=IN_FLIGHT,
+                        step=step,
+                        alloc_at=(self.forward_end[step], 4, 0),
+                        free_at=(end, 3, 0),
+                    )
+                )
             if received and backward.earlier:
-                added.append(Block(nbytes=received * backward.earlier, category="communication", module="", phase="backward",
-                                   op=INPUT_GRADIENTS, step=step, alloc_at=(self.backward_start.get(step, end), 4, 0),
-                                   free_at=(step_end, 3, 0)))  # fmt: skip
+                added.append(
+                    Block(
+                        nbytes=received * backward.earlier,
+                        category="communication",
+                        module="",
+                        phase="backward",
+                        op=INPUT_GRADIENTS,
+                        step=step,
+                        alloc_at=(self.backward_start.get(step, end), 4, 0),
+                        free_at=(step_end, 3, 0),
+                    )
+                )
             later = self.plan.micro_batches - backward.earlier - 1
             if received and later > 0:
-                added.append(Block(nbytes=received * later, category="communication", module="", phase="backward",
-                                   op=INPUT_GRADIENTS, step=step, alloc_at=(end, 4, 0), free_at=(step_end, 3, 0)))  # fmt: skip
+                added.append(
+                    Block(
+                        nbytes=received * later,
+                        category="communication",
+                        module="",
+                        phase="backward",
+                        op=INPUT_GRADIENTS,
+                        step=step,
+                        alloc_at=(end, 4, 0),
+                        free_at=(step_end, 3, 0),
+                    )
+                )
         return added
 
     def _receive_buffers(self, inputs: int, outputs: int) -> list[Block]:
         """torch.distributed.pipelining's receive buffers (``stage.py``), made when the schedule first runs and kept:
         one per micro-batch for the activations a stage receives (``args_recv_info``; they are its inputs) and one per
         micro-batch for the gradients of what it sends (``grad_recv_info``)."""
-        return [Block(nbytes=nbytes * self.plan.micro_batches, category="communication", module="", phase="setup",
-                      op=RECEIVE_BUFFERS, step=-1, alloc_at=(0, 4, 0), free_at=None)
-                for nbytes in (inputs, outputs) if nbytes]  # fmt: skip
+        return [
+            Block(
+                nbytes=nbytes * self.plan.micro_batches,
+                category="communication",
+                module="",
+                phase="setup",
+                op=RECEIVE_BUFFERS,
+                step=-1,
+                alloc_at=(0, 4, 0),
+                free_at=None,
+            )
+            for nbytes in (inputs, outputs)
+            if nbytes
+        ]
 
     def _step_bytes(self, sids: set[int], step: int) -> int:
         nodes = self.graph.nodes
@@ -384,9 +445,18 @@ class PipelineSplit:
             clock = block.alloc_at[0]
             if block.phase != "backward" or (block.free_at is not None and block.free_at[0] <= clock):
                 continue
-            added.append(Block(nbytes=block.nbytes, category="temporaries", module=block.module, phase="backward",
-                               op=ACCUMULATE, step=block.step, alloc_at=block.alloc_at,
-                               free_at=(self._next_op_clock(sid, clock), 3, 0)))  # fmt: skip
+            added.append(
+                Block(
+                    nbytes=block.nbytes,
+                    category="temporaries",
+                    module=block.module,
+                    phase="backward",
+                    op=ACCUMULATE,
+                    step=block.step,
+                    alloc_at=block.alloc_at,
+                    free_at=(self._next_op_clock(sid, clock), 3, 0),
+                )
+            )
             block.alloc_at = (self.backward_start.get(block.step, clock), 4, 0)
         return added
 
@@ -406,7 +476,10 @@ class PipelineSplit:
         """Bytes of the step's non-state blocks live across its forward-to-backward boundary."""
         end, start = self.forward_end[step], self.backward_start.get(step, self.forward_end[step] + 1)
         return sum(
-            b.nbytes for b in blocks
-            if b.step == step and b.category not in _STATE + _EVERY_STAGE and b.alloc_at[0] <= end
+            b.nbytes
+            for b in blocks
+            if b.step == step
+            and b.category not in _STATE + _EVERY_STAGE
+            and b.alloc_at[0] <= end
             and (b.free_at is None or b.free_at[0] >= start)
-        )  # fmt: skip
+        )

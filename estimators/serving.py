@@ -159,8 +159,9 @@ def token_bytes(layers: list[LayerCache], element_bytes: int | None) -> int:
     return sum(layer.bytes_per_token_as(element_bytes) for layer in layers if layer.kind not in ("state", "cross"))
 
 
-def request_bytes(layers: list[LayerCache], tokens: int, *, element_bytes: int | None, block_size: int,
-                  max_num_batched_tokens: int) -> int:  # fmt: skip
+def request_bytes(
+    layers: list[LayerCache], tokens: int, *, element_bytes: int | None, block_size: int, max_num_batched_tokens: int
+) -> int:
     """KV cache one request of ``tokens`` tokens takes, in whole blocks per layer.
 
     A sliding layer needs the tokens it keeps (its window less the new token: ``window - 1``
@@ -212,13 +213,24 @@ def vllm_budget(inputs: BudgetInputs) -> Budget:
         return _hybrid_budget(inputs, usable, kv_bytes, groups)
     block = inputs.block_size * token_bytes(inputs.layers, inputs.kv_element_bytes)
     blocks = max(kv_bytes, 0) // block if block else 0
-    per_request = request_bytes(inputs.layers, inputs.max_model_len, element_bytes=inputs.kv_element_bytes,
-                                block_size=inputs.block_size, max_num_batched_tokens=inputs.max_num_batched_tokens)  # fmt: skip
+    per_request = request_bytes(
+        inputs.layers,
+        inputs.max_model_len,
+        element_bytes=inputs.kv_element_bytes,
+        block_size=inputs.block_size,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+    )
     concurrency = blocks * block / per_request if per_request else 0.0
-    return Budget(usable_bytes=usable, kv_cache_bytes=kv_bytes, block_size=inputs.block_size, block_bytes=block,
-                  kv_blocks=blocks,
-                  kv_cache_tokens=blocks * inputs.block_size, request_bytes=per_request,
-                  max_concurrency=concurrency)  # fmt: skip
+    return Budget(
+        usable_bytes=usable,
+        kv_cache_bytes=kv_bytes,
+        block_size=inputs.block_size,
+        block_bytes=block,
+        kv_blocks=blocks,
+        kv_cache_tokens=blocks * inputs.block_size,
+        request_bytes=per_request,
+        max_concurrency=concurrency,
+    )
 
 
 def sglang_budget(inputs: BudgetInputs) -> Budget:
@@ -230,11 +242,23 @@ def sglang_budget(inputs: BudgetInputs) -> Budget:
     kv_bytes = free_after_weights - reserved
     cell = token_bytes(inputs.layers, inputs.kv_element_bytes)
     tokens = max(kv_bytes, 0) // cell if cell else 0
-    per_request = request_bytes(inputs.layers, inputs.max_model_len, element_bytes=inputs.kv_element_bytes,
-                                block_size=1, max_num_batched_tokens=inputs.max_num_batched_tokens)  # fmt: skip
-    return Budget(usable_bytes=free_after_weights - reserved + inputs.weights_bytes, kv_cache_bytes=kv_bytes,
-                  block_size=1, block_bytes=cell, kv_blocks=tokens, kv_cache_tokens=tokens, request_bytes=per_request,
-                  max_concurrency=tokens * cell / per_request if per_request else 0.0)  # fmt: skip
+    per_request = request_bytes(
+        inputs.layers,
+        inputs.max_model_len,
+        element_bytes=inputs.kv_element_bytes,
+        block_size=1,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+    )
+    return Budget(
+        usable_bytes=free_after_weights - reserved + inputs.weights_bytes,
+        kv_cache_bytes=kv_bytes,
+        block_size=1,
+        block_bytes=cell,
+        kv_blocks=tokens,
+        kv_cache_tokens=tokens,
+        request_bytes=per_request,
+        max_concurrency=tokens * cell / per_request if per_request else 0.0,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,8 +296,10 @@ def mamba_alignment(layers: list[LayerCache], element_bytes: int | None) -> Mamb
     states = {layer.engine_state_bytes(model_element) for layer in layers if layer.kind == "state"}
     attention = {layer.bytes_per_token_as(element_bytes) for layer in attention_layers}
     if len(states) > 1 or len(attention) > 1 or any(layer.kind in ("latent", "cross") for layer in layers):
-        raise ValueError(f"a hybrid model with state pages {sorted(states)} and attention pages per token {sorted(attention)}: "
-                         "vLLM unifies one Mamba state with one attention page per token")  # fmt: skip
+        raise ValueError(
+            f"a hybrid model with state pages {sorted(states)} and attention pages per token {sorted(attention)}: "
+            "vLLM unifies one Mamba state with one attention page per token"
+        )
     (mamba,), (per_token,) = states, attention
     step = VLLM_ATTENTION_BLOCK_ALIGNMENT
     block = step * math.ceil(mamba / (step * per_token))
@@ -302,8 +328,7 @@ class HybridGroups:
     mamba: MambaAlignment | None = None
 
 
-def hybrid_groups(layers: list[LayerCache], element_bytes: int | None,
-                  block_size: int = VLLM_BLOCK_SIZE) -> HybridGroups | None:
+def hybrid_groups(layers: list[LayerCache], element_bytes: int | None, block_size: int = VLLM_BLOCK_SIZE) -> HybridGroups | None:
     """The groups of a model whose cached layers are of more than one type with one page size;
     ``None`` for a model with one attention type (one group, every layer in it) or with latent
     caches or pages that differ."""
@@ -326,8 +351,9 @@ def hybrid_groups(layers: list[LayerCache], element_bytes: int | None,
     padding = len(groups) * group_size - len(layers)
     block = mamba.block_size if mamba else block_size
     page = mamba.page_bytes if mamba else block * attention[0].bytes_per_token_as(element_bytes)
-    return HybridGroups(group_size=group_size, groups=groups, padding_layers=padding, block_size=block, page_bytes=page,
-                        mamba=mamba)  # fmt: skip
+    return HybridGroups(
+        group_size=group_size, groups=groups, padding_layers=padding, block_size=block, page_bytes=page, mamba=mamba
+    )
 
 
 def _hybrid_budget(inputs: BudgetInputs, usable: int, kv_bytes: int, hybrid: HybridGroups) -> Budget:
@@ -339,12 +365,25 @@ def _hybrid_budget(inputs: BudgetInputs, usable: int, kv_bytes: int, hybrid: Hyb
     page, block = hybrid.page_bytes, hybrid.block_size
     blocks = max(kv_bytes, 0) // page // hybrid.group_size
     per_request = sum(
-        1 if layer.kind == "state" else
-        request_bytes([layer], inputs.max_model_len, element_bytes=inputs.kv_element_bytes, block_size=block,
-                      max_num_batched_tokens=inputs.max_num_batched_tokens) // page
+        1
+        if layer.kind == "state"
+        else request_bytes(
+            [layer],
+            inputs.max_model_len,
+            element_bytes=inputs.kv_element_bytes,
+            block_size=block,
+            max_num_batched_tokens=inputs.max_num_batched_tokens,
+        )
+        // page
         for layer in hybrid.groups
-    )  # fmt: skip
-    return Budget(usable_bytes=usable, kv_cache_bytes=kv_bytes, block_size=block, block_bytes=page * hybrid.group_size,
-                  kv_blocks=blocks, kv_cache_tokens=blocks // len(hybrid.groups) * block,
-                  request_bytes=per_request * page * hybrid.group_size,
-                  max_concurrency=blocks / per_request if per_request else 0.0)  # fmt: skip
+    )
+    return Budget(
+        usable_bytes=usable,
+        kv_cache_bytes=kv_bytes,
+        block_size=block,
+        block_bytes=page * hybrid.group_size,
+        kv_blocks=blocks,
+        kv_cache_tokens=blocks // len(hybrid.groups) * block,
+        request_bytes=per_request * page * hybrid.group_size,
+        max_concurrency=blocks / per_request if per_request else 0.0,
+    )

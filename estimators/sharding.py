@@ -103,8 +103,7 @@ class Sharded:
     gradients, optimizer_states, buffers (``sharding_offload.py``)."""
 
 
-def shard(graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan, *,
-          weights: Collection[str] | None = None) -> Sharded:  # fmt: skip
+def shard(graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan, *, weights: Collection[str] | None = None) -> Sharded:
     """``timeline`` (of the program traced as ``graph``) as one rank of ``plan`` runs it. ``weights``: the
     rank holds only these (a pipeline stage's, ``PipelineSplit.weights``); its buffers, gathers and shards
     are theirs, and the other weights' blocks are left for the stage split to drop."""
@@ -112,17 +111,20 @@ def shard(graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan, *,
 
 
 class _Rank:
-    def __init__(self, graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan,
-                 held: Collection[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, graph: nx.MultiDiGraph, timeline: Timeline, plan: ShardingPlan, held: Collection[str] | None = None
+    ) -> None:
         self.graph = graph
         self.plan = plan
         self.n = plan.shard_size
         self.blocks = [block.copy() for block in timeline.blocks]
         self.traced = graph.graph["storage_count"]
         self.attrs: list[dict[str, Any]] = [attrs for _, attrs in storage_nodes(graph)]
-        self.weights = {a["owner"]: Weight(sid, a["owner"], tuple(a["shape"]), a["nbytes"])
-                        for sid, a in enumerate(self.attrs)
-                        if a["category"] == "parameters" and (held is None or a["owner"] in held)}  # fmt: skip
+        self.weights = {
+            a["owner"]: Weight(sid, a["owner"], tuple(a["shape"]), a["nbytes"])
+            for sid, a in enumerate(self.attrs)
+            if a["category"] == "parameters" and (held is None or a["owner"] in held)
+        }
         self.restricted = held is not None
         self.grads: dict[int, list[int]] = defaultdict(list)
         """Gradient sids by step."""
@@ -163,10 +165,23 @@ class _Rank:
         self._seq += 1
         return (clock, tier, self._seq)
 
-    def add(self, nbytes: int, category: str, op: str, *, module: str = "", phase: str = "setup", step: int = -1,
-            alloc_at: Position, free_at: Position | None) -> None:  # fmt: skip
-        self.blocks.append(Block(nbytes=nbytes, category=category, module=module, phase=phase, op=op, step=step,
-                                 alloc_at=alloc_at, free_at=free_at))  # fmt: skip
+    def add(
+        self,
+        nbytes: int,
+        category: str,
+        op: str,
+        *,
+        module: str = "",
+        phase: str = "setup",
+        step: int = -1,
+        alloc_at: Position,
+        free_at: Position | None,
+    ) -> None:
+        self.blocks.append(
+            Block(
+                nbytes=nbytes, category=category, module=module, phase=phase, op=op, step=step, alloc_at=alloc_at, free_at=free_at
+            )
+        )
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -240,13 +255,22 @@ class _Rank:
         for key, block in enumerate(self.blocks):  # weights as held (not gathered), optimizer states, one step's gradients
             if not self.holds(key):
                 continue
-            if (block.category == "parameters" and block.op != "all_gather") or block.category == "optimizer_states" or (
-                block.category == "gradients" and block.step in (-1, last_step)
+            if (
+                (block.category == "parameters" and block.op != "all_gather")
+                or block.category == "optimizer_states"
+                or (block.category == "gradients" and block.step in (-1, last_step))
             ):
                 self.model_state[block.category] += block.nbytes
         timeline = order_blocks(self.blocks, self.graph.graph["step_clocks"])
-        return Sharded(plan=self.plan, timeline=timeline, model_state=self.model_state,
-                       gathered_elements=self.gathered, buffers=self.buffers, notes=self.notes, host=self.host)  # fmt: skip
+        return Sharded(
+            plan=self.plan,
+            timeline=timeline,
+            model_state=self.model_state,
+            gathered_elements=self.gathered,
+            buffers=self.buffers,
+            notes=self.notes,
+            host=self.host,
+        )
 
     def _shard_states(self) -> None:
         """Weights, optimizer states and the optimizer step's temporaries shrink to the rank's share."""
@@ -256,8 +280,11 @@ class _Rank:
                 block.nbytes = self.shard_of(sid)
             elif block.category == "temporaries" and block.phase == "optimizer" and self.plan.shards_optimizer:
                 block.nbytes = ceil(block.nbytes / self.ranks_of(self.attrs[sid]["owner"]))  # the step runs on the shard
-            elif (block.category == "parameters" and self.attrs[sid]["owner"] in self.weights
-                  and self.sharded_weight(self.weights[self.attrs[sid]["owner"]])):  # fmt: skip
+            elif (
+                block.category == "parameters"
+                and self.attrs[sid]["owner"] in self.weights
+                and self.sharded_weight(self.weights[self.attrs[sid]["owner"]])
+            ):
                 block.nbytes = self.shard_of(sid)
 
     def _mixed_precision(self) -> None:
@@ -293,7 +320,7 @@ class _Rank:
                 "gradients held in it, "
                 "an fp32 master partition and fp32 gradient partitions for the optimizer, no autocast copies; the traced "
                 "activations keep autocast's dtypes (the residual stream stays fp32 where DeepSpeed computes in the low dtype)"
-            )  # fmt: skip
+            )
             return
         self.notes.append(
             "mixed precision as FSDP2's MixedPrecisionPolicy runs it: "
@@ -323,8 +350,15 @@ class _Rank:
         trainable = self.trainable_weights()
         nbytes = sum(4 * ceil(w.numel / self.ranks_of(w.name)) for w in self.weights.values() if w.name in trainable)
         for step, (first, last) in self.optimizer_span.items():
-            self.add(nbytes, "temporaries", "zero.fp32_grad_partition", phase="optimizer", step=step,
-                     alloc_at=self.at(first, 2), free_at=self.at(last, 3))  # fmt: skip
+            self.add(
+                nbytes,
+                "temporaries",
+                "zero.fp32_grad_partition",
+                phase="optimizer",
+                step=step,
+                alloc_at=self.at(first, 2),
+                free_at=self.at(last, 3),
+            )
 
     def _master_partition(self) -> None:
         """DeepSpeed's optimizer updates an fp32 copy of the rank's partition of the trainable weights:
@@ -344,8 +378,10 @@ class _Rank:
             return
         self.add(nbytes, "parameters", "zero.fp32_master_partition", alloc_at=self.at(0, 4), free_at=None)
         if not all(itemsize(self.attrs[w.sid]) == 4 for w in weights):
-            self.notes.append("DeepSpeed keeps optimizer states with its fp32 master partition; the traced optimizer "
-                              "keeps them in the weights' dtype (DeepSpeed's bf16/fp16 modes are not modelled)")
+            self.notes.append(
+                "DeepSpeed keeps optimizer states with its fp32 master partition; the traced optimizer "
+                "keeps them in the weights' dtype (DeepSpeed's bf16/fp16 modes are not modelled)"
+            )
 
     def _ddp_buckets(self) -> None:
         """DDP's Reducer: buckets over the trainable weights in reverse order, kept for the run."""
@@ -377,8 +413,15 @@ class _Rank:
             grads = self.grads.get(step, [])
             if not grads:
                 continue
-            window = StepWindows(self, step, first_clock, calls, unpacks, groups,
-                                 experts={module: clocks for (module, each), clocks in experts.items() if each == step})
+            window = StepWindows(
+                self,
+                step,
+                first_clock,
+                calls,
+                unpacks,
+                groups,
+                experts={module: clocks for (module, each), clocks in experts.items() if each == step},
+            )
             if self.plan.shards_parameters:  # first: a block reshards before its reduce-scatter input is made
                 window.gathers()
             window.gradients()
@@ -396,7 +439,7 @@ class _Rank:
             name: str = attrs["module"]
             end = name.find(EXPERTS_MODULE) + len(EXPERTS_MODULE)
             module = name[:end]  # the experts module an op runs in, or inside
-            if module in experts and name[end:end + 1] in ("", "."):
+            if module in experts and name[end : end + 1] in ("", "."):
                 key, clock = (module, attrs["step"]), attrs["clock_after"]
                 first, last = calls.get(key, (clock, clock))
                 calls[key] = (min(first, clock), max(last, clock))
@@ -417,6 +460,13 @@ class _Rank:
         # a pipeline reduces after the last micro-batch (DeepSpeed's PipelineEngine ``_exec_reduce_grads``)
         first = last if self.plan.pipelined else min(self.blocks[sid].alloc_at[0] for sid in grads)
         for _ in range(2 if self.plan.zero in DEEPSPEED_OVERLAP_COMM_STAGES else 1):  # overlap_comm: double buffer
-            self.add(nbytes, COMMUNICATION, "zero.reduce_bucket", phase="backward", step=step,
-                     alloc_at=self.at(first, 2), free_at=self.at(last, 3))  # fmt: skip
+            self.add(
+                nbytes,
+                COMMUNICATION,
+                "zero.reduce_bucket",
+                phase="backward",
+                step=step,
+                alloc_at=self.at(first, 2),
+                free_at=self.at(last, 3),
+            )
         self.buffers["ZeRO reduce bucket"] = nbytes

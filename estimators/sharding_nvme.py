@@ -56,8 +56,10 @@ def swap_to_nvme(rank: _Rank, nvme: NvmeSwap) -> None:
         moved += _take(rank, "parameters", max(0, partitions - nvme.max_in_cpu * element))
         pools += nvme.param_buffer_count * aligned(nvme.param_buffer_size, element, nvme) * element
     rank.host["swap_buffers"] = rank.host.get("swap_buffers", 0) + pools
-    rank.notes.append(f"ZeRO-Infinity NVMe offload: {moved:,} B of model states on NVMe, not in host memory; "
-                      f"pinned swap pools {pools:,} B in host memory (DeepSpeed's swap_tensor buffers)")  # fmt: skip
+    rank.notes.append(
+        f"ZeRO-Infinity NVMe offload: {moved:,} B of model states on NVMe, not in host memory; "
+        f"pinned swap pools {pools:,} B in host memory (DeepSpeed's swap_tensor buffers)"
+    )
 
 
 def sub_groups(shares: list[int], size: int) -> list[int]:

@@ -144,10 +144,18 @@ class ShardingPlan:
         return self.gpus > 1 or self.zero > 0 or self.fsdp != "no"
 
 
-def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucket_view: bool = False, *,
-                  offload: object = "none", shard_group: object = None,
-                  zero_settings: ZeroSettings | None = None, pipelined: bool = False,
-                  expert_parallel: int = 1) -> ShardingPlan:  # fmt: skip
+def sharding_plan(
+    gpus: object = 1,
+    zero: object = 0,
+    fsdp: object = "no",
+    bucket_view: bool = False,
+    *,
+    offload: object = "none",
+    shard_group: object = None,
+    zero_settings: ZeroSettings | None = None,
+    pipelined: bool = False,
+    expert_parallel: int = 1,
+) -> ShardingPlan:
     """The plan for these options; ``ValueError`` naming the choices otherwise."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
         raise ValueError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
@@ -164,10 +172,17 @@ def sharding_plan(gpus: object = 1, zero: object = 0, fsdp: object = "no", bucke
     if (group or gpus) % expert_parallel:
         within = f"HSDP's shard group ({group} ranks)" if group else f"the {gpus} data-parallel ranks"
         raise ValueError(f"ep={expert_parallel} expert-parallel ranks are data-parallel ranks: it must divide {within}")
-    return ShardingPlan(gpus=gpus, zero=int(zero), fsdp=text, bucket_view=bool(bucket_view),  # type: ignore[call-overload]
-                        offload=_offload(int(zero), text, offload), shard_group=group,
-                        zero_settings=zero_settings or ZeroSettings(), pipelined=pipelined,
-                        expert_parallel=expert_parallel)  # fmt: skip
+    return ShardingPlan(
+        gpus=gpus,
+        zero=int(zero),
+        fsdp=text,
+        bucket_view=bool(bucket_view),  # type: ignore[call-overload]
+        offload=_offload(int(zero), text, offload),
+        shard_group=group,
+        zero_settings=zero_settings or ZeroSettings(),
+        pipelined=pipelined,
+        expert_parallel=expert_parallel,
+    )
 
 
 def _offload(zero: int, fsdp: str, offload: object) -> str:
@@ -179,11 +194,14 @@ def _offload(zero: int, fsdp: str, offload: object) -> str:
     if text != "none" and not zero and fsdp == "no":
         raise ValueError("offload_states moves sharded model states to the host: it needs zero 1-3 or fsdp")
     if text == "params" and zero in (1, 2):
-        raise ValueError(f"DeepSpeed offloads parameters with ZeRO-3 only (offload_param); ZeRO-{zero} takes "
-                         "offload_states='optimizer'")  # fmt: skip
+        raise ValueError(
+            f"DeepSpeed offloads parameters with ZeRO-3 only (offload_param); ZeRO-{zero} takes offload_states='optimizer'"
+        )
     if text == "optimizer" and fsdp != "no":
-        raise ValueError("FSDP2's CPUOffloadPolicy moves the sharded weights, gradients and optimizer states together: "
-                         "use offload_states='params'")  # fmt: skip
+        raise ValueError(
+            "FSDP2's CPUOffloadPolicy moves the sharded weights, gradients and optimizer states together: "
+            "use offload_states='params'"
+        )
     return text
 
 
@@ -194,11 +212,13 @@ def _shard_group(gpus: int, fsdp: str, shard_group: object) -> int:
     if fsdp != "hybrid":
         raise ValueError("shard_group_size is HSDP's (fsdp='hybrid'): the other schemes shard over every rank")
     if isinstance(shard_group, bool) or not isinstance(shard_group, int) or not 1 <= shard_group <= gpus:
-        raise ValueError(f"shard_group_size must be an integer between 1 and the data-parallel ranks ({gpus}), "
-                         f"got {shard_group!r}")  # fmt: skip
+        raise ValueError(
+            f"shard_group_size must be an integer between 1 and the data-parallel ranks ({gpus}), got {shard_group!r}"
+        )
     if gpus % shard_group:
-        raise ValueError(f"HSDP replicates shard groups of {shard_group} ranks: {gpus} data-parallel ranks are not a "
-                         "multiple of it")  # fmt: skip
+        raise ValueError(
+            f"HSDP replicates shard groups of {shard_group} ranks: {gpus} data-parallel ranks are not a multiple of it"
+        )
     return shard_group
 
 

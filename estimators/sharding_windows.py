@@ -43,9 +43,17 @@ class Weight:
 class StepWindows:
     """One step's gather and reduce moments per block (decoder layer) and for the root."""
 
-    def __init__(self, rank: _Rank, step: int, first_clock: int, calls: list[tuple[int, UnitRecord]],
-                 unpacks: dict[int, list[int]], groups: dict[str, list[Weight]], *,
-                 experts: dict[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rank: _Rank,
+        step: int,
+        first_clock: int,
+        calls: list[tuple[int, UnitRecord]],
+        unpacks: dict[int, list[int]],
+        groups: dict[str, list[Weight]],
+        *,
+        experts: dict[str, tuple[int, int]] | None = None,
+    ) -> None:
         """``experts``: FSDP groups of their own inside the blocks (expert parallelism), by module, with the first
         and last clock of their forward in this step."""
         self.rank = rank
@@ -98,10 +106,19 @@ class StepWindows:
                 last = position + 1 == len(order)  # the root's final callback frees the last one
                 until = self.end_of_backward if last else self.backward[order[position + 1]][1]
                 total = sum(rank.padded_bytes(sid) for sid in sids)
-                rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
-                         alloc_at=rank.at(end, 2), free_at=rank.at(until, 3 if last or until == end else 2))  # fmt: skip
+                rank.add(
+                    total,
+                    COMMUNICATION,
+                    "fsdp.reduce_scatter_input",
+                    module=module,
+                    phase="backward",
+                    step=self.step,
+                    alloc_at=rank.at(end, 2),
+                    free_at=rank.at(until, 3 if last or until == end else 2),
+                )
                 rank.buffers["FSDP reduce-scatter input (largest block)"] = max(
-                    total, rank.buffers.get("FSDP reduce-scatter input (largest block)", 0))
+                    total, rank.buffers.get("FSDP reduce-scatter input (largest block)", 0)
+                )
             for sid in sids:
                 self._reshard_gradient(sid, end if plan.fsdp != "no" else None)
 
@@ -122,8 +139,16 @@ class StepWindows:
             if previous is not None:
                 previous.free_at = rank.at(end, 2)
             total = sum(rank.padded_bytes(sid) for sid in sids)
-            rank.add(total, COMMUNICATION, "fsdp.reduce_scatter_input", module=module, phase="backward", step=self.step,
-                     alloc_at=rank.at(end, 2), free_at=None)  # fmt: skip
+            rank.add(
+                total,
+                COMMUNICATION,
+                "fsdp.reduce_scatter_input",
+                module=module,
+                phase="backward",
+                step=self.step,
+                alloc_at=rank.at(end, 2),
+                free_at=None,
+            )
             previous = rank.blocks[-1]
             key = "FSDP reduce-scatter input (largest block)"
             rank.buffers[key] = max(total, rank.buffers.get(key, 0))
@@ -133,8 +158,16 @@ class StepWindows:
                 rank.blocks[sid].category = "temporaries"
             for sid, free_at in zip(sids, kept, strict=True):
                 block = rank.blocks[sid]
-                rank.add(rank.shard_of(sid), "gradients", "reduce_scatter", module=block.module, phase="backward",
-                         step=block.step, alloc_at=rank.at(end, 2), free_at=free_at)  # fmt: skip
+                rank.add(
+                    rank.shard_of(sid),
+                    "gradients",
+                    "reduce_scatter",
+                    module=block.module,
+                    phase="backward",
+                    step=block.step,
+                    alloc_at=rank.at(end, 2),
+                    free_at=free_at,
+                )
         if previous is not None:  # the root's final callback
             previous.free_at = rank.at(end, 3)
 
@@ -142,11 +175,18 @@ class StepWindows:
         """The whole gradient lives to ``reduced`` (FSDP) or only its own moment (ZeRO-2's bucket copy)."""
         rank = self.rank
         block = rank.blocks[sid]
-        whole_free = rank.at(reduced, 3) if reduced is not None and reduced > block.alloc_at[0] else rank.at(
-            block.alloc_at[0], 5)  # fmt: skip
+        whole_free = rank.at(reduced, 3) if reduced is not None and reduced > block.alloc_at[0] else rank.at(block.alloc_at[0], 5)
         sharded_at = rank.at(whole_free[0], 4)
-        rank.add(rank.shard_of(sid), "gradients", "reduce_scatter", module=block.module, phase="backward",
-                 step=block.step, alloc_at=sharded_at, free_at=block.free_at)  # fmt: skip
+        rank.add(
+            rank.shard_of(sid),
+            "gradients",
+            "reduce_scatter",
+            module=block.module,
+            phase="backward",
+            step=block.step,
+            alloc_at=sharded_at,
+            free_at=block.free_at,
+        )
         if block.free_at is not None and block.free_at < sharded_at:
             rank.blocks[-1].free_at = rank.at(sharded_at[0], 5)
         block.free_at = whole_free
@@ -180,10 +220,13 @@ class StepWindows:
         reshard = rank.plan.reshards_after_forward
         calls = [(u.module, u.first_clock, u.last_clock) for _, u in self.calls]
         calls += [(module, first, last) for module, (first, last) in self.experts.items()]
-        forward = [("", self.first_clock, self.backward[""][1]), *sorted(
-            ((module, first, last if reshard else self.backward.get(module, (0, last))[1]) for module, first, last in calls),
-            key=lambda item: item[1],
-        )]  # fmt: skip
+        forward = [
+            ("", self.first_clock, self.backward[""][1]),
+            *sorted(
+                ((module, first, last if reshard else self.backward.get(module, (0, last))[1]) for module, first, last in calls),
+                key=lambda item: item[1],
+            ),
+        ]
         kept: Block | None = None
         for module, start, end in forward:
             weights = self.groups.get(module, [])
@@ -196,8 +239,18 @@ class StepWindows:
             kept = output
         if kept is not None:
             kept.free_at = rank.at(self.forward_end, 3)
-        largest = max((sum(w.numel for g, weights in self.groups.items() if g == u.module or g.startswith(u.module + ".")
-                           for w in weights) for _, u in self.calls), default=0)  # a block with its experts
+        largest = max(
+            (
+                sum(
+                    w.numel
+                    for g, weights in self.groups.items()
+                    if g == u.module or g.startswith(u.module + ".")
+                    for w in weights
+                )
+                for _, u in self.calls
+            ),
+            default=0,
+        )  # a block with its experts
         rank.gathered = max(rank.gathered, largest + sum(w.numel for w in self.groups.get("", [])))
         if not reshard:
             return
@@ -218,16 +271,26 @@ class StepWindows:
         total = sum(rank.gathered_bytes(w, padded=True) for w in weights)
         if rank.plan.offload == "params":  # CPUOffloadPolicy: each shard is copied to the device to fill the input
             shards = sum(rank.gathered_bytes(w, padded=True) // rank.ranks_of(w.name) for w in weights)
-            rank.add(shards, "temporaries", "fsdp.offload_copy_in", module=module, phase=phase, step=self.step,
-                     alloc_at=rank.at(at[0], at[1]), free_at=rank.at(at[0], 5))  # fmt: skip
-        rank.add(total, COMMUNICATION, "fsdp.all_gather_output", module=module, phase=phase, step=self.step, alloc_at=at,
-                 free_at=None)  # fmt: skip
+            rank.add(
+                shards,
+                "temporaries",
+                "fsdp.offload_copy_in",
+                module=module,
+                phase=phase,
+                step=self.step,
+                alloc_at=rank.at(at[0], at[1]),
+                free_at=rank.at(at[0], 5),
+            )
+        rank.add(
+            total, COMMUNICATION, "fsdp.all_gather_output", module=module, phase=phase, step=self.step, alloc_at=at, free_at=None
+        )
         key = "FSDP all-gather output (largest block)"
         rank.buffers[key] = max(total, rank.buffers.get(key, 0))
         return rank.blocks[-1]
 
-    def _unsharded(self, weights: list[Weight], module: str, start: int, end: int, phase: str, *,
-                   to_reduce: bool = False) -> None:  # fmt: skip
+    def _unsharded(
+        self, weights: list[Weight], module: str, start: int, end: int, phase: str, *, to_reduce: bool = False
+    ) -> None:
         """Each weight's unsharded copy from the copy-out to the reshard (a reshard at the next group's
         start comes before that group's all-gather). ``to_reduce``: the copy is kept to the block's backward,
         which under a pipeline holds it to the reduce after the last micro-batch (``held_to_reduce``)."""
@@ -235,8 +298,16 @@ class StepWindows:
         deferred = to_reduce and rank.plan.pipelined
         for weight in weights:
             free = None if deferred else rank.at(end, 2) if end > start else rank.at(end, 5)
-            rank.add(rank.gathered_bytes(weight), "parameters", "all_gather", module=module, phase=phase, step=self.step,
-                     alloc_at=rank.at(start, 4), free_at=free)  # fmt: skip
+            rank.add(
+                rank.gathered_bytes(weight),
+                "parameters",
+                "all_gather",
+                module=module,
+                phase=phase,
+                step=self.step,
+                alloc_at=rank.at(start, 4),
+                free_at=free,
+            )
             if deferred:
                 self.held_to_reduce[module].append(rank.blocks[-1])
 
@@ -250,14 +321,15 @@ class StepWindows:
         self._gather_chain(backward, "backward")
         root = [w for w in self.groups.get("", []) if rank.sharded_weight(w)]
         self._gather(root, "", self.first_clock, self.first_clock, self.backward[""][1], "forward")
-        largest = max((sum(w.numel for w in self.groups.get(m, []) if rank.sharded_weight(w)) for m, _, _ in forward),
-                      default=0)  # fmt: skip
+        largest = max((sum(w.numel for w in self.groups.get(m, []) if rank.sharded_weight(w)) for m, _, _ in forward), default=0)
         settings = rank.plan.zero_settings
         live = largest + min(largest, settings.prefetch_bucket) + sum(w.numel for w in root)
         rank.gathered = max(rank.gathered, live)
         if live > settings.max_live_parameters:
-            note = (f"{live:,} weight elements gathered at once exceed stage3_max_live_parameters "
-                    f"({settings.max_live_parameters:,}): DeepSpeed would release some sooner")  # fmt: skip
+            note = (
+                f"{live:,} weight elements gathered at once exceed stage3_max_live_parameters "
+                f"({settings.max_live_parameters:,}): DeepSpeed would release some sooner"
+            )
             if note not in rank.notes:
                 rank.notes.append(note)
 
@@ -278,8 +350,16 @@ class StepWindows:
             ahead = fetched + weight.numel <= rank.plan.zero_settings.prefetch_bucket
             fetched += weight.numel
             clock = early if ahead else start
-            rank.add(rank.gathered_bytes(weight), "parameters", "all_gather", module=module, phase=phase, step=self.step,
-                     alloc_at=rank.at(clock, 4), free_at=rank.at(end, 3) if end > clock else rank.at(end, 5))  # fmt: skip
+            rank.add(
+                rank.gathered_bytes(weight),
+                "parameters",
+                "all_gather",
+                module=module,
+                phase=phase,
+                step=self.step,
+                alloc_at=rank.at(clock, 4),
+                free_at=rank.at(end, 3) if end > clock else rank.at(end, 5),
+            )
 
 
 def block_groups(modules: Iterable[str], weights: Iterable[Weight]) -> dict[str, list[Weight]]:

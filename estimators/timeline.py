@@ -43,8 +43,17 @@ class Block:
     def copy(self) -> Block:
         """A block a what-if may change without touching this one (faster than ``dataclasses.replace``,
         which what-ifs call on every block of a long trace)."""
-        return Block(nbytes=self.nbytes, category=self.category, module=self.module, phase=self.phase, op=self.op,
-                     step=self.step, alloc_at=self.alloc_at, free_at=self.free_at, copy_of=self.copy_of)  # fmt: skip
+        return Block(
+            nbytes=self.nbytes,
+            category=self.category,
+            module=self.module,
+            phase=self.phase,
+            op=self.op,
+            step=self.step,
+            alloc_at=self.alloc_at,
+            free_at=self.free_at,
+            copy_of=self.copy_of,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,11 +85,16 @@ def derive_timeline(
         assert sid == len(blocks), "storage nodes must be numbered 0..n-1 in order"
         blocks.append(
             Block(
-                nbytes=attrs["nbytes"], category=recategorised.get(sid, attrs["category"]), module=attrs["module"],
-                phase=attrs["phase"], op=attrs["op"], step=attrs["step"], alloc_at=attrs["alloc_at"],
+                nbytes=attrs["nbytes"],
+                category=recategorised.get(sid, attrs["category"]),
+                module=attrs["module"],
+                phase=attrs["phase"],
+                op=attrs["op"],
+                step=attrs["step"],
+                alloc_at=attrs["alloc_at"],
                 free_at=moved[sid] if sid in moved else attrs["free_at"],
             )
-        )  # fmt: skip
+        )
     blocks.extend(added)
     return order_blocks(blocks, graph.graph["step_clocks"])
 

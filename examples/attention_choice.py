@@ -22,12 +22,20 @@ def main() -> None:
     fitting: dict[int, list[tuple[int, str]]] = {length: [] for length in LENGTHS}
     for length in LENGTHS:
         for kernel in KERNELS:
-            report = vramsim.simulate("meta-llama/Llama-3.2-1B", task="train", seq_len=length, device="a100-80gb",
-                                      dtype="bf16", attn_implementation=kernel)  # fmt: skip
+            report = vramsim.simulate(
+                "meta-llama/Llama-3.2-1B",
+                task="train",
+                seq_len=length,
+                device="a100-80gb",
+                dtype="bf16",
+                attn_implementation=kernel,
+            )
             if report.fits:
                 fitting[length].append((report.device_bytes, kernel))
-            print(f"{kernel:<18} {length:>6} {format_bytes(report.peak_bytes):>11} "
-                  f"{format_bytes(report.device_bytes):>11} {'yes' if report.fits else 'no':>5}")  # fmt: skip
+            print(
+                f"{kernel:<18} {length:>6} {format_bytes(report.peak_bytes):>11} "
+                f"{format_bytes(report.device_bytes):>11} {'yes' if report.fits else 'no':>5}"
+            )
     answers = []
     for length, options in fitting.items():
         if options:

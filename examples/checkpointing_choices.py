@@ -23,23 +23,31 @@ def main() -> None:
     )
     print(f"{'choice':<10} {'peak':>11} {'on device':>11} {'fits':>5} {'recomputed TFLOP':>17}")
     for choice in report.checkpointing:
-        print(f"{choice.checkpointing:<10} {format_bytes(choice.peak_bytes):>11} {format_bytes(choice.device_bytes):>11} "
-              f"{'yes' if choice.fits else 'no':>5} {choice.cost.recomputed_flops / 1e12:>17.1f}")  # fmt: skip
+        print(
+            f"{choice.checkpointing:<10} {format_bytes(choice.peak_bytes):>11} {format_bytes(choice.device_bytes):>11} "
+            f"{'yes' if choice.fits else 'no':>5} {choice.cost.recomputed_flops / 1e12:>17.1f}"
+        )
     fitting = [choice for choice in report.checkpointing if choice.fits]
     if not fitting:
         print("Answer: no checkpointing choice fits one H100 at this length.")
         return
     on_device = [choice for choice in fitting if not choice.cost.offloaded_bytes]
     best = min(on_device or fitting, key=lambda choice: (choice.cost.recomputed_flops, choice.device_bytes))
-    print(f"Answer: --checkpointing {best.checkpointing} fits ({format_bytes(best.device_bytes)} on the device) "
-          f"with the least recompute ({best.cost.recomputed_flops / 1e12:.1f} TFLOP per step).")  # fmt: skip
+    print(
+        f"Answer: --checkpointing {best.checkpointing} fits ({format_bytes(best.device_bytes)} on the device) "
+        f"with the least recompute ({best.cost.recomputed_flops / 1e12:.1f} TFLOP per step)."
+    )
     chosen = auto.checkpointing[0]
-    print(f"Per layer (--checkpointing auto): {chosen.checkpointing} fits ({format_bytes(chosen.device_bytes)} on the "
-          f"device) with {chosen.cost.recomputed_flops / 1e12:.1f} TFLOP recomputed per step.")  # fmt: skip
+    print(
+        f"Per layer (--checkpointing auto): {chosen.checkpointing} fits ({format_bytes(chosen.device_bytes)} on the "
+        f"device) with {chosen.cost.recomputed_flops / 1e12:.1f} TFLOP recomputed per step."
+    )
     for choice in fitting:
         if choice.cost.offloaded_bytes:
-            print(f"--checkpointing offload fits too ({format_bytes(choice.device_bytes)}) with no recompute, but copies "
-                  f"{format_bytes(choice.cost.offloaded_bytes)} to host memory and back every step.")  # fmt: skip
+            print(
+                f"--checkpointing offload fits too ({format_bytes(choice.device_bytes)}) with no recompute, but copies "
+                f"{format_bytes(choice.cost.offloaded_bytes)} to host memory and back every step."
+            )
 
 
 if __name__ == "__main__":

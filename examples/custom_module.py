@@ -67,20 +67,25 @@ def fit_in(report: vramsim.Report) -> int:
 def main() -> None:
     started = time.perf_counter()
     model = TinyGPT()  # on the CPU, as written; vramsim traces a copy of it on the meta device
-    options = dict(inputs=batch, loss=lambda output: output[1], batch_size=32, seq_len=CONTEXT, device="rtx-4090",
-                   mixed_precision="bf16")  # fmt: skip
+    options = dict(
+        inputs=batch, loss=lambda output: output[1], batch_size=32, seq_len=CONTEXT, device="rtx-4090", mixed_precision="bf16"
+    )
     report = vramsim.simulate(model, **options)
     print(f"TinyGPT, {report.parameters:,} parameters, batch 32 x {CONTEXT} tokens, bf16 autocast, fused AdamW")
-    print(f"peak allocated {format_bytes(report.peak_bytes)}, on the device {format_bytes(report.device_bytes)} "
-          f"of {format_bytes(fit_in(report))} usable ({format_bytes(report.capacity_bytes or 0)} less 10%)")  # fmt: skip
+    print(
+        f"peak allocated {format_bytes(report.peak_bytes)}, on the device {format_bytes(report.device_bytes)} "
+        f"of {format_bytes(fit_in(report))} usable ({format_bytes(report.capacity_bytes or 0)} less 10%)"
+    )
     if report.fits:
         print("Answer: yes, it trains at batch 32 on one RTX 4090.")
         return
     fit = vramsim.largest_fit(model, sizes=("batch_size",), traced=report, **options)
     assert fit.batch_size is not None
-    print(f"Answer: no. Batch 32 needs {format_bytes(report.device_bytes)} on the device; "
-          f"the largest batch that fits is {fit.batch_size.value} ({format_bytes(fit.batch_size.device_bytes or 0)}, "
-          f"traced; {fit.batch_size.over} does not fit).")  # fmt: skip
+    print(
+        f"Answer: no. Batch 32 needs {format_bytes(report.device_bytes)} on the device; "
+        f"the largest batch that fits is {fit.batch_size.value} ({format_bytes(fit.batch_size.device_bytes or 0)}, "
+        f"traced; {fit.batch_size.over} does not fit)."
+    )
     for line in report.advice:
         if "(fits)" in line:
             print(f"At batch 32, {line}")

@@ -18,16 +18,32 @@ CHOICES = {"as is": {"checkpointing": "none"}, "--gradient_checkpointing": {"che
 
 
 def main() -> None:
-    reports = dict(zip(CHOICES, vramsim.simulate_each(
-        "stabilityai/stable-diffusion-xl-base-1.0", list(CHOICES.values()), task="train", lora=4, mixed_precision="fp16",
-        optimizer="adamw-foreach", cache_text_embeddings=True, height=1024, width=1024, device="rtx-4090",
-    ), strict=True))  # fmt: skip
+    reports = dict(
+        zip(
+            CHOICES,
+            vramsim.simulate_each(
+                "stabilityai/stable-diffusion-xl-base-1.0",
+                list(CHOICES.values()),
+                task="train",
+                lora=4,
+                mixed_precision="fp16",
+                optimizer="adamw-foreach",
+                cache_text_embeddings=True,
+                height=1024,
+                width=1024,
+                device="rtx-4090",
+            ),
+            strict=True,
+        )
+    )
     print(f"{'option':<26} {'peak':>10} {'on device':>10} {'activations':>12} {'peak in':>8} {'fits':>5}")
     for name, report in reports.items():
         where = report.peak_at.module.partition(".")[0]
         activations = format_bytes(report.breakdown.get("activations", 0))
-        print(f"{name:<26} {format_bytes(report.peak_bytes):>10} {format_bytes(report.device_bytes):>10} "
-              f"{activations:>12} {where:>8} {'yes' if report.fits else 'no':>5}")  # fmt: skip
+        print(
+            f"{name:<26} {format_bytes(report.peak_bytes):>10} {format_bytes(report.device_bytes):>10} "
+            f"{activations:>12} {where:>8} {'yes' if report.fits else 'no':>5}"
+        )
     plain = reports["as is"]
     print(f"trainable parameters: {plain.trainable_parameters:,} of {plain.parameters:,}")
     fitting = [name for name, report in reports.items() if report.fits]
@@ -35,8 +51,10 @@ def main() -> None:
         print("Answer: a DreamBooth LoRA of SDXL at 1024 px does not fit a 24 GB RTX 4090 with these options.")
         return
     best = min(reports, key=lambda name: reports[name].device_bytes)
-    print(f"Answer: yes, as the script runs it with fp16 mixed precision ({format_bytes(plain.device_bytes)} on the "
-          f"device); {best} brings it to {format_bytes(reports[best].device_bytes)}.")  # fmt: skip
+    print(
+        f"Answer: yes, as the script runs it with fp16 mixed precision ({format_bytes(plain.device_bytes)} on the "
+        f"device); {best} brings it to {format_bytes(reports[best].device_bytes)}."
+    )
 
 
 if __name__ == "__main__":

@@ -14,18 +14,23 @@ from vramsim.render import format_bytes
 
 
 def main() -> None:
-    search = vramsim.cheapest_strategy("meta-llama/Llama-3.2-1B", gpus=8, task="train", seq_len=2048,
-                                       mixed_precision="bf16", device="rtx-4090")  # fmt: skip
-    print(f"{len(search.candidates)} settings measured ({search.skipped} skipped) from {search.traces} traces in "
-          f"{search.trace_seconds:.1f} s, of {format_bytes(search.usable_bytes)} usable per GPU")  # fmt: skip
+    search = vramsim.cheapest_strategy(
+        "meta-llama/Llama-3.2-1B", gpus=8, task="train", seq_len=2048, mixed_precision="bf16", device="rtx-4090"
+    )
+    print(
+        f"{len(search.candidates)} settings measured ({search.skipped} skipped) from {search.traces} traces in "
+        f"{search.trace_seconds:.1f} s, of {format_bytes(search.usable_bytes)} usable per GPU"
+    )
     best = search.cheapest
     if best is None:
         print(f"Answer: no setting fits on up to {search.max_gpus} RTX 4090s.")
         return
     layout = f"tensor parallel {best.tp}" if best.tp > 1 else best.scheme
     sent = format_bytes(int(best.communication))
-    print(f"Answer: {best.gpus} RTX 4090s, {layout}, checkpointing {best.plan} "
-          f"({format_bytes(best.device_bytes)} per GPU, {sent} sent per micro-batch).")  # fmt: skip
+    print(
+        f"Answer: {best.gpus} RTX 4090s, {layout}, checkpointing {best.plan} "
+        f"({format_bytes(best.device_bytes)} per GPU, {sent} sent per micro-batch)."
+    )
 
 
 if __name__ == "__main__":

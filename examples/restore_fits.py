@@ -25,15 +25,19 @@ def main() -> None:
     print(f"{'checkpoint folder':<24}{format_bytes(trainer.disk_bytes):>12}")
     print(f"{'':<28}{'on the GPU':>14}{'host RAM':>12}")
     print(f"{'save':<28}{format_bytes(trainer.save_device_bytes):>14}{format_bytes(trainer.save_host_bytes):>12}")
-    print(f"{'restore (map_location=cpu)':<28}{format_bytes(trainer.restore_device_bytes):>14}"
-          f"{format_bytes(trainer.restore_host_bytes):>12}")  # fmt: skip
+    print(
+        f"{'restore (map_location=cpu)':<28}{format_bytes(trainer.restore_device_bytes):>14}"
+        f"{format_bytes(trainer.restore_host_bytes):>12}"
+    )
     print(f"{'the training step after it':<28}{format_bytes(trainer.train_device_bytes):>14}")
     capacity = format_bytes(trainer.capacity_bytes or 0)
     verdict = "fits" if trainer.fits else "does not fit"
-    print(f"Answer: the checkpoint takes {format_bytes(trainer.disk_bytes)} on disk; resuming it with the Trainer "
-          f"{verdict} on one H100 ({format_bytes(trainer.restore_device_bytes)} to restore, "
-          f"{format_bytes(trainer.train_device_bytes)} for the next step, of {capacity}) and needs "
-          f"{format_bytes(trainer.restore_host_bytes)} of host RAM for the optimizer state.")  # fmt: skip
+    print(
+        f"Answer: the checkpoint takes {format_bytes(trainer.disk_bytes)} on disk; resuming it with the Trainer "
+        f"{verdict} on one H100 ({format_bytes(trainer.restore_device_bytes)} to restore, "
+        f"{format_bytes(trainer.train_device_bytes)} for the next step, of {capacity}) and needs "
+        f"{format_bytes(trainer.restore_host_bytes)} of host RAM for the optimizer state."
+    )
 
 
 if __name__ == "__main__":

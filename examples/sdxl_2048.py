@@ -21,15 +21,24 @@ OPTIONS = {"as is": {}, "--vae-tiling": {"vae_tiling": True}}
 
 def main() -> None:
     reports = {
-        name: vramsim.simulate("stabilityai/stable-diffusion-xl-base-1.0", task="generate", height=2048, width=2048,
-                               num_inference_steps=30, device="rtx-4090", **options)
+        name: vramsim.simulate(
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            task="generate",
+            height=2048,
+            width=2048,
+            num_inference_steps=30,
+            device="rtx-4090",
+            **options,
+        )
         for name, options in OPTIONS.items()
-    }  # fmt: skip
+    }
     print(f"{'option':<14} {'peak':>11} {'on device':>11} {'set by':>8} {'fits':>5}")
     for name, report in reports.items():
         top = max(report.components, key=lambda c: c.peak_bytes)
-        print(f"{name:<14} {format_bytes(report.peak_bytes):>11} {format_bytes(report.device_bytes):>11} "
-              f"{top.name:>8} {'yes' if report.fits else 'no':>5}")  # fmt: skip
+        print(
+            f"{name:<14} {format_bytes(report.peak_bytes):>11} {format_bytes(report.device_bytes):>11} "
+            f"{top.name:>8} {'yes' if report.fits else 'no':>5}"
+        )
     fitting = [name for name, report in reports.items() if report.fits]
     if not fitting:
         print("Answer: SDXL at 2048 px does not fit a 24 GB RTX 4090 with these options.")
@@ -37,8 +46,10 @@ def main() -> None:
     name = fitting[0]
     saved = reports["as is"].peak_bytes - reports["--vae-tiling"].peak_bytes
     how = "as is" if name == "as is" else f"with {name}"
-    print(f"Answer: SDXL at 2048 px fits a 24 GB RTX 4090 {how} ({format_bytes(reports[name].device_bytes)} on the "
-          f"device); tiling the VAE decode lowers the peak by {format_bytes(saved)}.")  # fmt: skip
+    print(
+        f"Answer: SDXL at 2048 px fits a 24 GB RTX 4090 {how} ({format_bytes(reports[name].device_bytes)} on the "
+        f"device); tiling the VAE decode lowers the peak by {format_bytes(saved)}."
+    )
 
 
 if __name__ == "__main__":

@@ -14,10 +14,14 @@ if __name__ == "__main__":
     for kv_cache_dtype in ("auto", "fp8"):
         report = serve(MODEL, device="h100", max_model_len=MAX_MODEL_LEN, kv_cache_dtype=kv_cache_dtype)
         results[kv_cache_dtype] = report
-        print(f"kv_cache_dtype={kv_cache_dtype}: weights {report.weights_bytes / 2**30:.2f} GiB, activation peak "
-              f"{report.activation_peak_bytes / 2**30:.2f} GiB, KV cache {report.kv_cache_bytes / 2**30:.2f} GiB = "
-              f"{report.kv_cache_tokens:,} tokens in {report.kv_blocks:,} blocks; "
-              f"maximum concurrency at {MAX_MODEL_LEN:,} tokens: {report.max_concurrency:.2f}x")  # fmt: skip
+        print(
+            f"kv_cache_dtype={kv_cache_dtype}: weights {report.weights_bytes / 2**30:.2f} GiB, activation peak "
+            f"{report.activation_peak_bytes / 2**30:.2f} GiB, KV cache {report.kv_cache_bytes / 2**30:.2f} GiB = "
+            f"{report.kv_cache_tokens:,} tokens in {report.kv_blocks:,} blocks; "
+            f"maximum concurrency at {MAX_MODEL_LEN:,} tokens: {report.max_concurrency:.2f}x"
+        )
     bf16, fp8 = (math.floor(results[key].max_concurrency) for key in ("auto", "fp8"))
-    print(f"Answer: one H100 serves {bf16} concurrent {MAX_MODEL_LEN:,}-token requests of {MODEL} with a bf16 KV "
-          f"cache and {fp8} with an fp8 KV cache (vLLM defaults, gpu_memory_utilization 0.9).")  # fmt: skip
+    print(
+        f"Answer: one H100 serves {bf16} concurrent {MAX_MODEL_LEN:,}-token requests of {MODEL} with a bf16 KV "
+        f"cache and {fp8} with an fp8 KV cache (vLLM defaults, gpu_memory_utilization 0.9)."
+    )

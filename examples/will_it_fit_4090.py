@@ -37,9 +37,11 @@ def main() -> None:
         print("Answer: none of the three fits one RTX 4090 at 2,048 tokens.")
         return
     first = fitting[0]
-    print(f"Answer: {first} is the first recipe that fits one RTX 4090 "
-          f"({format_bytes(reports[first].device_bytes)} of {format_bytes(reports[first].capacity_bytes)}); "
-          f"{', '.join(n for n in reports if n not in fitting) or 'nothing'} does not.")  # fmt: skip
+    print(
+        f"Answer: {first} is the first recipe that fits one RTX 4090 "
+        f"({format_bytes(reports[first].device_bytes)} of {format_bytes(reports[first].capacity_bytes)}); "
+        f"{', '.join(n for n in reports if n not in fitting) or 'nothing'} does not."
+    )
 
 
 if __name__ == "__main__":

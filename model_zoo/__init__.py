@@ -23,10 +23,7 @@ ALIASES: dict[str, str] = {
 @functools.cache
 def _folders() -> dict[str, Path]:
     """Map each bundled id to its folder once; a dict lookup keeps ids case-sensitive on any filesystem."""
-    return {
-        file.parent.relative_to(_CONFIGS).as_posix(): file.parent
-        for file in _CONFIGS.glob("*/*/config.json")
-    }
+    return {file.parent.relative_to(_CONFIGS).as_posix(): file.parent for file in _CONFIGS.glob("*/*/config.json")}
 
 
 @functools.cache

@@ -23,9 +23,14 @@ torch.set_num_threads(1)
 @pytest.fixture
 def tiny_llama() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=500, max_position_embeddings=256,
-    )  # fmt: skip
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=500,
+        max_position_embeddings=256,
+    )
 
 
 @pytest.fixture
@@ -36,6 +41,11 @@ def tiny_gpt2() -> transformers.GPT2Config:
 @pytest.fixture
 def tiny_bert() -> transformers.BertConfig:
     return transformers.BertConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=300,
-        max_position_embeddings=128, architectures=["BertForMaskedLM"],
-    )  # fmt: skip
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        vocab_size=300,
+        max_position_embeddings=128,
+        architectures=["BertForMaskedLM"],
+    )

@@ -19,18 +19,27 @@ _MiB = 1 << 20
 def _timeline() -> Timeline:
     """20 MiB allocated and freed, then 30 MiB: the cached 20 MiB segment cannot hold it, so an unlimited
     allocator reserves 50 MiB while never more than 30 MiB is allocated."""
-    blocks = [Block(nbytes=n * _MiB, category="temporaries", module="", phase="forward", op=f"op{n}", step=0,
-                    alloc_at=(0, 0, 0), free_at=None) for n in (20, 30)]  # fmt: skip
+    blocks = [
+        Block(
+            nbytes=n * _MiB,
+            category="temporaries",
+            module="",
+            phase="forward",
+            op=f"op{n}",
+            step=0,
+            alloc_at=(0, 0, 0),
+            free_at=None,
+        )
+        for n in (20, 30)
+    ]
     events = [(0, True), (0, False), (1, True), (1, False)]
     return Timeline(blocks=blocks, events=events, preexisting=0, steps=[(0, 3)])
 
 
-@pytest.mark.parametrize(("allocator_mib", "retries", "oom"),
-                         [(64, None, None), (40, 1, None), (25, 0, "op30 (forward)")])
+@pytest.mark.parametrize(("allocator_mib", "retries", "oom"), [(64, None, None), (40, 1, None), (25, 0, "op30 (forward)")])
 # 64 MiB beside the cuBLAS workspace holds both segments; 40 holds the 30 MiB one once the cached 20 MiB segment
 # is released (one retry); in 25 the 30 MiB block alone passes the limit: out of memory there, nothing to replay.
-def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: int, retries: int | None,
-                                                                 oom: str | None) -> None:  # fmt: skip
+def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: int, retries: int | None, oom: str | None) -> None:
     target = resolve_target("h100")
     outside = totals(overheads_for(target.profile, world_size=1, training=False))
     usable = allocator_mib * _MiB + outside.device  # the allocator may reserve its workspace plus allocator_mib
@@ -46,8 +55,9 @@ def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: i
 def test_weights_that_alone_pass_the_limit_fail_while_loading() -> None:
     """The 30 MiB block exists before the step (a weight) and alone passes the allocator's 25 MiB (the
     workspace comes later): the job fails before it starts."""
-    timeline = dataclasses.replace(_timeline(), events=[(1, True), (0, True), (0, False), (1, False)], preexisting=1,
-                                   steps=[(1, 3)])  # fmt: skip
+    timeline = dataclasses.replace(
+        _timeline(), events=[(1, True), (0, True), (0, False), (1, False)], preexisting=1, steps=[(1, 3)]
+    )
     target = resolve_target("h100")
     outside = totals(overheads_for(target.profile, world_size=1, training=False))
     usable = 25 * _MiB + outside.device - outside.allocated
@@ -58,9 +68,17 @@ def test_weights_that_alone_pass_the_limit_fail_while_loading() -> None:
 
 def test_bf16_autocast_training_through_a_zero_dropout_runs_on_a_gpu() -> None:
     """Phi-3's residual dropouts have p=0: CUDA's dropout falls back to F.dropout itself, under autocast too."""
-    config = transformers.Phi3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                     num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-                                     pad_token_id=0, architectures=["Phi3ForCausalLM"])  # fmt: skip
+    config = transformers.Phi3Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        architectures=["Phi3ForCausalLM"],
+    )
     report = vramsim.simulate(config, mixed_precision="bf16", device="h100", seq_len=16)
     assert report.peak_bytes > 0
 
@@ -68,8 +86,9 @@ def test_bf16_autocast_training_through_a_zero_dropout_runs_on_a_gpu() -> None:
 def test_eager_module_loading_moves_only_the_device_figure(tiny_llama: transformers.LlamaConfig) -> None:
     """``cuda_module_loading="eager"`` (CUDA before 11.7) is computed from the same trace: allocated and
     reserved unchanged, the device figure up by the measured eager context less the lazy one."""
-    lazy, eager = vramsim.simulate_each(tiny_llama, [{}, {"cuda_module_loading": "eager"}], device="v100-16gb",
-                                        batch_size=2, seq_len=32)  # fmt: skip
+    lazy, eager = vramsim.simulate_each(
+        tiny_llama, [{}, {"cuda_module_loading": "eager"}], device="v100-16gb", batch_size=2, seq_len=32
+    )
     assert (eager.peak_bytes, eager.reserved_bytes) == (lazy.peak_bytes, lazy.reserved_bytes)
     assert eager.device_bytes - lazy.device_bytes == (1343 - 300) * _MiB
     assert eager.options["cuda_module_loading"] == "eager"

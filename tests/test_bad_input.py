@@ -36,8 +36,15 @@ def _file(name: str, content: str | bytes) -> Callable[[Path], str]:
 
 
 def _config(**fields: object) -> Callable[[Path], str]:
-    base = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
-            "num_hidden_layers": 1, "num_key_value_heads": 2, "vocab_size": 100}  # fmt: skip
+    base = {
+        "model_type": "llama",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 1,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+    }
     base.update(fields)
     return _file("config.json", json.dumps(base))
 

@@ -60,8 +60,9 @@ def _trainer_save(program: Program, folder: Path) -> None:
     torch.save(program.optimizer.state_dict(), folder / "optimizer.pt")
     scheduler = get_scheduler("linear", program.optimizer, num_warmup_steps=0, num_training_steps=1)
     torch.save(scheduler.state_dict(), folder / "scheduler.pt")
-    torch.save({"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.get_rng_state()},
-               folder / "rng_state.pth")  # fmt: skip
+    torch.save(
+        {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.get_rng_state()}, folder / "rng_state.pth"
+    )
     TrainerState(global_step=1, max_steps=1).save_to_json(str(folder / "trainer_state.json"))
 
 
@@ -69,8 +70,12 @@ def test_safetensors_header_is_the_writer_s(tmp_path: Path) -> None:
     """The header bytes equal safetensors' own across dtypes (the writer orders by dtype, then by name)."""
     from safetensors.torch import save_file
 
-    tensors = {"b": torch.ones(3, dtype=torch.bfloat16), "a": torch.ones(2, 5), "c": torch.ones(7, dtype=torch.int64),
-               "d": torch.ones((), dtype=torch.float16)}  # fmt: skip
+    tensors = {
+        "b": torch.ones(3, dtype=torch.bfloat16),
+        "a": torch.ones(2, 5),
+        "c": torch.ones(7, dtype=torch.int64),
+        "d": torch.ones((), dtype=torch.float16),
+    }
     save_file(tensors, tmp_path / "x.safetensors", metadata={"format": "pt"})
     header = safetensors_header(tensors, {"format": "pt"})
     assert (tmp_path / "x.safetensors").read_bytes()[: len(header)] == header
@@ -125,8 +130,9 @@ _LORA = {"r": 4, "target_modules": "all-linear"}
     [("trainer", {}), ("trainer", {"dtype": "bf16"}), ("trainer", {"lora": _LORA}), ("torch", {})],
     ids=["fp32", "bf16", "lora", "torch"],
 )
-def test_checkpoint_is_a_real_one_s(tiny_llama: transformers.LlamaConfig, tmp_path: Path, save_format: str,
-                                    options: dict[str, Any]) -> None:  # fmt: skip
+def test_checkpoint_is_a_real_one_s(
+    tiny_llama: transformers.LlamaConfig, tmp_path: Path, save_format: str, options: dict[str, Any]
+) -> None:
     """Against a real checkpoint of the same run, saved and then restored into a fresh model and optimizer:
     every file has the predicted size, to the byte for the safetensors weights (tied ones once), the JSON files
     and the small torch.save files, the optimizer's torch.save files within the pickle memo of their location
@@ -162,8 +168,9 @@ def test_gpu_restore_holds_states_on_the_device_and_the_file_on_the_host(tiny_ll
     assert plain.restore_peak_bytes - on_host.restore_peak_bytes == plain.restore_breakdown["checkpoint_loaded"]
 
 
-def test_api_is_exported_and_json_is_the_report(tiny_gpt2: transformers.GPT2Config, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_api_is_exported_and_json_is_the_report(
+    tiny_gpt2: transformers.GPT2Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``vramsim.checkpoint`` is the CLI's ``checkpoint --json``."""
     path = saved_config(tmp_path, tiny_gpt2)
     code, out, _ = run(capsys, "checkpoint", path, "--seq-len", "16", "--device", "cpu", "--json")
@@ -183,7 +190,8 @@ def test_api_is_exported_and_json_is_the_report(tiny_gpt2: transformers.GPT2Conf
         (["--gpus", "2", "--pp", "2"], "pipeline"),
     ],
 )
-def test_bad_input_is_one_line(tiny_gpt2: transformers.GPT2Config, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                               argv: list[str], message: str) -> None:  # fmt: skip
+def test_bad_input_is_one_line(
+    tiny_gpt2: transformers.GPT2Config, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
     code, _, err = run(capsys, "checkpoint", saved_config(tmp_path, tiny_gpt2), "--seq-len", "16", *argv)
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1

@@ -24,8 +24,7 @@ def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_trace_json_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
     """--gpus/--zero: the figures are one rank's, with its model states, buffers and fit verdict."""
-    code, out, _ = run(capsys, "trace", "gpt2", "--seq-len", "16", "--device", "h100", "--gpus", "8", "--zero", "3",
-                       "--json")  # fmt: skip
+    code, out, _ = run(capsys, "trace", "gpt2", "--seq-len", "16", "--device", "h100", "--gpus", "8", "--zero", "3", "--json")
     assert code == 0
     data = json.loads(out)
     ranks = data["ranks"]
@@ -63,8 +62,10 @@ def _no_model_type(tmp_path: Path) -> str:
 def _fails_on_meta(tmp_path: Path) -> str:
     path = tmp_path / "config.json"
     # Loads fine, but 4 query heads cannot be grouped over 3 key/value heads once the model runs.
-    path.write_text('{"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, '
-                    '"intermediate_size": 8, "vocab_size": 10, "num_key_value_heads": 3}')  # fmt: skip
+    path.write_text(
+        '{"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, '
+        '"intermediate_size": 8, "vocab_size": 10, "num_key_value_heads": 3}'
+    )
     return str(path)
 
 
@@ -157,18 +158,25 @@ def test_trace_json_per_rank_of_a_3d_layout(tmp_path: Path, capsys: pytest.Captu
     import transformers
 
     path = tmp_path / "config.json"
-    transformers.MixtralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                               num_key_value_heads=2, vocab_size=128, num_local_experts=4,
-                               max_position_embeddings=64).to_json_file(path)  # fmt: skip
-    code, out, _ = run(capsys, "trace", str(path), "--seq-len", "16", "--device", "cpu", "--ep", "2", "--pp", "2",
-                       "--json")  # fmt: skip
+    transformers.MixtralConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        num_local_experts=4,
+        max_position_embeddings=64,
+    ).to_json_file(path)
+    code, out, _ = run(capsys, "trace", str(path), "--seq-len", "16", "--device", "cpu", "--ep", "2", "--pp", "2", "--json")
     assert code == 0
     ranks = json.loads(out)["ranks"]
     assert ranks["scheme"] == "EP 2 x PP 2 1f1b (2 micro-batches) x DDP 2" and ranks["gpus"] == 4 and ranks["ep"] == 2
     assert len(ranks["stages"]) == 2 and ranks["busiest_stage"] in (0, 1) and ranks["ranks_alike"] is False
     assert ranks["buffers"]["EP all-to-all buffer (2 per exchange)"] == 16 * 2 * 64 * 4
-    code, out, _ = run(capsys, "trace", str(path), "--seq-len", "16", "--device", "cpu", "--pp", "2", "--gpus", "4",
-                       "--fsdp", "full", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys, "trace", str(path), "--seq-len", "16", "--device", "cpu", "--pp", "2", "--gpus", "4", "--fsdp", "full", "--json"
+    )
     data = json.loads(out)
     assert code == 0 and data["ranks"]["scheme"] == "PP 2 1f1b (2 micro-batches) x FSDP2 full 2"
     assert {"pipeline_data_parallel", "fsdp2_per_block", "pipeline_stages"} <= {a["name"] for a in data["assumptions"]}

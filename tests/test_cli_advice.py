@@ -112,8 +112,21 @@ def test_fit_strategies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     from test_fit import _LLAMA_300M
 
     model = saved_config(tmp_path, _LLAMA_300M)
-    code, out, _ = run(capsys, "fit", model, "--gpus", "8", "--strategies", "--device", "custom:6GiB:sm_90", "--seq-len",
-                       "1024", "--batch-size", "2", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "fit",
+        model,
+        "--gpus",
+        "8",
+        "--strategies",
+        "--device",
+        "custom:6GiB:sm_90",
+        "--seq-len",
+        "1024",
+        "--batch-size",
+        "2",
+        "--json",
+    )
     found = json.loads(out)
     best = found["strategies"]["cheapest"]
     largest = found["largest"]["batch_size"]
@@ -151,12 +164,20 @@ def test_help_pointer_names_the_program_once(capsys: pytest.CaptureFixture[str])
     ("argv", "options", "cli", "api"),
     [
         (["--seq-len", "0"], {"seq_len": 0}, "--seq-len must be between", "seq_len must be between"),
-        (["--max-new-tokens", "4"], {"max_new_tokens": 4}, "--max-new-tokens is for --task generate; --task train",
-         "max_new_tokens is for task='generate'; task='train'"),
-        (["--task", "forward", "--gpus", "2", "--zero", "2"], {"task": "forward", "gpus": 2, "zero": 2},
-         "--zero 2 would shard training state; --task forward", "zero=2 would shard training state; task='forward'"),
+        (
+            ["--max-new-tokens", "4"],
+            {"max_new_tokens": 4},
+            "--max-new-tokens is for --task generate; --task train",
+            "max_new_tokens is for task='generate'; task='train'",
+        ),
+        (
+            ["--task", "forward", "--gpus", "2", "--zero", "2"],
+            {"task": "forward", "gpus": 2, "zero": 2},
+            "--zero 2 would shard training state; --task forward",
+            "zero=2 would shard training state; task='forward'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_errors_use_the_words_of_the_interface(
     argv: list[str], options: dict[str, object], cli: str, api: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -184,8 +205,10 @@ def test_cpu_target_says_host_memory(
 
 
 def test_bad_arguments_are_reported_before_torch_is_imported() -> None:
-    script = "import sys\nfrom vramsim.cli import main\ntry:\n    main(['trace', 'gpt2', '--batch-size', 'two'])\n" \
-             "except SystemExit:\n    print('torch' in sys.modules)\n"  # fmt: skip
+    script = (
+        "import sys\nfrom vramsim.cli import main\ntry:\n    main(['trace', 'gpt2', '--batch-size', 'two'])\n"
+        "except SystemExit:\n    print('torch' in sys.modules)\n"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert result.stdout == "False\n" and "--batch-size" in result.stderr
 

@@ -220,9 +220,12 @@ def test_inputs_and_loss_from_the_command_line(tmp_path: Path, capsys: pytest.Ca
     assert code == 0
     from_file = json.loads(out)["peak_bytes"]
     in_python = vramsim.simulate(
-        vramsim.models.load_function(f"{path}:build", ""), batch_size=4, device="cpu",
-        inputs=vramsim.models.load_function(f"{path}:inputs", ""), loss=lambda out: out.square().mean(),
-    ).peak_bytes  # fmt: skip
+        vramsim.models.load_function(f"{path}:build", ""),
+        batch_size=4,
+        device="cpu",
+        inputs=vramsim.models.load_function(f"{path}:inputs", ""),
+        loss=lambda out: out.square().mean(),
+    ).peak_bytes
     assert from_file == in_python
 
 

@@ -17,8 +17,15 @@ from vramsim.cli import main
 from vramsim.errors import ModelNotFoundError
 from vramsim.models import load_config
 
-TINY_GPT2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 3, "n_embd": 32, "n_head": 2,
-             "vocab_size": 300, "n_positions": 64}  # fmt: skip
+TINY_GPT2 = {
+    "model_type": "gpt2",
+    "architectures": ["GPT2LMHeadModel"],
+    "n_layer": 3,
+    "n_embd": 32,
+    "n_head": 2,
+    "vocab_size": 300,
+    "n_positions": 64,
+}
 
 
 @pytest.fixture

@@ -25,9 +25,15 @@ from vramsim.measure import measure_cpu, measure_program_cpu
 
 def _llama() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=128, max_position_embeddings=256, architectures=["LlamaForCausalLM"],
-    )  # fmt: skip
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=256,
+        architectures=["LlamaForCausalLM"],
+    )
 
 
 _OPTIONS = {"task": "train", "batch_size": 2, "seq_len": 128}
@@ -60,8 +66,10 @@ def test_the_saved_set_is_the_partitioners_on_the_real_cpu_run(monkeypatch: pyte
     assert fused.peak_bytes < report.peak_bytes
 
 
-@pytest.mark.skipif(os.environ.get("VRAMSIM_INDUCTOR_TESTS") != "1" or shutil.which("g++") is None,
-                    reason="inductor compiles C++ for minutes; set VRAMSIM_INDUCTOR_TESTS=1 (needs g++)")  # fmt: skip
+@pytest.mark.skipif(
+    os.environ.get("VRAMSIM_INDUCTOR_TESTS") != "1" or shutil.which("g++") is None,
+    reason="inductor compiles C++ for minutes; set VRAMSIM_INDUCTOR_TESTS=1 (needs g++)",
+)
 def test_training_matches_a_real_inductor_run() -> None:
     """The real thing: torch.compile with inductor on the CPU, profiled."""
     predicted = simulate(_llama(), device="cpu", compile=True, **_OPTIONS).peak_bytes

@@ -12,10 +12,27 @@ from vramsim import api, errors
 def test_all_is_sorted_and_pinned() -> None:
     assert vramsim.__all__ == sorted(vramsim.__all__)
     assert set(vramsim.__all__) == {
-        "Assumption", "CheckpointReport", "ConfigError", "LargestFit", "LayerRow", "ModelNotFoundError", "PeakSite",
-        "Report", "StrategySearch", "TraceError", "UnsupportedError", "Validation", "VramsimError", "cheapest_strategy",
-        "checkpoint", "count_parameters", "largest_fit", "simulate", "simulate_each", "validate",
-    }  # fmt: skip
+        "Assumption",
+        "CheckpointReport",
+        "ConfigError",
+        "LargestFit",
+        "LayerRow",
+        "ModelNotFoundError",
+        "PeakSite",
+        "Report",
+        "StrategySearch",
+        "TraceError",
+        "UnsupportedError",
+        "Validation",
+        "VramsimError",
+        "cheapest_strategy",
+        "checkpoint",
+        "count_parameters",
+        "largest_fit",
+        "simulate",
+        "simulate_each",
+        "validate",
+    }
 
 
 def test_every_public_name_resolves_to_its_home() -> None:

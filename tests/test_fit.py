@@ -91,9 +91,16 @@ def test_a_diffusion_pipeline_is_refused() -> None:
 
 # -- the cheapest data-parallel setting ------------------------------------------------------------
 
-_LLAMA_300M = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5504, num_hidden_layers=4, num_attention_heads=16,
-                                       num_key_value_heads=16, vocab_size=32000, max_position_embeddings=4096,
-                                       architectures=["LlamaForCausalLM"])  # fmt: skip
+_LLAMA_300M = transformers.LlamaConfig(
+    hidden_size=2048,
+    intermediate_size=5504,
+    num_hidden_layers=4,
+    num_attention_heads=16,
+    num_key_value_heads=16,
+    vocab_size=32000,
+    max_position_embeddings=4096,
+    architectures=["LlamaForCausalLM"],
+)
 _ASKED = {"gpus": 8, "device": "custom:6GiB:sm_90", "seq_len": 1024, "batch_size": 2}
 
 

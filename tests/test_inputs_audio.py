@@ -54,13 +54,28 @@ def test_dia_decoder_codes_are_laid_out_as_its_processor_does() -> None:
 
 def test_kyutai_frames_hold_text_and_codes() -> None:
     config = transformers.KyutaiSpeechToTextConfig(
-        **{k: v for k, v in TINY.items() if k != "intermediate_size"}, ffn_dim=64, vocab_size=100, num_codebooks=4,
-        codebook_vocab_size=33, audio_bos_token_id=32, audio_pad_token_id=100 + 4 * 33, bos_token_id=90,
+        **{k: v for k, v in TINY.items() if k != "intermediate_size"},
+        ffn_dim=64,
+        vocab_size=100,
+        num_codebooks=4,
+        codebook_vocab_size=33,
+        audio_bos_token_id=32,
+        audio_pad_token_id=100 + 4 * 33,
+        bos_token_id=90,
         codec_config=transformers.MimiConfig(
-            hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=8, num_filters=4,
-            upsample_groups=16, intermediate_size=32, codebook_dim=8, vector_quantization_hidden_dimension=8, num_quantizers=4,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=8,
+            num_filters=4,
+            upsample_groups=16,
+            intermediate_size=32,
+            codebook_dim=8,
+            vector_quantization_hidden_dimension=8,
+            num_quantizers=4,
         ),
-    )  # fmt: skip
+    )
     model = transformers.KyutaiSpeechToTextForConditionalGeneration(config)
     batch = default_inputs(model, BATCH, SEQ, train=True)
     assert batch["input_ids"].shape == (BATCH, SEQ, 1 + config.num_codebooks)

@@ -14,8 +14,9 @@ from vramsim.estimators.timeline import Timeline, derive_timeline
 from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
 
-_TINY: dict[str, Any] = dict(vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2)  # fmt: skip
+_TINY: dict[str, Any] = dict(
+    vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+)
 _NEW_TOKENS = 14
 
 
@@ -30,13 +31,24 @@ def _gemma2() -> transformers.PretrainedConfig:
 
 def _t5() -> transformers.PretrainedConfig:
     """An encoder-decoder: the tail probe lengthens the decoder prompt and keeps the encoder's."""
-    return transformers.T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=32, num_layers=2, num_heads=4, pad_token_id=0,
-                                 decoder_start_token_id=0, architectures=["T5ForConditionalGeneration"])  # fmt: skip
+    return transformers.T5Config(
+        vocab_size=64,
+        d_model=32,
+        d_kv=8,
+        d_ff=32,
+        num_layers=2,
+        num_heads=4,
+        pad_token_id=0,
+        decoder_start_token_id=0,
+        architectures=["T5ForConditionalGeneration"],
+    )
 
 
 def _events(timeline: Timeline) -> list[tuple[bool, int, str, str, str]]:
-    return [(alloc, timeline.blocks[key].nbytes, timeline.blocks[key].op, timeline.blocks[key].module,
-             timeline.blocks[key].category) for key, alloc in timeline.events]  # fmt: skip
+    return [
+        (alloc, timeline.blocks[key].nbytes, timeline.blocks[key].op, timeline.blocks[key].module, timeline.blocks[key].category)
+        for key, alloc in timeline.events
+    ]
 
 
 def _llama_int8() -> tuple[transformers.PretrainedConfig, dict[str, Any]]:
@@ -58,7 +70,8 @@ def _timelines(model: Any, device: str) -> tuple[Timeline, Timeline]:
 
 
 @pytest.mark.parametrize(
-    ("model", "device"), [(_llama, "cpu"), (_gemma2, "h100"), (_t5, "cpu"), (_llama_int8, "h100")],
+    ("model", "device"),
+    [(_llama, "cpu"), (_gemma2, "h100"), (_t5, "cpu"), (_llama_int8, "h100")],
     ids=["llama-cpu", "gemma2-h100", "t5-cpu", "llama-int8-h100"],
 )
 def test_derived_generation_is_the_traced_one(model: Any, device: str) -> None:
@@ -78,7 +91,11 @@ def test_simulate_derives_long_generations_with_the_traced_peak(monkeypatch: pyt
     assert "decode_steps_derived" in {a.name for a in derived.assumptions}
     assert "decode_steps_derived" not in {a.name for a in whole.assumptions}
     assert (derived.peak_bytes, derived.reserved_bytes, derived.breakdown, derived.peak_at) == (
-        whole.peak_bytes, whole.reserved_bytes, whole.breakdown, whole.peak_at)  # fmt: skip
+        whole.peak_bytes,
+        whole.reserved_bytes,
+        whole.breakdown,
+        whole.peak_at,
+    )
 
 
 def test_steps_that_change_midway_are_refused() -> None:

@@ -49,8 +49,9 @@ def test_all_linear_is_peft_s_and_skips_the_head(tiny_gpt2) -> None:  # type: ig
 def test_modules_to_save_copies_take_gradients_and_states(tiny_llama) -> None:  # type: ignore[no-untyped-def]
     """The trained copy of ``lm_head`` (vocab x hidden) gets a gradient and two AdamW states."""
     plain = vramsim.simulate(tiny_llama, seq_len=8, device="h100", lora={"r": 2, "target_modules": ["q_proj"]})
-    saved = vramsim.simulate(tiny_llama, seq_len=8, device="h100",
-                             lora={"r": 2, "target_modules": ["q_proj"], "modules_to_save": ["lm_head"]})  # fmt: skip
+    saved = vramsim.simulate(
+        tiny_llama, seq_len=8, device="h100", lora={"r": 2, "target_modules": ["q_proj"], "modules_to_save": ["lm_head"]}
+    )
     head = tiny_llama.vocab_size * tiny_llama.hidden_size * 4
     assert saved.parameters - plain.parameters == head // 4
     assert saved.breakdown["optimizer_states"] - plain.breakdown["optimizer_states"] == 2 * head + 512
@@ -60,8 +61,22 @@ def test_modules_to_save_copies_take_gradients_and_states(tiny_llama) -> None:  
 def test_cli_lora_flags(tiny_llama, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     """``--lora-alpha``, ``--lora-dropout`` and ``--dora`` reach peft's LoraConfig."""
     tiny_llama.save_pretrained(tmp_path)
-    argv = ["trace", str(tmp_path), "--seq-len", "8", "--device", "h100", "--lora-rank", "4", "--lora-alpha", "16",
-            "--lora-dropout", "0.05", "--dora", "--json"]  # fmt: skip
+    argv = [
+        "trace",
+        str(tmp_path),
+        "--seq-len",
+        "8",
+        "--device",
+        "h100",
+        "--lora-rank",
+        "4",
+        "--lora-alpha",
+        "16",
+        "--lora-dropout",
+        "0.05",
+        "--dora",
+        "--json",
+    ]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["settings"]["adapters"].startswith("DoRA rank 4, alpha 16, dropout 0.05, on all-linear")

@@ -25,9 +25,16 @@ VOCAB, HIDDEN, BATCH, SEQ = 2048, 64, 2, 64
 
 
 def _llama_8b_like() -> LlamaConfig:
-    return LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                       architectures=["LlamaForCausalLM"])  # fmt: skip
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        architectures=["LlamaForCausalLM"],
+    )
 
 
 def _loss_storages(device: str, **options: object) -> list[StorageRecord]:

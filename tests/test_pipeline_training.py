@@ -55,8 +55,26 @@ def test_cached_outputs_take_the_encoders_and_the_vae_off_the_device(flux_lora: 
 
 
 def test_the_cli_takes_the_cache_switches(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["trace", TINY_FLUX, "--device", "cpu", "--height", "64", "--width", "64", "--lora-rank", "4",
-                 "--cache-latents", "--cache-text-embeddings", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "trace",
+                TINY_FLUX,
+                "--device",
+                "cpu",
+                "--height",
+                "64",
+                "--width",
+                "64",
+                "--lora-rank",
+                "4",
+                "--cache-latents",
+                "--cache-text-embeddings",
+                "--json",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert [c["name"] for c in data["components"]] == ["transformer"]
 
@@ -71,12 +89,14 @@ def test_a_pipeline_without_a_training_recipe_is_a_one_line_error(tmp_path: Path
 
 @pytest.mark.parametrize(
     ("options", "error", "message"),
-    [({"task": "generate", "cache_latents": True}, ConfigError, "shape a pipeline's training step"),
-     ({"task": "generate", "ema": True}, ConfigError, "trains nothing"),
-     ({"task": "train", "ema": True, "lora": 4}, ConfigError, "the LoRA scripts keep no EMA"),
-     ({"task": "train", "dtype": "bf16"}, ConfigError, "drop --dtype"),
-     ({"task": "train", "grad_accum": 2}, UnsupportedError, "grad_accum is not modelled yet")],
-)  # fmt: skip
+    [
+        ({"task": "generate", "cache_latents": True}, ConfigError, "shape a pipeline's training step"),
+        ({"task": "generate", "ema": True}, ConfigError, "trains nothing"),
+        ({"task": "train", "ema": True, "lora": 4}, ConfigError, "the LoRA scripts keep no EMA"),
+        ({"task": "train", "dtype": "bf16"}, ConfigError, "drop --dtype"),
+        ({"task": "train", "grad_accum": 2}, UnsupportedError, "grad_accum is not modelled yet"),
+    ],
+)
 def test_bad_training_options_are_one_line_errors(options: dict[str, object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         simulate(TINY_SDXL, device="cpu", **options)

@@ -29,13 +29,35 @@ def guided() -> Report:
 
 
 def test_json_names_each_component_with_its_peak_and_phase(guided: Report, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["trace", TINY, "--task", "generate", "--height", "64", "--width", "64", "--num-inference-steps", "2",
-                 "--device", "cpu", "--vae-tiling", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "trace",
+                TINY,
+                "--task",
+                "generate",
+                "--height",
+                "64",
+                "--width",
+                "64",
+                "--num-inference-steps",
+                "2",
+                "--device",
+                "cpu",
+                "--vae-tiling",
+                "--json",
+            ]
+        )
+        == 0
+    )
     tiled = json.loads(capsys.readouterr().out)
     components = {c["name"]: c for c in tiled["components"]}
     assert {name: c["phase"] for name, c in components.items()} == {
-        "text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "unet": "denoise", "vae": "decode",
-    }  # fmt: skip
+        "text_encoder": "encode_prompt",
+        "text_encoder_2": "encode_prompt",
+        "unet": "denoise",
+        "vae": "decode",
+    }
     assert max(c["peak_bytes"] for c in components.values()) == tiled["peak_bytes"]
     assert tiled["options"]["guidance_scale"] == 5.0  # StableDiffusionXLPipeline's default
     from vramsim.tracer.kernels.onednn_conv import onednn_conv_isa
@@ -55,9 +77,12 @@ def test_guidance_doubles_the_denoiser_batch(guided: Report) -> None:
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"task": "forward"}, "use task='generate'"), ({"task": "generate", "height": 60}, "multiple of 8"),
-     ({"task": "generate", "num_images": 0}, "num_images")],
-)  # fmt: skip
+    [
+        ({"task": "forward"}, "use task='generate'"),
+        ({"task": "generate", "height": 60}, "multiple of 8"),
+        ({"task": "generate", "num_images": 0}, "num_images"),
+    ],
+)
 def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         simulate(TINY, device="cpu", **options)
@@ -81,8 +106,11 @@ def _peaks(report: Report) -> dict[str, int]:
 
 def test_flux_runs_clip_t5_the_transformer_and_the_vae(flux: Report, guided: Report) -> None:
     assert {c.name: c.phase for c in flux.components} == {
-        "text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "transformer": "denoise", "vae": "decode",
-    }  # fmt: skip
+        "text_encoder": "encode_prompt",
+        "text_encoder_2": "encode_prompt",
+        "transformer": "denoise",
+        "vae": "decode",
+    }
     assert flux.options["max_sequence_length"] == 512 and flux.options["guidance_scale"] == 3.5
     assert flux.peak_at.module.startswith("text_encoder_2.")  # T5 over 512 tokens outweighs 64 px here
     assert {"flux_prompt", "flux_max_sequence_length"} <= {a.name for a in flux.assumptions}
@@ -149,9 +177,12 @@ def sd3() -> Report:
 
 def test_sd3_runs_three_encoders_the_transformer_and_the_vae(sd3: Report) -> None:
     assert {c.name: c.phase for c in sd3.components} == {
-        "text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
-        "transformer": "denoise", "vae": "decode",
-    }  # fmt: skip
+        "text_encoder": "encode_prompt",
+        "text_encoder_2": "encode_prompt",
+        "text_encoder_3": "encode_prompt",
+        "transformer": "denoise",
+        "vae": "decode",
+    }
     # StableDiffusion3Pipeline.__call__'s defaults; height from the transformer's sample_size (32) times the VAE's 2x
     assert (sd3.options["guidance_scale"], sd3.options["max_sequence_length"], sd3.options["height"]) == (7.0, 256, 64)
     assert "sd3_prompt" in {a.name for a in sd3.assumptions}
@@ -179,16 +210,25 @@ def test_pixart_sigma_bins_the_resolution_and_masks_its_t5_prompt() -> None:
     256-px bin (ASPECT_RATIO_256_BIN's 1.0) and resized back; 3 DPM-Solver++ steps fill its 2-output history."""
     report = simulate(TINY_PIXART, height=64, width=64, task="generate", num_inference_steps=3, device="cpu")
     assert {c.name: c.phase for c in report.components} == {
-        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
-    }  # fmt: skip
+        "text_encoder": "encode_prompt",
+        "transformer": "denoise",
+        "vae": "decode",
+    }
     assert (report.options["guidance_scale"], report.options["max_sequence_length"]) == (4.5, 300)
     binning = next(a.detail for a in report.assumptions if a.name == "resolution_binning")
     assert "256x256, then resized and cropped to 64x64" in binning
     assert report.peak_at.module.startswith("vae.decoder.")  # a 256x256 decode, whatever the asked size
 
 
-_WAN = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "max_sequence_length": 64, "device": "cpu",
-        "dtype": "bf16"}
+_WAN = {
+    "task": "generate",
+    "num_inference_steps": 2,
+    "height": 64,
+    "width": 64,
+    "max_sequence_length": 64,
+    "device": "cpu",
+    "dtype": "bf16",
+}
 
 
 def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
@@ -198,8 +238,10 @@ def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
     stays fp32 under a bf16 pipeline (WAN_VAE_DTYPE)."""
     guided = simulate(TINY_WAN, num_frames=6, **_WAN)
     assert {c.name: c.phase for c in guided.components} == {
-        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
-    }  # fmt: skip
+        "text_encoder": "encode_prompt",
+        "transformer": "denoise",
+        "vae": "decode",
+    }
     assert (guided.options["num_frames"], guided.options["guidance_scale"]) == (5, 5.0)  # 6 -> 5; WanPipeline's 5.0
     assert {"wan_video", "wan_vae_dtype"} <= {a.name for a in guided.assumptions}
     assert guided.settings["weights"] == "text_encoder bfloat16, transformer bfloat16, vae float32"
@@ -220,13 +262,15 @@ def test_quantization_packs_the_denoiser_and_t5_only() -> None:
     transformers' own quantizers), CLIP and the VAE as they were; torchao's ``int8wo`` packs the transformer alone
     (diffusers' torchao docs); formats diffusers does not load (GPTQ) are refused."""
     options = dict(height=64, width=64, task="generate", num_inference_steps=2, device="h100")
-    plain, packed, int8 = (simulate(TINY_FLUX, **options, **given)
-                           for given in ({}, {"quantization": "nf4"}, {"quantization": "int8wo"}))  # fmt: skip
+    plain, packed, int8 = (
+        simulate(TINY_FLUX, **options, **given) for given in ({}, {"quantization": "nf4"}, {"quantization": "int8wo"})
+    )
     before, after, torchao = ({c.name: c.weights_bytes for c in r.components} for r in (plain, packed, int8))
     assert (after["text_encoder"], after["vae"]) == (before["text_encoder"], before["vae"])
     assert after["transformer"] < before["transformer"] / 2 and after["text_encoder_2"] < before["text_encoder_2"]
     assert torchao["transformer"] < before["transformer"] and {k: v for k, v in torchao.items() if k != "transformer"} == {
-        k: v for k, v in before.items() if k != "transformer"}  # fmt: skip
+        k: v for k, v in before.items() if k != "transformer"
+    }
     with pytest.raises(UnsupportedError, match="pipelines are quantized with bitsandbytes or torchao"):
         simulate(TINY_FLUX, **options, quantization="gptq")
 
@@ -270,8 +314,10 @@ def test_ltx_video_runs_t5_the_packed_transformer_and_the_timestep_aware_decode(
     """LTXPipeline.__call__'s defaults (guidance 3, 128 T5 tokens); guidance doubles the transformer's batch; the decode
     mixes in noise at decode_timestep; sizes the pipeline refuses, and a slicing diffusers itself fails, are one line."""
     assert {c.name: c.phase for c in ltx.components} == {
-        "text_encoder": "encode_prompt", "transformer": "denoise", "vae": "decode",
-    }  # fmt: skip
+        "text_encoder": "encode_prompt",
+        "transformer": "denoise",
+        "vae": "decode",
+    }
     options = ltx.options
     assert (options["guidance_scale"], options["max_sequence_length"], options["num_frames"]) == (3.0, 128, 9)
     assert "decode_timestep=0.0" in next(a.detail for a in ltx.assumptions if a.name == "ltx_video")

@@ -38,9 +38,15 @@ def build(device: str) -> Program:
         batch = {"x": torch.randn(64, 32)}
     params = [*encoder.parameters(), *decoder.parameters()]
     return Program(
-        modules={"encoder": encoder, "decoder": decoder}, step=encode_decode_step, batch=batch, loss=None,
-        optimizer=torch.optim.AdamW(params, foreach=False), autocast=contextlib.nullcontext, max_new_tokens=0, steps=2,
-    )  # fmt: skip
+        modules={"encoder": encoder, "decoder": decoder},
+        step=encode_decode_step,
+        batch=batch,
+        loss=None,
+        optimizer=torch.optim.AdamW(params, foreach=False),
+        autocast=contextlib.nullcontext,
+        max_new_tokens=0,
+        steps=2,
+    )
 
 
 def test_two_roots_are_named_and_exact() -> None:

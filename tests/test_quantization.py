@@ -21,9 +21,15 @@ _LINEARS = [(64, 64), (32, 64), (32, 64), (64, 64), (128, 64), (128, 64), (64, 1
 
 def _llama() -> LlamaConfig:
     return LlamaConfig(
-        vocab_size=128, max_position_embeddings=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, architectures=["LlamaForCausalLM"],
-    )  # fmt: skip
+        vocab_size=128,
+        max_position_embeddings=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        architectures=["LlamaForCausalLM"],
+    )
 
 
 def _nf4_bytes(out_features: int, in_features: int, *, double_quant: bool) -> int:

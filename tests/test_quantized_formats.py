@@ -27,13 +27,20 @@ _H100_SMS = 132
 def _llama() -> LlamaConfig:
     """Every output a multiple of 64, as Marlin needs (``MARLIN_OUT_FEATURES_MULTIPLE``)."""
     return LlamaConfig(
-        vocab_size=128, max_position_embeddings=128, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, architectures=["LlamaForCausalLM"],
-    )  # fmt: skip
+        vocab_size=128,
+        max_position_embeddings=128,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        architectures=["LlamaForCausalLM"],
+    )
 
 
-def _marlin_bytes(in_features: int, out_features: int, *, awq: bool, bits: int = 4, group: int = 128,
-                  act_order: bool = False) -> int:  # fmt: skip
+def _marlin_bytes(
+    in_features: int, out_features: int, *, awq: bool, bits: int = 4, group: int = 128, act_order: bool = False
+) -> int:
     """gptqmodel's Marlin layers after post_init: packed int32 weight, compute-dtype scales per group,
     AWQ's packed int32 zeros, act order's int32 g_idx (parameters; the workspace is a buffer)."""
     groups = in_features // group
@@ -98,8 +105,12 @@ def test_fp8_matmuls_quantize_their_input_before_the_gemm() -> None:
     _, _, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
     made = {(s.dtype, s.nbytes) for s in trace.storages if s.op == "vramsim.fp8_act_quant"}
     rows = 2 * 8
-    assert made == {("float8_e4m3fn", rows * 128), ("float8_e4m3fn", rows * 256),
-                    ("float32", rows * 4), ("float32", rows * 2 * 4)}  # fmt: skip
+    assert made == {
+        ("float8_e4m3fn", rows * 128),
+        ("float8_e4m3fn", rows * 256),
+        ("float32", rows * 4),
+        ("float32", rows * 2 * 4),
+    }
     assert sum(op.name == "vramsim.fp8_gemm" for op in trace.ops) == 14 * config.steps
 
 
@@ -113,8 +124,23 @@ def test_lora_trains_on_an_fp8_base_without_the_k_bit_recipe() -> None:
 @pytest.mark.parametrize("name", ["gptq", "awq", "fp8"])
 def test_the_cli_traces_each_format_on_an_h100(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = saved_config(tmp_path, _llama())
-    code, out, err = run(capsys, "trace", model, "--device", "h100", "--task", "generate", "--quantization", name,
-                         "--dtype", "fp16", "--seq-len", "16", "--max-new-tokens", "2")  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "trace",
+        model,
+        "--device",
+        "h100",
+        "--task",
+        "generate",
+        "--quantization",
+        name,
+        "--dtype",
+        "fp16",
+        "--seq-len",
+        "16",
+        "--max-new-tokens",
+        "2",
+    )
     assert code == 0, err
     assert ("FP8 e4m3" if name == "fp8" else f"{name.upper()} 4-bit") in out
 
@@ -174,8 +200,7 @@ def test_torchao_configs_not_modelled_are_refused() -> None:
     from transformers import TorchAoConfig
 
     with pytest.raises(vramsim.UnsupportedError, match="torchao's Int8DynamicActivationInt8WeightConfig is not modelled"):
-        simulate(_llama(), task="forward", quantization=TorchAoConfig(torchao.Int8DynamicActivationInt8WeightConfig()),
-                 seq_len=8)  # fmt: skip
+        simulate(_llama(), task="forward", quantization=TorchAoConfig(torchao.Int8DynamicActivationInt8WeightConfig()), seq_len=8)
 
 
 @pytest.mark.parametrize(
@@ -282,8 +307,23 @@ def test_torchao_options_not_modelled_are_refused() -> None:
 def test_the_cli_traces_torchao_int4_on_an_h100(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torchao")
     model = saved_config(tmp_path, _llama())
-    code, out, err = run(capsys, "trace", model, "--device", "h100", "--task", "generate", "--quantization", "int4wo",
-                         "--dtype", "bf16", "--seq-len", "16", "--max-new-tokens", "2")  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "trace",
+        model,
+        "--device",
+        "h100",
+        "--task",
+        "generate",
+        "--quantization",
+        "int4wo",
+        "--dtype",
+        "bf16",
+        "--seq-len",
+        "16",
+        "--max-new-tokens",
+        "2",
+    )
     assert code == 0, err
     assert "torchao int4 weight-only" in out
 
@@ -293,6 +333,7 @@ def test_the_largest_fit_builds_an_int4_model_as_its_traces_do() -> None:
     pytest.importorskip("torchao")
     from vramsim.fitting import largest_fit
 
-    fit = largest_fit(_llama(), sizes=("seq_len",), device="h100", quantization="int4wo", dtype="bf16", task="forward",
-                      seq_len=64)  # fmt: skip
+    fit = largest_fit(
+        _llama(), sizes=("seq_len",), device="h100", quantization="int4wo", dtype="bf16", task="forward", seq_len=64
+    )
     assert fit.seq_len is not None and (fit.seq_len.value, fit.seq_len.bound_by) == (128, "max_position_embeddings")

@@ -21,9 +21,14 @@ _LORA: dict[str, Any] = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", 
 
 def _llama() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=1000, max_position_embeddings=4096,
-    )  # fmt: skip
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+        max_position_embeddings=4096,
+    )
 
 
 @pytest.mark.parametrize("method", ["gptq", "awq"])
@@ -35,8 +40,9 @@ def test_trainable_parameters_are_peft_s(method: str) -> None:
 
 
 def _traced(method: str, seq_len: int) -> tuple[Any, list[dict[str, Any]], set[int]]:
-    config = SimulationConfig.from_options(task="train", device="h100", dtype="fp16", seq_len=seq_len, quantization=method,
-                                           lora=_LORA)  # fmt: skip
+    config = SimulationConfig.from_options(
+        task="train", device="h100", dtype="fp16", seq_len=seq_len, quantization=method, lora=_LORA
+    )
     program, _, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="applied")
     graph = build_graph(trace)
     return program, [attrs for _, attrs in storage_nodes(graph)], {sid for sid, _, _ in saved_edges(graph)}
@@ -68,10 +74,14 @@ def test_awq_dequantizes_in_backward_and_above_the_threshold_in_forward(seq_len:
     layers = _dequantized(program, AwqTrainingLinear)
     made = {(a["module"], a["phase"], a["nbytes"]) for a in storages}
     # The layers whose input needs a gradient: all but the first decoder layer's q, k and v projections.
-    needed = [m for name, m in program.model.named_modules() if isinstance(m, AwqTrainingLinear)
-              and not (".layers.0.self_attn." in name and "o_proj" not in name)]  # fmt: skip
-    dequantized = Counter(tuple(a["shape"]) for a in storages
-                          if a["phase"] == "backward" and a["step"] == 1 and a["op"] == "aten.new_empty")  # fmt: skip
+    needed = [
+        m
+        for name, m in program.model.named_modules()
+        if isinstance(m, AwqTrainingLinear) and not (".layers.0.self_attn." in name and "o_proj" not in name)
+    ]
+    dequantized = Counter(
+        tuple(a["shape"]) for a in storages if a["phase"] == "backward" and a["step"] == 1 and a["op"] == "aten.new_empty"
+    )
     assert len(needed) == 11 and dequantized >= Counter((m.in_features, m.out_features) for m in needed)
     forward = all((name, "forward", nbytes) in made for name, nbytes in layers.items())
     assert forward == (seq_len > AWQ_DEQUANT_ROWS)

@@ -18,14 +18,16 @@ from vramsim.report import LayerRow, Report
 
 
 def row(module: str, parameters: int = 10, saved: int = 100, peak: int = 1000) -> LayerRow:
-    return LayerRow(module=module, parameters=parameters, parameter_bytes=4 * parameters, activation_bytes=saved,
-                    peak_bytes=peak)  # fmt: skip
+    return LayerRow(module=module, parameters=parameters, parameter_bytes=4 * parameters, activation_bytes=saved, peak_bytes=peak)
 
 
 def test_alike_layers_fold_into_one_row() -> None:
     """Consecutive indices with the same structure fold; figures are per layer, the peak the highest."""
-    rows = [row("embed", 50), *(row(f"model.layers.{i}", saved=90 if i == 0 else 100, peak=1000 + i) for i in range(4)),
-            row("lm_head", 50)]  # fmt: skip
+    rows = [
+        row("embed", 50),
+        *(row(f"model.layers.{i}", saved=90 if i == 0 else 100, peak=1000 + i) for i in range(4)),
+        row("lm_head", 50),
+    ]
     folded = fold_layers(rows)
     assert [r.module for r in folded] == ["embed", "model.layers.0-3 x4", "lm_head"]
     layers = folded[1]
@@ -36,8 +38,15 @@ def test_alike_layers_fold_into_one_row() -> None:
 
 def test_fold_stops_where_structure_or_index_breaks() -> None:
     """A layer of another size (DeepSeek's dense first layers) or a gap in the indices starts a new row."""
-    rows = [row("m.layers.0", 5), row("m.layers.1", 5), row("m.layers.2", 9), row("m.layers.3", 9),
-            row("m.layers.5", 9), row("m.conv1", 9), row("m.conv2", 9)]  # fmt: skip
+    rows = [
+        row("m.layers.0", 5),
+        row("m.layers.1", 5),
+        row("m.layers.2", 9),
+        row("m.layers.3", 9),
+        row("m.layers.5", 9),
+        row("m.conv1", 9),
+        row("m.conv2", 9),
+    ]
     names = [r.module for r in fold_layers(rows)]
     assert names == ["m.layers.0-1 x2", "m.layers.2-3 x2", "m.layers.5", "m.conv1", "m.conv2"]
 
@@ -53,8 +62,15 @@ def test_units_go_up_to_tib() -> None:
     assert format_bytes(2**50) == "1024.00 TiB"
 
 
-TINY = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-                                num_key_value_heads=2, vocab_size=500, max_position_embeddings=256)  # fmt: skip
+TINY = transformers.LlamaConfig(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=500,
+    max_position_embeddings=256,
+)
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +96,21 @@ def test_lora_adapters_belong_to_their_layer(lora_report: Report) -> None:
     out = render(lora_report)
     rows = [line for line in out.split("Per layer")[1].splitlines() if line.startswith("\u2502")]
     assert [line.split("\u2502")[1].strip() for line in rows] == [
-        "model.embed_tokens", "model.layers.0-2 x3", "model.norm", "model.rotary_emb", "lm_head"]  # fmt: skip
+        "model.embed_tokens",
+        "model.layers.0-2 x3",
+        "model.norm",
+        "model.rotary_emb",
+        "lm_head",
+    ]
     assert "module names without peft's base_model.model. prefix" in out
 
 
 def test_every_table_fits_80_columns_with_its_numbers(lora_report: Report) -> None:
     """At 80 columns no line is wider and every figure of the layer table is printed whole; a long
     module path gives way (cut from the left), not the numbers."""
-    long = [dataclasses.replace(r, module="model.some_rather_long_encoder_name.decoder_stack." + r.module)
-            for r in lora_report.layers]  # fmt: skip
+    long = [
+        dataclasses.replace(r, module="model.some_rather_long_encoder_name.decoder_stack." + r.module) for r in lora_report.layers
+    ]
     huge = dataclasses.replace(long[0], parameters=405_000_000_000, parameter_bytes=3 * 2**40)
     report = dataclasses.replace(lora_report, layers=[huge, *long[1:]])
     for fold in (True, False):

@@ -32,8 +32,9 @@ def test_gqa_bytes_per_token_are_two_x_kv_heads_x_head_dim() -> None:
 
 def test_kv_heads_are_replicated_when_tp_exceeds_them() -> None:
     """vLLM keeps one KV head per rank when tensor parallel exceeds the KV heads."""
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=8, num_key_value_heads=2)  # fmt: skip
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2
+    )
     layers = read_kv_cache(config, long_tokens=64, tp=4, dtype=torch.bfloat16)
     assert {layer.bytes_per_token for layer in layers} == {2 * 1 * 8 * BF16}
 
@@ -49,8 +50,15 @@ def test_mla_caches_the_compressed_latent() -> None:
 
 def test_sliding_window_layers_keep_their_window() -> None:
     """Mistral-style sliding window on every layer; Gemma-2's on alternate layers."""
-    mistral = transformers.MistralConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2, sliding_window=48)  # fmt: skip
+    mistral = transformers.MistralConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=48,
+    )
     layers = read_kv_cache(mistral, long_tokens=100, dtype=torch.bfloat16)
     assert [(layer.kind, layer.window) for layer in layers] == [("sliding", 47), ("sliding", 47)]
     assert {layer.bytes_per_token for layer in layers} == {2 * 2 * 16 * BF16}
@@ -62,10 +70,22 @@ def test_sliding_window_layers_keep_their_window() -> None:
 
 def test_hybrid_model_has_state_layers() -> None:
     """Jamba: Mamba layers hold a fixed state (conv + SSM), attention layers grow per token."""
-    config = transformers.JambaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                                      num_attention_heads=4, num_key_value_heads=2, attn_layer_period=2,
-                                      attn_layer_offset=1, expert_layer_period=2, num_experts=2, mamba_d_state=8,
-                                      mamba_d_conv=4, mamba_expand=2, use_mamba_kernels=False)  # fmt: skip
+    config = transformers.JambaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        expert_layer_period=2,
+        num_experts=2,
+        mamba_d_state=8,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        use_mamba_kernels=False,
+    )
     layers = read_kv_cache(config, long_tokens=64, dtype=torch.bfloat16)
     assert [layer.kind for layer in layers] == ["state", "full", "state", "full"]
     assert layers[1].bytes_per_token == 2 * 2 * 16 * BF16
@@ -108,8 +128,15 @@ def test_cli_serve_prints_tokens_blocks_and_concurrency(capsys: pytest.CaptureFi
     assert "KV cache:" in out and "blocks" in out and "Maximum concurrency at 4,096 tokens per request" in out
     assert main(["serve", "meta-llama/Llama-3.2-1B", "--max-model-len", "4096", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    for key in ("weights_bytes", "activation_peak_bytes", "non_torch_bytes", "kv_cache_bytes", "kv_cache_tokens",
-                "kv_blocks", "max_concurrency"):  # fmt: skip
+    for key in (
+        "weights_bytes",
+        "activation_peak_bytes",
+        "non_torch_bytes",
+        "kv_cache_bytes",
+        "kv_cache_tokens",
+        "kv_blocks",
+        "max_concurrency",
+    ):
         assert key in data
 
 
@@ -136,8 +163,9 @@ def test_encoder_decoder_budget_is_refused_in_one_line(capsys: pytest.CaptureFix
     assert "is an encoder-decoder" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("command", [["serve", "google-bert/bert-base-uncased"],
-                                     ["trace", "google-bert/bert-base-uncased", "--task", "generate"]])
+@pytest.mark.parametrize(
+    "command", [["serve", "google-bert/bert-base-uncased"], ["trace", "google-bert/bert-base-uncased", "--task", "generate"]]
+)
 def test_models_that_cannot_generate_are_refused(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """BERT builds no KV cache: generate and serve say so in one line."""
     assert main(command) == 1

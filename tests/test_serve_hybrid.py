@@ -17,10 +17,23 @@ BF16 = 2
 
 def _bamba(**changes: object) -> transformers.BambaConfig:
     """A tiny Mamba2 hybrid: layer 1 attends, layers 0, 2, 3 are Mamba2 mixers (2 groups, 8 heads of 16, state 8)."""
-    values: dict[str, object] = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                                     num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[1], mamba_n_heads=8,
-                                     mamba_d_head=16, mamba_n_groups=2, mamba_d_state=8, mamba_d_conv=4, mamba_expand=2,
-                                     mamba_chunk_size=16, dtype=torch.bfloat16)  # fmt: skip
+    values: dict[str, object] = dict(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_indices=[1],
+        mamba_n_heads=8,
+        mamba_d_head=16,
+        mamba_n_groups=2,
+        mamba_d_state=8,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=16,
+        dtype=torch.bfloat16,
+    )
     return transformers.BambaConfig(**(values | changes))
 
 
@@ -36,10 +49,21 @@ def _mamba2_page(config: transformers.BambaConfig, tp: int = 1) -> int:
 def test_mamba1_and_mamba2_states_are_counted_as_vllm_stores_them() -> None:
     """The traced cache keeps d_conv conv columns (Jamba's SSM state in float32); vLLM keeps d_conv - 1, all in the
     model's dtype (Jamba: Mamba1, Bamba: Mamba2)."""
-    jamba = transformers.JambaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                     num_attention_heads=4, num_key_value_heads=2, attn_layer_period=2,
-                                     attn_layer_offset=1, expert_layer_period=2, num_experts=2, mamba_d_state=8,
-                                     mamba_d_conv=4, mamba_expand=2)  # fmt: skip
+    jamba = transformers.JambaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        expert_layer_period=2,
+        num_experts=2,
+        mamba_d_state=8,
+        mamba_d_conv=4,
+        mamba_expand=2,
+    )
     state = read_kv_cache(jamba, long_tokens=48, dtype=torch.bfloat16)[0]
     inner = 2 * 64
     # transformers: (batch, inner, d_conv) in bf16 + (batch, inner, state) in fp32
@@ -47,7 +71,8 @@ def test_mamba1_and_mamba2_states_are_counted_as_vllm_stores_them() -> None:
     assert state.engine_state_bytes(BF16) == (3 * inner + inner * 8) * BF16  # vLLM mamba1_state_shape
     bamba = _bamba()
     assert {layer.engine_state_bytes(BF16) for layer in read_kv_cache(bamba, long_tokens=48) if layer.kind == "state"} == {
-        _mamba2_page(bamba)}
+        _mamba2_page(bamba)
+    }
 
 
 def test_hybrid_mamba_block_size_pages_and_concurrency_follow_vllms_closed_form() -> None:
@@ -98,8 +123,9 @@ def test_whisper_budget_counts_cross_attention_blocks_for_the_encoder_length() -
         (["openai/whisper-small", "--max-model-len", "448", "--engine", "sglang"], "SGLang budgets for encoder-decoders"),
     ],
 )
-def test_encoder_decoders_vllm_does_not_serve_are_one_line(argv: list[str], message: str,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_encoder_decoders_vllm_does_not_serve_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["serve", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -13,9 +13,16 @@ OPTIONS = dict(device="l4", max_model_len=256, max_num_batched_tokens=256, max_n
 
 
 def _llama(*, tied: bool) -> transformers.LlamaConfig:
-    return transformers.LlamaConfig(vocab_size=4096, hidden_size=256, intermediate_size=512, num_hidden_layers=5,
-                                    num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied,
-                                    torch_dtype="bfloat16")  # fmt: skip
+    return transformers.LlamaConfig(
+        vocab_size=4096,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=5,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=tied,
+        torch_dtype="bfloat16",
+    )
 
 
 @pytest.mark.parametrize(("layers", "pp", "split"), [

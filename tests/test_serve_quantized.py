@@ -17,8 +17,16 @@ def _rounded(nbytes: int) -> int:
     return -(-nbytes // 512) * 512  # the caching allocator's 512-B blocks
 
 
-CONFIG = transformers.LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, dtype=torch.bfloat16)  # fmt: skip
+CONFIG = transformers.LlamaConfig(
+    vocab_size=1024,
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    dtype=torch.bfloat16,
+)
 """A small Llama whose shards under tensor parallel 2 still fit Marlin (out a multiple of 64, in of 128)."""
 SMALL = {"max_model_len": 256, "max_num_batched_tokens": 256, "max_num_seqs": 16, "enforce_eager": True, "tp": 2}
 

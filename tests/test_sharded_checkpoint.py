@@ -28,9 +28,15 @@ _SEQ = 8
 
 def _config() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=101, max_position_embeddings=64, tie_word_embeddings=True,
-    )  # fmt: skip
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=101,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
 
 
 def _sharded(mesh: Any) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -128,8 +134,21 @@ def test_zero_files_follow_deepspeed_s_layout() -> None:
 def test_cli_reports_each_rank_and_refuses_what_is_not_modelled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--json`` lists each rank's file; other shardings and mismatched formats are one line each."""
     path = saved_config(tmp_path, _config())
-    code, out, _ = run(capsys, "checkpoint", path, "--seq-len", str(_SEQ), "--device", "h100", "--gpus", "2", "--fsdp",
-                       "full", "--async-save", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "checkpoint",
+        path,
+        "--seq-len",
+        str(_SEQ),
+        "--device",
+        "h100",
+        "--gpus",
+        "2",
+        "--fsdp",
+        "full",
+        "--async-save",
+        "--json",
+    )
     printed = json.loads(out)
     assert code == 0 and printed["save_format"] == "dcp"
     assert printed["save_host_bytes"] == max(f["tensor_bytes"] for f in printed["files"])  # async: the rank's state

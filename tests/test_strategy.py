@@ -18,17 +18,38 @@ _MiB = 1 << 20
 
 # The loss's float32 logits (4 x 512 x 32,000, 262 MB a copy) dwarf the weights (4.2M parameters): data
 # parallelism never splits them, tensor parallelism's vocabulary-parallel loss halves them.
-_WIDE_VOCAB = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                       num_key_value_heads=2, vocab_size=32000, max_position_embeddings=1024)  # fmt: skip
+_WIDE_VOCAB = transformers.LlamaConfig(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=32000,
+    max_position_embeddings=1024,
+)
 _ASKED = {"seq_len": 512, "batch_size": 4, "device": "h100"}
 
 # Eight layers of long activations: checkpointing decides whether one GPU holds the step.
-_DEEP = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=8, num_attention_heads=4,
-                                 num_key_value_heads=4, vocab_size=1000, max_position_embeddings=2048)  # fmt: skip
+_DEEP = transformers.LlamaConfig(
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=8,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    vocab_size=1000,
+    max_position_embeddings=2048,
+)
 
-_MIXTRAL = transformers.MixtralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, vocab_size=500, num_local_experts=8,
-                                      num_experts_per_tok=2)  # fmt: skip
+_MIXTRAL = transformers.MixtralConfig(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=500,
+    num_local_experts=8,
+    num_experts_per_tok=2,
+)
 
 
 def _headroom(model: Any, usable: int, **options: Any) -> float:
@@ -58,8 +79,12 @@ def test_tensor_parallel_fits_where_data_parallel_cannot(monkeypatch: pytest.Mon
     found = cheapest_strategy(_WIDE_VOCAB, gpus=2, headroom=headroom, **_ASKED)
     best = found.cheapest
     assert best is not None and (best.gpus, best.tp, best.scheme, best.checkpointing) == (2, 2, "one replica", "none")
-    leanest = vramsim.simulate_each(_WIDE_VOCAB, [{"gpus": 2, "checkpointing": "full", **scheme} for scheme in
-                                                  ({"zero": 3}, {"fsdp": "full"}, {})], headroom=headroom, **_ASKED)  # fmt: skip
+    leanest = vramsim.simulate_each(
+        _WIDE_VOCAB,
+        [{"gpus": 2, "checkpointing": "full", **scheme} for scheme in ({"zero": 3}, {"fsdp": "full"}, {})],
+        headroom=headroom,
+        **_ASKED,
+    )
     assert all(r.device_bytes > found.usable_bytes for r in leanest)  # ZeRO-3, FSDP2 full, DDP
     vocab_parallel = vramsim.simulate(_WIDE_VOCAB, headroom=headroom, **_ASKED, **best.options())
     assert vocab_parallel.device_bytes == best.device_bytes <= found.usable_bytes
@@ -105,8 +130,15 @@ def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) 
     """Nodes of one GPU: a pipeline on 2; nothing fits, so every group's full checkpointing is measured, each
     pipeline's bubble is (p - 1) / m, or (p - 1) / (v m) interleaved, and its figure is simulate's."""
     monkeypatch.setattr(strategy_space, "GPUS_PER_NODE", 1)
-    tiny = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-                                    num_key_value_heads=2, vocab_size=500, max_position_embeddings=256)  # fmt: skip
+    tiny = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=500,
+        max_position_embeddings=256,
+    )
     asked = {"seq_len": 64, "device": "h100", "micro_batches": 4}
     found = cheapest_strategy(tiny, gpus=2, headroom=_headroom(tiny, 64 * _MiB, **asked), **asked)
     assert found.cheapest is None and found.traces == 1
@@ -124,11 +156,36 @@ def test_the_table_names_each_setting_with_its_peak() -> None:
     from vramsim.render import render_strategies
     from vramsim.strategy import Candidate, StrategySearch
 
-    piped = Candidate(gpus=16, tp=8, pp=2, pp_schedule="1f1b", cp=1, ep=1, scheme="ZeRO-1", checkpointing="auto",
-                      plan="first:3", device_bytes=70 << 30, peak_bytes=66 << 30, fits=True, recomputed=0.01,
-                      recomputed_ops=0.02, bubble=0.125, communication=float(3 << 30))  # fmt: skip
-    search = StrategySearch(model="m", target="h100-sxm", usable_bytes=71 << 30, max_gpus=16, candidates=[piped],
-                            cheapest=piped, traces=2, skipped=5, notes=["tp=16: too many"], trace_seconds=1.0)  # fmt: skip
+    piped = Candidate(
+        gpus=16,
+        tp=8,
+        pp=2,
+        pp_schedule="1f1b",
+        cp=1,
+        ep=1,
+        scheme="ZeRO-1",
+        checkpointing="auto",
+        plan="first:3",
+        device_bytes=70 << 30,
+        peak_bytes=66 << 30,
+        fits=True,
+        recomputed=0.01,
+        recomputed_ops=0.02,
+        bubble=0.125,
+        communication=float(3 << 30),
+    )
+    search = StrategySearch(
+        model="m",
+        target="h100-sxm",
+        usable_bytes=71 << 30,
+        max_gpus=16,
+        candidates=[piped],
+        cheapest=piped,
+        traces=2,
+        skipped=5,
+        notes=["tp=16: too many"],
+        trace_seconds=1.0,
+    )
     console = Console(width=200, record=True)
     render_strategies(search, console)
     text = console.export_text()

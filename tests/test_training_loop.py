@@ -50,6 +50,7 @@ def test_kept_outputs_hold_the_logits_through_backward(tiny_llama) -> None:  # t
 
 def test_a_custom_loss_leaves_labels_out(tiny_llama) -> None:  # type: ignore[no-untyped-def]
     """The model computes no loss of its own (no labels), so its float32 upcast of the logits is gone."""
+
     def loss(outputs):  # type: ignore[no-untyped-def]
         return outputs.logits.mean()
 
@@ -82,8 +83,20 @@ def test_cli_takes_the_loop_flags(tiny_llama, tmp_path, capsys) -> None:  # type
     from vramsim.cli import main
 
     tiny_llama.save_pretrained(tmp_path)
-    argv = ["trace", str(tmp_path), "--seq-len", "8", "--device", "cpu", "--grad-accum", "2", "--max-grad-norm", "1",
-            "--keep-outputs", "--json"]  # fmt: skip
+    argv = [
+        "trace",
+        str(tmp_path),
+        "--seq-len",
+        "8",
+        "--device",
+        "cpu",
+        "--grad-accum",
+        "2",
+        "--max-grad-norm",
+        "1",
+        "--keep-outputs",
+        "--json",
+    ]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     options, settings = report["options"], report["settings"]

@@ -51,40 +51,61 @@ def storage_node(sid: int) -> tuple[str, int]:
 
 def build_graph(trace: Trace) -> nx.MultiDiGraph:
     graph = nx.MultiDiGraph(
-        step_clocks=list(trace.step_clocks), decode_clocks=list(trace.decode_clocks), units=list(trace.units),
+        step_clocks=list(trace.step_clocks),
+        decode_clocks=list(trace.decode_clocks),
+        units=list(trace.units),
         nested_units=trace.nested_units,
         last_clock=len(trace.events),
         storage_count=len(trace.storages),
-    )  # fmt: skip
+    )
     graph.add_nodes_from(
         (
             storage_node(s.sid),
             {
-                "nbytes": s.nbytes, "dtype": s.dtype, "shape": s.shape, "category": str(s.category), "owner": s.owner,
-                "module": s.module, "phase": str(s.phase), "step": s.step, "op": s.op,
+                "nbytes": s.nbytes,
+                "dtype": s.dtype,
+                "shape": s.shape,
+                "category": str(s.category),
+                "owner": s.owner,
+                "module": s.module,
+                "phase": str(s.phase),
+                "step": s.step,
+                "op": s.op,
                 "alloc_at": (0, 0, s.sid) if s.alloc_clock == BEFORE_TRACE else (s.alloc_clock, 0, 0),
                 "free_at": None if s.free_clock is None else (s.free_clock, 0, 0),
                 "unreferenced": s.unreferenced_clock,
             },
         )
         for s in trace.storages
-    )  # fmt: skip
+    )
     graph.add_nodes_from(
         (
             op_node(op.index),
-            {"name": op.name, "module": op.module, "phase": str(op.phase), "step": op.step,
-             "clock_after": op.clock_after, "flops": op.flops},
+            {
+                "name": op.name,
+                "module": op.module,
+                "phase": str(op.phase),
+                "step": op.step,
+                "clock_after": op.clock_after,
+                "flops": op.flops,
+            },
         )
         for op in trace.ops
-    )  # fmt: skip
+    )
     edges: list[tuple[Any, Any, Any, dict[str, Any]]] = []
     for op in trace.ops:
         node = op_node(op.index)
         edges.extend((storage_node(sid), node, "read", {}) for sid in op.inputs)
         edges.extend((node, storage_node(sid), "produced", {}) for sid in op.outputs)
     for index, hold in enumerate(trace.holds):
-        attrs = {"nbytes": hold.nbytes, "unit": hold.unit, "ops_before": hold.op, "pack_clock": hold.pack_clock,
-                 "unpack_clock": hold.unpack_clock, "release_clock": hold.release_clock}  # fmt: skip
+        attrs = {
+            "nbytes": hold.nbytes,
+            "unit": hold.unit,
+            "ops_before": hold.op,
+            "pack_clock": hold.pack_clock,
+            "unpack_clock": hold.unpack_clock,
+            "release_clock": hold.release_clock,
+        }
         edges.append((storage_node(hold.sid), op_node(_saving_op(trace, hold.op, hold.sid)), ("saved", index), attrs))
     graph.add_edges_from(edges)
     return graph
@@ -113,7 +134,10 @@ def saved_edges(graph: nx.MultiDiGraph) -> Iterator[tuple[int, int, dict[str, An
     (a scan of all its edges) and kept in ``graph.graph``."""
     saved = graph.graph.get("saved_edges")
     if saved is None:
-        found = [(key[1], sid, op, attrs) for (_, sid), (_, op), key, attrs in graph.edges(keys=True, data=True)
-                 if isinstance(key, tuple)]  # fmt: skip
+        found = [
+            (key[1], sid, op, attrs)
+            for (_, sid), (_, op), key, attrs in graph.edges(keys=True, data=True)
+            if isinstance(key, tuple)
+        ]
         saved = graph.graph["saved_edges"] = [(sid, op, attrs) for _, sid, op, attrs in sorted(found, key=lambda item: item[0])]
     yield from saved

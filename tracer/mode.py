@@ -219,10 +219,17 @@ class MemoryTracer(TorchDispatchMode):
         self._unit = None
         index = self._unit_order.setdefault(module, len(self._unit_order))
         self.trace.units.append(
-            UnitRecord(module=module, step=self.scope.step, index=index, first_clock=first_clock,
-                       last_clock=len(self.trace.events),
-                       first_op=first_op, last_op=len(self.trace.ops) - 1, inputs=inputs)
-        )  # fmt: skip
+            UnitRecord(
+                module=module,
+                step=self.scope.step,
+                index=index,
+                first_clock=first_clock,
+                last_clock=len(self.trace.events),
+                first_op=first_op,
+                last_op=len(self.trace.ops) - 1,
+                inputs=inputs,
+            )
+        )
 
     def begin_step(self, step: int) -> None:
         self.scope.step = step
@@ -281,11 +288,18 @@ class MemoryTracer(TorchDispatchMode):
         self.trace.events.append((sid, True))
         self.trace.storages.append(
             StorageRecord(
-                sid=sid, nbytes=nbytes, shape=(nbytes,), dtype="uint8", device="meta", op=op,
-                module=self.scope.module, phase=self.scope.current_phase, step=self.scope.step,
+                sid=sid,
+                nbytes=nbytes,
+                shape=(nbytes,),
+                dtype="uint8",
+                device="meta",
+                op=op,
+                module=self.scope.module,
+                phase=self.scope.current_phase,
+                step=self.scope.step,
                 alloc_clock=len(self.trace.events),
             )
-        )  # fmt: skip
+        )
         self.trace.events.append((sid, False))
         self.trace.storages[sid].free_clock = len(self.trace.events)
 
@@ -329,10 +343,14 @@ class MemoryTracer(TorchDispatchMode):
         if self._counts(tensor):
             index = len(self.trace.holds)
             self.trace.holds.append(
-                HoldRecord(sid=self._sid_or_existing(tensor), op=len(self.trace.ops),
-                           unit=None if self._unit is None else len(self.trace.units),
-                           nbytes=tensor.numel() * tensor.element_size(), pack_clock=len(self.trace.events))
-            )  # fmt: skip
+                HoldRecord(
+                    sid=self._sid_or_existing(tensor),
+                    op=len(self.trace.ops),
+                    unit=None if self._unit is None else len(self.trace.units),
+                    nbytes=tensor.numel() * tensor.element_size(),
+                    pack_clock=len(self.trace.events),
+                )
+            )
             key = id(saved)
             self._held[key] = (index, weakref.ref(saved, partial(self._release, key)))
         return saved
@@ -359,4 +377,3 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -
         return 0
     # The out_dtype overloads (addmm.dtype_out) pass a dtype where the formulas take out_shape: a dtype is no shape.
     return int(formula(*(a for a in args if not isinstance(a, torch.dtype)), **kwargs, out_val=out))
-

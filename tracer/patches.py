@@ -81,10 +81,8 @@ META_AUTOCAST = Patch("meta_autocast", "torch", "autocast")
 MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
 CHECKPOINT_DEVICE = Patch("checkpoint_device", "torch.utils.checkpoint", "_infer_device_type")
 FLASH_INSTALLED = Patch("flash_installed", "transformers.modeling_utils", "_flash_attn_import_error", owner="PreTrainedModel")
-FLASH_IMPORTS = Patch("flash_imports", "transformers.modeling_flash_attention_utils", "lazy_import_flash_attention",
-                      by_name=True)  # fmt: skip
-FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flash_attention", "get_target_dtype",
-                           by_name=True)  # fmt: skip
+FLASH_IMPORTS = Patch("flash_imports", "transformers.modeling_flash_attention_utils", "lazy_import_flash_attention", by_name=True)
+FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flash_attention", "get_target_dtype", by_name=True)
 FUSED_DEVICES = Patch("fused_devices", "torch.utils._foreach_utils", "_get_fused_kernels_supported_devices", by_name=True)
 FOREACH_DEVICE = Patch("foreach_device", "torch.utils._foreach_utils", "_device_has_foreach_support", by_name=True)
 FP8_LINEAR = Patch("fp8_linear", "transformers.integrations.finegrained_fp8", "fp8_linear")
@@ -93,9 +91,23 @@ INT4_ROW_QUANTIZE = Patch("int4_row_quantize", _INT4_TENSOR, "int4_row_quantize_
 INT4_PACK = Patch("int4_pack", _INT4_TENSOR, "pack_int4")
 FLOAT8_HARDWARE = Patch("float8_hardware", "torchao.quantization.quant_api", "_check_hardware_support")
 DEVICE_CAPABILITY = Patch("device_capability", "torch.cuda", "get_device_capability")
-PATCHES = (RNG_STATE, MAYBE_AUTOCAST, META_AUTOCAST, MULTI_GRAD_HOOK, CHECKPOINT_DEVICE, FLASH_INSTALLED, FLASH_IMPORTS,
-           FLASH_TARGET_DTYPE, FUSED_DEVICES, FOREACH_DEVICE, FP8_LINEAR, INT4_ROW_QUANTIZE, INT4_PACK,
-           FLOAT8_HARDWARE, DEVICE_CAPABILITY)  # fmt: skip
+PATCHES = (
+    RNG_STATE,
+    MAYBE_AUTOCAST,
+    META_AUTOCAST,
+    MULTI_GRAD_HOOK,
+    CHECKPOINT_DEVICE,
+    FLASH_INSTALLED,
+    FLASH_IMPORTS,
+    FLASH_TARGET_DTYPE,
+    FUSED_DEVICES,
+    FOREACH_DEVICE,
+    FP8_LINEAR,
+    INT4_ROW_QUANTIZE,
+    INT4_PACK,
+    FLOAT8_HARDWARE,
+    DEVICE_CAPABILITY,
+)
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
 
@@ -136,8 +148,9 @@ def emulated_autocast(replacement: Callable[..., Any]) -> contextlib.AbstractCon
     return META_AUTOCAST.applied(lambda original: functools.partial(_autocast_on_meta, original, replacement))
 
 
-def _autocast_on_meta(original: Callable[..., Any], replacement: Callable[..., Any], device_type: str, *args: Any,
-                      **kwargs: Any) -> Any:  # fmt: skip
+def _autocast_on_meta(
+    original: Callable[..., Any], replacement: Callable[..., Any], device_type: str, *args: Any, **kwargs: Any
+) -> Any:
     return (replacement if device_type == "meta" else original)(device_type, *args, **kwargs)
 
 
@@ -269,8 +282,11 @@ def leftovers() -> list[str]:
         for name, value in list(vars(module).items())
         if _is_replacement(value)
     ]
-    in_classes = [f"{p.module}.{p.owner}.{p.attribute}" for p in PATCHES
-                  if p.owner and p.module in sys.modules and _is_replacement(p.current())]  # fmt: skip
+    in_classes = [
+        f"{p.module}.{p.owner}.{p.attribute}"
+        for p in PATCHES
+        if p.owner and p.module in sys.modules and _is_replacement(p.current())
+    ]
     return in_modules + in_classes
 
 
@@ -297,8 +313,9 @@ def _references(replacement: Any, holders: list[ModuleType], loaded: set[str]) -
     (a module loaded earlier imported its names then; scanning only the new ones keeps the exit fast with
     hundreds of transformers' modules loaded)."""
     imported = [module for name, module in list(sys.modules.items()) if name not in loaded and isinstance(module, ModuleType)]
-    return [(module, name) for module in [*holders, *imported] for name, value in list(vars(module).items())
-            if value is replacement]  # fmt: skip
+    return [
+        (module, name) for module in [*holders, *imported] for name, value in list(vars(module).items()) if value is replacement
+    ]
 
 
 def _modules() -> list[ModuleType]:

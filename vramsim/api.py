@@ -62,10 +62,26 @@ def simulate(model: ModelSource, **options: Any) -> Report:
     return simulate_each(model, [{}], **options)[0]
 
 
-ANALYSIS_OPTIONS = frozenset({"checkpointing", "gradient_checkpointing", "gpus", "zero", "fsdp", "gradient_as_bucket_view",
-                              "headroom", "expandable_segments", "cuda_module_loading", "pp", "pp_schedule", "micro_batches",
-                              "pp_virtual_stages", "offload_states", "shard_group_size",
-                              "torch_empty_cache_steps"})  # fmt: skip
+ANALYSIS_OPTIONS = frozenset(
+    {
+        "checkpointing",
+        "gradient_checkpointing",
+        "gpus",
+        "zero",
+        "fsdp",
+        "gradient_as_bucket_view",
+        "headroom",
+        "expandable_segments",
+        "cuda_module_loading",
+        "pp",
+        "pp_schedule",
+        "micro_batches",
+        "pp_virtual_stages",
+        "offload_states",
+        "shard_group_size",
+        "torch_empty_cache_steps",
+    }
+)
 """Options computed from the graph, not traced: variants of one trace may differ in these only."""
 
 
@@ -85,8 +101,10 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise:
     for variant in variants:
         fixed = sorted(set(variant) - ANALYSIS_OPTIONS)
         if fixed:
-            raise ConfigError(f"a variant cannot set {fixed[0]!r} (it changes the trace); a variant may set: "
-                              f"{', '.join(sorted(ANALYSIS_OPTIONS))}")  # fmt: skip
+            raise ConfigError(
+                f"a variant cannot set {fixed[0]!r} (it changes the trace); a variant may set: "
+                f"{', '.join(sorted(ANALYSIS_OPTIONS))}"
+            )
         configs.append(SimulationConfig.from_options(**{**options, **variant}))
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
@@ -100,8 +118,20 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise:
     reports = []
     for each in configs:
         began = time.perf_counter()
-        reports.append(_report(model, each, target, program, specs, trace, graph, derived, advise=advise,
-                               seconds=traced + time.perf_counter() - began))  # fmt: skip
+        reports.append(
+            _report(
+                model,
+                each,
+                target,
+                program,
+                specs,
+                trace,
+                graph,
+                derived,
+                advise=advise,
+                seconds=traced + time.perf_counter() - began,
+            )
+        )
     return reports
 
 
@@ -123,14 +153,29 @@ def _trace(
     return program, specs, trace, build_graph(trace), None
 
 
-def _report(model: ModelSource, config: SimulationConfig, target: Target, program: Program,
-            specs: list[summary.LayerSpec], trace: Trace, graph: nx.MultiDiGraph,
-            derived: generation.Generation | None, *, advise: bool, seconds: float) -> Report:  # fmt: skip
+def _report(
+    model: ModelSource,
+    config: SimulationConfig,
+    target: Target,
+    program: Program,
+    specs: list[summary.LayerSpec],
+    trace: Trace,
+    graph: nx.MultiDiGraph,
+    derived: generation.Generation | None,
+    *,
+    advise: bool,
+    seconds: float,
+) -> Report:
     """One variant's report from the shared trace."""
     plan = parse_checkpointing(config.checkpointing)
     started = time.perf_counter()
-    analysis = Analysis(graph, target, config, timeline=None if derived is None else derived.timeline,
-                        routed=routed_rows(program.model, config) if config.ep > 1 else None)  # fmt: skip
+    analysis = Analysis(
+        graph,
+        target,
+        config,
+        timeline=None if derived is None else derived.timeline,
+        routed=routed_rows(program.model, config) if config.ep > 1 else None,
+    )
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.timeline, chosen.memory)
     memory = chosen.memory
@@ -150,10 +195,14 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
         trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
-        if config.task == "train" else None,
+        if config.task == "train"
+        else None,
         layers=summary.layer_rows(specs, chosen.timeline, memory),
-        checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)] if plan.kind == "all"
-        else [analysis.choice(chosen)] if plan.kind == "auto" else [],
+        checkpointing=[analysis.choice(analysis.run(p)) for p in _choices(target)]
+        if plan.kind == "all"
+        else [analysis.choice(chosen)]
+        if plan.kind == "auto"
+        else [],
         assumptions=[
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in memory.overheads),
             *target.notes,
@@ -165,13 +214,26 @@ def _report(model: ModelSource, config: SimulationConfig, target: Target, progra
             *(Assumption(name="data_dependent", detail=note) for note in trace.notes),
             *([derived.note] if derived is not None else []),
         ],
-        ranks=rank_memory(chosen.sharded, chosen.timeline, gpus=config.gpus, tp=config.tp, pipeline=config.pipeline,
-                          stages=chosen.stages, ep=config.ep, cp=config.cp, exchange_bytes=chosen.exchange_bytes)
-        if chosen.sharded or config.gpus > 1 else None,
-        components=summary.component_peaks(pipeline_phases(program) or training_phases(program), program.modules,
-                                           chosen.timeline, memory),
-        options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)}
-        | pipeline_options(program) | training_options(program),
+        ranks=rank_memory(
+            chosen.sharded,
+            chosen.timeline,
+            gpus=config.gpus,
+            tp=config.tp,
+            pipeline=config.pipeline,
+            stages=chosen.stages,
+            ep=config.ep,
+            cp=config.cp,
+            exchange_bytes=chosen.exchange_bytes,
+        )
+        if chosen.sharded or config.gpus > 1
+        else None,
+        components=summary.component_peaks(
+            pipeline_phases(program) or training_phases(program), program.modules, chosen.timeline, memory
+        ),
+        options=_options(config, program)
+        | {"attn_implementation": attention_in_force(program.modules)}
+        | pipeline_options(program)
+        | training_options(program),
         settings=run_settings(config, program),
         warnings=[*program.warnings, *_option_warnings(config, trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
@@ -189,17 +251,25 @@ def _program_notes(config: SimulationConfig, program: Program, target: Target) -
 
 
 def build_and_trace(
-    model: ModelSource, config: SimulationConfig, target: Target, *, checkpointing: Literal["marked", "applied"],
+    model: ModelSource,
+    config: SimulationConfig,
+    target: Target,
+    *,
+    checkpointing: Literal["marked", "applied"],
     prepare: Callable[[Program], None] | None = None,
-) -> tuple[Program, list[summary.LayerSpec], Trace]:  # fmt: skip
+) -> tuple[Program, list[summary.LayerSpec], Trace]:
     """Build the workload on meta and trace it for ``target``. ``simulate`` traces it with the
     checkpointable blocks marked and computes every checkpointing choice from the graph; a
     re-trace with the choice ``applied`` for real is how the tests check that computation.
     ``prepare`` changes the built program before it is traced (a generation's tail probe)."""
-    with target.emulation(config.torch_autograd) as emulation, attention_stand_in(config.attn_implementation, emulation), \
-            quantized_kernels_on_meta(config.quantization):  # fmt: skip
-        program = build_program(model, config, device="meta", emulation=emulation, foreach=target.foreach,
-                              checkpointing=checkpointing)  # fmt: skip
+    with (
+        target.emulation(config.torch_autograd) as emulation,
+        attention_stand_in(config.attn_implementation, emulation),
+        quantized_kernels_on_meta(config.quantization),
+    ):
+        program = build_program(
+            model, config, device="meta", emulation=emulation, foreach=target.foreach, checkpointing=checkpointing
+        )
         if prepare is not None:
             prepare(program)
         specs = summary.layer_specs(program.modules)
@@ -228,8 +298,15 @@ class Analysis:
     ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding.py``),
     each replayed on the target."""
 
-    def __init__(self, graph: nx.MultiDiGraph, target: Target, config: SimulationConfig, *,
-                 timeline: Timeline | None = None, routed: tuple[int, int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        graph: nx.MultiDiGraph,
+        target: Target,
+        config: SimulationConfig,
+        *,
+        timeline: Timeline | None = None,
+        routed: tuple[int, int] | None = None,
+    ) -> None:
         """``timeline``: a derived generation's, standing for the traced one (``vramsim/generation.py``);
         ``routed``: under expert parallelism, the routed rows of an experts call and their width."""
         self._graph = graph
@@ -251,8 +328,18 @@ class Analysis:
         config = self._config
         if plan.kind == "auto":
             plan = self._budgeted()
-        key = (plan.spec, config.sharding, config.pipeline, config.expandable_segments, config.gpus, config.headroom,
-               config.task, id(self._timeline), config.torch_empty_cache_steps, config.cuda_module_loading)  # fmt: skip
+        key = (
+            plan.spec,
+            config.sharding,
+            config.pipeline,
+            config.expandable_segments,
+            config.gpus,
+            config.headroom,
+            config.task,
+            id(self._timeline),
+            config.torch_empty_cache_steps,
+            config.cuda_module_loading,
+        )
         outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
         if key not in outcomes:
             outcomes[key] = self._run(plan)
@@ -265,10 +352,12 @@ class Analysis:
             raise ConfigError("checkpointing='auto' fits a device's memory; the cpu target has no size: name a GPU (--device)")
         units = self._graph.graph["units"]
         if not units:
-            raise ConfigError("checkpointing='auto': the traced program has no blocks to checkpoint "
-                              "(the model has no checkpointing call sites)")  # fmt: skip
+            raise ConfigError(
+                "checkpointing='auto': the traced program has no blocks to checkpoint (the model has no checkpointing call sites)"
+            )
 
         layers = 1 + max(unit.index for unit in units)
+
         def measure(plan: CheckpointPlan) -> tuple[bool, int]:
             outcome = self.run(plan)
             return bool(self.fits(outcome.memory)), outcome.what_if.cost.recomputed_flops
@@ -293,8 +382,12 @@ class Analysis:
                 raise UnsupportedError(f"checkpointing={plan.spec!r}: {exc}") from None
         outcome: WhatIf = kept[key]
         timeline = outcome.timeline
-        copied = Timeline(blocks=[block.copy() for block in timeline.blocks], events=timeline.events,
-                          preexisting=timeline.preexisting, steps=timeline.steps)  # fmt: skip
+        copied = Timeline(
+            blocks=[block.copy() for block in timeline.blocks],
+            events=timeline.events,
+            preexisting=timeline.preexisting,
+            steps=timeline.steps,
+        )
         return dataclasses.replace(outcome, timeline=copied)
 
     def _analysed(self, plan: CheckpointPlan) -> _Outcome:
@@ -304,8 +397,9 @@ class Analysis:
         exchange = 0
         if self._routed is not None:  # expert parallel: the rank's all-to-all buffers
             try:
-                exchanged, exchange = all_to_all_buffers(self._graph, outcome.timeline, rows=self._routed[0],
-                                                         hidden=self._routed[1])  # fmt: skip
+                exchanged, exchange = all_to_all_buffers(
+                    self._graph, outcome.timeline, rows=self._routed[0], hidden=self._routed[1]
+                )
             except NotImplementedError as exc:
                 raise UnsupportedError(str(exc)) from None
             outcome = dataclasses.replace(outcome, timeline=exchanged)
@@ -325,10 +419,16 @@ class Analysis:
     def _replay(self, timeline: Timeline) -> DeviceMemory:
         capacity = self._target.profile.memory_bytes
         usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
-        return device_memory(timeline, self._target, training=self._config.task == "train",
-                             expandable_segments=self._config.expandable_segments, world_size=self._config.gpus,
-                             usable_bytes=usable, empty_cache_steps=self._config.torch_empty_cache_steps,
-                             module_loading=self._config.cuda_module_loading)  # fmt: skip
+        return device_memory(
+            timeline,
+            self._target,
+            training=self._config.task == "train",
+            expandable_segments=self._config.expandable_segments,
+            world_size=self._config.gpus,
+            usable_bytes=usable,
+            empty_cache_steps=self._config.torch_empty_cache_steps,
+            module_loading=self._config.cuda_module_loading,
+        )
 
     def _pipeline(self, outcome: WhatIf) -> _Outcome:
         """Each pipeline stage replayed, under data parallelism as one data-parallel rank of that stage's
@@ -343,14 +443,25 @@ class Analysis:
         staged = []
         for rank in range(plan.stages):
             sharded = shard(self._graph, outcome.timeline, sharding, weights=split.weights(rank)) if sharding.active else None
-            replayed = [(stage, self._replay(stage.timeline))
-                        for stage in split.stages(rank, None if sharded is None else sharded.timeline)]
+            replayed = [
+                (stage, self._replay(stage.timeline))
+                for stage in split.stages(rank, None if sharded is None else sharded.timeline)
+            ]
             stage, memory = max(replayed, key=lambda item: item[1].device_bytes)  # the busiest of its backwards
             staged.append((stage, sharded, memory))
-        rows = [StageMemory(rank=stage.rank, layers=list(stage.layers), held_bytes=stage.held_bytes,
-                            in_flight=stage.in_flight, model_state=held_state(stage.timeline),
-                            peak_bytes=memory.peak_bytes, device_bytes=memory.device_bytes,
-                            fits=self.fits(memory)) for stage, _, memory in staged]  # fmt: skip
+        rows = [
+            StageMemory(
+                rank=stage.rank,
+                layers=list(stage.layers),
+                held_bytes=stage.held_bytes,
+                in_flight=stage.in_flight,
+                model_state=held_state(stage.timeline),
+                peak_bytes=memory.peak_bytes,
+                device_bytes=memory.device_bytes,
+                fits=self.fits(memory),
+            )
+            for stage, _, memory in staged
+        ]
         stage, sharded, memory = max(staged, key=lambda item: item[2].device_bytes)
         return _Outcome(outcome, memory, stage.timeline, sharded, rows)
 
@@ -360,14 +471,18 @@ class Analysis:
         if capacity is None:
             return None
         return memory.device_bytes <= capacity * (1 - self._config.headroom) or (
-            memory.pressure is not None and memory.pressure.oom_at is None)
+            memory.pressure is not None and memory.pressure.oom_at is None
+        )
 
     def choice(self, outcome: _Outcome) -> CheckpointChoice:
         return CheckpointChoice(
-            checkpointing=outcome.what_if.plan.spec, peak_bytes=outcome.memory.peak_bytes,
-            reserved_bytes=outcome.memory.reserved_bytes, device_bytes=outcome.memory.device_bytes,
-            fits=self.fits(outcome.memory), cost=outcome.what_if.cost,
-        )  # fmt: skip
+            checkpointing=outcome.what_if.plan.spec,
+            peak_bytes=outcome.memory.peak_bytes,
+            reserved_bytes=outcome.memory.reserved_bytes,
+            device_bytes=outcome.memory.device_bytes,
+            fits=self.fits(outcome.memory),
+            cost=outcome.what_if.cost,
+        )
 
 
 @contextlib.contextmanager
@@ -396,8 +511,12 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
         plan = parse_checkpointing(config.checkpointing)
         variants += [(f"--checkpointing {p.spec}", p, analysis) for p in _choices(target) if p.spec != config.checkpointing]
         if config.sharding.gpus > 1 and not config.zero and config.fsdp == "no" and not config.pipeline.active:
-            for flag, change in (("--zero 1", {"zero": 1}), ("--zero 2", {"zero": 2}), ("--zero 3", {"zero": 3}),
-                                 ("--fsdp full", {"fsdp": "full"})):  # fmt: skip
+            for flag, change in (
+                ("--zero 1", {"zero": 1}),
+                ("--zero 2", {"zero": 2}),
+                ("--zero 3", {"zero": 3}),
+                ("--fsdp full", {"fsdp": "full"}),
+            ):
                 sharded = dataclasses.replace(config, **change)
                 variants.append((flag, plan, analysis.with_config(sharded)))
     computed = []
@@ -409,8 +528,9 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
         saved = memory.device_bytes - other.device_bytes
         if saved > 0:
             fits = " (fits)" if each.fits(other) else ""
-            computed.append((other.device_bytes, f"{flag}: {format_bytes(other.device_bytes)} on the device "
-                                                 f"(-{format_bytes(saved)}){fits}"))  # fmt: skip
+            computed.append(
+                (other.device_bytes, f"{flag}: {format_bytes(other.device_bytes)} on the device (-{format_bytes(saved)}){fits}")
+            )
     return [line for _, line in sorted(computed)]
 
 
@@ -471,7 +591,8 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
     notes = [
         Assumption(
             name="steady_state",
-            detail=f"{config.steps} steps are run; the peak reported is the last one's" if config.steps > 1
+            detail=f"{config.steps} steps are run; the peak reported is the last one's"
+            if config.steps > 1
             else "1 step is run; the peak reported is the first step's, not a steady state",
         )
     ]
@@ -508,16 +629,27 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
             )
     if isinstance(config.loss, str):
         model_config = getattr(program.model, "config", None)
-        notes += loss_notes(parse_loss(config.loss), getattr(model_config, "vocab_size", None),
-                            getattr(model_config, "hidden_size", None))  # fmt: skip
+        notes += loss_notes(
+            parse_loss(config.loss), getattr(model_config, "vocab_size", None), getattr(model_config, "hidden_size", None)
+        )
     if config.torch_empty_cache_steps is not None and target.profile.vendor != "cpu":
-        notes.append(Assumption(name="torch_empty_cache_steps", detail=f"the HF Trainer's torch_empty_cache_steps="
-                                f"{config.torch_empty_cache_steps}: torch.cuda.empty_cache() after the loss, before "
-                                "backward, in the traced steps whose global_step (0, 1) is a multiple of it"))  # fmt: skip
+        notes.append(
+            Assumption(
+                name="torch_empty_cache_steps",
+                detail=f"the HF Trainer's torch_empty_cache_steps="
+                f"{config.torch_empty_cache_steps}: torch.cuda.empty_cache() after the loss, before "
+                "backward, in the traced steps whose global_step (0, 1) is a multiple of it",
+            )
+        )
     if config.torch_autograd == "1.10":
-        notes.append(Assumption(name="torch_autograd_1_10", detail="PyTorch 1.10's autograd: softmax and log_softmax "
-                                "save their input beside their output (derivatives.yaml before 1.11); other differences "
-                                "of that release are not modelled"))  # fmt: skip
+        notes.append(
+            Assumption(
+                name="torch_autograd_1_10",
+                detail="PyTorch 1.10's autograd: softmax and log_softmax "
+                "save their input beside their output (derivatives.yaml before 1.11); other differences "
+                "of that release are not modelled",
+            )
+        )
     if program.compiled is not None:
         notes.append(Assumption(name="compile_partitioned", detail=f"{COMPILE_MODELLED} ({program.compiled.describe()})"))
         notes.append(Assumption(name="compile_fusion", detail=COMPILE_FUSION))
@@ -533,13 +665,19 @@ def _run_notes(config: SimulationConfig, program: Any, target: Target) -> list[A
         )
     profile = target.profile
     if config.mixed_precision == torch.bfloat16 and profile.vendor == "nvidia" and not profile.supports_bf16:
-        notes.append(Assumption(name="bf16_emulated", detail=f"{profile.label} has no native bf16: torch.autocast "
-                                "runs it emulated (torch.cuda.is_bf16_supported(including_emulation=True)), with the "
-                                "same tensor sizes and this architecture's kernels (no flash or memory-efficient "
-                                "attention in bf16 before sm80)"))  # fmt: skip
+        notes.append(
+            Assumption(
+                name="bf16_emulated",
+                detail=f"{profile.label} has no native bf16: torch.autocast "
+                "runs it emulated (torch.cuda.is_bf16_supported(including_emulation=True)), with the "
+                "same tensor sizes and this architecture's kernels (no flash or memory-efficient "
+                "attention in bf16 before sm80)",
+            )
+        )
     if config.quantization is not None:
-        notes += quantization_notes(program.model, train=config.task == "train", lora=config.lora is not None,
-                                    gpu=config.device.lower() != "cpu")  # fmt: skip
+        notes += quantization_notes(
+            program.model, train=config.task == "train", lora=config.lora is not None, gpu=config.device.lower() != "cpu"
+        )
     weights = next((p.dtype for module in program.modules.values() for p in module.parameters()), None)
     if weights is not None and config.dtype is None:
         notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
@@ -550,5 +688,10 @@ def _paged_bytes(program: Program) -> int:
     """The bytes of a paged optimizer's states in managed memory: ``state1``/``state2`` of tensors of 1e5
     elements or more (bitsandbytes' ``get_state_buffer``)."""
     assert program.optimizer is not None
-    return sum(state[key].nbytes for p, state in program.optimizer.state.items() if p.numel() >= 1e5
-               for key in ("state1", "state2") if key in state)  # fmt: skip
+    return sum(
+        state[key].nbytes
+        for p, state in program.optimizer.state.items()
+        if p.numel() >= 1e5
+        for key in ("state1", "state2")
+        if key in state
+    )

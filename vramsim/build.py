@@ -51,9 +51,22 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     return torch.float32
 
 
-PIPELINE_OPTIONS = ("height", "width", "num_inference_steps", "guidance_scale", "num_images", "vae_tiling", "vae_slicing",
-                    "attention_slicing", "offload", "max_sequence_length", "num_frames", "cache_latents",
-                    "cache_text_embeddings", "ema")  # fmt: skip
+PIPELINE_OPTIONS = (
+    "height",
+    "width",
+    "num_inference_steps",
+    "guidance_scale",
+    "num_images",
+    "vae_tiling",
+    "vae_slicing",
+    "attention_slicing",
+    "offload",
+    "max_sequence_length",
+    "num_frames",
+    "cache_latents",
+    "cache_text_embeddings",
+    "ema",
+)
 """``SimulationConfig`` options a diffusion pipeline reads and no single model does."""
 
 
@@ -62,8 +75,10 @@ def _refuse_pipeline_options(config: SimulationConfig) -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(SimulationConfig)}
     given = [name for name in PIPELINE_OPTIONS if getattr(config, name) != defaults[name]]
     if given:
-        raise ConfigError(f"{given[0]} is an option of diffusion pipelines, and this model is not one; give a pipeline id "
-                          "or folder, or leave it out")  # fmt: skip
+        raise ConfigError(
+            f"{given[0]} is an option of diffusion pipelines, and this model is not one; give a pipeline id "
+            "or folder, or leave it out"
+        )
 
 
 def build_program(
@@ -87,8 +102,9 @@ def build_program(
         if config.compile:
             raise UnsupportedError("compile is modelled for a single model, not a diffusion pipeline's components yet")
         if config.task == "train":
-            return build_training_program(pipeline, config, device=device, emulation=emulation, foreach=foreach,
-                                          checkpointing=checkpointing)  # fmt: skip
+            return build_training_program(
+                pipeline, config, device=device, emulation=emulation, foreach=foreach, checkpointing=checkpointing
+            )
         return build_pipeline_program(pipeline, config, device=device)
     _refuse_pipeline_options(config)
     if isinstance(source, (str, Path)):
@@ -188,8 +204,9 @@ def _install_named_loss(model: torch.nn.Module, config: SimulationConfig, device
     liger = None
     if named.kind == "liger-flce":
         if device != "meta":
-            raise UnsupportedError("loss='liger-flce' is traced on meta with a stand-in for Liger's Triton kernel; "
-                                   "a real run of it is not wired up")  # fmt: skip
+            raise UnsupportedError(
+                "loss='liger-flce' is traced on meta with a stand-in for Liger's Triton kernel; a real run of it is not wired up"
+            )
         assert not isinstance(config.mixed_precision, str), "SimulationConfig resolves dtype names"
         liger = liger_run(resolve_target(config.device).profile, config.mixed_precision)
     install_loss(model, named, liger)

@@ -39,9 +39,30 @@ __all__ = [
     "save_trainer_checkpoint",
 ]
 
-SAFETENSORS_DTYPE_ORDER = ("BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-                           "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64",
-                           "F64", "I64", "U64")  # fmt: skip
+SAFETENSORS_DTYPE_ORDER = (
+    "BOOL",
+    "F4",
+    "F6_E2M3",
+    "F6_E3M2",
+    "U8",
+    "I8",
+    "F8_E5M2",
+    "F8_E4M3",
+    "F8_E8M0",
+    "F8_E4M3FNUZ",
+    "F8_E5M2FNUZ",
+    "I16",
+    "U16",
+    "F16",
+    "BF16",
+    "I32",
+    "U32",
+    "F32",
+    "C64",
+    "F64",
+    "I64",
+    "U64",
+)
 """safetensors' ``Dtype`` enum in declaration order (safetensors/src/tensor.rs, 0.8): the writer sorts
 tensors by this order, descending, then by name, so the largest alignment comes first."""
 
@@ -118,15 +139,20 @@ def save_torch_checkpoint(program: Program, *, device: str) -> SavedCheckpoint:
         path = Path(folder) / "checkpoint.pt"
         torch.save(fake_on_device({"model": model, "optimizer": optimizer}, device), path)
         size = path.stat().st_size
-    saved = CheckpointFile(name=path.name, bytes=size, holds="model and optimizer state (torch.save)",
-                           tensor_bytes=sum(weights) + sum(storages))  # fmt: skip
+    saved = CheckpointFile(
+        name=path.name, bytes=size, holds="model and optimizer state (torch.save)", tensor_bytes=sum(weights) + sum(storages)
+    )
     return SavedCheckpoint(files=[saved], shards=[weights], optimizer_storages=storages)
 
 
 def _storage_sizes(optimizer_state: dict[str, Any]) -> list[int]:
     """Bytes of each tensor of an optimizer's state dict (each state tensor has its own storage)."""
-    return [t.untyped_storage().nbytes() for one in optimizer_state["state"].values() for t in one.values()
-            if isinstance(t, torch.Tensor)]  # fmt: skip
+    return [
+        t.untyped_storage().nbytes()
+        for one in optimizer_state["state"].values()
+        for t in one.values()
+        if isinstance(t, torch.Tensor)
+    ]
 
 
 def _save_model(model: torch.nn.Module, folder: str, shards: list[list[int]]) -> None:
@@ -198,8 +224,9 @@ def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return obj
 
 
-def _write_holed(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[str, str] | None,
-                 shards: list[list[int]]) -> None:  # fmt: skip
+def _write_holed(
+    tensors: dict[str, torch.Tensor], filename: str, metadata: dict[str, str] | None, shards: list[list[int]]
+) -> None:
     """A safetensors file of ``tensors``: the exact header, then a hole as long as their data."""
     header = safetensors_header(tensors, metadata)
     sizes = [t.numel() * t.element_size() for t in tensors.values()]

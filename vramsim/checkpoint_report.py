@@ -58,5 +58,7 @@ class CheckpointReport:
         return asdict(self)
 
     def __repr__(self) -> str:
-        return (f"<CheckpointReport disk={self.disk_bytes / 2**30:.1f} GiB restore={self.restore_device_bytes / 2**30:.1f} GiB "
-                f"target={self.target}>")  # fmt: skip
+        return (
+            f"<CheckpointReport disk={self.disk_bytes / 2**30:.1f} GiB restore={self.restore_device_bytes / 2**30:.1f} GiB "
+            f"target={self.target}>"
+        )

@@ -57,14 +57,16 @@ class Clock:
         return (self.now, 0, 0)
 
 
-def restore_timelines(program: Program, *, layout: Layout, map_location: MapLocation, host_is_device: bool,
-                      shards: list[list[int]]) -> RestoreTimelines:  # fmt: skip
+def restore_timelines(
+    program: Program, *, layout: Layout, map_location: MapLocation, host_is_device: bool, shards: list[list[int]]
+) -> RestoreTimelines:
     """``shards``: the weights' tensor sizes, by file; the host is the device on the cpu target."""
     optimizer = program.optimizer
     assert optimizer is not None, "a checkpoint is taken of a training program"
     if type(optimizer).load_state_dict is not torch.optim.Optimizer.load_state_dict:
-        raise UnsupportedError(f"restoring {describe_optimizer(optimizer)} (its own load_state_dict) is not modelled "
-                               "yet; torch.optim optimizers are")  # fmt: skip
+        raise UnsupportedError(
+            f"restoring {describe_optimizer(optimizer)} (its own load_state_dict) is not modelled yet; torch.optim optimizers are"
+        )
     model_blocks = _model_blocks(program.model, host_is_device)
     state = _state_blocks(optimizer, host_is_device)
     clock = Clock()
@@ -89,8 +91,7 @@ def restore_timelines(program: Program, *, layout: Layout, map_location: MapLoca
     return RestoreTimelines(save=save, restore=restore, restore_host_bytes=host)
 
 
-def _optimizer_load(optimizer: torch.optim.Optimizer, clock: Clock, *, on_device: bool,
-                    alongside: list[int]) -> list[Block]:  # fmt: skip
+def _optimizer_load(optimizer: torch.optim.Optimizer, clock: Clock, *, on_device: bool, alongside: list[int]) -> list[Block]:
     """``optimizer.load_state_dict(torch.load(..., map_location))``: the loaded tensors (counted when
     ``on_device``: mapped to the device, or the host is the device), then each parameter's state as torch's
     policy makes it from them. ``alongside``: other tensors of the same file (weights copied into the
@@ -149,9 +150,12 @@ def _model_blocks(model: torch.nn.Module, host_is_device: bool) -> list[Block]:
 
 
 def _state_blocks(optimizer: torch.optim.Optimizer, host_is_device: bool) -> list[Block]:
-    return [_block(t.untyped_storage().nbytes(), Category.OPTIMIZER_STATE.value, "", (0, 0, 0), None)
-            for state in optimizer.state.values() for t in state.values()
-            if isinstance(t, torch.Tensor) and _on_device(t, host_is_device)]  # fmt: skip
+    return [
+        _block(t.untyped_storage().nbytes(), Category.OPTIMIZER_STATE.value, "", (0, 0, 0), None)
+        for state in optimizer.state.values()
+        for t in state.values()
+        if isinstance(t, torch.Tensor) and _on_device(t, host_is_device)
+    ]
 
 
 def _on_device(tensor: torch.Tensor, host_is_device: bool) -> bool:
@@ -160,8 +164,7 @@ def _on_device(tensor: torch.Tensor, host_is_device: bool) -> bool:
 
 
 def _block(nbytes: int, category: str, op: str, alloc_at: Position, free_at: Position | None) -> Block:
-    return Block(nbytes=nbytes, category=category, module="", phase="restore", op=op, step=0, alloc_at=alloc_at,
-                 free_at=free_at)  # fmt: skip
+    return Block(nbytes=nbytes, category=category, module="", phase="restore", op=op, step=0, alloc_at=alloc_at, free_at=free_at)
 
 
 def _at(block: Block, alloc_at: Position, free_at: Position | None) -> Block:

@@ -108,9 +108,11 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     full, selective = _context_fn(plan, emulation, selective=False), _context_fn(plan, emulation, selective=True)
     if isinstance(model, PreTrainedModel) and _layer_class() is None:  # older transformers: one function for all layers
         if plan.kind != "full":
-            raise UnsupportedError(f"checkpointing={plan.spec!r} checkpoints layers one by one, which needs "
-                                   "transformers' GradientCheckpointingLayer; this transformers checkpoints all layers "
-                                   "alike: use 'full'")  # fmt: skip
+            raise UnsupportedError(
+                f"checkpointing={plan.spec!r} checkpoints layers one by one, which needs "
+                "transformers' GradientCheckpointingLayer; this transformers checkpoints all layers "
+                "alike: use 'full'"
+            )
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
     elif isinstance(model, PreTrainedModel):  # its own public switch, then each layer as the plan says
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})

@@ -49,19 +49,27 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument(flag, dest=spec.name, action="store_true", help=option.help)
         else:
             metavar = flag.removeprefix("--").replace("-", "_").upper()
-            parser.add_argument(flag, dest=spec.name, type=option.parse or str, default=default, metavar=metavar,
-                                help=option.help)  # fmt: skip
+            parser.add_argument(
+                flag, dest=spec.name, type=option.parse or str, default=default, metavar=metavar, help=option.help
+            )
         if spec.name == "lora":
-            parser.add_argument("--lora-targets", default=_ALL_LINEAR,
-                                help="comma-separated module names for --lora-rank, or all-linear (peft's: every "
-                                "linear layer but the output head)")  # fmt: skip
+            parser.add_argument(
+                "--lora-targets",
+                default=_ALL_LINEAR,
+                help="comma-separated module names for --lora-rank, or all-linear (peft's: every "
+                "linear layer but the output head)",
+            )
             parser.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha (peft's lora_alpha); default 2r")
             parser.add_argument("--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (lora_dropout)")
             parser.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (peft's use_dora=True)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     if command == "trace":
-        parser.add_argument("--layers", choices=("fold", "all"), default="fold",
-                            help="fold: alike layers in one row (model.layers.0-31 x32); all: a row for each")  # fmt: skip
+        parser.add_argument(
+            "--layers",
+            choices=("fold", "all"),
+            default="fold",
+            help="fold: alike layers in one row (model.layers.0-31 x32); all: a row for each",
+        )
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,41 +80,67 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         if isinstance(spec.default, bool):
             parser.add_argument(flag, dest=spec.name, action="store_true", help=option.help)
         else:
-            parser.add_argument(flag, dest=spec.name, type=option.parse or str, default=spec.default,
-                                metavar=flag.removeprefix("--").replace("-", "_").upper(), help=option.help)  # fmt: skip
+            parser.add_argument(
+                flag,
+                dest=spec.name,
+                type=option.parse or str,
+                default=spec.default,
+                metavar=flag.removeprefix("--").replace("-", "_").upper(),
+                help=option.help,
+            )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    helps = {"trace": "trace a workload and report its peak memory",
-             "validate": "run the workload for real on the CPU and compare with the prediction"}  # fmt: skip
+    helps = {
+        "trace": "trace a workload and report its peak memory",
+        "validate": "run the workload for real on the CPU and compare with the prediction",
+    }
     for command in COMMANDS:
         sub = commands.add_parser(command, help=helps[command], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         _workload_arguments(sub, command)
         _run_arguments(sub, command)
-    fit = commands.add_parser("fit", help="the largest batch size and sequence length that fit the target, each traced",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    fit = commands.add_parser(
+        "fit",
+        help="the largest batch size and sequence length that fit the target, each traced",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     _workload_arguments(fit, "trace")
     _run_arguments(fit, "fit")
-    saved = commands.add_parser("checkpoint", help="a training checkpoint's files on disk, and the memory to save and "
-                                "restore it", formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    saved = commands.add_parser(
+        "checkpoint",
+        help="a training checkpoint's files on disk, and the memory to save and restore it",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     _workload_arguments(saved, "trace")
-    saved.add_argument("--save-format", default=None, metavar="SAVE_FORMAT",
-                       help="trainer: the Hugging Face Trainer's folder (safetensors weights, optimizer.pt, ...); torch: "
-                       'the plain loop\'s torch.save({"model": ..., "optimizer": ...}); dcp: torch.distributed.checkpoint, '
-                       "a file per rank (the default with --fsdp; DDP too); deepspeed: DeepSpeed's ZeRO files (the default "
-                       "with --zero); default: trainer")  # fmt: skip
-    saved.add_argument("--map-location", default=None, metavar="MAP_LOCATION",
-                       help="where torch.load puts what it loads on restore: cpu or device (default: the Trainer's, "
-                       "cpu on one GPU, the device with --gpus > 1; torch.load's own, the device, for --save-format "
-                       "torch)")  # fmt: skip
-    saved.add_argument("--async-save", action="store_true",
-                       help="dcp.async_save: each rank's state is staged in host memory while it is written")  # fmt: skip
+    saved.add_argument(
+        "--save-format",
+        default=None,
+        metavar="SAVE_FORMAT",
+        help="trainer: the Hugging Face Trainer's folder (safetensors weights, optimizer.pt, ...); torch: "
+        'the plain loop\'s torch.save({"model": ..., "optimizer": ...}); dcp: torch.distributed.checkpoint, '
+        "a file per rank (the default with --fsdp; DDP too); deepspeed: DeepSpeed's ZeRO files (the default "
+        "with --zero); default: trainer",
+    )
+    saved.add_argument(
+        "--map-location",
+        default=None,
+        metavar="MAP_LOCATION",
+        help="where torch.load puts what it loads on restore: cpu or device (default: the Trainer's, "
+        "cpu on one GPU, the device with --gpus > 1; torch.load's own, the device, for --save-format "
+        "torch)",
+    )
+    saved.add_argument(
+        "--async-save", action="store_true", help="dcp.async_save: each rank's state is staged in host memory while it is written"
+    )
     _run_arguments(saved, "checkpoint")
-    serve = commands.add_parser("serve", help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    serve = commands.add_parser(
+        "serve",
+        help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     _serve_arguments(serve)
     _run_arguments(serve, "serve")
     commands.add_parser("models", help="list the bundled model configs")
@@ -120,20 +154,30 @@ NOT_FIT_EXIT = 3
 
 def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """How the command runs rather than what it simulates."""
-    parser.add_argument("--quiet", action="store_true", help="no progress display on stderr (none either when stderr "
-                        "is not a terminal)")  # fmt: skip
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress display on stderr (none either when stderr is not a terminal)"
+    )
     if command == "fit":
-        parser.add_argument("--strategies", action="store_true",
-                            help="with --gpus N: tensor, pipeline, context and expert parallel layouts, data-parallel "
-                            "schemes and checkpointing choices (auto included) on 1, 2, 4, ... N GPUs, one trace per "
-                            "tp/cp/ep degree, the cheapest that fits (fewest GPUs, least recompute and pipeline bubble, "
-                            "least communication), then the largest sizes under it")  # fmt: skip
+        parser.add_argument(
+            "--strategies",
+            action="store_true",
+            help="with --gpus N: tensor, pipeline, context and expert parallel layouts, data-parallel "
+            "schemes and checkpointing choices (auto included) on 1, 2, 4, ... N GPUs, one trace per "
+            "tp/cp/ep degree, the cheapest that fits (fewest GPUs, least recompute and pipeline bubble, "
+            "least communication), then the largest sizes under it",
+        )
     if command == "trace":
-        parser.add_argument("--fail-if-not-fit", action="store_true",
-                            help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)")  # fmt: skip
-        parser.add_argument("--no-search", action="store_true",
-                            help="a job that does not fit gets only the advice this trace gives (checkpointing): no "
-                            "re-traced dtype, optimizer, batch size or sequence length")  # fmt: skip
+        parser.add_argument(
+            "--fail-if-not-fit",
+            action="store_true",
+            help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)",
+        )
+        parser.add_argument(
+            "--no-search",
+            action="store_true",
+            help="a job that does not fit gets only the advice this trace gives (checkpointing): no "
+            "re-traced dtype, optimizer, batch size or sequence length",
+        )
 
 
 _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}
@@ -152,11 +196,13 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
             given[name] = load_function(given[name], signature)
     shaped = args.lora_targets is not _ALL_LINEAR or args.lora_alpha is not None or args.lora_dropout or args.dora
     if given["lora"] is None and shaped:
-        raise ConfigError("--lora-targets, --lora-alpha, --lora-dropout and --dora shape LoRA adapters; "
-                          "give their rank with --lora-rank R")  # fmt: skip
+        raise ConfigError(
+            "--lora-targets, --lora-alpha, --lora-dropout and --dora shape LoRA adapters; give their rank with --lora-rank R"
+        )
     if given["lora"] is not None:
-        given["lora"] = lora_of_rank(given["lora"], args.lora_targets, alpha=args.lora_alpha, dropout=args.lora_dropout,
-                                     dora=args.dora)  # fmt: skip
+        given["lora"] = lora_of_rank(
+            given["lora"], args.lora_targets, alpha=args.lora_alpha, dropout=args.lora_dropout, dora=args.dora
+        )
     return given
 
 
@@ -278,8 +324,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         from .training_checkpoint import checkpoint
 
         with _progress(args, f"tracing {args.model} and its checkpoint"):
-            report = checkpoint(args.model, save_format=args.save_format, map_location=args.map_location,
-                                async_save=args.async_save, **_options(args))  # fmt: skip
+            report = checkpoint(
+                args.model,
+                save_format=args.save_format,
+                map_location=args.map_location,
+                async_save=args.async_save,
+                **_options(args),
+            )
         _show(args, report, render_checkpoint, console)
     elif args.command == "serve":
         from .render import render_serve

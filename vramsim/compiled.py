@@ -140,18 +140,22 @@ def _inlined_nodes(graph: torch.fx.Graph) -> frozenset[torch.fx.Node]:
     def loop_body(node: torch.fx.Node) -> bool:
         target = node.target
         return (
-            node.op == "call_function" and target in lowerings and target not in fallbacks
-            and target not in needs_realized_inputs and getattr(target, "overloadpacket", None) not in needs_realized_inputs
-        )  # fmt: skip
+            node.op == "call_function"
+            and target in lowerings
+            and target not in fallbacks
+            and target not in needs_realized_inputs
+            and getattr(target, "overloadpacket", None) not in needs_realized_inputs
+        )
 
     inlined: set[torch.fx.Node] = set()
     for node in reversed(graph.nodes):  # readers first
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         scatter_on_constant = (  # inductor's post-grad pattern scatter_upon_const_tensor makes it pointwise
-            node.target is torch.ops.aten.scatter.value and isinstance(node.args[0], torch.fx.Node)
+            node.target is torch.ops.aten.scatter.value
+            and isinstance(node.args[0], torch.fx.Node)
             and node.args[0].target in _CONSTANTS
-        )  # fmt: skip
+        )
         pointwise = torch.Tag.pointwise in node.target.tags or node.target in _CONSTANTS or scatter_on_constant
         fusible = pointwise or node.target.is_view
         readers_inline = all(loop_body(user) and (user in inlined or not user.target.is_view) for user in node.users)

@@ -26,8 +26,14 @@ TorchAutograd = Literal["installed", "1.10"]
 if TYPE_CHECKING:
     import torch
 
-_DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-                "float16": "float16", "fp16": "float16"}  # fmt: skip
+_DTYPE_NAMES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
 _MIXED_NAMES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
 """The dtype names taken, as torch's attribute names: the command line parses its arguments without torch."""
 MAX_SEQ_LEN = 1 << 22
@@ -44,8 +50,11 @@ def lora_of_rank(
     layer but the output head (peft's own ``"all-linear"``) unless ``targets`` names modules
     (comma-separated), DoRA with ``dora`` (``use_dora=True``); ``lora=16`` and ``--lora-rank 16`` both mean
     the defaults."""
-    config: dict[str, Any] = {"r": rank, "lora_alpha": 2 * rank if alpha is None else alpha,
-                              "target_modules": targets if targets == "all-linear" else targets.split(",")}  # fmt: skip
+    config: dict[str, Any] = {
+        "r": rank,
+        "lora_alpha": 2 * rank if alpha is None else alpha,
+        "target_modules": targets if targets == "all-linear" else targets.split(","),
+    }
     if dropout:
         config["lora_dropout"] = dropout
     if dora:
@@ -126,197 +135,467 @@ class SimulationConfig:
     task: Task = field(default="train", metadata=_option(help="train, forward or generate"))
     batch_size: int = field(default=1, metadata=_option(help="sequences per step", parse=int, report=_same))
     seq_len: int = field(default=512, metadata=_option(help="tokens per sequence", parse=int, report=_same))
-    device: str = field(default="h100", metadata=_option(
-        help="target device (vramsim gpus), cpu, or custom:<memory>:<arch> for a GPU the catalog lacks (e.g. "
-        "custom:48GiB:sm_89, custom:192GB:gfx942); validate measures on cpu", defaults={"validate": "cpu"}))
-    dtype: torch.dtype | str | None = field(default=None, metadata=_option(
-        help="weight dtype: fp32, bf16, fp16; none given: float32 to train, the config's torch_dtype for inference",
-        report=_dtype_name))
-    mixed_precision: torch.dtype | str | None = field(default=None, metadata=_option(
-        help="autocast dtype (bf16 or fp16) around the forward pass; weights stay in --dtype", report=_dtype_name))
-    optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(default="adamw", metadata=_option(
-        help=f"{', '.join(OPTIMIZERS)} or none (vramsim/optimizers.py); adamw: the Trainer's default, fused AdamW; "
-        "transformers' optim names work too; Python: also a callable params -> Optimizer",
-        parse=_optimizer_flag, report=_optimizer_name))
-    checkpointing: str = field(default="none", metadata=_option(
-        help="activation checkpointing: none, full, every:K, selective, selective:torchtitan (its op-level SAC: every "
-        "second matmul recomputed), first:F[+selective[:torchtitan]:S] (the first F layers in full, the next S "
-        "selectively), auto (the per-layer mix that fits with the fewest recomputed FLOPs), offload, or all for a table "
-        "of each (estimators/checkpointing.py; computed from one trace without checkpointing)", report=_same))
+    device: str = field(
+        default="h100",
+        metadata=_option(
+            help="target device (vramsim gpus), cpu, or custom:<memory>:<arch> for a GPU the catalog lacks (e.g. "
+            "custom:48GiB:sm_89, custom:192GB:gfx942); validate measures on cpu",
+            defaults={"validate": "cpu"},
+        ),
+    )
+    dtype: torch.dtype | str | None = field(
+        default=None,
+        metadata=_option(
+            help="weight dtype: fp32, bf16, fp16; none given: float32 to train, the config's torch_dtype for inference",
+            report=_dtype_name,
+        ),
+    )
+    mixed_precision: torch.dtype | str | None = field(
+        default=None,
+        metadata=_option(
+            help="autocast dtype (bf16 or fp16) around the forward pass; weights stay in --dtype", report=_dtype_name
+        ),
+    )
+    optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(
+        default="adamw",
+        metadata=_option(
+            help=f"{', '.join(OPTIMIZERS)} or none (vramsim/optimizers.py); adamw: the Trainer's default, fused AdamW; "
+            "transformers' optim names work too; Python: also a callable params -> Optimizer",
+            parse=_optimizer_flag,
+            report=_optimizer_name,
+        ),
+    )
+    checkpointing: str = field(
+        default="none",
+        metadata=_option(
+            help="activation checkpointing: none, full, every:K, selective, selective:torchtitan (its op-level SAC: every "
+            "second matmul recomputed), first:F[+selective[:torchtitan]:S] (the first F layers in full, the next S "
+            "selectively), auto (the per-layer mix that fits with the fewest recomputed FLOPs), offload, or all for a table "
+            "of each (estimators/checkpointing.py; computed from one trace without checkpointing)",
+            report=_same,
+        ),
+    )
     gradient_checkpointing: bool = field(default=False, metadata=_option(help="alias of --checkpointing full"))
-    grad_accum: int = field(default=1, metadata=_option(
-        help="gradient accumulation: micro-steps of --batch-size each per optimizer step; gradients add up in .grad",
-        parse=int, report=_same))
-    max_grad_norm: float | None = field(default=None, metadata=_option(
-        help="clip gradients to this total norm before the step (torch.nn.utils.clip_grad_norm_, foreach)",
-        parse=float, report=_same))
-    keep_outputs: bool = field(default=False, metadata=_option(
-        help="hold the model's outputs (logits) through backward, as the plain loop out = model(**batch); "
-        "out.loss.backward() does; otherwise they are released before backward, as the HF Trainer does", report=_same))
-    lora: Any = field(default=None, metadata=_option(
-        help="train LoRA adapters of this rank (peft; Python: the rank, a peft.LoraConfig or a dict of its arguments)",
-        flag="--lora-rank", parse=int, report=lambda value: value is not None))
-    quantization: Any = field(default=None, metadata=_option(
-        help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
-        "quantization; int8: LLM.int8; gptq/awq: 4-bit, group 128, gptqmodel's Marlin kernel; fp8: e4m3 weights in "
-        "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only "
-        "(int4wo: mslk's sm90 kernel; int4wo-tinygemm: torch's tinygemm, sm 8.0+); "
-        "the torchao ones need torchao), quantized by the library itself "
-        "(vramsim/quantization.py; Python: also transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig, "
-        "FineGrainedFP8Config, TorchAoConfig)",
-        report=lambda value: value if isinstance(value, str) or value is None
-        else type(value).__name__))
-    max_new_tokens: int | None = field(default=None, metadata=_option(
-        help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same))
-    cache_implementation: str = field(default="dynamic", metadata=_option(
-        help="--task generate: transformers' KV cache, dynamic (DynamicCache, grows a token per step) or static "
-        "(StaticCache of prompt + new tokens, allocated at the prefill, as generate(cache_implementation='static'))",
-        report=_same))
-    inputs: Callable[[int, int], dict[str, Any]] | None = field(default=None, metadata=_option(
-        help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"))
-    loss: Callable[[Any], torch.Tensor] | str | None = field(default=None, metadata=_option(
-        help="model (its own loss), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's, 8 "
-        "chunks unless N; vramsim/losses.py), or path/to/file.py:function (Python: a callable output -> loss)",
-        report=lambda value: value if isinstance(value, str) else ("model" if value is None else "custom")))
-    model_class: str | None = field(default=None, metadata=_option(
-        help="transformers class, e.g. AutoModelForSequenceClassification"))
-    attn_implementation: str | None = field(default=None, metadata=_option(
-        help="transformers' attention kernel: eager, sdpa, flash_attention_2, flash_attention_3 or flex_attention; "
-        "none given: what transformers picks (sdpa where the model supports it, else eager)"))
+    grad_accum: int = field(
+        default=1,
+        metadata=_option(
+            help="gradient accumulation: micro-steps of --batch-size each per optimizer step; gradients add up in .grad",
+            parse=int,
+            report=_same,
+        ),
+    )
+    max_grad_norm: float | None = field(
+        default=None,
+        metadata=_option(
+            help="clip gradients to this total norm before the step (torch.nn.utils.clip_grad_norm_, foreach)",
+            parse=float,
+            report=_same,
+        ),
+    )
+    keep_outputs: bool = field(
+        default=False,
+        metadata=_option(
+            help="hold the model's outputs (logits) through backward, as the plain loop out = model(**batch); "
+            "out.loss.backward() does; otherwise they are released before backward, as the HF Trainer does",
+            report=_same,
+        ),
+    )
+    lora: Any = field(
+        default=None,
+        metadata=_option(
+            help="train LoRA adapters of this rank (peft; Python: the rank, a peft.LoraConfig or a dict of its arguments)",
+            flag="--lora-rank",
+            parse=int,
+            report=lambda value: value is not None,
+        ),
+    )
+    quantization: Any = field(
+        default=None,
+        metadata=_option(
+            help=f"quantized weights: {', '.join(QUANTIZATIONS)} (bitsandbytes 4-bit, QLoRA's base; -dq: double "
+            "quantization; int8: LLM.int8; gptq/awq: 4-bit, group 128, gptqmodel's Marlin kernel; fp8: e4m3 weights in "
+            "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only "
+            "(int4wo: mslk's sm90 kernel; int4wo-tinygemm: torch's tinygemm, sm 8.0+); "
+            "the torchao ones need torchao), quantized by the library itself "
+            "(vramsim/quantization.py; Python: also transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig, "
+            "FineGrainedFP8Config, TorchAoConfig)",
+            report=lambda value: value if isinstance(value, str) or value is None else type(value).__name__,
+        ),
+    )
+    max_new_tokens: int | None = field(
+        default=None,
+        metadata=_option(help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=_same),
+    )
+    cache_implementation: str = field(
+        default="dynamic",
+        metadata=_option(
+            help="--task generate: transformers' KV cache, dynamic (DynamicCache, grows a token per step) or static "
+            "(StaticCache of prompt + new tokens, allocated at the prefill, as generate(cache_implementation='static'))",
+            report=_same,
+        ),
+    )
+    inputs: Callable[[int, int], dict[str, Any]] | None = field(
+        default=None,
+        metadata=_option(
+            help="(batch_size, seq_len) -> the model's keyword inputs; on the command line path/to/file.py:function"
+        ),
+    )
+    loss: Callable[[Any], torch.Tensor] | str | None = field(
+        default=None,
+        metadata=_option(
+            help="model (its own loss), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's, 8 "
+            "chunks unless N; vramsim/losses.py), or path/to/file.py:function (Python: a callable output -> loss)",
+            report=lambda value: value if isinstance(value, str) else ("model" if value is None else "custom"),
+        ),
+    )
+    model_class: str | None = field(
+        default=None, metadata=_option(help="transformers class, e.g. AutoModelForSequenceClassification")
+    )
+    attn_implementation: str | None = field(
+        default=None,
+        metadata=_option(
+            help="transformers' attention kernel: eager, sdpa, flash_attention_2, flash_attention_3 or flex_attention; "
+            "none given: what transformers picks (sdpa where the model supports it, else eager)"
+        ),
+    )
     # The report's options name the implementation in force (the model's config after the build), not this request.
-    torch_empty_cache_steps: int | None = field(default=None, metadata=_option(
-        help="the HF Trainer's torch_empty_cache_steps: torch.cuda.empty_cache() after the loss, before backward, every N "
-        "steps (global_step %% N == 0), in the allocator replay", parse=int, report=_same, commands=("trace",)))
+    torch_empty_cache_steps: int | None = field(
+        default=None,
+        metadata=_option(
+            help="the HF Trainer's torch_empty_cache_steps: torch.cuda.empty_cache() after the loss, before backward, every N "
+            "steps (global_step %% N == 0), in the allocator replay",
+            parse=int,
+            report=_same,
+            commands=("trace",),
+        ),
+    )
     trust_remote_code: bool = field(default=False, metadata=_option(help="allow code from the model's Hub repository"))
-    compile: bool = field(default=False, metadata=_option(
-        help="torch.compile the model (training): the saved tensors AOTAutograd's min-cut partitioner chooses, each "
-        "op's output materialised (inductor's fusion is not modelled, vramsim/compiled.py)", report=_same))
-    expandable_segments: bool = field(default=False, metadata=_option(
-        help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)))
-    cuda_module_loading: ModuleLoading = field(default="lazy", metadata=_option(
-        help="CUDA_MODULE_LOADING of the run: lazy (PyTorch's setting since CUDA 11.7) or eager (CUDA before 11.7, "
-        "or set so): the context then holds every kernel of libtorch_cuda, a figure measured per architecture "
-        "(estimators/assumptions.py)", report=_same, commands=("trace",)))
-    torch_autograd: TorchAutograd = field(default="installed", metadata=_option(
-        help="whose autograd formulas the trace keeps tensors by: installed (this torch's) or 1.10 (PyTorch before 1.11, "
-        "whose softmax and log_softmax saved their input beside their output), for a job on such a stack "
-        "(tracer/kernels/legacy_autograd.py)", report=_same))
-    headroom: float = field(default=0.10, metadata=_option(
-        help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)))
-    gpus: int = field(default=1, metadata=_option(
-        help="world size, dp x tp x pp: the data-parallel ranks (DDP replicas, or the ranks --zero / --fsdp shard "
-        "over, estimators/sharding.py) are gpus / (tp x pp)", parse=int, report=_same))
-    dp: int | None = field(default=None, metadata=_option(
-        help="data-parallel ranks instead of --gpus: gpus = dp x tp x pp (the context- and expert-parallel ranks are "
-        "among the dp ranks, as torchtitan borrows them from its data-parallel mesh)", parse=int, report=_same,
-        commands=("trace",)))
-    zero: int = field(default=0, metadata=_option(
-        help="DeepSpeed ZeRO stage: 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ weights) sharded "
-        "over --gpus", parse=int, report=_same))
-    fsdp: str = field(default="no", metadata=_option(
-        help="FSDP2 fully_shard per block: full (reshard_after_forward=True, FULL_SHARD), grad-op (False, "
-        "SHARD_GRAD_OP) or no", report=_same))
-    gradient_as_bucket_view: bool = field(default=False, metadata=_option(
-        help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)",
-        report=_same))
-    offload_states: str = field(default="none", metadata=_option(
-        help="CPU offload of sharded model states: optimizer (ZeRO offload_optimizer: fp32 master, gradients, "
-        "optimizer states on the host), params (also the weights: ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy) "
-        "or none", report=_same))
-    shard_group_size: int | None = field(default=None, metadata=_option(
-        help="--fsdp hybrid (HSDP): ranks each shard group holds, replicated across groups; none given: a node's 8 "
-        "GPUs (or every rank when fewer)", parse=int, report=_same))
-    training_args: Any = field(default=None, repr=False, metadata=_option(
-        help="transformers' TrainingArguments: per-device batch, gradient accumulation, clipping, optim, bf16/fp16, "
-        "gradient checkpointing, torch_empty_cache_steps, torch_compile, its deepspeed config and fsdp settings set the "
-        "matching options (vramsim/launch_files.py); give gpus, which is the launcher's", cli=False))
-    deepspeed: str | None = field(default=None, metadata=_option(
-        help="a DeepSpeed ds_config.json: zero_optimization (stage, offload_optimizer/offload_param devices, bucket "
-        "sizes), bf16/fp16 and train_micro_batch_size_per_gpu set the matching options (vramsim/launch_files.py)",
-        report=_same))
-    accelerate_config: str | None = field(default=None, metadata=_option(
-        help="accelerate's config file (default_config.yaml): distributed_type, num_processes, mixed_precision and its "
-        "fsdp_config / deepspeed_config set the matching options", report=_same))
-    zero_settings: ZeroSettings | None = field(default=None, repr=False, metadata=_option(
-        help="DeepSpeed's zero_optimization sizes (reduce and prefetch buckets, live and persistent parameters); none "
-        "given: DeepSpeed's defaults, or the --deepspeed file's", cli=False))
-    tp: int = field(default=1, metadata=_option(
-        help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
-        parse=int, report=_same))
-    ep: int = field(default=1, metadata=_option(
-        help="expert-parallel ranks for MoE decoders (Mixtral, Qwen-MoE), taken from the data-parallel ranks: each "
-        "holds num_experts / ep experts, routed tokens go to their experts' rank by all-to-all, balanced routing; "
-        "--zero/--fsdp shard the experts over gpus / (tp x pp x ep) ranks (vramsim/expert_parallel.py)",
-        parse=int, report=_same))
-    cp: int = field(default=1, metadata=_option(
-        help="context-parallel ranks: each runs seq_len / cp tokens and passes K/V round a ring in each SDPA call (torch's "
-        "context_parallel, estimators/context_parallel.py)", parse=int, report=_same, commands=("trace",)))
-    pp: int = field(default=1, metadata=_option(
-        help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last "
-        "(estimators/pipeline.py)", parse=int, report=_same, commands=("trace",)))
-    pp_schedule: str = field(default="1f1b", metadata=_option(
-        help="pipeline schedule: gpipe, 1f1b or interleaved-1f1b (torch.distributed.pipelining)", report=_same,
-        commands=("trace",)))
-    micro_batches: int | None = field(default=None, metadata=_option(
-        help="micro-batches per step through the pipeline, each of --batch-size sequences; none given: --pp",
-        parse=int, report=_same, commands=("trace",)))
-    pp_virtual_stages: int = field(default=2, metadata=_option(
-        help="model chunks per pipeline rank with --pp-schedule interleaved-1f1b", parse=int, report=_same,
-        commands=("trace",)))
-    moe_routing: str = field(default="balanced", metadata=_option(
-        help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same))
-    height: int | None = field(default=None, metadata=_option(
-        help="diffusion pipelines: image height in pixels (none given: the pipeline's default, e.g. 1024 for SDXL)",
-        parse=int, report=_same))
-    width: int | None = field(default=None, metadata=_option(
-        help="diffusion pipelines: image width in pixels (none given: the pipeline's default)", parse=int, report=_same))
-    num_inference_steps: int | None = field(default=None, metadata=_option(
-        help="diffusion pipelines: denoising steps (none given: the pipeline's default, e.g. 50 for SDXL, 28 for FLUX)",
-        parse=int, report=_same))
-    max_sequence_length: int | None = field(default=None, metadata=_option(
-        help="FLUX, SD3, PixArt, Wan and LTX pipelines: tokens the T5 prompt is padded to (none given: the pipeline's "
-        "default, 512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt, 128 for LTX)", parse=int,
-        report=_same))
-    guidance_scale: float | None = field(default=None, metadata=_option(
-        help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
-        "pipeline's default)", parse=float, report=_same))
-    num_images: int = field(default=1, metadata=_option(
-        help="diffusion pipelines: images per prompt (num_images_per_prompt)", parse=int, report=_same))
-    num_frames: int | None = field(default=None, metadata=_option(
-        help="video pipelines: frames to generate (none given: the pipeline's default, 81 for Wan 2.1, 161 for LTX)",
-        parse=int,
-        report=_same))
-    vae_tiling: bool = field(default=False, metadata=_option(
-        help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same))
-    vae_slicing: bool = field(default=False, metadata=_option(
-        help="diffusion pipelines: vae.enable_slicing(), decode the images one at a time", report=_same))
-    attention_slicing: str | None = field(default=None, metadata=_option(
-        help="diffusion pipelines with a UNet: pipe.enable_attention_slicing(slice_size): auto (half the heads at a "
-        "time), max (one head at a time) or a slice size", report=_same))
-    offload: str = field(default="no", metadata=_option(
-        help="diffusion pipelines: CPU offload as diffusers does it: model (enable_model_cpu_offload: only the running "
-        "component's weights on the device), sequential (enable_sequential_cpu_offload: only the running layer's) or no",
-        report=_same))
-    cache_latents: bool = field(default=False, metadata=_option(
-        help="training a diffusion pipeline: the latents are cached (diffusers' scripts' --cache_latents), so the VAE is "
-        "not on the device during the step", report=_same))
-    cache_text_embeddings: bool = field(default=False, metadata=_option(
-        help="training a diffusion pipeline: the prompt's embeddings are precomputed and the text encoders deleted, as "
-        "the DreamBooth scripts do for one instance prompt", report=_same))
-    ema: bool = field(default=False, metadata=_option(
-        help="training a diffusion pipeline's whole denoiser: diffusers' EMAModel (the scripts' --use_ema) keeps an fp32 "
-        "copy of the trained weights on the device and updates it after each optimizer step", report=_same))
-    steps: int = field(default=2, repr=False, metadata=_option(
-        help="steps run; the last one's peak is reported: from 2 steps on a steady state, with 1 the first step's "
-        "(a sweep that only asks whether a program traces)", cli=False))
+    compile: bool = field(
+        default=False,
+        metadata=_option(
+            help="torch.compile the model (training): the saved tensors AOTAutograd's min-cut partitioner chooses, each "
+            "op's output materialised (inductor's fusion is not modelled, vramsim/compiled.py)",
+            report=_same,
+        ),
+    )
+    expandable_segments: bool = field(
+        default=False,
+        metadata=_option(
+            help="model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the allocator replay", commands=("trace",)
+        ),
+    )
+    cuda_module_loading: ModuleLoading = field(
+        default="lazy",
+        metadata=_option(
+            help="CUDA_MODULE_LOADING of the run: lazy (PyTorch's setting since CUDA 11.7) or eager (CUDA before 11.7, "
+            "or set so): the context then holds every kernel of libtorch_cuda, a figure measured per architecture "
+            "(estimators/assumptions.py)",
+            report=_same,
+            commands=("trace",),
+        ),
+    )
+    torch_autograd: TorchAutograd = field(
+        default="installed",
+        metadata=_option(
+            help="whose autograd formulas the trace keeps tensors by: installed (this torch's) or 1.10 (PyTorch before 1.11, "
+            "whose softmax and log_softmax saved their input beside their output), for a job on such a stack "
+            "(tracer/kernels/legacy_autograd.py)",
+            report=_same,
+        ),
+    )
+    headroom: float = field(
+        default=0.10,
+        metadata=_option(
+            help="share of device memory kept free when judging whether the job fits", parse=float, commands=("trace",)
+        ),
+    )
+    gpus: int = field(
+        default=1,
+        metadata=_option(
+            help="world size, dp x tp x pp: the data-parallel ranks (DDP replicas, or the ranks --zero / --fsdp shard "
+            "over, estimators/sharding.py) are gpus / (tp x pp)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    dp: int | None = field(
+        default=None,
+        metadata=_option(
+            help="data-parallel ranks instead of --gpus: gpus = dp x tp x pp (the context- and expert-parallel ranks are "
+            "among the dp ranks, as torchtitan borrows them from its data-parallel mesh)",
+            parse=int,
+            report=_same,
+            commands=("trace",),
+        ),
+    )
+    zero: int = field(
+        default=0,
+        metadata=_option(
+            help="DeepSpeed ZeRO stage: 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ weights) sharded over --gpus",
+            parse=int,
+            report=_same,
+        ),
+    )
+    fsdp: str = field(
+        default="no",
+        metadata=_option(
+            help="FSDP2 fully_shard per block: full (reshard_after_forward=True, FULL_SHARD), grad-op (False, "
+            "SHARD_GRAD_OP) or no",
+            report=_same,
+        ),
+    )
+    gradient_as_bucket_view: bool = field(
+        default=False,
+        metadata=_option(
+            help="DDP's gradient_as_bucket_view=True: each .grad is a view into its gradient bucket (DDP only)", report=_same
+        ),
+    )
+    offload_states: str = field(
+        default="none",
+        metadata=_option(
+            help="CPU offload of sharded model states: optimizer (ZeRO offload_optimizer: fp32 master, gradients, "
+            "optimizer states on the host), params (also the weights: ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy) "
+            "or none",
+            report=_same,
+        ),
+    )
+    shard_group_size: int | None = field(
+        default=None,
+        metadata=_option(
+            help="--fsdp hybrid (HSDP): ranks each shard group holds, replicated across groups; none given: a node's 8 "
+            "GPUs (or every rank when fewer)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    training_args: Any = field(
+        default=None,
+        repr=False,
+        metadata=_option(
+            help="transformers' TrainingArguments: per-device batch, gradient accumulation, clipping, optim, bf16/fp16, "
+            "gradient checkpointing, torch_empty_cache_steps, torch_compile, its deepspeed config and fsdp settings set the "
+            "matching options (vramsim/launch_files.py); give gpus, which is the launcher's",
+            cli=False,
+        ),
+    )
+    deepspeed: str | None = field(
+        default=None,
+        metadata=_option(
+            help="a DeepSpeed ds_config.json: zero_optimization (stage, offload_optimizer/offload_param devices, bucket "
+            "sizes), bf16/fp16 and train_micro_batch_size_per_gpu set the matching options (vramsim/launch_files.py)",
+            report=_same,
+        ),
+    )
+    accelerate_config: str | None = field(
+        default=None,
+        metadata=_option(
+            help="accelerate's config file (default_config.yaml): distributed_type, num_processes, mixed_precision and its "
+            "fsdp_config / deepspeed_config set the matching options",
+            report=_same,
+        ),
+    )
+    zero_settings: ZeroSettings | None = field(
+        default=None,
+        repr=False,
+        metadata=_option(
+            help="DeepSpeed's zero_optimization sizes (reduce and prefetch buckets, live and persistent parameters); none "
+            "given: DeepSpeed's defaults, or the --deepspeed file's",
+            cli=False,
+        ),
+    )
+    tp: int = field(
+        default=1,
+        metadata=_option(
+            help="tensor-parallel ranks: Megatron's split of attention, MLP, embedding and loss (vramsim/tensor_parallel.py)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    ep: int = field(
+        default=1,
+        metadata=_option(
+            help="expert-parallel ranks for MoE decoders (Mixtral, Qwen-MoE), taken from the data-parallel ranks: each "
+            "holds num_experts / ep experts, routed tokens go to their experts' rank by all-to-all, balanced routing; "
+            "--zero/--fsdp shard the experts over gpus / (tp x pp x ep) ranks (vramsim/expert_parallel.py)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    cp: int = field(
+        default=1,
+        metadata=_option(
+            help="context-parallel ranks: each runs seq_len / cp tokens and passes K/V round a ring in each SDPA call (torch's "
+            "context_parallel, estimators/context_parallel.py)",
+            parse=int,
+            report=_same,
+            commands=("trace",),
+        ),
+    )
+    pp: int = field(
+        default=1,
+        metadata=_option(
+            help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last (estimators/pipeline.py)",
+            parse=int,
+            report=_same,
+            commands=("trace",),
+        ),
+    )
+    pp_schedule: str = field(
+        default="1f1b",
+        metadata=_option(
+            help="pipeline schedule: gpipe, 1f1b or interleaved-1f1b (torch.distributed.pipelining)",
+            report=_same,
+            commands=("trace",),
+        ),
+    )
+    micro_batches: int | None = field(
+        default=None,
+        metadata=_option(
+            help="micro-batches per step through the pipeline, each of --batch-size sequences; none given: --pp",
+            parse=int,
+            report=_same,
+            commands=("trace",),
+        ),
+    )
+    pp_virtual_stages: int = field(
+        default=2,
+        metadata=_option(
+            help="model chunks per pipeline rank with --pp-schedule interleaved-1f1b",
+            parse=int,
+            report=_same,
+            commands=("trace",),
+        ),
+    )
+    moe_routing: str = field(
+        default="balanced",
+        metadata=_option(
+            help="load MoE routers give experts: balanced, worst-case or capacity:F (tracer/data_dependent/)", report=_same
+        ),
+    )
+    height: int | None = field(
+        default=None,
+        metadata=_option(
+            help="diffusion pipelines: image height in pixels (none given: the pipeline's default, e.g. 1024 for SDXL)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    width: int | None = field(
+        default=None,
+        metadata=_option(
+            help="diffusion pipelines: image width in pixels (none given: the pipeline's default)", parse=int, report=_same
+        ),
+    )
+    num_inference_steps: int | None = field(
+        default=None,
+        metadata=_option(
+            help="diffusion pipelines: denoising steps (none given: the pipeline's default, e.g. 50 for SDXL, 28 for FLUX)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    max_sequence_length: int | None = field(
+        default=None,
+        metadata=_option(
+            help="FLUX, SD3, PixArt, Wan and LTX pipelines: tokens the T5 prompt is padded to (none given: the pipeline's "
+            "default, 512 for FLUX.1-dev and Wan, 256 for schnell and SD3, 300 for PixArt, 128 for LTX)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    guidance_scale: float | None = field(
+        default=None,
+        metadata=_option(
+            help="diffusion pipelines: classifier-free guidance scale; > 1 doubles the denoiser's batch (none given: the "
+            "pipeline's default)",
+            parse=float,
+            report=_same,
+        ),
+    )
+    num_images: int = field(
+        default=1,
+        metadata=_option(help="diffusion pipelines: images per prompt (num_images_per_prompt)", parse=int, report=_same),
+    )
+    num_frames: int | None = field(
+        default=None,
+        metadata=_option(
+            help="video pipelines: frames to generate (none given: the pipeline's default, 81 for Wan 2.1, 161 for LTX)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    vae_tiling: bool = field(
+        default=False,
+        metadata=_option(help="diffusion pipelines: vae.enable_tiling(), decode large latents tile by tile", report=_same),
+    )
+    vae_slicing: bool = field(
+        default=False,
+        metadata=_option(help="diffusion pipelines: vae.enable_slicing(), decode the images one at a time", report=_same),
+    )
+    attention_slicing: str | None = field(
+        default=None,
+        metadata=_option(
+            help="diffusion pipelines with a UNet: pipe.enable_attention_slicing(slice_size): auto (half the heads at a "
+            "time), max (one head at a time) or a slice size",
+            report=_same,
+        ),
+    )
+    offload: str = field(
+        default="no",
+        metadata=_option(
+            help="diffusion pipelines: CPU offload as diffusers does it: model (enable_model_cpu_offload: only the running "
+            "component's weights on the device), sequential (enable_sequential_cpu_offload: only the running layer's) or no",
+            report=_same,
+        ),
+    )
+    cache_latents: bool = field(
+        default=False,
+        metadata=_option(
+            help="training a diffusion pipeline: the latents are cached (diffusers' scripts' --cache_latents), so the VAE is "
+            "not on the device during the step",
+            report=_same,
+        ),
+    )
+    cache_text_embeddings: bool = field(
+        default=False,
+        metadata=_option(
+            help="training a diffusion pipeline: the prompt's embeddings are precomputed and the text encoders deleted, as "
+            "the DreamBooth scripts do for one instance prompt",
+            report=_same,
+        ),
+    )
+    ema: bool = field(
+        default=False,
+        metadata=_option(
+            help="training a diffusion pipeline's whole denoiser: diffusers' EMAModel (the scripts' --use_ema) keeps an fp32 "
+            "copy of the trained weights on the device and updates it after each optimizer step",
+            report=_same,
+        ),
+    )
+    steps: int = field(
+        default=2,
+        repr=False,
+        metadata=_option(
+            help="steps run; the last one's peak is reported: from 2 steps on a steady state, with 1 the first step's "
+            "(a sweep that only asks whether a program traces)",
+            cli=False,
+        ),
+    )
 
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
-        return sharding_plan(self.gpus // (self.tp * self.pp), self.zero, self.fsdp, self.gradient_as_bucket_view,
-                             offload=self.offload_states, shard_group=self.shard_group_size,
-                             zero_settings=self.zero_settings, pipelined=self.pp > 1,
-                             expert_parallel=self.ep)  # fmt: skip
+        return sharding_plan(
+            self.gpus // (self.tp * self.pp),
+            self.zero,
+            self.fsdp,
+            self.gradient_as_bucket_view,
+            offload=self.offload_states,
+            shard_group=self.shard_group_size,
+            zero_settings=self.zero_settings,
+            pipelined=self.pp > 1,
+            expert_parallel=self.ep,
+        )
 
     @property
     def pipeline(self) -> PipelinePlan:
@@ -400,8 +679,9 @@ class SimulationConfig:
         self.fsdp = sharding.fsdp
         self.offload_states = sharding.offload
         if sharding.offload != "none" and self.device.lower() == "cpu":
-            raise ConfigError("offload_states moves model states to host memory, which is the cpu target's own memory; "
-                              "use a GPU target")  # fmt: skip
+            raise ConfigError(
+                "offload_states moves model states to host memory, which is the cpu target's own memory; use a GPU target"
+            )
         if (sharding.zero or sharding.fsdp != "no") and self.task != "train":
             which = f"zero={sharding.zero}" if sharding.zero else f"fsdp={sharding.fsdp!r}"
             raise ConfigError(f"{which} would shard training state; task={self.task!r} has none (gpus alone replicates)")
@@ -434,9 +714,14 @@ def _check_compile(config: SimulationConfig) -> None:
             f"compile with task='{config.task}' is not modelled: without a backward, what compile changes is "
             "inductor's fusion, which vramsim does not model; compile is modelled for training (vramsim/compiled.py)"
         )
-    others = {"checkpointing": config.checkpointing != "none" or config.gradient_checkpointing, "gpus": config.gpus > 1,
-              "tp": config.tp > 1, "pp": config.pp > 1, "quantization": config.quantization is not None,
-              "mixed_precision": config.mixed_precision is not None}  # fmt: skip
+    others = {
+        "checkpointing": config.checkpointing != "none" or config.gradient_checkpointing,
+        "gpus": config.gpus > 1,
+        "tp": config.tp > 1,
+        "pp": config.pp > 1,
+        "quantization": config.quantization is not None,
+        "mixed_precision": config.mixed_precision is not None,
+    }
     named = [name for name, on in others.items() if on]
     if named:
         raise UnsupportedError(f"compile with {', '.join(named)} is not modelled yet; compile models one device's step")
@@ -452,8 +737,9 @@ def _check_training_loop(config: SimulationConfig) -> None:
     if config.task != "train" and (config.grad_accum > 1 or norm is not None or config.keep_outputs):
         raise ConfigError(f"grad_accum, max_grad_norm and keep_outputs shape a training step; task='{config.task}' takes none")
     if config.grad_accum > 1 and (config.gpus > 1 or config.zero or config.fsdp != "no" or config.pp > 1):
-        raise UnsupportedError("grad_accum with gpus, zero, fsdp or pp is not modelled yet "
-                               "(pipeline micro-batches are --micro-batches)")  # fmt: skip
+        raise UnsupportedError(
+            "grad_accum with gpus, zero, fsdp or pp is not modelled yet (pipeline micro-batches are --micro-batches)"
+        )
 
 
 def _check_loss(config: SimulationConfig) -> None:
@@ -510,8 +796,9 @@ def _check_image(config: SimulationConfig) -> None:
     if config.ema and config.task != "train":
         raise ConfigError(f"ema averages the weights a training step updates; task='{config.task}' trains nothing")
     if (config.cache_latents or config.cache_text_embeddings) and config.task != "train":
-        raise ConfigError(f"cache_latents and cache_text_embeddings shape a pipeline's training step; task='{config.task}' "
-                          "trains nothing")  # fmt: skip
+        raise ConfigError(
+            f"cache_latents and cache_text_embeddings shape a pipeline's training step; task='{config.task}' trains nothing"
+        )
     scale = config.guidance_scale
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
         raise ConfigError(f"guidance_scale must be a number >= 0, got {scale!r}")
@@ -528,8 +815,9 @@ def _check_model_parallel(config: SimulationConfig) -> None:
         _check_count("dp", config.dp, MAX_GPUS)
         world = config.dp * config.tp * config.pp
         if config.gpus not in (1, world):
-            raise ConfigError(f"dp={config.dp} x tp={config.tp} x pp={config.pp} is {world} GPUs, not gpus={config.gpus}: "
-                              "give --dp or --gpus")  # fmt: skip
+            raise ConfigError(
+                f"dp={config.dp} x tp={config.tp} x pp={config.pp} is {world} GPUs, not gpus={config.gpus}: give --dp or --gpus"
+            )
         config.gpus = world
     if config.gpus == 1:  # the default: as many GPUs as the model-parallel ranks need
         config.gpus = config.tp * config.pp * config.ep * config.cp
@@ -543,11 +831,14 @@ def _check_model_parallel(config: SimulationConfig) -> None:
         raise ConfigError(str(exc)) from None
     config.pp_schedule = plan.schedule
     if plan.active and config.task != "train":
-        raise ConfigError(f"pp={config.pp} models a training pipeline's micro-batches in flight; "
-                          f"task={config.task!r} is not training")
+        raise ConfigError(
+            f"pp={config.pp} models a training pipeline's micro-batches in flight; task={config.task!r} is not training"
+        )
     if plan.active and config.zero > 1:
-        raise UnsupportedError(f"DeepSpeed refuses ZeRO-{config.zero} with pipeline parallelism (its PipelineEngine "
-                               "asserts zero_optimization_stage() < 2); use zero=1 or fsdp")  # fmt: skip
+        raise UnsupportedError(
+            f"DeepSpeed refuses ZeRO-{config.zero} with pipeline parallelism (its PipelineEngine "
+            "asserts zero_optimization_stage() < 2); use zero=1 or fsdp"
+        )
     if plan.active and str(config.offload_states).strip().lower() != "none":
         raise UnsupportedError("offload_states with pp is not modelled yet")
 
@@ -560,8 +851,10 @@ def _check_context_parallel(config: SimulationConfig) -> None:
     if config.task != "train":
         raise UnsupportedError(f"cp is modelled for training; task={config.task!r} is not")
     if config.seq_len % (2 * config.cp):
-        raise ConfigError(f"cp={config.cp} splits the sequence into 2 x cp chunks (load-balanced causal ring); seq_len "
-                          f"{config.seq_len} is not a multiple of {2 * config.cp}")  # fmt: skip
+        raise ConfigError(
+            f"cp={config.cp} splits the sequence into 2 x cp chunks (load-balanced causal ring); seq_len "
+            f"{config.seq_len} is not a multiple of {2 * config.cp}"
+        )
     if config.ep > 1 or config.inputs is not None:
         raise UnsupportedError("cp with ep or custom inputs is not modelled yet")
     if config.gpus % (config.tp * config.pp * config.cp):
@@ -576,11 +869,15 @@ def _check_expert_parallel(config: SimulationConfig) -> None:
     if config.task != "train":
         raise UnsupportedError(f"ep is modelled for training; task={config.task!r} is not")
     if config.gpus % (config.tp * config.pp * config.ep):
-        raise ConfigError(f"ep={config.ep} borrows expert-parallel ranks from the data-parallel ones: gpus={config.gpus} "
-                          f"must be a multiple of tp x pp x ep = {config.tp * config.pp * config.ep}")  # fmt: skip
+        raise ConfigError(
+            f"ep={config.ep} borrows expert-parallel ranks from the data-parallel ones: gpus={config.gpus} "
+            f"must be a multiple of tp x pp x ep = {config.tp * config.pp * config.ep}"
+        )
     if config.moe_routing != "balanced":
-        raise UnsupportedError(f"ep is modelled under balanced routing (each rank receives as many routed rows as it "
-                               f"sends); moe_routing={config.moe_routing!r} with ep is not")  # fmt: skip
+        raise UnsupportedError(
+            f"ep is modelled under balanced routing (each rank receives as many routed rows as it "
+            f"sends); moe_routing={config.moe_routing!r} with ep is not"
+        )
 
 
 def _check_count(name: str, value: Any, limit: int, *, allow_zero: bool = False) -> None:

@@ -79,8 +79,9 @@ def dcp_save(program: Program, *, gpus: int, sharded: bool, on_gpu: bool) -> tup
     """Each rank's file and the ``.metadata`` file's bytes. ``sharded``: FSDP2 (DTensors on dim 0); else
     DDP, every value the same on each rank."""
     values, mappings = _flat_state(program, sharded)
-    plans = [SavePlan([_item(key, value, rank, gpus) for key, value in values.items()], planner_data=mappings)
-             for rank in range(gpus)]  # fmt: skip
+    plans = [
+        SavePlan([_item(key, value, rank, gpus) for key, value in values.items()], planner_data=mappings) for rank in range(gpus)
+    ]
     loaded = [[_local_bytes(item) for item in plan.items if item.type != WriteItemType.BYTE_IO] for plan in plans]
     # Each rank's plan reaches the coordinator pickled (gather_object), and so do its write results: the
     # metadata holds copies, which pickle shares less than one object graph would.
@@ -108,8 +109,16 @@ def dcp_save(program: Program, *, gpus: int, sharded: bool, on_gpu: bool) -> tup
             offset += length
         storage.update({result.index: result.storage_data for result in _copied(results)})
         tensor_bytes = staged = sum(sizes)
-        ranks.append(DcpRank(rank=rank, file_bytes=offset, tensor_bytes=tensor_bytes, staged_bytes=staged,
-                             copy_ahead_bytes=_copy_ahead(sizes) if on_gpu else 0, loaded=loaded[rank]))  # fmt: skip
+        ranks.append(
+            DcpRank(
+                rank=rank,
+                file_bytes=offset,
+                tensor_bytes=tensor_bytes,
+                staged_bytes=staged,
+                copy_ahead_bytes=_copy_ahead(sizes) if on_gpu else 0,
+                loaded=loaded[rank],
+            )
+        )
     metadata.storage_data = storage
     metadata.storage_meta = StorageMeta(checkpoint_id=Path(DCP_CHECKPOINT_PATH), save_id=_generate_uuid())
     metadata.version = CURRENT_DCP_VERSION

@@ -42,8 +42,9 @@ _ALIGNMENT = 2
 """``nccl_start_alignment_factor`` (stage_1_and_2.py): each group is padded to a multiple of 2 x ranks."""
 
 
-def deepspeed_files(program: Program, plan: ShardingPlan, *, weight_dtype: torch.dtype | None, bf16: bool,
-                    device: str) -> tuple[list[CheckpointFile], int]:  # fmt: skip
+def deepspeed_files(
+    program: Program, plan: ShardingPlan, *, weight_dtype: torch.dtype | None, bf16: bool, device: str
+) -> tuple[list[CheckpointFile], int]:
     """Every file of the checkpoint's tag folder, one per rank where each rank writes one, and the largest
     storage in them (``torch.save`` copies one at a time to the host). ``weight_dtype``: DeepSpeed's bf16/fp16
     mode (``None``: the traced weights' dtype); ``bf16`` names the optimizer files."""
@@ -79,8 +80,13 @@ def _saved(path: Path, state: dict[str, Any], device: str, rank: int, holds: str
     return CheckpointFile(name=path.name, bytes=path.stat().st_size, holds=holds, tensor_bytes=data, rank=rank)
 
 
-def _model_states(program: Program, plan: ShardingPlan, groups: list[list[torch.nn.Parameter]], names: dict[int, str],
-                  weight_dtype: torch.dtype | None) -> dict[str, Any]:  # fmt: skip
+def _model_states(
+    program: Program,
+    plan: ShardingPlan,
+    groups: list[list[torch.nn.Parameter]],
+    names: dict[int, str],
+    weight_dtype: torch.dtype | None,
+) -> dict[str, Any]:
     """``_common_checkpoint_state``: the module's state dict and what describes the flat groups."""
     model, n = program.model, plan.gpus
     threshold = plan.zero_settings.param_persistence_threshold
@@ -142,8 +148,7 @@ def _param_groups(program: Program, count: int) -> list[dict[str, Any]]:
     return [{**hyper, "params": [i]} for i in range(count)]
 
 
-def _zero12_optimizer(program: Program, plan: ShardingPlan, groups: list[list[torch.nn.Parameter]],
-                      rank: int) -> dict[str, Any]:  # fmt: skip
+def _zero12_optimizer(program: Program, plan: ShardingPlan, groups: list[list[torch.nn.Parameter]], rank: int) -> dict[str, Any]:
     """stage_1_and_2.py ``state_dict`` (rigid, the default): padded partitions, then the lean fp32 master."""
     n = plan.gpus
     sizes, paddings = [], []

@@ -36,9 +36,16 @@ class DeviceMemory:
 
 
 def device_memory(
-    timeline: Timeline, target: Target, *, training: bool, expandable_segments: bool = False, world_size: int = 1,
-    usable_bytes: int | None = None, empty_cache_steps: int | None = None, module_loading: ModuleLoading = "lazy",
-) -> DeviceMemory:  # fmt: skip
+    timeline: Timeline,
+    target: Target,
+    *,
+    training: bool,
+    expandable_segments: bool = False,
+    world_size: int = 1,
+    usable_bytes: int | None = None,
+    empty_cache_steps: int | None = None,
+    module_loading: ModuleLoading = "lazy",
+) -> DeviceMemory:
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
     > 1 adds NCCL's buffers. Where the device figure passes ``usable_bytes``, the timeline is
@@ -49,8 +56,7 @@ def device_memory(
     if target.profile.vendor == "cpu":
         live = liveness(timeline)
         peak, index = live.peak(first, last)
-        return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak,
-                            overheads=[])  # fmt: skip
+        return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak, overheads=[])
     overheads = overheads_for(target.profile, world_size=world_size, training=training, module_loading=module_loading)
     added = totals(overheads)
     platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
@@ -65,8 +71,9 @@ def device_memory(
         limit = usable_bytes - (added.device - added.allocated)
 
         def replay(expandable: bool) -> tuple[int, str | None]:
-            limited = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable,
-                                                       memory_limit_bytes=max(limit, 1)))  # fmt: skip
+            limited = CachingAllocator(
+                AllocatorConfig(platform=platform, expandable_segments=expandable, memory_limit_bytes=max(limit, 1))
+            )
             failed = replay_under_limit(timeline, limited, overhead_bytes=added.allocated, cache_releases=releases)
             return limited.stats().alloc_retries, None if failed is None else _failing(timeline, failed)
 
@@ -81,9 +88,14 @@ def device_memory(
                 alternative = None if expandable_oom else expandable_retries
             pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_at=oom_at, expandable_retries=alternative)
     return DeviceMemory(
-        live=live, peak_bytes=peak, peak_index=index, reserved_bytes=reserved, device_bytes=device,
-        overheads=overheads, pressure=pressure,
-    )  # fmt: skip
+        live=live,
+        peak_bytes=peak,
+        peak_index=index,
+        reserved_bytes=reserved,
+        device_bytes=device,
+        overheads=overheads,
+        pressure=pressure,
+    )
 
 
 def _failing(timeline: Timeline, event: int) -> str:

@@ -45,14 +45,18 @@ def rank_config(source: Any, ep: int) -> Any:
     model_type = getattr(source, "model_type", None)
     key = EP_EXPERT_COUNTS.get(str(model_type))
     if key is None:
-        raise UnsupportedError(f"ep splits the experts of {', '.join(sorted(EP_EXPERT_COUNTS))} decoders; "
-                               f"{model_type or type(source).__name__} is not one")  # fmt: skip
+        raise UnsupportedError(
+            f"ep splits the experts of {', '.join(sorted(EP_EXPERT_COUNTS))} decoders; "
+            f"{model_type or type(source).__name__} is not one"
+        )
     experts, top_k = getattr(source, key), source.num_experts_per_tok
     if experts % ep:
         raise ConfigError(f"ep={ep} must divide the experts ({experts}): each rank holds num_experts / ep of them")
     if top_k > experts // ep:
-        raise UnsupportedError(f"ep={ep} leaves {experts // ep} experts per rank, fewer than top_k={top_k}: the rank's "
-                               "program cannot stand for balanced routing")  # fmt: skip
+        raise UnsupportedError(
+            f"ep={ep} leaves {experts // ep} experts per rank, fewer than top_k={top_k}: the rank's "
+            "program cannot stand for balanced routing"
+        )
     shard = copy.deepcopy(source)
     setattr(shard, key, experts // ep)
     return shard

@@ -131,24 +131,44 @@ def largest_fit(
 
     batch = seq = None
     if "batch_size" in sizes:
-        batch = _largest("batch_size", lambda b: measure(b, config.seq_len), start=config.batch_size, bound=MAX_BATCH,
-                         bound_by="vramsim's limit", usable=usable)  # fmt: skip
+        batch = _largest(
+            "batch_size",
+            lambda b: measure(b, config.seq_len),
+            start=config.batch_size,
+            bound=MAX_BATCH,
+            bound_by="vramsim's limit",
+            usable=usable,
+        )
     if "seq_len" in sizes:
         field, top = _seq_bound(model, config)
-        seq = _largest("seq_len", lambda s: measure(config.batch_size, s), start=config.seq_len, bound=top,
-                       bound_by=field, usable=usable, step=SEQ_STEP)  # fmt: skip
+        seq = _largest(
+            "seq_len",
+            lambda s: measure(config.batch_size, s),
+            start=config.seq_len,
+            bound=top,
+            bound_by=field,
+            usable=usable,
+            step=SEQ_STEP,
+        )
     return LargestFit(
-        model=next(iter(reports.values())).model, target=next(iter(reports.values())).target, headroom=config.headroom,
-        usable_bytes=usable, batch_size=batch, seq_len=seq, given=given, traces=len(reports) - (traced is not None),
+        model=next(iter(reports.values())).model,
+        target=next(iter(reports.values())).target,
+        headroom=config.headroom,
+        usable_bytes=usable,
+        batch_size=batch,
+        seq_len=seq,
+        given=given,
+        traces=len(reports) - (traced is not None),
         trace_seconds=round(time.perf_counter() - started, 3),
-    )  # fmt: skip
+    )
 
 
 def _check(model: ModelSource, config: SimulationConfig) -> int:
     """The target's capacity, once the run is one the search applies to."""
     if config.task == "generate":
-        raise UnsupportedError("task='generate' has no largest fit searched (its length is max_new_tokens); "
-                               "search a train or forward run")  # fmt: skip
+        raise UnsupportedError(
+            "task='generate' has no largest fit searched (its length is max_new_tokens); search a train or forward run"
+        )
     if find_pipeline(model) is not None:
         raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
     if config.checkpointing == "all":
@@ -169,17 +189,26 @@ def _seq_bound(model: ModelSource, config: SimulationConfig) -> tuple[str, int]:
     return ("vramsim's limit", MAX_SEQ_LEN) if limit is None else (limit[0], min(limit[1], MAX_SEQ_LEN))
 
 
-def _largest(option: str, measure: Callable[[int], tuple[int, bool]], *, start: int, bound: int, bound_by: str, usable: int,
-             step: int = 1) -> Largest:  # fmt: skip
+def _largest(
+    option: str, measure: Callable[[int], tuple[int, bool]], *, start: int, bound: int, bound_by: str, usable: int, step: int = 1
+) -> Largest:
     """The search over multiples of ``step``, when the given value and the bound are such multiples."""
     step = step if start % step == 0 and bound % step == 0 else 1
     units = search(lambda k: measure(k * step), start=start // step, bound=bound // step, usable=usable)
     points = {k * step: point for k, point in units.items()}
     value = max((x for x, (_, fits) in points.items() if fits), default=None)
     over = min((x for x, (_, fits) in points.items() if not fits and x > (value or 0)), default=None)
-    return Largest(option=option, value=value, device_bytes=None if value is None else points[value][0], over=over,
-                   over_bytes=None if over is None else points[over][0], bound=bound, bound_by=bound_by, step=step,
-                   exact=value == bound or over == (value or 0) + step)  # fmt: skip
+    return Largest(
+        option=option,
+        value=value,
+        device_bytes=None if value is None else points[value][0],
+        over=over,
+        over_bytes=None if over is None else points[over][0],
+        bound=bound,
+        bound_by=bound_by,
+        step=step,
+        exact=value == bound or over == (value or 0) + step,
+    )
 
 
 def search(

@@ -57,20 +57,31 @@ def flux_notes(spec: PipelineSpec, step: _Generate, transformer: torch.nn.Module
     config: Any = transformer.config
     tokens = step.run.max_sequence_length
     if config.guidance_embeds:
-        guidance = (f"guidance {step.run.guidance_scale} given to the transformer as an embedding, one transformer "
-                    "call per step (guidance-distilled: no batch doubling, no negative prompt)")  # fmt: skip
+        guidance = (
+            f"guidance {step.run.guidance_scale} given to the transformer as an embedding, one transformer "
+            "call per step (guidance-distilled: no batch doubling, no negative prompt)"
+        )
     else:
         guidance = "no guidance embedding (timestep-distilled: guidance_scale is not used), one transformer call per step"
     notes = [
-        Assumption(name="flux_prompt", detail=f"CLIP's pooled output (prompt padded to {spec.max_tokens('tokenizer')} "
-                   f"tokens) and T5's last hidden state (padded to max_sequence_length={tokens}); {guidance}"),
-    ]  # fmt: skip
+        Assumption(
+            name="flux_prompt",
+            detail=f"CLIP's pooled output (prompt padded to {spec.max_tokens('tokenizer')} "
+            f"tokens) and T5's last hidden state (padded to max_sequence_length={tokens}); {guidance}",
+        ),
+    ]
     if "max_sequence_length" not in step.run.defaulted:
         return notes
-    return [*notes, Assumption(name="flux_max_sequence_length", detail="T5 prompt length (--max-sequence-length not "
+    return [
+        *notes,
+        Assumption(
+            name="flux_max_sequence_length",
+            detail="T5 prompt length (--max-sequence-length not "
             "given): the pipeline's default 512 for guidance-distilled transformers, "
             f"{FLUX_SCHNELL_MAX_SEQUENCE_LENGTH} for timestep-distilled ones (FLUX_SCHNELL_MAX_SEQUENCE_LENGTH, as "
-            "diffusers' FLUX docs run schnell)")]  # fmt: skip
+            "diffusers' FLUX docs run schnell)",
+        ),
+    ]
 
 
 def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
@@ -111,9 +122,13 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     steps = step.run.num_inference_steps
     sigmas = np.linspace(1.0, 1 / steps, steps).tolist()
     scheduler = step.scheduler
-    mu = calculate_shift(latents.shape[1], scheduler.config.get("base_image_seq_len", 256),
-                         scheduler.config.get("max_image_seq_len", 4096), scheduler.config.get("base_shift", 0.5),
-                         scheduler.config.get("max_shift", 1.15))  # fmt: skip
+    mu = calculate_shift(
+        latents.shape[1],
+        scheduler.config.get("base_image_seq_len", 256),
+        scheduler.config.get("max_image_seq_len", 4096),
+        scheduler.config.get("base_shift", 0.5),
+        scheduler.config.get("max_shift", 1.15),
+    )
     timesteps, _ = retrieve_timesteps(scheduler, steps, "cpu", sigmas=sigmas, mu=mu)  # kept on the host
     guidance = None
     if transformer.config.guidance_embeds:
@@ -123,10 +138,16 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     for t in timesteps[: step.steps_traced]:
         timestep = t.expand(n).to(device=device, dtype=dtype)
         noise = transformer(
-            hidden_states=latents, timestep=timestep / 1000, guidance=guidance, pooled_projections=embeds["pooled_projections"],
-            encoder_hidden_states=hidden, txt_ids=embeds["txt_ids"], img_ids=img_ids, joint_attention_kwargs={},
+            hidden_states=latents,
+            timestep=timestep / 1000,
+            guidance=guidance,
+            pooled_projections=embeds["pooled_projections"],
+            encoder_hidden_states=hidden,
+            txt_ids=embeds["txt_ids"],
+            img_ids=img_ids,
+            joint_attention_kwargs={},
             return_dict=False,
-        )[0]  # fmt: skip
+        )[0]
         del timestep
         latents = scheduler.step(noise, t, latents, return_dict=False)[0]
         del noise

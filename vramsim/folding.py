@@ -12,7 +12,6 @@ PEFT_PREFIX = "base_model.model."
 """What peft's ``PeftModel`` puts before every module path; the table drops it (and says so once)."""
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FoldedRow:
     """One row as displayed: a module, or a run of ``count`` alike layers (figures per layer)."""

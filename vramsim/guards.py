@@ -24,9 +24,15 @@ MAX_PARAMETERS = 10**14
 """Largest estimated parameter count accepted (100T; published models reach about 2T)."""
 
 _LAYERS = (
-    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-    "num_encoder_layers", "num_decoder_layers",
-)  # fmt: skip
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_encoder_layers",
+    "num_decoder_layers",
+)
 _HIDDEN = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim")
 _INTERMEDIATE = ("intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "moe_intermediate_size")
 _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
@@ -103,5 +109,3 @@ def _int(attrs: dict[str, Any], names: tuple[str, ...]) -> int:
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
             return max(value)
     return 0
-
-

@@ -304,8 +304,10 @@ class _Maker:
                     extra = {
                         key: seed(mask, self.device)
                         for key, mask in made.items()
-                        if key != main_input and key in self.params
-                        and isinstance(mask, torch.Tensor) and not mask.is_floating_point()
+                        if key != main_input
+                        and key in self.params
+                        and isinstance(mask, torch.Tensor)
+                        and not mask.is_floating_point()
                     }
                     return value.to(self.device), extra
             except Exception:

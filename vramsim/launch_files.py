@@ -27,8 +27,16 @@ _ZERO_SIZES = {
 """ds_config keys (zero_optimization) that size what a rank holds, and their ``ZeroSettings`` fields;
 ``allgather_bucket_size`` is read too but sizes nothing (stages 1-2 all-gather in place)."""
 
-_FSDP_STRATEGIES = {"FULL_SHARD": "full", "SHARD_GRAD_OP": "grad-op", "HYBRID_SHARD": "hybrid", "NO_SHARD": "no",
-                    "1": "full", "2": "grad-op", "3": "no", "4": "hybrid"}  # fmt: skip
+_FSDP_STRATEGIES = {
+    "FULL_SHARD": "full",
+    "SHARD_GRAD_OP": "grad-op",
+    "HYBRID_SHARD": "hybrid",
+    "NO_SHARD": "no",
+    "1": "full",
+    "2": "grad-op",
+    "3": "no",
+    "4": "hybrid",
+}
 """accelerate's ``fsdp_sharding_strategy`` (names, or torch's ShardingStrategy numbers) as ``--fsdp`` choices."""
 
 
@@ -62,8 +70,9 @@ def _deepspeed_options(config: dict[str, Any], source: str) -> LaunchOptions:
     micro = config.get("train_micro_batch_size_per_gpu")
     if micro is not None and micro != "auto":
         options["batch_size"] = _integer(micro, "train_micro_batch_size_per_gpu", source)
-    sizes = {field_: _integer(zero[key], f"zero_optimization.{key}", source) for key, field_ in _ZERO_SIZES.items()
-             if key in zero}  # fmt: skip
+    sizes = {
+        field_: _integer(zero[key], f"zero_optimization.{key}", source) for key, field_ in _ZERO_SIZES.items() if key in zero
+    }
     if "allgather_bucket_size" in zero:
         _integer(zero["allgather_bucket_size"], "zero_optimization.allgather_bucket_size", source)
     nvme = _nvme(config, zero, options["zero"], source)
@@ -78,16 +87,22 @@ def _nvme(config: dict[str, Any], zero: dict[str, Any], stage: int, source: str)
     if not any(on.values()):
         return None
     if stage != 3:
-        raise UnsupportedError(f"DeepSpeed config {source}: NVMe offload swaps ZeRO-3's partitions (stage3.py); "
-                               f"zero_optimization.stage is {stage}")  # fmt: skip
+        raise UnsupportedError(
+            f"DeepSpeed config {source}: NVMe offload swaps ZeRO-3's partitions (stage3.py); zero_optimization.stage is {stage}"
+        )
     aio = config.get("aio") or {}
     if aio.get("use_gds") is True:
         raise UnsupportedError(f"DeepSpeed config {source}: aio.use_gds (GPUDirect Storage) is not modelled yet")
     optimizer, param = zero.get("offload_optimizer") or {}, zero.get("offload_param") or {}
-    given = {"optimizer_buffer_count": optimizer.get("buffer_count"), "param_buffer_count": param.get("buffer_count"),
-             "param_buffer_size": param.get("buffer_size"), "max_in_cpu": param.get("max_in_cpu"),
-             "sub_group_size": zero.get("sub_group_size"), "intra_op_parallelism": aio.get("intra_op_parallelism"),
-             "block_size": aio.get("block_size")}  # fmt: skip
+    given = {
+        "optimizer_buffer_count": optimizer.get("buffer_count"),
+        "param_buffer_count": param.get("buffer_count"),
+        "param_buffer_size": param.get("buffer_size"),
+        "max_in_cpu": param.get("max_in_cpu"),
+        "sub_group_size": zero.get("sub_group_size"),
+        "intra_op_parallelism": aio.get("intra_op_parallelism"),
+        "block_size": aio.get("block_size"),
+    }
     sizes = {name: _integer(value, name, source) for name, value in given.items() if value is not None}
     return NvmeSwap(optimizer=on["offload_optimizer"], params=on["offload_param"], **sizes)
 
@@ -101,12 +116,14 @@ def _offload(zero: dict[str, Any], source: str) -> str:
     for key in _OFFLOADED:
         device = str((zero.get(key) or {}).get("device", "none")).lower()
         if device not in ("none", "cpu", "nvme"):
-            raise ConfigError(f"DeepSpeed config {source}: unknown zero_optimization.{key}.device {device!r}; "
-                              "choose one of: none, cpu, nvme")  # fmt: skip
+            raise ConfigError(
+                f"DeepSpeed config {source}: unknown zero_optimization.{key}.device {device!r}; choose one of: none, cpu, nvme"
+            )
         devices[key] = device in ("cpu", "nvme")  # NVMe: the device holds what it holds with cpu (_nvme)
     if devices["offload_param"] and not devices["offload_optimizer"]:
-        raise UnsupportedError(f"DeepSpeed config {source}: offload_param without offload_optimizer is not modelled "
-                               "yet; offload both")  # fmt: skip
+        raise UnsupportedError(
+            f"DeepSpeed config {source}: offload_param without offload_optimizer is not modelled yet; offload both"
+        )
     return "params" if devices["offload_param"] else "optimizer" if devices["offload_optimizer"] else "none"
 
 
@@ -138,8 +155,9 @@ def read_accelerate_config(path: str | Path) -> LaunchOptions:
     if kind == "FSDP":
         options.update(_accelerate_fsdp(config.fsdp_config or {}, source))
     elif kind not in ("NO", "MULTI_GPU"):
-        raise UnsupportedError(f"accelerate config {source}: distributed_type {kind} is not modelled; "
-                               "choose NO, MULTI_GPU, FSDP or DEEPSPEED")  # fmt: skip
+        raise UnsupportedError(
+            f"accelerate config {source}: distributed_type {kind} is not modelled; choose NO, MULTI_GPU, FSDP or DEEPSPEED"
+        )
     return LaunchOptions(source=source, options=options)
 
 
@@ -150,8 +168,10 @@ def _accelerate_fsdp(fsdp: dict[str, Any], source: str) -> dict[str, Any]:
     else:
         strategy = str(fsdp.get("fsdp_sharding_strategy", fsdp.get("fsdp_reshard_after_forward", "FULL_SHARD"))).upper()
         if strategy not in _FSDP_STRATEGIES:
-            raise UnsupportedError(f"accelerate config {source}: fsdp_sharding_strategy {strategy} is not modelled; "
-                                   f"choose one of: {', '.join(k for k in _FSDP_STRATEGIES if not k.isdigit())}")  # fmt: skip
+            raise UnsupportedError(
+                f"accelerate config {source}: fsdp_sharding_strategy {strategy} is not modelled; "
+                f"choose one of: {', '.join(k for k in _FSDP_STRATEGIES if not k.isdigit())}"
+            )
         mode = _FSDP_STRATEGIES[strategy]
     options: dict[str, Any] = {"fsdp": mode}
     if fsdp.get("fsdp_offload_params") in (True, "true", "True"):
@@ -159,15 +179,18 @@ def _accelerate_fsdp(fsdp: dict[str, Any], source: str) -> dict[str, Any]:
     return options
 
 
-def _accelerate_deepspeed(section: dict[str, Any], folder: Path, source: str, options: dict[str, Any],
-                          precision: str) -> LaunchOptions:  # fmt: skip
+def _accelerate_deepspeed(
+    section: dict[str, Any], folder: Path, source: str, options: dict[str, Any], precision: str
+) -> LaunchOptions:
     """``deepspeed_config``: a ``deepspeed_config_file``, or its zero_stage and offload devices."""
     if section.get("deepspeed_config_file"):
         read = read_deepspeed_config(folder / str(section["deepspeed_config_file"]))
         return LaunchOptions(source=source, options={**options, **read.options}, zero_settings=read.zero_settings)
-    zero = {"stage": section.get("zero_stage", 0),
-            "offload_optimizer": {"device": section.get("offload_optimizer_device", "none")},
-            "offload_param": {"device": section.get("offload_param_device", "none")}}  # fmt: skip
+    zero = {
+        "stage": section.get("zero_stage", 0),
+        "offload_optimizer": {"device": section.get("offload_optimizer_device", "none")},
+        "offload_param": {"device": section.get("offload_param_device", "none")},
+    }
     precision_section = {precision: {"enabled": True}} if precision != "no" else {}
     read = _deepspeed_options({"zero_optimization": zero, **precision_section}, source)
     return LaunchOptions(source=source, options={**options, **read.options}, zero_settings=read.zero_settings)

@@ -74,8 +74,9 @@ def parse_loss(text: str) -> NamedLoss | None:
 def check_loss_target(loss: NamedLoss | None, profile: DeviceProfile) -> None:
     """Liger's kernels are Triton: CUDA and ROCm GPUs only."""
     if loss is not None and loss.kind == "liger-flce" and profile.vendor == "cpu":
-        raise UnsupportedError("loss='liger-flce' is Liger's Triton kernel; it does not run on the CPU (use a GPU "
-                               "target, or chunked-ce)")  # fmt: skip
+        raise UnsupportedError(
+            "loss='liger-flce' is Liger's Triton kernel; it does not run on the CPU (use a GPU target, or chunked-ce)"
+        )
 
 
 def install_loss(model: torch.nn.Module, loss: NamedLoss, liger: LigerRun | None) -> None:
@@ -85,22 +86,28 @@ def install_loss(model: torch.nn.Module, loss: NamedLoss, liger: LigerRun | None
     head = getattr(model, "lm_head", None)
     decoder = getattr(model, "model", None)
     if not isinstance(head, torch.nn.Linear) or not isinstance(decoder, torch.nn.Module) or config is None:
-        raise UnsupportedError(f"loss={loss.spec!r} replaces a causal LM's head and loss; {type(model).__name__} has "
-                               "no lm_head after a decoder at .model")  # fmt: skip
+        raise UnsupportedError(
+            f"loss={loss.spec!r} replaces a causal LM's head and loss; {type(model).__name__} has "
+            "no lm_head after a decoder at .model"
+        )
     if loss.kind == "liger-flce":
         if config.model_type not in LIGER_MODEL_TYPES:
-            raise UnsupportedError(f"liger-kernel 0.8.5 has no fused linear cross-entropy for model_type "
-                                   f"{config.model_type!r}")  # fmt: skip
+            raise UnsupportedError(f"liger-kernel 0.8.5 has no fused linear cross-entropy for model_type {config.model_type!r}")
         if head.bias is not None:
             raise UnsupportedError("loss='liger-flce' with a biased lm_head is not modelled")
         assert liger is not None, "a liger-flce trace names the target's LigerRun"
         compute = functools.partial(_liger_loss, run=liger)
     else:
-        scaled = [name for name in ("final_logit_softcapping", "logit_scale", "logits_scaling")
-                  if getattr(config, name, None) not in (None, 1, 1.0)]  # fmt: skip
+        scaled = [
+            name
+            for name in ("final_logit_softcapping", "logit_scale", "logits_scaling")
+            if getattr(config, name, None) not in (None, 1, 1.0)
+        ]
         if scaled:
-            raise UnsupportedError(f"loss={loss.spec!r} applies the bare head per chunk; {config.model_type}'s "
-                                   f"{scaled[0]} on the logits is not modelled")  # fmt: skip
+            raise UnsupportedError(
+                f"loss={loss.spec!r} applies the bare head per chunk; {config.model_type}'s "
+                f"{scaled[0]} on the logits is not modelled"
+            )
         compute = functools.partial(_chunked_loss, chunks=loss.chunks, ignore={})
     original = model.forward
     model.forward = types.MethodType(_training_forward(original, compute), model)  # type: ignore[method-assign]
@@ -155,8 +162,12 @@ def _chunked_cross_entropy(logits: list[torch.Tensor], labels: torch.Tensor, chu
 def liger_run(profile: DeviceProfile, autocast: torch.dtype | None) -> LigerRun:
     """What Liger's Python reads of the target: ROCm or not, sm80+ (ROCm's gfx9 reports a major of 9)."""
     capability = profile.compute_capability
-    return LigerRun(hip=profile.vendor == "amd", sm80=profile.vendor == "amd" or (capability or (0, 0)) >= (8, 0),
-                       autocast=autocast, chunk_mem_const=LIGER_CHUNK_MEM_CONST)  # fmt: skip
+    return LigerRun(
+        hip=profile.vendor == "amd",
+        sm80=profile.vendor == "amd" or (capability or (0, 0)) >= (8, 0),
+        autocast=autocast,
+        chunk_mem_const=LIGER_CHUNK_MEM_CONST,
+    )
 
 
 def loss_notes(loss: NamedLoss | None, vocab: int | None, hidden: int | None) -> list[Assumption]:
@@ -164,12 +175,19 @@ def loss_notes(loss: NamedLoss | None, vocab: int | None, hidden: int | None) ->
     if loss is None:
         return []
     if loss.kind == "chunked-ce":
-        return [Assumption(name="chunked_cross_entropy", detail=f"torchtune 0.6.1's chunked output and "
-                           f"CEWithChunkedOutputLoss({loss.chunks} chunks): the head's logits made per chunk of the "
-                           "sequence and each upcast to float32 in its own cross-entropy (vramsim/losses.py)")]  # fmt: skip
+        return [
+            Assumption(
+                name="chunked_cross_entropy",
+                detail=f"torchtune 0.6.1's chunked output and "
+                f"CEWithChunkedOutputLoss({loss.chunks} chunks): the head's logits made per chunk of the "
+                "sequence and each upcast to float32 in its own cross-entropy (vramsim/losses.py)",
+            )
+        ]
     budget = f"{LIGER_CHUNK_MEM_CONST} x {hidden}" if LIGER_CHUNK_MEM_CONST != 1 else f"{hidden}"
     sizes = f"chunks of next_power_of_2(cdiv(tokens, cdiv({vocab}, {budget}))) tokens" if vocab and hidden else "chunks"
-    detail = (f"liger-kernel 0.8.5's fused linear cross-entropy (lce_forward) in {sizes}, its gradients made in forward; "
-              "Liger's other kernels (RMSNorm, RoPE, SwiGLU, which use_liger_kernel=True also applies) are not modelled "
-              "(tracer/kernels/liger.py); accum_dtype=None, so the head's gradient is in the weight's dtype")  # fmt: skip
+    detail = (
+        f"liger-kernel 0.8.5's fused linear cross-entropy (lce_forward) in {sizes}, its gradients made in forward; "
+        "Liger's other kernels (RMSNorm, RoPE, SwiGLU, which use_liger_kernel=True also applies) are not modelled "
+        "(tracer/kernels/liger.py); accum_dtype=None, so the head's gradient is in the weight's dtype"
+    )
     return [Assumption(name="liger_fused_linear_cross_entropy", detail=detail)]

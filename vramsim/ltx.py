@@ -62,18 +62,28 @@ def prompt_batch(tokens: int) -> dict[str, torch.Tensor]:
 
 def ltx_notes(step: _Generate, vae: torch.nn.Module) -> list[Assumption]:
     """What the LTX run assumes beyond the common pipeline notes."""
-    guidance = ("guidance encodes the empty negative prompt and doubles the transformer's batch"
-                if step.run.guidance_scale > 1 else "no guidance: the transformer's batch is the prompt's")  # fmt: skip
+    guidance = (
+        "guidance encodes the empty negative prompt and doubles the transformer's batch"
+        if step.run.guidance_scale > 1
+        else "no guidance: the transformer's batch is the prompt's"
+    )
     vae_config: Any = vae.config
     if vae_config.timestep_conditioning:
-        decode = (f"the VAE is timestep-conditioned: the latents are mixed with fresh noise at decode_timestep="
-                  f"{_default('decode_timestep')} (decode_noise_scale={_default('decode_noise_scale')}, __call__'s "
-                  "defaults; their values do not change the memory) and decoded with that timestep")  # fmt: skip
+        decode = (
+            f"the VAE is timestep-conditioned: the latents are mixed with fresh noise at decode_timestep="
+            f"{_default('decode_timestep')} (decode_noise_scale={_default('decode_noise_scale')}, __call__'s "
+            "defaults; their values do not change the memory) and decoded with that timestep"
+        )
     else:
         decode = "the VAE takes no timestep (timestep_conditioning false): the latents are decoded as they are"
-    return [Assumption(name="ltx_video", detail=f"{step.run.num_frames} frames at {step.run.height}x{step.run.width}; T5 "
-                       f"over max_sequence_length={step.run.max_sequence_length} tokens, its mask to the transformer; "
-                       f"{guidance}; {decode}")]  # fmt: skip
+    return [
+        Assumption(
+            name="ltx_video",
+            detail=f"{step.run.num_frames} frames at {step.run.height}x{step.run.width}; T5 "
+            f"over max_sequence_length={step.run.max_sequence_length} tokens, its mask to the transformer; "
+            f"{guidance}; {decode}",
+        )
+    ]
 
 
 def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,12 +140,19 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     scheduler = step.scheduler
     steps = step.run.num_inference_steps
     sigmas = np.linspace(1.0, 1 / steps, steps).tolist()  # the pipeline passes the array; the host keeps either
-    mu = calculate_shift(frames * height * width, scheduler.config.get("base_image_seq_len", 256),
-                         scheduler.config.get("max_image_seq_len", 4096), scheduler.config.get("base_shift", 0.5),
-                         scheduler.config.get("max_shift", 1.15))  # fmt: skip
+    mu = calculate_shift(
+        frames * height * width,
+        scheduler.config.get("base_image_seq_len", 256),
+        scheduler.config.get("max_image_seq_len", 4096),
+        scheduler.config.get("base_shift", 0.5),
+        scheduler.config.get("max_shift", 1.15),
+    )
     timesteps, _ = retrieve_timesteps(scheduler, steps, "cpu", None, sigmas=sigmas, mu=mu)  # kept on the host
-    rope_interpolation_scale = (vae.temporal_compression_ratio / int(_default("frame_rate")),
-                                vae.spatial_compression_ratio, vae.spatial_compression_ratio)  # fmt: skip
+    rope_interpolation_scale = (
+        vae.temporal_compression_ratio / int(_default("frame_rate")),
+        vae.spatial_compression_ratio,
+        vae.spatial_compression_ratio,
+    )
     guided = step.run.guidance_scale > 1
     step.use("transformer")
     for t in timesteps[: step.steps_traced]:
@@ -143,10 +160,18 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
         latent_model_input = latent_model_input.to(prompt_embeds.dtype)
         timestep = t.expand(latent_model_input.shape[0]).to(device)
         with transformer.cache_context("cond_uncond"):
-            noise_pred = transformer(hidden_states=latent_model_input, encoder_hidden_states=prompt_embeds, timestep=timestep,
-                                     encoder_attention_mask=embeds["encoder_attention_mask"], num_frames=frames,
-                                     height=height, width=width, rope_interpolation_scale=rope_interpolation_scale,
-                                     attention_kwargs=None, return_dict=False)[0]  # fmt: skip
+            noise_pred = transformer(
+                hidden_states=latent_model_input,
+                encoder_hidden_states=prompt_embeds,
+                timestep=timestep,
+                encoder_attention_mask=embeds["encoder_attention_mask"],
+                num_frames=frames,
+                height=height,
+                width=width,
+                rope_interpolation_scale=rope_interpolation_scale,
+                attention_kwargs=None,
+                return_dict=False,
+            )[0]
         noise_pred = noise_pred.float()
         if guided:
             noise_pred_uncond, noise_pred_text = noise_pred.chunk(2)
@@ -168,9 +193,11 @@ def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Te
     if vae.config.timestep_conditioning:
         n = step.run.num_images
         if vae.use_slicing and n > 1:
-            raise UnsupportedError(f"LTXPipeline: vae_slicing with {n} videos fails in diffusers {_diffusers_version()} itself "
-                                   "(AutoencoderKLLTXVideo.decode pairs the latent slices with each other, not with the "
-                                   "timesteps); decode one video, or without slicing")  # fmt: skip
+            raise UnsupportedError(
+                f"LTXPipeline: vae_slicing with {n} videos fails in diffusers {_diffusers_version()} itself "
+                "(AutoencoderKLLTXVideo.decode pairs the latent slices with each other, not with the "
+                "timesteps); decode one video, or without slicing"
+            )
         noise = torch.randn(latents.shape, device=device, dtype=latents.dtype)
         decode_timestep = [float(_default("decode_timestep"))] * n
         noise_scale = _default("decode_noise_scale")

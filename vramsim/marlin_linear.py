@@ -37,8 +37,16 @@ MARLIN_MIN_WORKSPACE = 128
 """``marlin_make_workspace_new``: ``max(sms * max_blocks_per_sm, 128)`` int32 entries."""
 MARLIN_OUT_FEATURES_MULTIPLE = 64
 """``SUPPORTS_OUT_FEATURES_DIVISIBLE_BY = [64]`` of both Marlin layers (``min_thread_n``)."""
-BLOCK_PATTERNS = ("transformer.h", "model.decoder.layers", "gpt_neox.layers", "model.layers", "model.language_model.layers",
-                  "h", "decoder.layers", "layers")  # fmt: skip
+BLOCK_PATTERNS = (
+    "transformer.h",
+    "model.decoder.layers",
+    "gpt_neox.layers",
+    "model.layers",
+    "model.language_model.layers",
+    "h",
+    "decoder.layers",
+    "layers",
+)
 """optimum/gptq/constants.py ``BLOCK_PATTERNS``: where optimum looks for the decoder blocks it quantizes."""
 
 
@@ -57,8 +65,17 @@ class MarlinFormat:
 class MarlinLinear(nn.Module):
     """One linear layer in gptqmodel's Marlin format (see the module docstring for its tensors)."""
 
-    def __init__(self, fmt: MarlinFormat, in_features: int, out_features: int, *, bias: bool, dtype: torch.dtype,
-                 sms: int, device: torch.device | str = "meta") -> None:  # fmt: skip
+    def __init__(
+        self,
+        fmt: MarlinFormat,
+        in_features: int,
+        out_features: int,
+        *,
+        bias: bool,
+        dtype: torch.dtype,
+        sms: int,
+        device: torch.device | str = "meta",
+    ) -> None:
         super().__init__()
         self.in_features, self.out_features, self.act_order = in_features, out_features, fmt.desc_act
         pack = 32 // fmt.bits
@@ -74,10 +91,12 @@ class MarlinLinear(nn.Module):
             self.qzeros = frozen(groups, out_features // pack)
         if self.act_order:
             self.g_idx = frozen(in_features)
-            self.register_buffer("g_idx_sort_indices", torch.empty(in_features, dtype=torch.int32, device=device),
-                                 persistent=False)  # fmt: skip
-        self.register_buffer("workspace", torch.zeros(max(sms, MARLIN_MIN_WORKSPACE), dtype=torch.int32, device=device),
-                             persistent=False)  # fmt: skip
+            self.register_buffer(
+                "g_idx_sort_indices", torch.empty(in_features, dtype=torch.int32, device=device), persistent=False
+            )
+        self.register_buffer(
+            "workspace", torch.zeros(max(sms, MARLIN_MIN_WORKSPACE), dtype=torch.int32, device=device), persistent=False
+        )
         self.register_buffer("bias", torch.empty(out_features, dtype=dtype, device=device) if bias else None)
         # A parameter count is of the values a layer stands for: its weight and bias, held by qweight.
         self.qweight.logical_numel = in_features * out_features + (out_features if bias else 0)  # type: ignore[attr-defined]
@@ -112,8 +131,10 @@ def quantized_layers(model: nn.Module, fmt: MarlinFormat, skip: list[str]) -> li
     names = [name for name, _ in model.named_modules()]
     block = next((p for p in BLOCK_PATTERNS if any(n.startswith(p) for n in names)), None) if fmt.method == "gptq" else ""
     if block is None:
-        raise UnsupportedError(f"GPTQ quantizes the decoder blocks, which optimum finds by name ({', '.join(BLOCK_PATTERNS)}); "
-                               f"{type(model).__name__} has none of them")  # fmt: skip
+        raise UnsupportedError(
+            f"GPTQ quantizes the decoder blocks, which optimum finds by name ({', '.join(BLOCK_PATTERNS)}); "
+            f"{type(model).__name__} has none of them"
+        )
     found = []
     for name, layer in model.named_modules():
         if type(layer) is nn.Linear:
@@ -130,8 +151,11 @@ def quantized_layers(model: nn.Module, fmt: MarlinFormat, skip: list[str]) -> li
 def _check_shape(name: str, in_features: int, out_features: int, fmt: MarlinFormat) -> None:
     """gptqmodel's Marlin layers take these shapes only (``SUPPORTS_*_DIVISIBLE_BY``, whole groups)."""
     pack = 32 // fmt.bits
-    if out_features % MARLIN_OUT_FEATURES_MULTIPLE or (fmt.group_size != -1 and in_features % fmt.group_size) \
-            or in_features % pack:  # fmt: skip
+    if (
+        out_features % MARLIN_OUT_FEATURES_MULTIPLE
+        or (fmt.group_size != -1 and in_features % fmt.group_size)
+        or in_features % pack
+    ):
         raise UnsupportedError(
             f"{name} ({in_features} -> {out_features}) does not fit gptqmodel's Marlin kernel: it needs out_features a "
             f"multiple of {MARLIN_OUT_FEATURES_MULTIPLE} and in_features a multiple of the group size {fmt.group_size}"

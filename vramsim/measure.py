@@ -113,8 +113,11 @@ def _last_step_peak(prof: profile, step: int) -> Measurement:
     )
     first = allocations[0].typed[1]
     baseline = first.total_allocated - first.alloc_size
-    totals = [e.typed[1].total_allocated - baseline for e in allocations
-              if e.typed[1].alloc_size > 0 and start <= e.start_time_ns <= end]  # fmt: skip
+    totals = [
+        e.typed[1].total_allocated - baseline
+        for e in allocations
+        if e.typed[1].alloc_size > 0 and start <= e.start_time_ns <= end
+    ]
     return Measurement(peak_bytes=max(totals, default=0), allocations=len(totals))
 
 

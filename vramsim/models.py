@@ -74,8 +74,11 @@ def load_config(source: str | Path, *, trust_remote_code: bool = False) -> Pretr
     try:
         return AutoConfig.from_pretrained(text, trust_remote_code=trust_remote_code, local_files_only=not online)
     except OSError as exc:
-        where = f"reachable on the Hugging Face Hub ({first_line(exc)})" if online else (
-            "in the Hugging Face cache, and the Hub cannot be reached (offline)")  # fmt: skip
+        where = (
+            f"reachable on the Hugging Face Hub ({first_line(exc)})"
+            if online
+            else ("in the Hugging Face cache, and the Hub cannot be reached (offline)")
+        )
         close = _close_ids(text)
         hint = f"did you mean {close[0] if len(close) == 1 else ', '.join(close[:-1]) + ' or ' + close[-1]}? " if close else ""
         raise ModelNotFoundError(
@@ -255,4 +258,3 @@ def _model_class(config: PretrainedConfig, model_class: str | None, task: str) -
     if type(config) in auto._model_mapping:
         return auto
     return transformers.AutoModel
-

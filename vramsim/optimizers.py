@@ -24,8 +24,7 @@ from .errors import ConfigError, UnsupportedError
 if TYPE_CHECKING:  # torch loads when an optimizer is built: the command line checks names without it
     import torch
 
-__all__ = ["ALIASES", "OPTIMIZERS", "PAGED_STATES", "canonical_name", "check_target", "describe_optimizer",
-           "make_optimizer"]
+__all__ = ["ALIASES", "OPTIMIZERS", "PAGED_STATES", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
 
 Factory = Callable[[list["torch.nn.Parameter"], bool], "torch.optim.Optimizer"]
 

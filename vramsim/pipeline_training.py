@@ -136,8 +136,7 @@ class _TrainStep:
             return self.recipe.encode(program)
         n = _batch_size(program)
         cached = {key[len("cached_") :]: value for key, value in program.batch.items() if key.startswith("cached_")}
-        return {key: value.repeat(n, *([1] * (value.ndim - 1))) if key != "txt_ids" else value
-                for key, value in cached.items()}  # fmt: skip
+        return {key: value.repeat(n, *([1] * (value.ndim - 1))) if key != "txt_ids" else value for key, value in cached.items()}
 
 
 def _batch_size(program: Program) -> int:
@@ -244,9 +243,16 @@ def _flux_loss(step: _TrainStep, program: Program, latents: torch.Tensor, embeds
     if transformer.config.guidance_embeds:
         guidance = torch.tensor([FLUX_TRAINING_GUIDANCE], device=device).expand(n)
     with program.autocast():
-        pred = transformer(hidden_states=packed, timestep=timesteps / 1000, guidance=guidance,
-                           pooled_projections=embeds["pooled_projections"], encoder_hidden_states=embeds["encoder_hidden_states"],
-                           txt_ids=embeds["txt_ids"], img_ids=image_ids, return_dict=False)[0]  # fmt: skip
+        pred = transformer(
+            hidden_states=packed,
+            timestep=timesteps / 1000,
+            guidance=guidance,
+            pooled_projections=embeds["pooled_projections"],
+            encoder_hidden_states=embeds["encoder_hidden_states"],
+            txt_ids=embeds["txt_ids"],
+            img_ids=image_ids,
+            return_dict=False,
+        )[0]
     del packed
     scale = _vae_scale(step.spec)
     pred = pipeline._unpack_latents(pred, height=height * scale, width=width * scale, vae_scale_factor=scale)
@@ -265,8 +271,9 @@ def _flow_noise(step: _TrainStep, latents: torch.Tensor, *, weighting_scheme: st
     scheduler = step.scheduler
     n, device, dtype = latents.shape[0], latents.device, latents.dtype
     noise = torch.randn_like(latents)
-    u = compute_density_for_timestep_sampling(weighting_scheme=weighting_scheme, batch_size=n, logit_mean=0.0,
-                                              logit_std=1.0, mode_scale=1.29)  # on the host  # fmt: skip
+    u = compute_density_for_timestep_sampling(
+        weighting_scheme=weighting_scheme, batch_size=n, logit_mean=0.0, logit_std=1.0, mode_scale=1.29
+    )  # on the host
     indices = (u * scheduler.config.num_train_timesteps).long()
     timesteps = scheduler.timesteps[indices].to(device=device)
     # get_sigmas: the schedule to the device, each timestep's index found there (read back with .item(): the
@@ -289,8 +296,13 @@ def _sd3_loss(step: _TrainStep, program: Program, latents: torch.Tensor, embeds:
     transformer: Any = program.modules["transformer"]
     _noise, timesteps, sigmas, noisy = _flow_noise(step, latents, weighting_scheme="logit_normal")  # noise: alive to the loss
     with program.autocast():
-        pred = transformer(hidden_states=noisy, timestep=timesteps, encoder_hidden_states=embeds["encoder_hidden_states"],
-                           pooled_projections=embeds["pooled_projections"], return_dict=False)[0]  # fmt: skip
+        pred = transformer(
+            hidden_states=noisy,
+            timestep=timesteps,
+            encoder_hidden_states=embeds["encoder_hidden_states"],
+            pooled_projections=embeds["pooled_projections"],
+            return_dict=False,
+        )[0]
     pred = pred * (-sigmas) + noisy
     weighting = compute_loss_weighting_for_sd3(weighting_scheme="logit_normal", sigmas=sigmas)
     target = latents
@@ -325,9 +337,14 @@ RECIPES: dict[str, Recipe] = {
 
 
 def build_training_program(
-    spec: PipelineSpec, config: SimulationConfig, *, device: str, emulation: KernelEmulation | None,
-    foreach: bool, checkpointing: Literal["marked", "applied"],
-) -> Program:  # fmt: skip
+    spec: PipelineSpec,
+    config: SimulationConfig,
+    *,
+    device: str,
+    emulation: KernelEmulation | None,
+    foreach: bool,
+    checkpointing: Literal["marked", "applied"],
+) -> Program:
     """The frozen components in ``weight_dtype``, the denoiser trained (fully, or its LoRA adapters), a pixel batch."""
     recipe = RECIPES.get(spec.class_name)
     if recipe is None:
@@ -336,8 +353,9 @@ def build_training_program(
     mixed = config.mixed_precision
     assert not isinstance(mixed, str), "SimulationConfig resolves dtype names"
     weight_dtype = mixed or torch.float32
-    cached = tuple(name for name, on in (("latents", config.cache_latents), ("text_embeddings", config.cache_text_embeddings))
-                   if on)  # fmt: skip
+    cached = tuple(
+        name for name, on in (("latents", config.cache_latents), ("text_embeddings", config.cache_text_embeddings)) if on
+    )
     modules: dict[str, torch.nn.Module] = {}
     if not config.cache_text_embeddings:
         for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
@@ -370,8 +388,16 @@ def build_training_program(
     ema = _ema(denoiser) if config.ema else None
     return Program(
         modules=modules,
-        step=_TrainStep(spec=spec, recipe=recipe, scheduler=_noise_scheduler(spec, recipe), weight_dtype=weight_dtype,
-                        cached=cached, lora=lora, resolution=_resolution(spec, config, denoiser), ema=ema),
+        step=_TrainStep(
+            spec=spec,
+            recipe=recipe,
+            scheduler=_noise_scheduler(spec, recipe),
+            weight_dtype=weight_dtype,
+            cached=cached,
+            lora=lora,
+            resolution=_resolution(spec, config, denoiser),
+            ema=ema,
+        ),
         batch=batch,
         loss=None,
         optimizer=optimizer,
@@ -381,7 +407,7 @@ def build_training_program(
         scaler=scaler,
         units=units,
         max_grad_norm=SCRIPT_MAX_GRAD_NORM if config.max_grad_norm is None else config.max_grad_norm,
-    )  # fmt: skip
+    )
 
 
 def _ema(denoiser: torch.nn.Module) -> Any:
@@ -405,21 +431,35 @@ def _noise_scheduler(spec: PipelineSpec, recipe: Recipe) -> Any:
 def _check(config: SimulationConfig) -> None:
     """What a pipeline's training step does not take, in one line each."""
     if config.dtype is not None:
-        raise ConfigError("training a pipeline casts as diffusers' scripts do: the frozen components in the "
-                          "--mixed-precision dtype (else fp32), the trained weights in fp32; drop --dtype")  # fmt: skip
-    taken = {"quantization": config.quantization is not None, "compile": config.compile, "grad_accum": config.grad_accum > 1,
-             "offload": config.offload != "no", "gpus": config.gpus > 1, "inputs": config.inputs is not None,
-             "loss": config.loss is not None, "zero": config.zero > 0, "fsdp": config.fsdp != "no",
-             "offload_states": config.offload_states != "none", "keep_outputs": config.keep_outputs}  # fmt: skip
+        raise ConfigError(
+            "training a pipeline casts as diffusers' scripts do: the frozen components in the "
+            "--mixed-precision dtype (else fp32), the trained weights in fp32; drop --dtype"
+        )
+    taken = {
+        "quantization": config.quantization is not None,
+        "compile": config.compile,
+        "grad_accum": config.grad_accum > 1,
+        "offload": config.offload != "no",
+        "gpus": config.gpus > 1,
+        "inputs": config.inputs is not None,
+        "loss": config.loss is not None,
+        "zero": config.zero > 0,
+        "fsdp": config.fsdp != "no",
+        "offload_states": config.offload_states != "none",
+        "keep_outputs": config.keep_outputs,
+    }
     named = [name for name, on in taken.items() if on]
     if named:
         raise UnsupportedError(f"training a diffusion pipeline with {', '.join(named)} is not modelled yet")
     if config.ema and config.lora is not None:
-        raise ConfigError("ema averages a full fine-tune's weights (the scripts' --use_ema); the LoRA scripts keep no EMA, "
-                          "drop ema or lora")  # fmt: skip
+        raise ConfigError(
+            "ema averages a full fine-tune's weights (the scripts' --use_ema); the LoRA scripts keep no EMA, drop ema or lora"
+        )
     if parse_checkpointing(config.checkpointing).kind not in ("none", "full", "every", "all"):
-        raise UnsupportedError(f"checkpointing={config.checkpointing!r} is not modelled for a pipeline's denoiser; "
-                               "use full (the scripts' --gradient_checkpointing) or every:K")  # fmt: skip
+        raise UnsupportedError(
+            f"checkpointing={config.checkpointing!r} is not modelled for a pipeline's denoiser; "
+            "use full (the scripts' --gradient_checkpointing) or every:K"
+        )
 
 
 def _add_lora(denoiser: Any, lora: Any, *, upcast: bool, targets: tuple[str, ...]) -> None:
@@ -441,8 +481,9 @@ def _add_lora(denoiser: Any, lora: Any, *, upcast: bool, targets: tuple[str, ...
         cast_training_params(denoiser, dtype=torch.float32)
 
 
-def _batch(spec: PipelineSpec, config: SimulationConfig, device: str, denoiser: torch.nn.Module,
-           weight_dtype: torch.dtype) -> dict[str, Any]:  # fmt: skip
+def _batch(
+    spec: PipelineSpec, config: SimulationConfig, device: str, denoiser: torch.nn.Module, weight_dtype: torch.dtype
+) -> dict[str, Any]:
     """The pixel batch in fp32 as the scripts' collate makes it (or its cached latent distribution, in the VAE's dtype),
     and the prompt's token ids padded to the tokenizers' lengths (or its cached embeddings)."""
     from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
@@ -494,23 +535,30 @@ def _resolution(spec: PipelineSpec, config: SimulationConfig, denoiser: torch.nn
 def _cached_embeddings(spec: PipelineSpec, dtype: torch.dtype, t5_tokens: int) -> dict[str, torch.Tensor]:
     """The prompt's embeddings as the scripts precompute them once (for one prompt), each named ``cached_<key>``."""
     tokens = spec.max_tokens("tokenizer")
-    encoders = [load_config(spec.component(name)) for name in ("text_encoder", "text_encoder_2", "text_encoder_3")
-                if spec.has(name)]  # fmt: skip
+    encoders = [
+        load_config(spec.component(name)) for name in ("text_encoder", "text_encoder_2", "text_encoder_3") if spec.has(name)
+    ]
     if len(encoders) == 3:  # SD3: both CLIPs' states padded to T5's width, then T5's tokens; both projections
         clip_l, clip_g, t5 = encoders
         pooled = clip_l.projection_dim + clip_g.projection_dim
-        return {"cached_encoder_hidden_states": torch.zeros(1, tokens + t5_tokens, t5.d_model, dtype=dtype),
-                "cached_pooled_projections": torch.zeros(1, pooled, dtype=dtype)}  # fmt: skip
+        return {
+            "cached_encoder_hidden_states": torch.zeros(1, tokens + t5_tokens, t5.d_model, dtype=dtype),
+            "cached_pooled_projections": torch.zeros(1, pooled, dtype=dtype),
+        }
     if t5_tokens:
         clip, t5 = encoders
-        return {"cached_encoder_hidden_states": torch.zeros(1, t5_tokens, t5.d_model, dtype=dtype),
-                "cached_pooled_projections": torch.zeros(1, clip.hidden_size, dtype=dtype),
-                "cached_txt_ids": torch.zeros(t5_tokens, 3, dtype=dtype)}  # fmt: skip
+        return {
+            "cached_encoder_hidden_states": torch.zeros(1, t5_tokens, t5.d_model, dtype=dtype),
+            "cached_pooled_projections": torch.zeros(1, clip.hidden_size, dtype=dtype),
+            "cached_txt_ids": torch.zeros(t5_tokens, 3, dtype=dtype),
+        }
     if len(encoders) == 1:
         return {"cached_encoder_hidden_states": torch.zeros(1, tokens, encoders[0].hidden_size, dtype=dtype)}
     hidden = sum(encoder.hidden_size for encoder in encoders)
-    return {"cached_encoder_hidden_states": torch.zeros(1, tokens, hidden, dtype=dtype),
-            "cached_text_embeds": torch.zeros(1, encoders[-1].projection_dim, dtype=dtype)}  # fmt: skip
+    return {
+        "cached_encoder_hidden_states": torch.zeros(1, tokens, hidden, dtype=dtype),
+        "cached_text_embeds": torch.zeros(1, encoders[-1].projection_dim, dtype=dtype),
+    }
 
 
 def _autocast(dtype: torch.dtype | None, device: str, emulation: KernelEmulation | None) -> Callable[[], Any]:
@@ -524,9 +572,14 @@ def _autocast(dtype: torch.dtype | None, device: str, emulation: KernelEmulation
 
 # -- the report ----------------------------------------------------------------------------------------------------
 
-TRAINING_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
-                   "vae": "encode_latents",
-                   "unet": "train", "transformer": "train"}  # fmt: skip
+TRAINING_PHASES = {
+    "text_encoder": "encode_prompt",
+    "text_encoder_2": "encode_prompt",
+    "text_encoder_3": "encode_prompt",
+    "vae": "encode_latents",
+    "unet": "train",
+    "transformer": "train",
+}
 """The phase of the training step each component runs in (``--json``'s ``components``)."""
 
 
@@ -555,13 +608,21 @@ def training_notes(program: Program) -> list[Assumption]:
     denoiser: Any = program.modules[step.spec.denoiser]
     trained = "LoRA adapters on the frozen denoiser" if step.lora else f"the whole {type(denoiser).__name__} in fp32"
     notes = [
-        Assumption(name="pipeline_training", detail=f"one training step of {step.spec.class_name}'s denoiser as diffusers' "
-                   f"{step.recipe.script} runs it: {trained}; frozen components in {weight} (weight_dtype)"
-                   + (", the VAE in fp32" if step.recipe.vae_fp32 and "latents" not in step.cached else "")),
-    ]  # fmt: skip
-    notes.append(Assumption(name="step_locals_released", detail="the latents, noise, noisy input and prediction are "
-                            "released once the loss is computed (the scripts' loop holds them until the next "
-                            "iteration rebinds them: a few latent-sized tensors)"))  # fmt: skip
+        Assumption(
+            name="pipeline_training",
+            detail=f"one training step of {step.spec.class_name}'s denoiser as diffusers' "
+            f"{step.recipe.script} runs it: {trained}; frozen components in {weight} (weight_dtype)"
+            + (", the VAE in fp32" if step.recipe.vae_fp32 and "latents" not in step.cached else ""),
+        ),
+    ]
+    notes.append(
+        Assumption(
+            name="step_locals_released",
+            detail="the latents, noise, noisy input and prediction are "
+            "released once the loss is computed (the scripts' loop holds them until the next "
+            "iteration rebinds them: a few latent-sized tensors)",
+        )
+    )
     notes.append(
         Assumption(
             name="gradient_clipping",
@@ -571,14 +632,24 @@ def training_notes(program: Program) -> list[Assumption]:
     )
     if step.lora:
         targets = sorted(denoiser.peft_config["default"].target_modules)
-        notes.append(Assumption(name="lora_targets", detail=f"adapters on {', '.join(targets)} (the scripts' default "
-                                "target_modules unless --lora-targets names others; peft's all-linear is read as that default), "
-                                "init_lora_weights='gaussian'"))  # fmt: skip
+        notes.append(
+            Assumption(
+                name="lora_targets",
+                detail=f"adapters on {', '.join(targets)} (the scripts' default "
+                "target_modules unless --lora-targets names others; peft's all-linear is read as that default), "
+                "init_lora_weights='gaussian'",
+            )
+        )
     if step.ema is not None:
-        notes.append(Assumption(name="ema", detail="diffusers' EMAModel over the trained weights (--use_ema, foreach off as "
-                                "train_text_to_image.py defaults it): an fp32 copy on the device, counted with the "
-                                "optimizer states, updated after each optimizer step; --offload_ema and --foreach_ema "
-                                "are not modelled"))  # fmt: skip
+        notes.append(
+            Assumption(
+                name="ema",
+                detail="diffusers' EMAModel over the trained weights (--use_ema, foreach off as "
+                "train_text_to_image.py defaults it): an fp32 copy on the device, counted with the "
+                "optimizer states, updated after each optimizer step; --offload_ema and --foreach_ema "
+                "are not modelled",
+            )
+        )
     if "latents" in step.cached:
         notes.append(
             Assumption(

@@ -48,8 +48,14 @@ __all__ = [
     "pipeline_phases",
 ]
 
-COMPONENT_PHASES = {"text_encoder": "encode_prompt", "text_encoder_2": "encode_prompt", "text_encoder_3": "encode_prompt",
-                    "unet": "denoise", "transformer": "denoise", "vae": "decode"}
+COMPONENT_PHASES = {
+    "text_encoder": "encode_prompt",
+    "text_encoder_2": "encode_prompt",
+    "text_encoder_3": "encode_prompt",
+    "unet": "denoise",
+    "transformer": "denoise",
+    "vae": "decode",
+}
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
 _FAMILIES: dict[str, ModuleType] = {
@@ -134,8 +140,9 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
     modules: dict[str, torch.nn.Module] = {}
     for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
         if spec.has(name):
-            modules[name] = build_model(load_config(spec.component(name)), device=device, dtype=dtype,
-                                        attn_implementation=config.attn_implementation).eval()  # fmt: skip
+            modules[name] = build_model(
+                load_config(spec.component(name)), device=device, dtype=dtype, attn_implementation=config.attn_implementation
+            ).eval()
     modules[spec.denoiser] = _diffusers_model(spec, spec.denoiser, device, dtype)
     if config.quantization is not None:
         _quantize(spec, modules, config, device, dtype)
@@ -179,8 +186,10 @@ def _eager_attention(spec: PipelineSpec, config: SimulationConfig) -> bool:
     if config.attn_implementation in (None, "sdpa"):
         return False
     if config.attn_implementation != "eager":
-        raise UnsupportedError(f"{spec.class_name}: attn_implementation={config.attn_implementation!r} is not modelled "
-                               "for pipelines (sdpa, their default, and eager are)")  # fmt: skip
+        raise UnsupportedError(
+            f"{spec.class_name}: attn_implementation={config.attn_implementation!r} is not modelled "
+            "for pipelines (sdpa, their default, and eager are)"
+        )
     return True
 
 
@@ -203,8 +212,10 @@ def _eager(spec: PipelineSpec, denoiser: Any, vae: Any) -> None:
                 model.set_attention_backend("_native_math")
         elif processors or model is denoiser:
             kinds = ", ".join(sorted({type(p).__name__ for p in processors})) or "its own attention"
-            raise UnsupportedError(f"{spec.class_name}: attn_implementation='eager' is not modelled for {type(model).__name__} "
-                                   f"({kinds}); sdpa, the default, is")  # fmt: skip
+            raise UnsupportedError(
+                f"{spec.class_name}: attn_implementation='eager' is not modelled for {type(model).__name__} "
+                f"({kinds}); sdpa, the default, is"
+            )
         # a model with no attention processors (Wan's VAE) keeps its attention
 
 
@@ -214,8 +225,10 @@ def _slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], sl
     size: str | int = int(slicing) if slicing.isdigit() else slicing
     sliced: list[Any] = [m for m in modules.values() if hasattr(m, "set_attention_slice")]
     if not sliced:
-        raise UnsupportedError(f"{spec.class_name} has no component that slices its attention (diffusers' "
-                               "set_attention_slice is a UNet's); attention_slicing applies to SD 1.5 and SDXL")  # fmt: skip
+        raise UnsupportedError(
+            f"{spec.class_name} has no component that slices its attention (diffusers' "
+            "set_attention_slice is a UNet's); attention_slicing applies to SD 1.5 and SDXL"
+        )
     for model in sliced:
         try:
             model.set_attention_slice(size)
@@ -223,8 +236,9 @@ def _slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], sl
             raise ConfigError(f"attention_slicing={slicing}: {first_line(exc)}") from None
 
 
-def _quantize(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: SimulationConfig, device: str,
-              dtype: torch.dtype) -> None:  # fmt: skip
+def _quantize(
+    spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: SimulationConfig, device: str, dtype: torch.dtype
+) -> None:
     """``--quantization`` on a pipeline quantizes what diffusers' docs quantize: with bitsandbytes, what its
     pipeline-level quantization and its quantization post quantize (``PipelineQuantizationConfig`` over
     ``transformer`` and ``text_encoder_2`` for FLUX): the denoiser and the T5 text encoders, each through its own
@@ -234,10 +248,10 @@ def _quantize(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: S
 
     given = config.quantization if isinstance(config.quantization, str) else type(config.quantization).__name__
     supported = (*BITSANDBYTES_NAMES, *TORCHAO_NAMES)
-    if given not in supported and not isinstance(config.quantization, BitsAndBytesConfig) and not is_torchao(
-            config.quantization):  # fmt: skip
-        raise UnsupportedError(f"{spec.class_name}: pipelines are quantized with bitsandbytes or torchao "
-                               f"({', '.join(supported)}), not {given}")  # fmt: skip
+    if given not in supported and not isinstance(config.quantization, BitsAndBytesConfig) and not is_torchao(config.quantization):
+        raise UnsupportedError(
+            f"{spec.class_name}: pipelines are quantized with bitsandbytes or torchao ({', '.join(supported)}), not {given}"
+        )
     quantization = quantization_config(config.quantization, dtype)
     check_quantized_target(quantization, target=config.device, train=False, lora=False)
     encoders = () if is_torchao(quantization) else (T5EncoderModel, UMT5EncoderModel)
@@ -253,16 +267,24 @@ def pipeline_notes(program: Program) -> list[Assumption]:
     dtype = str(next(program.modules[spec.denoiser].parameters()).dtype).removeprefix("torch.")
     traced = program.step.steps_traced
     notes = [
-        Assumption(name="pipeline", detail=f"{spec.class_name}.__call__ driven component by component (diffusers "
-                   f"{_diffusers_version()}): weights in {dtype}, one prompt, {run.num_images} image(s), "
-                   f"{run.height}x{run.width}"
-                   + ("" if spec.class_name in flux.FLUX_PIPELINES else f", guidance {run.guidance_scale}")),
-        Assumption(name="denoising_steps_traced", detail=f"{traced} of {run.num_inference_steps} denoising steps "
-                   "traced: every step runs the same tensors (and the scheduler's history is full by then), so the "
-                   "rest repeat the last one's memory"),
-        Assumption(name="scheduler_on_host", detail="the scheduler's timesteps and sigmas are kept on the host "
-                   "(a few hundred bytes; the pipeline puts them on the device)"),
-    ]  # fmt: skip
+        Assumption(
+            name="pipeline",
+            detail=f"{spec.class_name}.__call__ driven component by component (diffusers "
+            f"{_diffusers_version()}): weights in {dtype}, one prompt, {run.num_images} image(s), "
+            f"{run.height}x{run.width}" + ("" if spec.class_name in flux.FLUX_PIPELINES else f", guidance {run.guidance_scale}"),
+        ),
+        Assumption(
+            name="denoising_steps_traced",
+            detail=f"{traced} of {run.num_inference_steps} denoising steps "
+            "traced: every step runs the same tensors (and the scheduler's history is full by then), so the "
+            "rest repeat the last one's memory",
+        ),
+        Assumption(
+            name="scheduler_on_host",
+            detail="the scheduler's timesteps and sigmas are kept on the host "
+            "(a few hundred bytes; the pipeline puts them on the device)",
+        ),
+    ]
     if spec.class_name in flux.FLUX_PIPELINES:
         notes.extend(flux.flux_notes(spec, program.step, program.modules[spec.denoiser]))
     if spec.class_name in sd3.SD3_PIPELINES:
@@ -276,13 +298,19 @@ def pipeline_notes(program: Program) -> list[Assumption]:
     if spec.has("safety_checker"):
         notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
     if program.step.residency is not None:
-        how = {"model": "each component's weights are on the device only while it runs (enable_model_cpu_offload)",
-               "sequential": "each module's own weights are on the device only during its forward "
-               "(enable_sequential_cpu_offload)"}[program.step.residency.mode]  # fmt: skip
+        how = {
+            "model": "each component's weights are on the device only while it runs (enable_model_cpu_offload)",
+            "sequential": "each module's own weights are on the device only during its forward (enable_sequential_cpu_offload)",
+        }[program.step.residency.mode]
         notes.append(Assumption(name="cpu_offload", detail=f"{how}; the copies' host memory and PCIe time are not counted"))
     if _upcasts_vae(program.modules["vae"], spec):
-        notes.append(Assumption(name="vae_upcast", detail="the VAE is cast to fp32 for the decode and back "
-                                "(config force_upcast, as the pipeline does for fp16 weights)"))  # fmt: skip
+        notes.append(
+            Assumption(
+                name="vae_upcast",
+                detail="the VAE is cast to fp32 for the decode and back "
+                "(config force_upcast, as the pipeline does for fp16 weights)",
+            )
+        )
     return notes
 
 
@@ -342,8 +370,11 @@ def _scheduler(spec: PipelineSpec) -> Any:
 def _upcasts_vae(vae: torch.nn.Module, spec: PipelineSpec) -> bool:
     """SDXL's pipeline decodes in fp32 when the VAE is fp16 and its config says ``force_upcast``."""
     vae_config: Any = vae.config
-    return (spec.class_name == "StableDiffusionXLPipeline" and next(vae.parameters()).dtype == torch.float16
-            and bool(vae_config.force_upcast))  # fmt: skip
+    return (
+        spec.class_name == "StableDiffusionXLPipeline"
+        and next(vae.parameters()).dtype == torch.float16
+        and bool(vae_config.force_upcast)
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -381,8 +412,10 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
     is_sd3, is_pixart = spec.class_name in sd3.SD3_PIPELINES, spec.class_name in pixart.PIXART_PIPELINES
     if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_wan or is_ltx):
-        raise ConfigError(f"max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's, LTX's); {spec.class_name} has "
-                          "no such argument")  # fmt: skip
+        raise ConfigError(
+            f"max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's, LTX's); {spec.class_name} has "
+            "no such argument"
+        )
     tokens: int | None = None
     if is_flux:
         tokens = flux.max_sequence_length(denoiser, config.max_sequence_length)
@@ -400,8 +433,9 @@ def _run(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module
         num_images=config.num_images,
         max_sequence_length=tokens,
         num_frames=wan.num_frames(config.num_frames, vae) if is_wan else ltx.num_frames(config.num_frames) if is_ltx else None,
-        defaulted=tuple(name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items()
-                        if value is None),
+        defaulted=tuple(
+            name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items() if value is None
+        ),
     )
 
 
@@ -533,8 +567,9 @@ class _Generate:
         del hidden
         embeds = embeds.repeat(1, n, 1).view(n, embeds.shape[1], -1)
         pooled = pooled.repeat(1, n).view(n, -1)
-        time_ids = torch.tensor([[self.run.height, self.run.width, 0, 0, self.run.height, self.run.width]],
-                                dtype=embeds.dtype).to(embeds.device)  # fmt: skip
+        time_ids = torch.tensor(
+            [[self.run.height, self.run.width, 0, 0, self.run.height, self.run.width]], dtype=embeds.dtype
+        ).to(embeds.device)
         if self._cfg:  # force_zeros_for_empty_prompt: the negative embeddings are zeros, no encoder run
             embeds = torch.cat([torch.zeros_like(embeds), embeds])
             pooled = torch.cat([torch.zeros_like(pooled), pooled])

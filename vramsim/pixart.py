@@ -23,8 +23,17 @@ if TYPE_CHECKING:
     from .pipelines import _Generate
     from .program import Program
 
-__all__ = ["PIXART_PIPELINES", "binned_size", "decode", "denoise", "encode_prompt", "guided_t5_prompt", "max_sequence_length",
-           "pixart_notes", "prompt_batch"]  # fmt: skip
+__all__ = [
+    "PIXART_PIPELINES",
+    "binned_size",
+    "decode",
+    "denoise",
+    "encode_prompt",
+    "guided_t5_prompt",
+    "max_sequence_length",
+    "pixart_notes",
+    "prompt_batch",
+]
 
 T5Embeds = Callable[["_Generate", "Program"], tuple[torch.Tensor, torch.Tensor]]
 """A pipeline's ``_get_t5_prompt_embeds``: the prompt's embeddings and attention mask."""
@@ -55,12 +64,17 @@ def binned_size(step: _Generate, transformer: torch.nn.Module) -> tuple[int, int
     from diffusers.pipelines.pixart_alpha import pipeline_pixart_alpha as alpha
     from diffusers.pipelines.pixart_alpha import pipeline_pixart_sigma as sigma
 
-    bins = {256: sigma.ASPECT_RATIO_2048_BIN, 128: alpha.ASPECT_RATIO_1024_BIN, 64: alpha.ASPECT_RATIO_512_BIN,
-            32: alpha.ASPECT_RATIO_256_BIN}  # fmt: skip
+    bins = {
+        256: sigma.ASPECT_RATIO_2048_BIN,
+        128: alpha.ASPECT_RATIO_1024_BIN,
+        64: alpha.ASPECT_RATIO_512_BIN,
+        32: alpha.ASPECT_RATIO_256_BIN,
+    }
     config: Any = transformer.config
     if config.sample_size not in bins:
-        raise ConfigError(f"PixArtSigmaPipeline bins resolutions for a transformer sample_size of {sorted(bins)}, "
-                          f"not {config.sample_size}")  # fmt: skip
+        raise ConfigError(
+            f"PixArtSigmaPipeline bins resolutions for a transformer sample_size of {sorted(bins)}, not {config.sample_size}"
+        )
     return PixArtImageProcessor.classify_height_width_bin(step.run.height, step.run.width, ratios=bins[config.sample_size])
 
 
@@ -69,11 +83,17 @@ def pixart_notes(step: _Generate, transformer: torch.nn.Module) -> list[Assumpti
     height, width = binned_size(step, transformer)
     negative = " and the empty negative prompt (guidance doubles the transformer's batch)" if step.run.guidance_scale > 1 else ""
     return [
-        Assumption(name="pixart_prompt", detail=f"T5's last hidden state over the prompt{negative}, padded to "
-                   f"max_sequence_length={step.run.max_sequence_length} with its attention mask"),
-        Assumption(name="resolution_binning", detail=f"use_resolution_binning (the default): generated at the nearest "
-                   f"aspect-ratio bin, {height}x{width}, then resized and cropped to {step.run.height}x{step.run.width}"),
-    ]  # fmt: skip
+        Assumption(
+            name="pixart_prompt",
+            detail=f"T5's last hidden state over the prompt{negative}, padded to "
+            f"max_sequence_length={step.run.max_sequence_length} with its attention mask",
+        ),
+        Assumption(
+            name="resolution_binning",
+            detail=f"use_resolution_binning (the default): generated at the nearest "
+            f"aspect-ratio bin, {height}x{width}, then resized and cropped to {step.run.height}x{step.run.width}",
+        ),
+    ]
 
 
 def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,10 +126,12 @@ def guided_t5_prompt(step: _Generate, program: Program, t5_embeds: T5Embeds) -> 
     if step.run.guidance_scale <= 1:
         return {"encoder_hidden_states": prompt_embeds, "encoder_attention_mask": prompt_attention_mask}
     negative_prompt_embeds, negative_prompt_attention_mask = t5_embeds(step, program)
-    return {"encoder_hidden_states": torch.cat([negative_prompt_embeds, prompt_embeds], dim=0),
-            "encoder_attention_mask": torch.cat([negative_prompt_attention_mask, prompt_attention_mask], dim=0),
-            "negative_prompt_embeds": negative_prompt_embeds,
-            "negative_prompt_attention_mask": negative_prompt_attention_mask}  # fmt: skip
+    return {
+        "encoder_hidden_states": torch.cat([negative_prompt_embeds, prompt_embeds], dim=0),
+        "encoder_attention_mask": torch.cat([negative_prompt_attention_mask, prompt_attention_mask], dim=0),
+        "negative_prompt_embeds": negative_prompt_embeds,
+        "negative_prompt_attention_mask": negative_prompt_attention_mask,
+    }
 
 
 def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -132,9 +154,14 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
         latent_model_input = torch.cat([latents] * 2) if guided else latents
         latent_model_input = scheduler.scale_model_input(latent_model_input, t)
         current_timestep = t[None].to(device).expand(latent_model_input.shape[0])
-        noise_pred = transformer(latent_model_input, encoder_hidden_states=prompt_embeds,
-                                 encoder_attention_mask=embeds["encoder_attention_mask"], timestep=current_timestep,
-                                 added_cond_kwargs={"resolution": None, "aspect_ratio": None}, return_dict=False)[0]  # fmt: skip
+        noise_pred = transformer(
+            latent_model_input,
+            encoder_hidden_states=prompt_embeds,
+            encoder_attention_mask=embeds["encoder_attention_mask"],
+            timestep=current_timestep,
+            added_cond_kwargs={"resolution": None, "aspect_ratio": None},
+            return_dict=False,
+        )[0]
         if guided:
             noise_pred_uncond, noise_pred_text = noise_pred.chunk(2)
             noise_pred = noise_pred_uncond + step.run.guidance_scale * (noise_pred_text - noise_pred_uncond)

@@ -30,8 +30,16 @@ if TYPE_CHECKING:  # torch loads when a model is quantized: the command line rea
     import torch
 
 __all__ = [
-    "BITSANDBYTES_NAMES", "QUANTIZATIONS", "check_quantized_target", "describe_quantization", "is_bitsandbytes", "logical_numel",
-    "quantization_config", "quantization_notes", "quantize_model", "quantized_kernels_on_meta",
+    "BITSANDBYTES_NAMES",
+    "QUANTIZATIONS",
+    "check_quantized_target",
+    "describe_quantization",
+    "is_bitsandbytes",
+    "logical_numel",
+    "quantization_config",
+    "quantization_notes",
+    "quantize_model",
+    "quantized_kernels_on_meta",
 ]
 
 QUANTIZATIONS: dict[str, dict[str, Any]] = {
@@ -56,8 +64,12 @@ activation scales; ``fp8-rowwise`` is torchao's ``Float8DynamicActivationFloat8W
 scale per weight row and per input token); ``int8wo`` is torchao's ``Int8WeightOnlyConfig`` (per row);
 ``int4wo`` is torchao's ``Int4WeightOnlyConfig`` (groups of 128), ``int4wo-tinygemm`` the same in torch's
 tinygemm tiles (``int4_packing_format="tile_packed_to_4d"``); the rest are the libraries' defaults."""
-_CONFIG_CLASSES = {"gptq": "GPTQConfig", "awq": "AwqConfig", "fp8": "FineGrainedFP8Config",
-                   **dict.fromkeys(TORCHAO_NAMES, "TorchAoConfig")}  # fmt: skip
+_CONFIG_CLASSES = {
+    "gptq": "GPTQConfig",
+    "awq": "AwqConfig",
+    "fp8": "FineGrainedFP8Config",
+    **dict.fromkeys(TORCHAO_NAMES, "TorchAoConfig"),
+}
 BITSANDBYTES_NAMES = tuple(name for name in QUANTIZATIONS if name not in _CONFIG_CLASSES)
 """The ``QUANTIZATIONS`` names that are bitsandbytes' formats (their config is ``BitsAndBytesConfig``)."""
 _SIMULATED = ("BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "FineGrainedFP8Config", "TorchAoConfig")
@@ -97,8 +109,10 @@ def check_quantized_target(config: Any, *, target: str, train: bool, lora: bool)
     if target.lower() != "cpu":
         return
     if config.load_in_8bit:
-        raise UnsupportedError("bitsandbytes LLM.int8 on the cpu target runs the library's reference composites, "
-                               "which vramsim does not model; simulate a GPU target")  # fmt: skip
+        raise UnsupportedError(
+            "bitsandbytes LLM.int8 on the cpu target runs the library's reference composites, "
+            "which vramsim does not model; simulate a GPU target"
+        )
     if not train:
         raise UnsupportedError(
             "bitsandbytes 4-bit inference on the cpu target repacks weights for the host's AVX512 kernels, which "
@@ -118,8 +132,10 @@ def quantize_model(model: torch.nn.Module, config: Any, *, device: str, target: 
             quantize_torchao_diffusers(model, config, device)
             return
         if not isinstance(config, BitsAndBytesConfig):
-            raise UnsupportedError(f"a diffusers model is quantized here with bitsandbytes (nf4, fp4, int8) or torchao "
-                                   f"({', '.join(TORCHAO_NAMES)}), not {type(config).__name__}")  # fmt: skip
+            raise UnsupportedError(
+                f"a diffusers model is quantized here with bitsandbytes (nf4, fp4, int8) or torchao "
+                f"({', '.join(TORCHAO_NAMES)}), not {type(config).__name__}"
+            )
         quantizer = _diffusers_quantizer(model, config, device)
     elif isinstance(model, PreTrainedModel):
         if not isinstance(config, BitsAndBytesConfig):
@@ -200,19 +216,34 @@ def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: 
 
     config = getattr(getattr(model, "config", None), "quantization_config", None)
     if not isinstance(config, BitsAndBytesConfig):
-        loaded = [Assumption(name="quantized_weights", detail=f"{describe_quantization(model)}: a pre-quantized checkpoint "
-                             "loaded as transformers loads it; layers its loader skips (the head) stay unquantized")]
+        loaded = [
+            Assumption(
+                name="quantized_weights",
+                detail=f"{describe_quantization(model)}: a pre-quantized checkpoint "
+                "loaded as transformers loads it; layers its loader skips (the head) stay unquantized",
+            )
+        ]
         return loaded + format_notes(config, train=train)
     eight_bit = getattr(config, "load_in_8bit", False)
-    notes = [Assumption(name="quantized_weights", detail=f"{describe_quantization(model)}: weights quantized at load "
-                        "time by the library from a checkpoint in the model's dtype; layers it skips stay unquantized")]
+    notes = [
+        Assumption(
+            name="quantized_weights",
+            detail=f"{describe_quantization(model)}: weights quantized at load "
+            "time by the library from a checkpoint in the model's dtype; layers it skips stay unquantized",
+        )
+    ]
     if gpu and eight_bit and getattr(config, "llm_int8_threshold", 0.0) > 0:
         notes.append(Assumption(name="llm_int8_outliers", detail=NOTE_LLM_INT8))
     elif gpu and not eight_bit:
         notes.append(Assumption(name="gemm_4bit_path", detail=NOTE_GEMM_4BIT))
     if train and lora:
-        notes.append(Assumption(name="kbit_training", detail="peft.prepare_model_for_kbit_training (QLoRA's recipe, "
-                                "also TRL's): the base frozen, its unquantized weights upcast to float32"))
+        notes.append(
+            Assumption(
+                name="kbit_training",
+                detail="peft.prepare_model_for_kbit_training (QLoRA's recipe, "
+                "also TRL's): the base frozen, its unquantized weights upcast to float32",
+            )
+        )
     return notes
 
 
@@ -254,14 +285,23 @@ def _quantize_weight(module: torch.nn.Module, checkpoint_tensor: Callable[..., t
         assert isinstance(weight, bnb.nn.Params4bit)
         loaded = checkpoint_tensor(weight.shape)
         packed, state = bnb.functional.quantize_4bit(
-            loaded, blocksize=weight.blocksize, compress_statistics=weight.compress_statistics,
-            quant_type=weight.quant_type, quant_storage=weight.quant_storage,
-        )  # fmt: skip
+            loaded,
+            blocksize=weight.blocksize,
+            compress_statistics=weight.compress_statistics,
+            quant_type=weight.quant_type,
+            quant_storage=weight.quant_storage,
+        )
         module.weight = bnb.nn.Params4bit(
-            packed, requires_grad=False, quant_state=state, blocksize=weight.blocksize,
-            compress_statistics=weight.compress_statistics, quant_type=weight.quant_type,
-            quant_storage=weight.quant_storage, bnb_quantized=True, module=module,
-        )  # fmt: skip
+            packed,
+            requires_grad=False,
+            quant_state=state,
+            blocksize=weight.blocksize,
+            compress_statistics=weight.compress_statistics,
+            quant_type=weight.quant_type,
+            quant_storage=weight.quant_storage,
+            bnb_quantized=True,
+            module=module,
+        )
         module.quant_state = state
     elif isinstance(module, bnb.nn.Linear8bitLt):
         assert isinstance(weight, bnb.nn.Int8Params)

@@ -55,8 +55,10 @@ def check_format_target(config: Any, *, target: str, train: bool, lora: bool) ->
     needed = MARLIN_GPTQ_CAPABILITY if method == "gptq" else MARLIN_AWQ_CAPABILITY
     capability = profile.compute_capability
     if profile.vendor != "nvidia" or capability is None or capability < needed:
-        raise UnsupportedError(f"{name} is modelled with gptqmodel's Marlin kernel, which needs an NVIDIA GPU of compute "
-                               f"capability {needed[0]}.{needed[1]}+; {profile.label} runs other kernels")  # fmt: skip
+        raise UnsupportedError(
+            f"{name} is modelled with gptqmodel's Marlin kernel, which needs an NVIDIA GPU of compute "
+            f"capability {needed[0]}.{needed[1]}+; {profile.label} runs other kernels"
+        )
     backend = getattr(config, "backend", None)
     backend = getattr(backend, "value", backend)
     problems = [
@@ -102,8 +104,9 @@ def quantize_format(model: torch.nn.Module, config: Any, *, device: str, target:
         from transformers.quantizers.auto import AutoHfQuantizer
 
         quantizer = AutoHfQuantizer.from_config(config, pre_quantized=True)
-        skip = quantizer.get_modules_to_not_convert(model, config.modules_to_not_convert, model._keep_in_fp32_modules,
-                                                    add_default_skips=True)  # fmt: skip
+        skip = quantizer.get_modules_to_not_convert(
+            model, config.modules_to_not_convert, model._keep_in_fp32_modules, add_default_skips=True
+        )
     if train:
         from .quantized_training import swap_training_layers
 
@@ -140,38 +143,54 @@ def format_notes(config: Any, *, train: bool = False) -> list[Assumption]:
         return torchao_notes(config)
     if train:
         return [Assumption(name="training_kernel", detail=QUANTIZED_TRAINING_KERNELS[_method(config)])]
-    return [Assumption(name="marlin_kernel", detail=(
-        f"{QUANTIZED_KERNELS[_method(config)]}, gptqmodel's automatic choice on NVIDIA GPUs (estimators/assumptions.py "
-        "QUANTIZED_KERNELS): layers as after its post_init (repacked qweight, scales, a per-layer int32 workspace of "
-        "max(SMs, 128)); each matmul allocates its output and an fp32 reduce buffer of SMs x min(rows rounded up to "
-        "16, 64) x 256 floats"))]  # fmt: skip
+    return [
+        Assumption(
+            name="marlin_kernel",
+            detail=(
+                f"{QUANTIZED_KERNELS[_method(config)]}, gptqmodel's automatic choice on NVIDIA GPUs (estimators/assumptions.py "
+                "QUANTIZED_KERNELS): layers as after its post_init (repacked qweight, scales, a per-layer int32 workspace of "
+                "max(SMs, 128)); each matmul allocates its output and an fp32 reduce buffer of SMs x min(rows rounded up to "
+                "16, 64) x 256 floats"
+            ),
+        )
+    ]
 
 
 def _check_training(config: Any, method: str, profile: DeviceProfile, *, lora: bool) -> None:
     """A GPTQ/AWQ base trains LoRA adapters through gptqmodel's trainable CUDA layers (vramsim/quantized_training.py)."""
     name = method.upper()
     if not lora:
-        raise UnsupportedError(f"a {name} base stays frozen (packed integer weights have no gradient): train LoRA "
-                               "adapters on it (--lora-rank) or simulate --task forward")  # fmt: skip
+        raise UnsupportedError(
+            f"a {name} base stays frozen (packed integer weights have no gradient): train LoRA "
+            "adapters on it (--lora-rank) or simulate --task forward"
+        )
     if profile.vendor != "nvidia":
-        raise UnsupportedError(f"training on a {name} base runs gptqmodel's CUDA kernels (Triton dequantization, AWQ GEMM); "
-                               f"{profile.label} is not an NVIDIA GPU")  # fmt: skip
+        raise UnsupportedError(
+            f"training on a {name} base runs gptqmodel's CUDA kernels (Triton dequantization, AWQ GEMM); "
+            f"{profile.label} is not an NVIDIA GPU"
+        )
     bits = {"gptq": TRAINING_GPTQ_BITS, "awq": (4,)}[method]
     if config.bits not in bits or (method == "awq" and _awq_version(config) != "gemm"):
-        raise UnsupportedError(f"training on {name} with bits={config.bits} is not modelled (gptqmodel trains "
-                               f"{name} {'/'.join(map(str, bits))}-bit{', gemm format' if method == 'awq' else ''})")  # fmt: skip
+        raise UnsupportedError(
+            f"training on {name} with bits={config.bits} is not modelled (gptqmodel trains "
+            f"{name} {'/'.join(map(str, bits))}-bit{', gemm format' if method == 'awq' else ''})"
+        )
 
 
 def _check_fp8(config: Any, profile: DeviceProfile, *, train: bool, lora: bool) -> None:
     capability = profile.compute_capability
     if profile.vendor != "nvidia" or capability is None or capability < FP8_CAPABILITY:
-        raise UnsupportedError(f"FP8 weights need an NVIDIA GPU of compute capability 8.9+ (Ada, Hopper, Blackwell); "
-                               f"{profile.label} has no FP8 kernels (transformers would dequantize to bf16)")  # fmt: skip
+        raise UnsupportedError(
+            f"FP8 weights need an NVIDIA GPU of compute capability 8.9+ (Ada, Hopper, Blackwell); "
+            f"{profile.label} has no FP8 kernels (transformers would dequantize to bf16)"
+        )
     if config.dequantize:
         raise UnsupportedError("FineGrainedFP8Config(dequantize=True) loads the weights in bf16: simulate without quantization")
     if train and not lora:
-        raise UnsupportedError("FP8 weights stay frozen (transformers' FP8Linear has no weight gradient): train LoRA "
-                               "adapters on them (--lora-rank) or simulate --task forward")  # fmt: skip
+        raise UnsupportedError(
+            "FP8 weights stay frozen (transformers' FP8Linear has no weight gradient): train LoRA "
+            "adapters on them (--lora-rank) or simulate --task forward"
+        )
 
 
 def _swap_fp8(model: torch.nn.Module, config: Any, dtype: torch.dtype) -> None:
@@ -184,8 +203,7 @@ def _swap_fp8(model: torch.nn.Module, config: Any, dtype: torch.dtype) -> None:
     quantizer = AutoHfQuantizer.from_config(config, pre_quantized=True)
     quantizer.preprocess_model(model, device_map={"": "meta"})
     if any(isinstance(m, FP8Experts) for m in model.modules()):
-        raise UnsupportedError("FP8 mixture-of-experts layers (transformers' FP8Experts) are not modelled; dense FP8 "
-                               "models are")  # fmt: skip
+        raise UnsupportedError("FP8 mixture-of-experts layers (transformers' FP8Experts) are not modelled; dense FP8 models are")
     for module in model.modules():
         if isinstance(module, FP8Linear):
             if module.bias is not None:

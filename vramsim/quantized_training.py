@@ -27,8 +27,15 @@ from torch import nn
 
 from .marlin_linear import MarlinFormat, quantized_layers
 
-__all__ = ["AWQ_DEQUANT_ROWS", "AWQ_SPLIT_K", "QUANTIZED_TRAINING_LAYERS", "AwqTrainingLinear", "GptqTrainingLinear",
-           "lora_dispatch", "swap_training_layers"]  # fmt: skip
+__all__ = [
+    "AWQ_DEQUANT_ROWS",
+    "AWQ_SPLIT_K",
+    "QUANTIZED_TRAINING_LAYERS",
+    "AwqTrainingLinear",
+    "GptqTrainingLinear",
+    "lora_dispatch",
+    "swap_training_layers",
+]
 
 AWQ_DEQUANT_ROWS = 1024
 """``AwqGemmFn.forward``: ``rows > 1024`` dequantizes the weight and runs a dense matmul (gemm_awq.py)."""

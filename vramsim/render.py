@@ -44,10 +44,13 @@ def render_summary(report: Report, console: Console) -> None:
                 + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
                 if not report.components
                 else f"  task={report.task} target={report.target} {opts.get('height')}x{opts.get('width')}"
-                + (f" batch={opts.get('batch_size')} checkpointing={opts.get('checkpointing')}" if report.task == "train"
-                   else f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"
-                   + (f" frames={opts['num_frames']}" if opts.get("num_frames") else "")
-                   + f" guidance={opts.get('guidance_scale')}")
+                + (
+                    f" batch={opts.get('batch_size')} checkpointing={opts.get('checkpointing')}"
+                    if report.task == "train"
+                    else f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"
+                    + (f" frames={opts['num_frames']}" if opts.get("num_frames") else "")
+                    + f" guidance={opts.get('guidance_scale')}"
+                )
             )
             + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
             f"  parameters={report.parameters:,}",
@@ -57,15 +60,20 @@ def render_summary(report: Report, console: Console) -> None:
         console.print("Simulated with: " + ", ".join(f"{name} {value}" for name, value in report.settings.items()))
     at = report.peak_at
     where = f"step {at.step}, {at.phase}, {at.op}" + (f" in {at.module}" if at.module else "")
-    console.print(Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"),
-                                f"  at {where}"))  # fmt: skip
-    console.print(f"Reserved by the allocator: {format_bytes(report.reserved_bytes)}   "
-                  f"{_device_label(report.target).capitalize()}: {format_bytes(report.device_bytes)}")  # fmt: skip
+    console.print(
+        Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"), f"  at {where}")
+    )
+    console.print(
+        f"Reserved by the allocator: {format_bytes(report.reserved_bytes)}   "
+        f"{_device_label(report.target).capitalize()}: {format_bytes(report.device_bytes)}"
+    )
     if report.fits is not None and report.capacity_bytes is not None:
         usable = report.capacity_bytes * (1 - report.headroom)
         verdict = "[bold green]FITS[/]" if report.fits else "[bold red]DOES NOT FIT[/]"
-        console.print(f"{verdict} on {report.target}: {format_bytes(report.device_bytes)} of "
-                      f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)")  # fmt: skip
+        console.print(
+            f"{verdict} on {report.target}: {format_bytes(report.device_bytes)} of "
+            f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)"
+        )
         if report.allocator_pressure is not None:
             console.print(_pressure(report.allocator_pressure))
         for hint in report.advice:
@@ -116,8 +124,7 @@ def _components(report: Report) -> Table:
     for name in ("component", "phase", "peak while running", "weights"):
         table.add_column(name, justify="left" if name in ("component", "phase") else "right", no_wrap=True)
     for component in report.components:
-        table.add_row(component.name, component.phase, format_bytes(component.peak_bytes),
-                      format_bytes(component.weights_bytes))  # fmt: skip
+        table.add_row(component.name, component.phase, format_bytes(component.peak_bytes), format_bytes(component.weights_bytes))
     return table
 
 
@@ -132,8 +139,9 @@ def _ranks(report: Report) -> Table:
     table.add_column("per rank")
     table.add_column("bytes", justify="right")
     for category, nbytes in ranks.model_state.items():
-        table.add_row(f"{category} (held between steps)" if category != "gradients" else "gradients (one step)",
-                      format_bytes(nbytes))  # fmt: skip
+        table.add_row(
+            f"{category} (held between steps)" if category != "gradients" else "gradients (one step)", format_bytes(nbytes)
+        )
     buckets = [nbytes for name, nbytes in ranks.buffers.items() if name.startswith("DDP bucket ")]
     if buckets:  # one row for DDP's buckets (a large model has hundreds; --json lists each)
         table.add_row(f"communication: DDP buckets x{len(buckets)} (kept for the run)", format_bytes(sum(buckets)))
@@ -148,8 +156,11 @@ def _ranks(report: Report) -> Table:
     table.add_row(_device_label(report.target), format_bytes(report.device_bytes))
     for stage in ranks.stages:
         fits = "" if stage.fits is None else (", fits" if stage.fits else ", does not fit")
-        table.add_row(f"stage {stage.rank}: {len(stage.layers)} layers, {format_bytes(stage.held_bytes)} held per "
-                      f"micro-batch x {stage.in_flight:g} in flight", f"{format_bytes(stage.device_bytes)}{fits}")  # fmt: skip
+        table.add_row(
+            f"stage {stage.rank}: {len(stage.layers)} layers, {format_bytes(stage.held_bytes)} held per "
+            f"micro-batch x {stage.in_flight:g} in flight",
+            f"{format_bytes(stage.device_bytes)}{fits}",
+        )
     if report.fits is not None:
         table.add_row("fits", "yes" if report.fits else "no")
     return table
@@ -157,18 +168,28 @@ def _ranks(report: Report) -> Table:
 
 def _checkpointing(report: Report) -> Table:
     auto = report.options.get("checkpointing") == "auto"
-    title = "Activation checkpointing: auto's choice, per layer" if auto else \
-        "Activation checkpointing, each choice from this one trace"  # fmt: skip
+    title = (
+        "Activation checkpointing: auto's choice, per layer"
+        if auto
+        else "Activation checkpointing, each choice from this one trace"
+    )
     table = Table(title=title, title_justify="left")
     for name in ("choice", "peak", "device", "fits", "recomputed", "TFLOP", "to host"):
-        table.add_column(name, justify="left" if name == "choice" else "right", no_wrap=name != "choice",
-                         overflow="fold")  # the choice gives way, folded whole  # fmt: skip
+        table.add_column(
+            name, justify="left" if name == "choice" else "right", no_wrap=name != "choice", overflow="fold"
+        )  # the choice gives way, folded whole
     for choice in report.checkpointing:
         fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
         cost = choice.cost
-        table.add_row(choice.checkpointing, format_bytes(choice.peak_bytes), format_bytes(choice.device_bytes), fits,
-                      f"{cost.recomputed_ops:,}", f"{cost.recomputed_flops / 1e12:,.1f}",
-                      format_bytes(cost.offloaded_bytes))  # fmt: skip
+        table.add_row(
+            choice.checkpointing,
+            format_bytes(choice.peak_bytes),
+            format_bytes(choice.device_bytes),
+            fits,
+            f"{cost.recomputed_ops:,}",
+            f"{cost.recomputed_flops / 1e12:,.1f}",
+            format_bytes(cost.offloaded_bytes),
+        )
     return table
 
 
@@ -188,19 +209,23 @@ def _layers(report: Report, console: Console, fold: bool) -> Table:
     peft = bool(rows) and all(row.module.startswith(PEFT_PREFIX) for row in rows)
     folded = "; xN: N alike layers, figures per layer" if any(row.count > 1 for row in rows) else ""
     cells = [
-        (f"{row.parameters:,}", format_bytes(row.parameter_bytes), _saved(*row.activation_bytes),
-         format_bytes(row.peak_bytes) if row.peak_bytes else "-")
+        (
+            f"{row.parameters:,}",
+            format_bytes(row.parameter_bytes),
+            _saved(*row.activation_bytes),
+            format_bytes(row.peak_bytes) if row.peak_bytes else "-",
+        )
         for row in rows
-    ]  # fmt: skip
+    ]
     headers = ("parameters", "param\nbytes", "saved\nactivations", "peak while\nrunning")
-    widths = [max([len(line) for line in header.split("\n")] + [len(cell[i]) for cell in cells])
-              for i, header in enumerate(headers)]  # fmt: skip
+    widths = [
+        max([len(line) for line in header.split("\n")] + [len(cell[i]) for cell in cells]) for i, header in enumerate(headers)
+    ]
     room = max(console.width - sum(widths) - 3 * (len(headers) + 1) - 1, _MODULE_MIN_WIDTH)
     notes = ["\u2264: its layers differ, the most one saves"] if any("\u2264" in cell[2] for cell in cells) else []
     notes += [f"module names without peft's {PEFT_PREFIX} prefix"] if peft else []
     caption = "\n".join(notes) or None
-    table = Table(title=f"Per layer (steady-state step{folded})", title_justify="left", caption=caption,
-                  caption_justify="left")  # fmt: skip
+    table = Table(title=f"Per layer (steady-state step{folded})", title_justify="left", caption=caption, caption_justify="left")
     table.add_column("module", overflow="fold")
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
@@ -233,8 +258,9 @@ def render_devices(console: Console) -> None:
     table = Table(title="Target devices (--device NAME)", title_justify="left")
     for name in ("name", "device", "total_memory", "arch", "bf16", "fp8", "SMs/CUs"):
         header = {"total_memory": "total\nmemory", "SMs/CUs": "SMs/\nCUs"}.get(name, name)  # narrow: 80 columns
-        table.add_column(header, justify="right" if name in ("total_memory", "SMs/CUs") else "left",
-                         no_wrap=name != "device", overflow="fold")  # fmt: skip
+        table.add_column(
+            header, justify="right" if name in ("total_memory", "SMs/CUs") else "left", no_wrap=name != "device", overflow="fold"
+        )
     groups = {"host": "host", "datacenter": "data centre", "workstation": "workstation", "consumer": "consumer"}
     group = ""
     for profile in DEVICES.values():
@@ -247,13 +273,24 @@ def render_devices(console: Console) -> None:
         memory = format_bytes(profile.memory_bytes) if profile.memory_bytes else "host RAM"
         if profile.memory_source.startswith("estimate"):
             memory += " *"
-        arch = profile.gfx_arch or (f"sm_{profile.compute_capability[0]}{profile.compute_capability[1]}"
-                                    if profile.compute_capability else profile.architecture)  # fmt: skip
-        table.add_row(profile.name, profile.label, memory, arch, "yes" if profile.supports_bf16 else "no",
-                      "yes" if profile.supports_fp8 else "no", str(profile.multiprocessors or "-"))  # fmt: skip
+        arch = profile.gfx_arch or (
+            f"sm_{profile.compute_capability[0]}{profile.compute_capability[1]}"
+            if profile.compute_capability
+            else profile.architecture
+        )
+        table.add_row(
+            profile.name,
+            profile.label,
+            memory,
+            arch,
+            "yes" if profile.supports_bf16 else "no",
+            "yes" if profile.supports_fp8 else "no",
+            str(profile.multiprocessors or "-"),
+        )
     console.print(table)
-    console.print("* estimated from a sibling card's driver reservation (no reported figure found); "
-                  "sources: vramsim.estimators.devices")  # fmt: skip
+    console.print(
+        "* estimated from a sibling card's driver reservation (no reported figure found); sources: vramsim.estimators.devices"
+    )
 
 
 def render_validations(results: list[Validation], console: Console) -> None:
@@ -261,8 +298,13 @@ def render_validations(results: list[Validation], console: Console) -> None:
     for name in ("model", "device", "predicted", "measured", "error"):
         table.add_column(name, justify="left" if name in ("model", "device") else "right")
     for result in results:
-        table.add_row(result.model, result.device, format_bytes(result.predicted_bytes),
-                      format_bytes(result.measured_bytes), f"{result.error:+.3%}")  # fmt: skip
+        table.add_row(
+            result.model,
+            result.device,
+            format_bytes(result.predicted_bytes),
+            format_bytes(result.measured_bytes),
+            f"{result.error:+.3%}",
+        )
     console.print(table)
 
 
@@ -272,20 +314,31 @@ def render_serve(report: ServeReport, console: Console) -> None:
     engine = "vLLM" if report.engine == "vllm" else "SGLang"
     share = "gpu_memory_utilization" if report.engine == "vllm" else "mem_fraction_static"
     pipeline = f", pipeline parallel {report.pp}" if report.pp > 1 else ""
-    console.print(Text.assemble((report.model, "bold"), f"  {engine} on {report.gpus} x {report.target}, tensor parallel "
-                                f"{report.tp}{pipeline}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
-                                f"{report.kv_cache_dtype}  (per rank)"))  # fmt: skip
+    console.print(
+        Text.assemble(
+            (report.model, "bold"),
+            f"  {engine} on {report.gpus} x {report.target}, tensor parallel "
+            f"{report.tp}{pipeline}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
+            f"{report.kv_cache_dtype}  (per rank)",
+        )
+    )
     rows = [
         ("total_memory of the device", report.total_bytes, ""),
-        (f"usable: total x {share} {report.utilization:.2f}", report.usable_bytes,
-         "" if report.engine == "vllm" else "total less the CUDA context, times the fraction"),
+        (
+            f"usable: total x {share} {report.utilization:.2f}",
+            report.usable_bytes,
+            "" if report.engine == "vllm" else "total less the CUDA context, times the fraction",
+        ),
         ("- weights (this rank's shard)", report.weights_bytes, "every parameter, as the allocator holds it"),
-        (f"- activation peak of a profile forward over {report.max_num_batched_tokens:,} tokens",
-         report.activation_peak_bytes, f"logits kept for {report.max_num_seqs:,} sequences"),
+        (
+            f"- activation peak of a profile forward over {report.max_num_batched_tokens:,} tokens",
+            report.activation_peak_bytes,
+            f"logits kept for {report.max_num_seqs:,} sequences",
+        ),
         ("- memory outside torch (NCCL, custom all-reduce)", report.non_torch_bytes, "tensor or pipeline parallel only"),
         ("- CUDA graph pool", report.cuda_graph_bytes, "0 with --enforce-eager"),
         ("= KV cache", report.kv_cache_bytes, ""),
-    ]  # fmt: skip
+    ]
     table = Table(title="Budget", title_justify="left")
     for name in ("term", "bytes", "why"):
         table.add_column(name, justify="right" if name == "bytes" else "left")
@@ -295,21 +348,31 @@ def render_serve(report: ServeReport, console: Console) -> None:
     if report.stages:
         console.print(_serve_stages(report))
     console.print(f"Available KV cache memory: {format_bytes(report.kv_cache_bytes)}")
-    console.print(f"KV cache: {report.kv_cache_tokens:,} tokens, {report.kv_blocks:,} blocks "
-                  f"({report.block_size} tokens, {format_bytes(report.block_bytes)} each; "
-                  f"{format_bytes(report.kv_bytes_per_token)} per token)")  # fmt: skip
-    console.print(f"Maximum concurrency at {report.max_model_len:,} tokens per request: {report.max_concurrency:.2f}x "
-                  f"({format_bytes(report.request_bytes)} per request)")  # fmt: skip
+    console.print(
+        f"KV cache: {report.kv_cache_tokens:,} tokens, {report.kv_blocks:,} blocks "
+        f"({report.block_size} tokens, {format_bytes(report.block_bytes)} each; "
+        f"{format_bytes(report.kv_bytes_per_token)} per token)"
+    )
+    console.print(
+        f"Maximum concurrency at {report.max_model_len:,} tokens per request: {report.max_concurrency:.2f}x "
+        f"({format_bytes(report.request_bytes)} per request)"
+    )
     if report.kv_blocks == 0:
-        console.print("[bold red]No memory is left for the KV cache[/]: vLLM stops at start-up (\"No available memory "
-                      "for the cache blocks\"); lower --max-num-batched-tokens, raise --tp or quantize the weights")
+        console.print(
+            '[bold red]No memory is left for the KV cache[/]: vLLM stops at start-up ("No available memory '
+            'for the cache blocks"); lower --max-num-batched-tokens, raise --tp or quantize the weights'
+        )
     elif report.max_concurrency < 1:
-        console.print(f"[bold red]One request of {report.max_model_len:,} tokens does not fit[/]: vLLM refuses to start "
-                      "(max seq len larger than the KV cache); lower --max-model-len or raise --tp")
+        console.print(
+            f"[bold red]One request of {report.max_model_len:,} tokens does not fit[/]: vLLM refuses to start "
+            "(max seq len larger than the KV cache); lower --max-model-len or raise --tp"
+        )
     if report.concurrency is not None:
-        console.print(f"Answer: {report.gpus} x {report.target} (tensor parallel {report.tp}, {report.replicas} "
-                      f"replica{'s' if report.replicas > 1 else ''}) serve {report.concurrency:,} requests of "
-                      f"{report.max_model_len:,} tokens")  # fmt: skip
+        console.print(
+            f"Answer: {report.gpus} x {report.target} (tensor parallel {report.tp}, {report.replicas} "
+            f"replica{'s' if report.replicas > 1 else ''}) serve {report.concurrency:,} requests of "
+            f"{report.max_model_len:,} tokens"
+        )
     console.print(_serve_layers(report))
     console.print("Assumptions:")
     for item in report.assumptions:
@@ -324,8 +387,14 @@ def _serve_stages(report: ServeReport) -> Table:
         table.add_column(name, justify="right")
     for stage in report.stages:
         first, last = stage.layers
-        table.add_row(str(stage.rank), f"{first}-{last - 1}", format_bytes(stage.weights_bytes),
-                      format_bytes(stage.activation_peak_bytes), format_bytes(stage.kv_cache_bytes), f"{stage.kv_blocks:,}")
+        table.add_row(
+            str(stage.rank),
+            f"{first}-{last - 1}",
+            format_bytes(stage.weights_bytes),
+            format_bytes(stage.activation_peak_bytes),
+            format_bytes(stage.kv_cache_bytes),
+            f"{stage.kv_blocks:,}",
+        )
     return table
 
 
@@ -339,8 +408,14 @@ def _serve_layers(report: ServeReport) -> Table:
     for name in ("layers", "kind", "cache class", "per token (model cache)", "window", "state"):
         table.add_column(name, justify="left" if name in ("kind", "cache class") else "right")
     for (kind, per_token, window, state, cls), count in groups.items():
-        table.add_row(str(count), kind, cls, format_bytes(per_token), "-" if window is None else f"{window:,}",
-                      format_bytes(state) if state else "-")  # fmt: skip
+        table.add_row(
+            str(count),
+            kind,
+            cls,
+            format_bytes(per_token),
+            "-" if window is None else f"{window:,}",
+            format_bytes(state) if state else "-",
+        )
     return table
 
 
@@ -374,8 +449,11 @@ def fit_advice(fit: LargestFit) -> list[str]:
 
 def render_fit(fit: LargestFit, console: Console) -> None:
     """The largest batch size and sequence length that fit, each a traced run."""
-    console.print(Text.assemble((fit.model, "bold"), f"  on {fit.target}: {format_bytes(fit.usable_bytes)} usable "
-                                f"({fit.headroom:.0%} headroom)"))  # fmt: skip
+    console.print(
+        Text.assemble(
+            (fit.model, "bold"), f"  on {fit.target}: {format_bytes(fit.usable_bytes)} usable ({fit.headroom:.0%} headroom)"
+        )
+    )
     for line in _largest_lines(fit):
         console.print(f"  largest {line}")
     console.print(f"[dim]each figure from a trace: {fit.traces} traced in {fit.trace_seconds:.2f} s[/dim]")
@@ -383,31 +461,46 @@ def render_fit(fit: LargestFit, console: Console) -> None:
 
 def render_strategies(search: StrategySearch, console: Console) -> None:
     """Every setting measured, cheapest first, and the first that fits."""
-    console.print(Text.assemble((search.model, "bold"), f"  on up to {search.max_gpus} x {search.target}: "
-                                f"{format_bytes(search.usable_bytes)} usable per GPU"))  # fmt: skip
+    console.print(
+        Text.assemble(
+            (search.model, "bold"),
+            f"  on up to {search.max_gpus} x {search.target}: {format_bytes(search.usable_bytes)} usable per GPU",
+        )
+    )
     best = search.cheapest
     if best is None:
         console.print(f"  no setting fits on up to {search.max_gpus} GPUs (raise --gpus, or shorten the batch)")
     else:
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in best.options().items())
         console.print(f"  cheapest that fits: {flags}: {format_bytes(best.device_bytes)} on each device")
-    table = Table(title="Tried, cheapest first (fewest GPUs, least compute lost, least communication)",
-                  title_justify="left")  # fmt: skip
+    table = Table(title="Tried, cheapest first (fewest GPUs, least compute lost, least communication)", title_justify="left")
     for name in ("gpus", "layout", "scheme", "checkpointing", "peak", "on the device", "lost", "sent", "fits"):
-        table.add_column(name, justify="left" if name in ("layout", "scheme", "checkpointing", "fits") else "right",
-                         no_wrap=True)  # fmt: skip
+        table.add_column(name, justify="left" if name in ("layout", "scheme", "checkpointing", "fits") else "right", no_wrap=True)
     for c in search.candidates:
         plan = c.checkpointing if c.plan == c.checkpointing else f"{c.checkpointing}: {c.plan}"
         lost, sent = f"{c.recomputed + c.bubble:.1%}", format_bytes(int(c.communication))
-        table.add_row(str(c.gpus), _layout(c), c.scheme, plan, format_bytes(c.peak_bytes), format_bytes(c.device_bytes),
-                      lost, sent, "yes" if c.fits else "no")  # fmt: skip
+        table.add_row(
+            str(c.gpus),
+            _layout(c),
+            c.scheme,
+            plan,
+            format_bytes(c.peak_bytes),
+            format_bytes(c.device_bytes),
+            lost,
+            sent,
+            "yes" if c.fits else "no",
+        )
     console.print(table)
-    console.print("[dim]peak: allocated (max_memory_allocated); lost: recomputed FLOPs and the pipeline's bubble as a "
-                  "share of the step; sent: bytes each rank sends per micro-batch[/dim]")  # fmt: skip
+    console.print(
+        "[dim]peak: allocated (max_memory_allocated); lost: recomputed FLOPs and the pipeline's bubble as a "
+        "share of the step; sent: bytes each rank sends per micro-batch[/dim]"
+    )
     for note in search.notes:
         console.print(f"  not tried: {note}")
-    console.print(f"[dim]{len(search.candidates)} settings measured ({search.skipped} skipped: their full checkpointing "
-                  f"does not fit, or a cheaper one fits) from {search.traces} trace(s) in {search.trace_seconds:.2f} s[/dim]")
+    console.print(
+        f"[dim]{len(search.candidates)} settings measured ({search.skipped} skipped: their full checkpointing "
+        f"does not fit, or a cheaper one fits) from {search.traces} trace(s) in {search.trace_seconds:.2f} s[/dim]"
+    )
 
 
 def _layout(candidate: Candidate) -> str:
@@ -423,11 +516,16 @@ def _pressure(pressure: AllocatorPressure) -> str:
     if pressure.oom_at is not None:
         line = f"  out of memory at {pressure.oom_at} even after emptying the cache ({within})"
     else:
-        line = (f"  fits under allocator pressure: the cache is emptied {pressure.retries} time(s) to retry a cudaMalloc "
-                f"({within}); each is a device-wide synchronisation")  # fmt: skip
+        line = (
+            f"  fits under allocator pressure: the cache is emptied {pressure.retries} time(s) to retry a cudaMalloc "
+            f"({within}); each is a device-wide synchronisation"
+        )
     if pressure.expandable_retries is not None:
-        line += (f"; --expandable-segments runs it with {pressure.expandable_retries} retries" if pressure.expandable_retries
-                 else "; --expandable-segments runs it without emptying the cache")  # fmt: skip
+        line += (
+            f"; --expandable-segments runs it with {pressure.expandable_retries} retries"
+            if pressure.expandable_retries
+            else "; --expandable-segments runs it without emptying the cache"
+        )
     return line
 
 
@@ -446,11 +544,16 @@ def render_checkpoint(report: CheckpointReport, console: Console) -> None:
     memory = Table(title="Memory", title_justify="left")
     for name in ("moment", "allocated", "device", "host"):
         memory.add_column(name, justify="left" if name == "moment" else "right")
-    memory.add_row("save", format_bytes(report.save_peak_bytes), format_bytes(report.save_device_bytes),
-                   format_bytes(report.save_host_bytes))  # fmt: skip
+    memory.add_row(
+        "save", format_bytes(report.save_peak_bytes), format_bytes(report.save_device_bytes), format_bytes(report.save_host_bytes)
+    )
     restore = "restore" if report.save_format in ("dcp", "deepspeed") else f"restore (map_location={report.map_location})"
-    memory.add_row(restore, format_bytes(report.restore_peak_bytes),
-                   format_bytes(report.restore_device_bytes), format_bytes(report.restore_host_bytes))  # fmt: skip
+    memory.add_row(
+        restore,
+        format_bytes(report.restore_peak_bytes),
+        format_bytes(report.restore_device_bytes),
+        format_bytes(report.restore_host_bytes),
+    )
     memory.add_row("next training step", "", format_bytes(report.train_device_bytes), "")
     console.print(memory)
     held = ", ".join(f"{name} {format_bytes(nbytes)}" for name, nbytes in report.restore_breakdown.items() if nbytes)
@@ -458,8 +561,10 @@ def render_checkpoint(report: CheckpointReport, console: Console) -> None:
     if report.fits is not None and report.capacity_bytes is not None:
         usable = format_bytes(int(report.capacity_bytes * (1 - report.headroom)))
         verdict = "[bold green]fit[/]" if report.fits else "[bold red]do not fit[/]"
-        console.print(f"Restore and the step after it {verdict} on {report.target} ({usable} usable of "
-                      f"{format_bytes(report.capacity_bytes)})")  # fmt: skip
+        console.print(
+            f"Restore and the step after it {verdict} on {report.target} ({usable} usable of "
+            f"{format_bytes(report.capacity_bytes)})"
+        )
     console.print("Assumptions:")
     for item in report.assumptions:
         console.print(f"  - {item.name}: {item.detail}" + (f" ({format_bytes(item.bytes)})" if item.bytes else ""))

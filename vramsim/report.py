@@ -211,4 +211,3 @@ class Report:
         if layers not in ("fold", "all"):
             raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")
         return report_text(self, summary=False, fold=layers == "fold", width=width)
-

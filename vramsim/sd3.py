@@ -38,8 +38,9 @@ def max_sequence_length(given: int | None) -> int:
     if given is None:
         return int(call_default(SD3_PIPELINES[0], "max_sequence_length"))
     if given > _T5_MAX_TOKENS:
-        raise ConfigError(f"max_sequence_length cannot be greater than {_T5_MAX_TOKENS} (StableDiffusion3Pipeline's limit), "
-                          f"got {given}")  # fmt: skip
+        raise ConfigError(
+            f"max_sequence_length cannot be greater than {_T5_MAX_TOKENS} (StableDiffusion3Pipeline's limit), got {given}"
+        )
     return given
 
 
@@ -47,11 +48,19 @@ def sd3_notes(step: _Generate) -> list[Assumption]:
     """What the SD3 run assumes beyond the common pipeline notes."""
     clip = step.spec.max_tokens("tokenizer")
     tokens = step.run.max_sequence_length
-    negative = ("; guidance runs the three encoders on the empty negative prompt too and doubles the transformer's batch"
-                if step.run.guidance_scale > 1 else "")  # fmt: skip
-    return [Assumption(name="sd3_prompt", detail=f"CLIP-L and CLIP-G penultimate states ({clip} tokens) padded to T5's "
-                       f"width, then T5's {tokens} tokens (max_sequence_length); pooled: both CLIP projections"
-                       f"{negative}; no skip-layer guidance (skip_guidance_layers=None, the default)")]  # fmt: skip
+    negative = (
+        "; guidance runs the three encoders on the empty negative prompt too and doubles the transformer's batch"
+        if step.run.guidance_scale > 1
+        else ""
+    )
+    return [
+        Assumption(
+            name="sd3_prompt",
+            detail=f"CLIP-L and CLIP-G penultimate states ({clip} tokens) padded to T5's "
+            f"width, then T5's {tokens} tokens (max_sequence_length); pooled: both CLIP projections"
+            f"{negative}; no skip-layer guidance (skip_guidance_layers=None, the default)",
+        )
+    ]
 
 
 def _clip_embeds(step: _Generate, program: Program, name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,10 +112,12 @@ def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
     if step.run.guidance_scale <= 1:
         return {"encoder_hidden_states": prompt_embeds, "pooled_projections": pooled_prompt_embeds}
     negative_prompt_embeds, negative_pooled_prompt_embeds = _joint(step, program)
-    return {"encoder_hidden_states": torch.cat([negative_prompt_embeds, prompt_embeds], dim=0),
-            "pooled_projections": torch.cat([negative_pooled_prompt_embeds, pooled_prompt_embeds], dim=0),
-            "negative_prompt_embeds": negative_prompt_embeds,
-            "negative_pooled_prompt_embeds": negative_pooled_prompt_embeds}  # fmt: skip
+    return {
+        "encoder_hidden_states": torch.cat([negative_prompt_embeds, prompt_embeds], dim=0),
+        "pooled_projections": torch.cat([negative_pooled_prompt_embeds, pooled_prompt_embeds], dim=0),
+        "negative_prompt_embeds": negative_prompt_embeds,
+        "negative_pooled_prompt_embeds": negative_pooled_prompt_embeds,
+    }
 
 
 def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -134,9 +145,14 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     for t in timesteps[: step.steps_traced]:
         latent_model_input = torch.cat([latents] * 2) if guided else latents
         timestep = t.expand(latent_model_input.shape[0]).to(device)
-        noise_pred = transformer(hidden_states=latent_model_input, timestep=timestep, encoder_hidden_states=prompt_embeds,
-                                 pooled_projections=embeds["pooled_projections"], joint_attention_kwargs=None,
-                                 return_dict=False)[0]  # fmt: skip
+        noise_pred = transformer(
+            hidden_states=latent_model_input,
+            timestep=timestep,
+            encoder_hidden_states=prompt_embeds,
+            pooled_projections=embeds["pooled_projections"],
+            joint_attention_kwargs=None,
+            return_dict=False,
+        )[0]
         if guided:
             noise_pred_uncond, noise_pred_text = noise_pred.chunk(2)
             noise_pred = noise_pred_uncond + step.run.guidance_scale * (noise_pred_text - noise_pred_uncond)

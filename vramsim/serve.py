@@ -106,8 +106,9 @@ def serve(model: str | PretrainedConfig, **options: Any) -> ServeReport:
     return _with_answer(report, gpus=gpus, replicas=gpus // tp, concurrency=config.concurrency)
 
 
-def read_kv_cache(model: ModelSource, *, device: str = "h100", dtype: torch.dtype | None = None,
-                  long_tokens: int = 4096, tp: int = 1) -> list[LayerCache]:  # fmt: skip
+def read_kv_cache(
+    model: ModelSource, *, device: str = "h100", dtype: torch.dtype | None = None, long_tokens: int = 4096, tp: int = 1
+) -> list[LayerCache]:
     """Bytes per token per layer of the cache ``model`` builds, from traced prefills of 16, 32
     and ``long_tokens`` tokens (each followed by one decode step) on one tensor-parallel rank."""
     source = load_config(model) if isinstance(model, (str,)) else model
@@ -170,29 +171,46 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     rank = rank_config(source, config.tp)
     if config.pp > 1:
         return _pipelined(name, source, rank, config, target, dtype, tokens, seqs, started)
-    layers = _state_per_rank(source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len),
-                             config.tp)  # fmt: skip
+    layers = _state_per_rank(
+        source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len), config.tp
+    )
     if config.engine == "sglang" and any(layer.kind == "state" for layer in layers):
         raise UnsupportedError(f"{name} holds recurrent state: SGLang's Mamba state pool is not modelled (use --engine vllm)")
     if layers and all(layer.kind == "state" for layer in layers):
-        raise UnsupportedError(f"{name} caches recurrent state only: pure Mamba budgets (one page per layer of "
-                               "max_model_len tokens) are not modelled")  # fmt: skip
+        raise UnsupportedError(
+            f"{name} caches recurrent state only: pure Mamba budgets (one page per layer of "
+            "max_model_len tokens) are not modelled"
+        )
     profile_tokens = min(tokens, getattr(source, "max_target_positions", tokens)) if encoder_decoder else tokens
-    weights, activation, peak_notes = _profile(rank, target, dtype, profile_tokens, seqs, config.quantization,
-                                               encoder_decoder=encoder_decoder)  # fmt: skip
+    weights, activation, peak_notes = _profile(
+        rank, target, dtype, profile_tokens, seqs, config.quantization, encoder_decoder=encoder_decoder
+    )
     inputs, non_torch = _inputs(config, target, weights, activation, layers, tokens)
     try:
         budget = serving.vllm_budget(inputs) if config.engine == "vllm" else serving.sglang_budget(inputs)
         hybrid = serving.hybrid_groups(layers, inputs.kv_element_bytes, inputs.block_size) if config.engine == "vllm" else None
     except ValueError as error:
         raise UnsupportedError(f"{name}: {error}") from None
-    return _report(name, config, target, inputs, budget, tokens, seqs, started,
-                   assumptions=[*_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, peak_notes),
-                                *_hybrid_note(hybrid, layers), *_encoder_note(encoder_decoder, profile_tokens)])  # fmt: skip
+    return _report(
+        name,
+        config,
+        target,
+        inputs,
+        budget,
+        tokens,
+        seqs,
+        started,
+        assumptions=[
+            *_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, peak_notes),
+            *_hybrid_note(hybrid, layers),
+            *_encoder_note(encoder_decoder, profile_tokens),
+        ],
+    )
 
 
-def _inputs(config: ServeConfig, target: Target, weights: int, activation: int, layers: list[LayerCache],
-            tokens: int) -> tuple[serving.BudgetInputs, list[tuple[str, int, str]]]:  # fmt: skip
+def _inputs(
+    config: ServeConfig, target: Target, weights: int, activation: int, layers: list[LayerCache], tokens: int
+) -> tuple[serving.BudgetInputs, list[tuple[str, int, str]]]:
     """One rank's budget terms, and the memory outside torch among them."""
     profile = target.profile
     assert profile.memory_bytes is not None and config.tp is not None
@@ -200,20 +218,36 @@ def _inputs(config: ServeConfig, target: Target, weights: int, activation: int, 
     non_torch = _non_torch(target, config.tp, config.engine, config.pp)
     graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
     utilization = config.gpu_memory_utilization or (
-        serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp))
+        serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp)
+    )
     inputs = serving.BudgetInputs(
-        total_bytes=profile.memory_bytes, utilization=utilization, weights_bytes=weights,
+        total_bytes=profile.memory_bytes,
+        utilization=utilization,
+        weights_bytes=weights,
         activation_peak_bytes=activation if config.engine == "vllm" else 0,
-        non_torch_bytes=sum(b for _, b, _ in non_torch), cuda_graph_bytes=graphs,
+        non_torch_bytes=sum(b for _, b, _ in non_torch),
+        cuda_graph_bytes=graphs,
         context_bytes=cuda_context_bytes(profile, training=False),
-        layers=layers, kv_element_bytes=element, block_size=serving.VLLM_BLOCK_SIZE if config.engine == "vllm" else 1,
-        max_model_len=config.max_model_len, max_num_batched_tokens=tokens,
-    )  # fmt: skip
+        layers=layers,
+        kv_element_bytes=element,
+        block_size=serving.VLLM_BLOCK_SIZE if config.engine == "vllm" else 1,
+        max_model_len=config.max_model_len,
+        max_num_batched_tokens=tokens,
+    )
     return inputs, non_torch
 
 
-def _pipelined(name: str, source: PretrainedConfig, rank: PretrainedConfig, config: ServeConfig, target: Target,
-               dtype: torch.dtype, tokens: int, seqs: int, started: float) -> ServeReport:  # fmt: skip
+def _pipelined(
+    name: str,
+    source: PretrainedConfig,
+    rank: PretrainedConfig,
+    config: ServeConfig,
+    target: Target,
+    dtype: torch.dtype,
+    tokens: int,
+    seqs: int,
+    started: float,
+) -> ServeReport:
     """vLLM with pipeline parallel: each stage's rank holds its decoder layers (``serving.pp_partition``), the
     first also the embedding, the last the final norm and the head (and the embedding when they are tied);
     each profiles and budgets its own memory, and every stage gets the fewest blocks any stage can hold
@@ -236,34 +270,59 @@ def _pipelined(name: str, source: PretrainedConfig, rank: PretrainedConfig, conf
         stage = _stage_config(rank, first, last)
         layers = read_kv_cache(stage, device=config.device, dtype=dtype, long_tokens=config.max_model_len)
         if any(layer.kind == "state" for layer in layers):
-            raise UnsupportedError(f"{name} holds recurrent state: pipeline-parallel budgets of Mamba hybrids are not "
-                                   "modelled (use --pp 1)")  # fmt: skip
+            raise UnsupportedError(
+                f"{name} holds recurrent state: pipeline-parallel budgets of Mamba hybrids are not modelled (use --pp 1)"
+            )
         head = index == len(bounds) - 1
-        weights, activation, notes = _profile(stage, target, dtype, tokens, seqs, config.quantization,
-                                              embedding=index == 0 or (head and tied), head=head)  # fmt: skip
+        weights, activation, notes = _profile(
+            stage, target, dtype, tokens, seqs, config.quantization, embedding=index == 0 or (head and tied), head=head
+        )
         inputs, non_torch = _inputs(config, target, weights, activation, layers, tokens)
         try:
             budget = serving.vllm_budget(inputs)
             hybrid = serving.hybrid_groups(layers, inputs.kv_element_bytes, inputs.block_size)
         except ValueError as error:
             raise UnsupportedError(f"{name}: {error}") from None
-        stages.append(ServeStage(rank=index, layers=(first, last), weights_bytes=weights, activation_peak_bytes=activation,
-                                 kv_cache_bytes=budget.kv_cache_bytes, kv_blocks=budget.kv_blocks))  # fmt: skip
+        stages.append(
+            ServeStage(
+                rank=index,
+                layers=(first, last),
+                weights_bytes=weights,
+                activation_peak_bytes=activation,
+                kv_cache_bytes=budget.kv_cache_bytes,
+                kv_blocks=budget.kv_blocks,
+            )
+        )
         if picked is None or budget.kv_blocks < picked[1].kv_blocks:
             picked = (inputs, budget, non_torch, notes, hybrid, layers)
     assert picked is not None
     inputs, budget, non_torch, notes, hybrid, layers = picked
-    note = Assumption(name="pipeline_stages", detail=f"{config.pp} stages of decoder layers "
-                      f"{', '.join(f'{a}-{b - 1}' for a, b in bounds)} (vLLM's get_pp_indices); each stage's profile "
-                      "forward is traced as a model of its layers with the embedding lookup and the logits, which "
-                      "vLLM's middle stages replace by receiving hidden states and residual; the figures are the "
-                      "stage with the fewest blocks")  # fmt: skip
+    note = Assumption(
+        name="pipeline_stages",
+        detail=f"{config.pp} stages of decoder layers "
+        f"{', '.join(f'{a}-{b - 1}' for a, b in bounds)} (vLLM's get_pp_indices); each stage's profile "
+        "forward is traced as a model of its layers with the embedding lookup and the logits, which "
+        "vLLM's middle stages replace by receiving hidden states and residual; the figures are the "
+        "stage with the fewest blocks",
+    )
     return dataclasses.replace(
-        _report(name, config, target, inputs, budget, tokens, seqs, started,
-                assumptions=[*_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, notes),
-                             *_hybrid_note(hybrid, layers), note]),
+        _report(
+            name,
+            config,
+            target,
+            inputs,
+            budget,
+            tokens,
+            seqs,
+            started,
+            assumptions=[
+                *_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, notes),
+                *_hybrid_note(hybrid, layers),
+                note,
+            ],
+        ),
         stages=stages,
-    )  # fmt: skip
+    )
 
 
 def _stage_config(rank: PretrainedConfig, first: int, last: int) -> PretrainedConfig:
@@ -276,23 +335,51 @@ def _stage_config(rank: PretrainedConfig, first: int, last: int) -> PretrainedCo
     return stage
 
 
-def _report(name: str, config: ServeConfig, target: Target, inputs: serving.BudgetInputs, budget: serving.Budget,
-            tokens: int, seqs: int, started: float, *, assumptions: list[Assumption]) -> ServeReport:  # fmt: skip
+def _report(
+    name: str,
+    config: ServeConfig,
+    target: Target,
+    inputs: serving.BudgetInputs,
+    budget: serving.Budget,
+    tokens: int,
+    seqs: int,
+    started: float,
+    *,
+    assumptions: list[Assumption],
+) -> ServeReport:
     assert config.gpus is not None and config.tp is not None
     layers = inputs.layers
     return ServeReport(
-        model=name, engine=config.engine, target=target.name, gpus=config.gpus, tp=config.tp, pp=config.pp,
-        max_model_len=config.max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs,
-        kv_cache_dtype=config.kv_cache_dtype, utilization=inputs.utilization, total_bytes=inputs.total_bytes,
-        usable_bytes=budget.usable_bytes, weights_bytes=inputs.weights_bytes,
-        activation_peak_bytes=inputs.activation_peak_bytes, non_torch_bytes=inputs.non_torch_bytes,
-        cuda_graph_bytes=inputs.cuda_graph_bytes, context_bytes=inputs.context_bytes,
-        kv_cache_bytes=budget.kv_cache_bytes, kv_bytes_per_token=serving.token_bytes(layers, inputs.kv_element_bytes),
-        block_size=budget.block_size, block_bytes=budget.block_bytes, kv_blocks=budget.kv_blocks,
-        kv_cache_tokens=budget.kv_cache_tokens, request_bytes=budget.request_bytes,
-        max_concurrency=budget.max_concurrency, layers=layers, assumptions=assumptions,
+        model=name,
+        engine=config.engine,
+        target=target.name,
+        gpus=config.gpus,
+        tp=config.tp,
+        pp=config.pp,
+        max_model_len=config.max_model_len,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        kv_cache_dtype=config.kv_cache_dtype,
+        utilization=inputs.utilization,
+        total_bytes=inputs.total_bytes,
+        usable_bytes=budget.usable_bytes,
+        weights_bytes=inputs.weights_bytes,
+        activation_peak_bytes=inputs.activation_peak_bytes,
+        non_torch_bytes=inputs.non_torch_bytes,
+        cuda_graph_bytes=inputs.cuda_graph_bytes,
+        context_bytes=inputs.context_bytes,
+        kv_cache_bytes=budget.kv_cache_bytes,
+        kv_bytes_per_token=serving.token_bytes(layers, inputs.kv_element_bytes),
+        block_size=budget.block_size,
+        block_bytes=budget.block_bytes,
+        kv_blocks=budget.kv_blocks,
+        kv_cache_tokens=budget.kv_cache_tokens,
+        request_bytes=budget.request_bytes,
+        max_concurrency=budget.max_concurrency,
+        layers=layers,
+        assumptions=assumptions,
         trace_seconds=round(time.perf_counter() - started, 3),
-    )  # fmt: skip
+    )
 
 
 def _check_quantization(config: ServeConfig, profile: Any) -> None:
@@ -302,8 +389,10 @@ def _check_quantization(config: ServeConfig, profile: Any) -> None:
         return
     capability = profile.compute_capability
     if profile.vendor != "nvidia" or capability is None or capability < (8, 0):
-        raise UnsupportedError(f"vLLM serves {config.quantization.upper()} with its Marlin kernel on NVIDIA GPUs of "
-                               f"compute capability 8.0+; {profile.label} runs other kernels, not modelled")  # fmt: skip
+        raise UnsupportedError(
+            f"vLLM serves {config.quantization.upper()} with its Marlin kernel on NVIDIA GPUs of "
+            f"compute capability 8.0+; {profile.label} runs other kernels, not modelled"
+        )
 
 
 def _engine_dtype(source: PretrainedConfig, supports_bf16: bool) -> torch.dtype:
@@ -324,14 +413,18 @@ def _check_encoder_decoder(name: str, source: PretrainedConfig, config: ServeCon
     if config.engine != "vllm":
         raise UnsupportedError(f"{name} is an encoder-decoder ({kind}): SGLang budgets for encoder-decoders are not modelled")
     if kind != "whisper":
-        raise UnsupportedError(f"{name} is an encoder-decoder ({kind}) that vLLM V1 does not serve: Whisper is its only "
-                               "encoder-decoder (T5 and BART ran on the removed V0 engine)")  # fmt: skip
+        raise UnsupportedError(
+            f"{name} is an encoder-decoder ({kind}) that vLLM V1 does not serve: Whisper is its only "
+            "encoder-decoder (T5 and BART ran on the removed V0 engine)"
+        )
     if config.tp != 1:
         raise UnsupportedError(f"{name}: tensor parallel for encoder-decoder budgets is not modelled (use --tp 1)")
     positions = getattr(source, "max_target_positions", None)
     if isinstance(positions, int) and config.max_model_len > positions:
-        raise ConfigError(f"{name}'s decoder holds {positions} positions (max_target_positions), and vLLM refuses a "
-                          f"longer max_model_len: pass --max-model-len {positions} or less")  # fmt: skip
+        raise ConfigError(
+            f"{name}'s decoder holds {positions} positions (max_target_positions), and vLLM refuses a "
+            f"longer max_model_len: pass --max-model-len {positions} or less"
+        )
 
 
 def _state_per_rank(source: PretrainedConfig, layers: list[LayerCache], tp: int) -> list[LayerCache]:
@@ -341,18 +434,25 @@ def _state_per_rank(source: PretrainedConfig, layers: list[LayerCache], tp: int)
     exactly when the groups divide evenly (else it replicates groups, not modelled)."""
     if tp == 1 or not any(layer.kind == "state" for layer in layers):
         return layers
-    groups = next((getattr(source, n) for n in ("mamba_n_groups", "n_groups") if isinstance(getattr(source, n, None), int)),
-                  None)  # Mamba2 mixers have groups; Mamba1 mixers split their inner size alone
+    groups = next(
+        (getattr(source, n) for n in ("mamba_n_groups", "n_groups") if isinstance(getattr(source, n, None), int)), None
+    )  # Mamba2 mixers have groups; Mamba1 mixers split their inner size alone
     if groups is not None and groups % tp:
-        raise UnsupportedError(f"tensor parallel {tp} does not divide the {groups} Mamba groups (vLLM then replicates "
-                               "groups on every rank: extra_groups_for_head_shards, not modelled)")  # fmt: skip
+        raise UnsupportedError(
+            f"tensor parallel {tp} does not divide the {groups} Mamba groups (vLLM then replicates "
+            "groups on every rank: extra_groups_for_head_shards, not modelled)"
+        )
     split = []
     for layer in layers:
         if layer.kind == "state":
             if layer.state_elements % tp or layer.conv_column_elements % tp:
                 raise UnsupportedError(f"tensor parallel {tp} does not divide layer {layer.layer}'s recurrent state")
-            layer = dataclasses.replace(layer, state_bytes=layer.state_bytes // tp, state_elements=layer.state_elements // tp,
-                                        conv_column_elements=layer.conv_column_elements // tp)  # fmt: skip
+            layer = dataclasses.replace(
+                layer,
+                state_bytes=layer.state_bytes // tp,
+                state_elements=layer.state_elements // tp,
+                conv_column_elements=layer.conv_column_elements // tp,
+            )
         split.append(layer)
     return split
 
@@ -369,8 +469,16 @@ def _probe(source: Any, dtype: torch.dtype | None, target: Target, tokens: int) 
         weights = next(model.parameters()).dtype
         batch = {k: v.to(weights) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in batch.items()}
         latent = _latent_widths(model)
-        program = Program(modules={"": model}, step=lambda p, o: _prefill_decode(p, o, samples, latent), batch=batch,
-                          loss=None, optimizer=None, autocast=contextlib.nullcontext, max_new_tokens=1, steps=1)  # fmt: skip
+        program = Program(
+            modules={"": model},
+            step=lambda p, o: _prefill_decode(p, o, samples, latent),
+            batch=batch,
+            loss=None,
+            optimizer=None,
+            autocast=contextlib.nullcontext,
+            max_new_tokens=1,
+            steps=1,
+        )
         trace_program(program, devices=target.counted_devices, workspaces=target.rules.workspaces)
     return samples
 
@@ -387,8 +495,12 @@ def _prefill_decode(program: Program, observer: StepObserver, samples: list[Cach
         if cache is None:
             raise UnsupportedError(f"{type(model).__name__} returned no cache from a prefill with use_cache=True")
         decoder = "decoder_input_ids" if "decoder_input_ids" in program.batch else "input_ids"
-        step: dict[str, Any] = {decoder: outputs.logits[:, -1:].argmax(dim=-1), "use_cache": True, **keep,
-                                "cache" if "cache" in accepted else "past_key_values": cache}  # fmt: skip
+        step: dict[str, Any] = {
+            decoder: outputs.logits[:, -1:].argmax(dim=-1),
+            "use_cache": True,
+            **keep,
+            "cache" if "cache" in accepted else "past_key_values": cache,
+        }
         encoded = getattr(outputs, "encoder_last_hidden_state", None)
         if encoded is not None:
             step["encoder_outputs"] = (encoded,)
@@ -413,13 +525,20 @@ def _samples(cache: Any, tokens: int, encoder_tokens: int, latent: dict[int, int
         tensors = tuple(
             CacheTensor(shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch."), nbytes=t.numel() * t.element_size())
             for t in {id(t): t for t in tensors_in(layer)}.values()
-        )  # fmt: skip
+        )
         number = index[cross]
         index[cross] += 1
-        samples.append(CacheSample(layer=number, cross=cross, cache_class=type(layer).__name__,
-                                   tokens=encoder_tokens if cross else tokens, tensors=tensors,
-                                   latent_width=None if cross else latent.get(number),
-                                   conv_column_elements=_conv_column_elements(layer)))  # fmt: skip
+        samples.append(
+            CacheSample(
+                layer=number,
+                cross=cross,
+                cache_class=type(layer).__name__,
+                tokens=encoder_tokens if cross else tokens,
+                tensors=tensors,
+                latent_width=None if cross else latent.get(number),
+                conv_column_elements=_conv_column_elements(layer),
+            )
+        )
     return samples
 
 
@@ -444,9 +563,18 @@ def _latent_widths(model: torch.nn.Module) -> dict[int, int]:
     return widths
 
 
-def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, tokens: int, seqs: int,
-             quantization: str | None, *, encoder_decoder: bool = False, embedding: bool = True,
-             head: bool = True) -> tuple[int, int, list[str]]:  # fmt: skip
+def _profile(
+    rank: PretrainedConfig,
+    target: Target,
+    dtype: torch.dtype | None,
+    tokens: int,
+    seqs: int,
+    quantization: str | None,
+    *,
+    encoder_decoder: bool = False,
+    embedding: bool = True,
+    head: bool = True,
+) -> tuple[int, int, list[str]]:
     """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``; a pipeline
     stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
     encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
@@ -461,18 +589,31 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
     def encoder_decoder_inputs(batch: int, length: int) -> dict[str, Any]:
         # one 30-s clip: Whisper's feature extractor pads to 2 x max_source_positions mel frames
         frames = 2 * rank.max_source_positions
-        return {"input_features": torch.zeros(batch, rank.num_mel_bins, frames, dtype=dtype),
-                "decoder_input_ids": torch.zeros(batch, length, dtype=torch.long), "use_cache": False}  # fmt: skip
+        return {
+            "input_features": torch.zeros(batch, rank.num_mel_bins, frames, dtype=dtype),
+            "decoder_input_ids": torch.zeros(batch, length, dtype=torch.long),
+            "use_cache": False,
+        }
 
-    config = SimulationConfig(task="forward", batch_size=1, seq_len=tokens, device=target.name, dtype=dtype,
-                              inputs=encoder_decoder_inputs if encoder_decoder else inputs, optimizer=None,
-                              quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""))  # fmt: skip
+    config = SimulationConfig(
+        task="forward",
+        batch_size=1,
+        seq_len=tokens,
+        device=target.name,
+        dtype=dtype,
+        inputs=encoder_decoder_inputs if encoder_decoder else inputs,
+        optimizer=None,
+        quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""),
+    )
     program, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
     memory = device_memory(outcome.timeline, target, training=False)
     resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
-    weights = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None
-                  and s.category in (Category.PARAMETER, Category.BUFFER))  # fmt: skip
+    weights = sum(
+        _rounded(s.nbytes)
+        for s in trace.storages
+        if s.alloc_clock == BEFORE_TRACE and s.free_clock is None and s.category in (Category.PARAMETER, Category.BUFFER)
+    )
     if quantization == "fp8":
         weights -= _fp8_savings(program.model)
     weights -= _unheld(program.model, embedding=embedding, head=head)
@@ -482,8 +623,11 @@ def _profile(rank: PretrainedConfig, target: Target, dtype: torch.dtype | None, 
 def _unheld(model: Any, *, embedding: bool, head: bool) -> int:
     """Bytes of the input embedding and the output head a pipeline stage does not hold (a tied pair is one
     tensor: dropped only when the stage holds neither)."""
-    pairs = [(m.weight, held) for m, held in ((model.get_input_embeddings(), embedding),
-                                              (model.get_output_embeddings(), head)) if m is not None]  # fmt: skip
+    pairs = [
+        (m.weight, held)
+        for m, held in ((model.get_input_embeddings(), embedding), (model.get_output_embeddings(), head))
+        if m is not None
+    ]
     kept = {id(weight) for weight, held in pairs if held}
     dropped = {id(weight): weight for weight, held in pairs if not held and id(weight) not in kept}
     return sum(_rounded(w.numel() * w.element_size()) for w in dropped.values())
@@ -516,46 +660,89 @@ def _non_torch(target: Target, tp: int, engine: str, pp: int) -> list[tuple[str,
     """Memory outside torch an engine adds after its first snapshot: the NCCL buffers of each group a rank
     belongs to (tensor parallel; pipeline parallel's, which sends the hidden states on) and vLLM's
     custom all-reduce buffer, with tensor parallel."""
-    found = [(f"{o.name} ({kind} group)" if pp > 1 else o.name, o.bytes, o.source)
-             for kind, size in (("tensor-parallel", tp), ("pipeline", pp)) if size > 1
-             for o in overheads_for(target.profile, world_size=size) if "NCCL" in o.name or "RCCL" in o.name]  # fmt: skip
+    found = [
+        (f"{o.name} ({kind} group)" if pp > 1 else o.name, o.bytes, o.source)
+        for kind, size in (("tensor-parallel", tp), ("pipeline", pp))
+        if size > 1
+        for o in overheads_for(target.profile, world_size=size)
+        if "NCCL" in o.name or "RCCL" in o.name
+    ]
     if tp > 1 and engine == "vllm":
-        found.append(("vLLM custom all-reduce buffer", serving.VLLM_CUSTOM_ALLREDUCE_BYTES,
-                      "custom_all_reduce.py max_size=8192*1024, cudaMalloc outside torch"))  # fmt: skip
+        found.append(
+            (
+                "vLLM custom all-reduce buffer",
+                serving.VLLM_CUSTOM_ALLREDUCE_BYTES,
+                "custom_all_reduce.py max_size=8192*1024, cudaMalloc outside torch",
+            )
+        )
     return found
 
 
-def _assumptions(config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: int, context: int,
-                 notes: list[str]) -> list[Assumption]:  # fmt: skip
+def _assumptions(
+    config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: int, context: int, notes: list[str]
+) -> list[Assumption]:
     found = [Assumption(name=name, detail=source, bytes=nbytes) for name, nbytes, source in non_torch]
     if graphs:
-        found.append(Assumption(name="cuda_graph_pool", bytes=graphs, detail="estimators/serving.py "
-                                "VLLM_CUDA_GRAPH_BYTES: 0.21 GiB measured for Llama-3.2-1B (vllm#11349); subtracted "
-                                "as vLLM >= 0.19 does; --enforce-eager drops it"))  # fmt: skip
-    found.append(Assumption(name="cuda_context", bytes=context, detail="estimators/assumptions.py "
-                            "cuda_context_bytes (context and loaded kernels); "
-                            "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
-                            if config.engine == "vllm" else "SGLang's mem_fraction_static applies to the memory free "
-                            "after it"))  # fmt: skip
+        found.append(
+            Assumption(
+                name="cuda_graph_pool",
+                bytes=graphs,
+                detail="estimators/serving.py "
+                "VLLM_CUDA_GRAPH_BYTES: 0.21 GiB measured for Llama-3.2-1B (vllm#11349); subtracted "
+                "as vLLM >= 0.19 does; --enforce-eager drops it",
+            )
+        )
+    found.append(
+        Assumption(
+            name="cuda_context",
+            bytes=context,
+            detail="estimators/assumptions.py "
+            "cuda_context_bytes (context and loaded kernels); "
+            "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
+            if config.engine == "vllm"
+            else "SGLang's mem_fraction_static applies to the memory free after it",
+        )
+    )
     if config.quantization in VLLM_QUANTIZED_LAYERS:
-        found.append(Assumption(name=f"{config.quantization}_weights", detail=f"vLLM --quantization {config.quantization} "
-                                f"as the trace side's {VLLM_QUANTIZED_LAYERS[config.quantization]} layers hold it "
-                                "(vramsim/serve.py VLLM_QUANTIZED_LAYERS); vLLM fuses q/k/v and gate/up into one "
-                                "layer each, so it holds fewer per-layer workspaces and rounds fewer tensors"))  # fmt: skip
+        found.append(
+            Assumption(
+                name=f"{config.quantization}_weights",
+                detail=f"vLLM --quantization {config.quantization} "
+                f"as the trace side's {VLLM_QUANTIZED_LAYERS[config.quantization]} layers hold it "
+                "(vramsim/serve.py VLLM_QUANTIZED_LAYERS); vLLM fuses q/k/v and gate/up into one "
+                "layer each, so it holds fewer per-layer workspaces and rounds fewer tensors",
+            )
+        )
     if config.quantization == "fp8":
-        found.append(Assumption(name="fp8_weights", detail="linear weights (not the LM head or MoE routers) and fused "
-                                "expert weights in one byte per element plus one fp32 scale per weight (per expert), "
-                                "as vLLM's Fp8LinearMethod / Fp8MoEMethod store them; the profile forward is "
-                                "traced with the model's dtype, so FP8 GEMMs' input-quantization copies are not "
-                                "counted"))  # fmt: skip
-    found.append(Assumption(name="profile_forward", detail="one sequence of max_num_batched_tokens tokens keeping "
-                            "logits for max_num_seqs rows; vLLM's sampler warm-up and attention-backend metadata "
-                            "buffers are not traced" if config.engine == "vllm" else "SGLang subtracts no profile "
-                            "forward from its token pool"))  # fmt: skip
-    found.append(Assumption(name="kv_layers", detail="bytes per token per layer measured from the cache transformers "
-                            "builds at three prompt lengths; sliding layers need their window plus one step's tokens "
-                            "per request (SlidingWindowSpec), state layers their state once; MLA layers store the "
-                            "compressed latent (kv_a_proj_with_mqa output)"))  # fmt: skip
+        found.append(
+            Assumption(
+                name="fp8_weights",
+                detail="linear weights (not the LM head or MoE routers) and fused "
+                "expert weights in one byte per element plus one fp32 scale per weight (per expert), "
+                "as vLLM's Fp8LinearMethod / Fp8MoEMethod store them; the profile forward is "
+                "traced with the model's dtype, so FP8 GEMMs' input-quantization copies are not "
+                "counted",
+            )
+        )
+    found.append(
+        Assumption(
+            name="profile_forward",
+            detail="one sequence of max_num_batched_tokens tokens keeping "
+            "logits for max_num_seqs rows; vLLM's sampler warm-up and attention-backend metadata "
+            "buffers are not traced"
+            if config.engine == "vllm"
+            else "SGLang subtracts no profile forward from its token pool",
+        )
+    )
+    found.append(
+        Assumption(
+            name="kv_layers",
+            detail="bytes per token per layer measured from the cache transformers "
+            "builds at three prompt lengths; sliding layers need their window plus one step's tokens "
+            "per request (SlidingWindowSpec), state layers their state once; MLA layers store the "
+            "compressed latent (kv_a_proj_with_mqa output)",
+        )
+    )
     found.extend(Assumption(name="data_dependent", detail=note) for note in dict.fromkeys(notes))
     return found
 
@@ -565,28 +752,44 @@ def _hybrid_note(hybrid: serving.HybridGroups | None, layers: list[LayerCache]) 
         return []
     padding = f", {hybrid.padding_layers} of them padding that takes pages too" if hybrid.padding_layers else ""
     kinds = " and ".join(dict.fromkeys(layer.kind for layer in layers))
-    found = [Assumption(name="kv_cache_groups", detail=f"vLLM's hybrid KV cache manager: the {len(layers)} {kinds} "
-                        f"layers in {len(hybrid.groups)} groups of {hybrid.group_size}{padding}; blocks of one "
-                        "layer's page shared by every group, tokens as vLLM's log prints them (blocks // groups x "
-                        "block size)")]  # fmt: skip
+    found = [
+        Assumption(
+            name="kv_cache_groups",
+            detail=f"vLLM's hybrid KV cache manager: the {len(layers)} {kinds} "
+            f"layers in {len(hybrid.groups)} groups of {hybrid.group_size}{padding}; blocks of one "
+            "layer's page shared by every group, tokens as vLLM's log prints them (blocks // groups x "
+            "block size)",
+        )
+    ]
     if hybrid.mamba is not None:
         mamba = hybrid.mamba
-        found.append(Assumption(name="mamba_page", bytes=mamba.page_bytes, detail=f"attention block size set to "
-                                f"{mamba.block_size} tokens so one attention page holds one Mamba state of "
-                                f"{mamba.mamba_page_bytes:,} B (conv state of conv_kernel - 1 columns plus SSM state), "
-                                f"padded by {mamba.padding_percent:.2f}% (HybridAttentionMambaModelConfig); each "
-                                "request takes one page per Mamba group"))  # fmt: skip
+        found.append(
+            Assumption(
+                name="mamba_page",
+                bytes=mamba.page_bytes,
+                detail=f"attention block size set to "
+                f"{mamba.block_size} tokens so one attention page holds one Mamba state of "
+                f"{mamba.mamba_page_bytes:,} B (conv state of conv_kernel - 1 columns plus SSM state), "
+                f"padded by {mamba.padding_percent:.2f}% (HybridAttentionMambaModelConfig); each "
+                "request takes one page per Mamba group",
+            )
+        )
     return found
 
 
 def _encoder_note(encoder_decoder: bool, tokens: int) -> list[Assumption]:
     if not encoder_decoder:
         return []
-    return [Assumption(name="encoder_decoder", detail="cross-attention layers hold the encoder's tokens, measured from "
-                       "the traced cache (CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, block_size) blocks per "
-                       "request); the profile forward runs the encoder on one input of the encoder's length and the "
-                       f"decoder on {tokens} tokens in one sequence (its positions stop at max_target_positions), where "
-                       "vLLM's dummy run feeds max_num_batched_tokens tokens")]  # fmt: skip
+    return [
+        Assumption(
+            name="encoder_decoder",
+            detail="cross-attention layers hold the encoder's tokens, measured from "
+            "the traced cache (CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, block_size) blocks per "
+            "request); the profile forward runs the encoder on one input of the encoder's length and the "
+            f"decoder on {tokens} tokens in one sequence (its positions stop at max_target_positions), where "
+            "vLLM's dummy run feeds max_num_batched_tokens tokens",
+        )
+    ]
 
 
 def _tp_candidates(source: PretrainedConfig) -> list[int]:

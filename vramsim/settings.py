@@ -21,9 +21,11 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
         if config.task != "train":
             return weights
         autocast = _dtype(config.mixed_precision) if isinstance(config.mixed_precision, torch.dtype) else "off"
-        return weights | {"autocast": autocast,
-                          "optimizer": describe_optimizer(program.optimizer) if program.optimizer is not None else "none",
-                          "checkpointing": config.checkpointing}  # fmt: skip
+        return weights | {
+            "autocast": autocast,
+            "optimizer": describe_optimizer(program.optimizer) if program.optimizer is not None else "none",
+            "checkpointing": config.checkpointing,
+        }
     model = program.model
     get_base_model = getattr(model, "get_base_model", None)
     base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts

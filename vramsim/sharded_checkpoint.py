@@ -22,23 +22,40 @@ from .targets import Target
 __all__ = ["sharded_checkpoint"]
 
 
-def sharded_checkpoint(program: Program, timeline: Timeline, config: SimulationConfig, target: Target, *, dcp: bool,
-                       async_save: bool, train: DeviceMemory) -> CheckpointReport:  # fmt: skip
+def sharded_checkpoint(
+    program: Program,
+    timeline: Timeline,
+    config: SimulationConfig,
+    target: Target,
+    *,
+    dcp: bool,
+    async_save: bool,
+    train: DeviceMemory,
+) -> CheckpointReport:
     """The files every rank writes and one rank's save and restore; ``timeline`` is that rank's training."""
     assert program.optimizer is not None, "a training program has an optimizer (checked by the caller)"
     on_gpu = target.profile.vendor != "cpu"
     if dcp:
         ranks, metadata = dcp_save(program, gpus=config.gpus, sharded=config.fsdp != "no", on_gpu=on_gpu)
-        files = [CheckpointFile(name=f"__{r.rank}_0.distcp", bytes=r.file_bytes, holds="the rank's shards (DCP)",
-                                tensor_bytes=r.tensor_bytes, rank=r.rank) for r in ranks]  # fmt: skip
+        files = [
+            CheckpointFile(
+                name=f"__{r.rank}_0.distcp",
+                bytes=r.file_bytes,
+                holds="the rank's shards (DCP)",
+                tensor_bytes=r.tensor_bytes,
+                rank=r.rank,
+            )
+            for r in ranks
+        ]
         files.append(CheckpointFile(name=".metadata", bytes=metadata, holds="DCP metadata (every chunk's file and offset)"))
         save_host = max(r.staged_bytes if async_save else r.copy_ahead_bytes for r in ranks) if on_gpu else 0
         restore_host = max((max(r.loaded, default=0) for r in ranks), default=0) if on_gpu else 0
         loaded = [] if on_gpu else ranks[0].loaded
     else:
         low = config.mixed_precision if isinstance(config.mixed_precision, torch.dtype) else None
-        files, largest = deepspeed_files(program, config.sharding, weight_dtype=low, bf16=low == torch.bfloat16,
-                                         device="cuda:0" if on_gpu else "cpu")  # fmt: skip
+        files, largest = deepspeed_files(
+            program, config.sharding, weight_dtype=low, bf16=low == torch.bfloat16, device="cuda:0" if on_gpu else "cpu"
+        )
         save_host = largest if on_gpu else 0
         module = sum(f.tensor_bytes for f in files if "model_states" in f.name and f.rank in (None, 0))
         optim = max(f.tensor_bytes for f in files if "optim_states" in f.name)

@@ -67,8 +67,16 @@ def sharded_timelines(timeline: Timeline, *, dcp: bool, loaded: list[int], zeros
     blocks += [_at(b, zeros_at, zero_grad) for b in grads] + list(made.values())
     previous: Block | None = None
     for nbytes in loaded:  # each loaded tensor is freed when the next one is loaded
-        current = Block(nbytes=nbytes, category="checkpoint_loaded", module="", phase="restore", op="dcp.load", step=0,
-                        alloc_at=clock.tick(), free_at=None)  # fmt: skip
+        current = Block(
+            nbytes=nbytes,
+            category="checkpoint_loaded",
+            module="",
+            phase="restore",
+            op="dcp.load",
+            step=0,
+            alloc_at=clock.tick(),
+            free_at=None,
+        )
         if previous is not None:
             previous.free_at = clock.tick()
         blocks.append(current)
@@ -85,12 +93,26 @@ def _last_gradients(timeline: Timeline) -> list[Block]:
 
 
 def _sized(nbytes: int) -> Block:
-    return Block(nbytes=nbytes, category=Category.GRADIENT.value, module="", phase="restore", op="aten.zeros_like", step=0,
-                 alloc_at=(0, 0, 0), free_at=None)  # fmt: skip
-
-
+    return Block(
+        nbytes=nbytes,
+        category=Category.GRADIENT.value,
+        module="",
+        phase="restore",
+        op="aten.zeros_like",
+        step=0,
+        alloc_at=(0, 0, 0),
+        free_at=None,
+    )
 
 
 def _at(block: Block, alloc_at: Position, free_at: Position | None) -> Block:
-    return Block(nbytes=block.nbytes, category=block.category, module=block.module, phase="restore", op=block.op, step=0,
-                 alloc_at=alloc_at, free_at=free_at)  # fmt: skip
+    return Block(
+        nbytes=block.nbytes,
+        category=block.category,
+        module=block.module,
+        phase="restore",
+        op=block.op,
+        step=0,
+        alloc_at=alloc_at,
+        free_at=free_at,
+    )

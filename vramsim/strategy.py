@@ -112,9 +112,7 @@ class StrategySearch:
         return {} if self.cheapest is None else self.cheapest.options()
 
 
-def cheapest_strategy(
-    model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any
-) -> StrategySearch:
+def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearch:
     """The cheapest setting on 1, 2, 4, ... up to ``gpus`` GPUs that fits, from as few traces as it needs.
 
     >>> search = cheapest_strategy("meta-llama/Llama-3.2-1B", gpus=8, seq_len=2048, mixed_precision="bf16", device="rtx-4090")
@@ -133,20 +131,35 @@ def cheapest_strategy(
         if cheapest is not None:
             break
     return StrategySearch(
-        model=search.model_name, target=search.target.name, usable_bytes=search.usable, max_gpus=config.gpus,
+        model=search.model_name,
+        target=search.target.name,
+        usable_bytes=search.usable,
+        max_gpus=config.gpus,
         candidates=sorted(search.measured.values(), key=lambda c: (*c.key, c.checkpointing == "auto")),
-        cheapest=cheapest, traces=len(search.traces), skipped=search.skipped, notes=list(dict.fromkeys(search.notes)),
+        cheapest=cheapest,
+        traces=len(search.traces),
+        skipped=search.skipped,
+        notes=list(dict.fromkeys(search.notes)),
         trace_seconds=round(time.perf_counter() - started, 3),
-    )  # fmt: skip
+    )
 
 
 def _check(config: SimulationConfig) -> None:
     if config.task != "train":
         raise UnsupportedError(f"the strategy search shards a training step; task='{config.task}' has none")
-    if (config.tp > 1 or config.pp > 1 or config.ep > 1 or config.cp > 1 or config.zero or config.fsdp != "no"
-            or config.offload_states != "none"):  # fmt: skip
-        raise ConfigError("the strategy search chooses the layout, scheme and checkpointing itself: give gpus (the most "
-                          "GPUs), not tp, pp, ep, cp, zero, fsdp or offload_states")  # fmt: skip
+    if (
+        config.tp > 1
+        or config.pp > 1
+        or config.ep > 1
+        or config.cp > 1
+        or config.zero
+        or config.fsdp != "no"
+        or config.offload_states != "none"
+    ):
+        raise ConfigError(
+            "the strategy search chooses the layout, scheme and checkpointing itself: give gpus (the most "
+            "GPUs), not tp, pp, ep, cp, zero, fsdp or offload_states"
+        )
     if config.device.lower() == "cpu":
         raise ConfigError("the strategy search judges a GPU's memory; the cpu target has no fixed size (choose a device)")
 
@@ -164,8 +177,14 @@ class _Traced:
 class _Search:
     """The traces made so far and the candidates measured, for one model and its options."""
 
-    def __init__(self, model: ModelSource, base: dict[str, Any], target: Target, config: SimulationConfig,
-                 progress: Callable[[str], None] | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: ModelSource,
+        base: dict[str, Any],
+        target: Target,
+        config: SimulationConfig,
+        progress: Callable[[str], None] | None,
+    ) -> None:
         self.model, self.base, self.target, self.config, self.progress = model, base, target, config, progress
         check_attention(config.attn_implementation, target.profile)
         check_target(config.optimizer, target.profile.vendor)
@@ -186,7 +205,8 @@ class _Search:
     def cheapest(self, gpus: int) -> Candidate | None:
         """The cheapest candidate on ``gpus`` GPUs that fits, measuring them cheapest (lower bound) first."""
         heap: list[tuple[tuple[float, ...], int, Setting, Candidate | None]] = [
-            (self._bound(s), i, s, None) for i, s in enumerate(settings(gpus, self.source, self.config))]  # fmt: skip
+            (self._bound(s), i, s, None) for i, s in enumerate(settings(gpus, self.source, self.config))
+        ]
         heapq.heapify(heap)
         order = len(heap)
         best: Candidate | None = None
@@ -238,7 +258,8 @@ class _Search:
         try:
             config = SimulationConfig.from_options(**self.base, **setting.options())
             outcome = Analysis(traced.graph, self.target, config, routed=traced.routed).run(
-                parse_checkpointing(setting.checkpointing))  # fmt: skip
+                parse_checkpointing(setting.checkpointing)
+            )
         except (ConfigError, UnsupportedError) as exc:
             self.notes.append(f"{_describe(setting)}: {exc}")
             return None
@@ -250,12 +271,23 @@ class _Search:
         else:
             share, ops, layers = self.recompute[setting.checkpointing]
         candidate = Candidate(
-            gpus=setting.gpus, tp=setting.tp, pp=setting.pp, pp_schedule=setting.pp_schedule, cp=setting.cp, ep=setting.ep,
-            scheme=setting.scheme, checkpointing=setting.checkpointing, plan=plan.spec,
-            device_bytes=outcome.memory.device_bytes, peak_bytes=outcome.memory.peak_bytes,
-            fits=outcome.memory.device_bytes <= self.usable, recomputed=round(share, 9), recomputed_ops=ops,
-            bubble=self._bubble(setting), communication=self._communication(setting, layers),
-        )  # fmt: skip
+            gpus=setting.gpus,
+            tp=setting.tp,
+            pp=setting.pp,
+            pp_schedule=setting.pp_schedule,
+            cp=setting.cp,
+            ep=setting.ep,
+            scheme=setting.scheme,
+            checkpointing=setting.checkpointing,
+            plan=plan.spec,
+            device_bytes=outcome.memory.device_bytes,
+            peak_bytes=outcome.memory.peak_bytes,
+            fits=outcome.memory.device_bytes <= self.usable,
+            recomputed=round(share, 9),
+            recomputed_ops=ops,
+            bubble=self._bubble(setting),
+            communication=self._communication(setting, layers),
+        )
         self.measured[setting] = candidate
         return candidate
 
@@ -269,9 +301,20 @@ class _Search:
         virtual = self.config.pp_virtual_stages if setting.pp_schedule == "interleaved-1f1b" else 1
         micro_batches = (self.config.micro_batches or setting.pp) if setting.pp > 1 else 1
         scheme = setting.scheme if setting.scheme in SCHEMES else None
-        return round(communication_bytes(self.shape, scheme=scheme, dp=setting.dp, tp=setting.tp, pp=setting.pp,
-                                         virtual=virtual, micro_batches=micro_batches, cp=setting.cp, ep=setting.ep,
-                                         recomputed_layers=recomputed_layers))  # fmt: skip
+        return round(
+            communication_bytes(
+                self.shape,
+                scheme=scheme,
+                dp=setting.dp,
+                tp=setting.tp,
+                pp=setting.pp,
+                virtual=virtual,
+                micro_batches=micro_batches,
+                cp=setting.cp,
+                ep=setting.ep,
+                recomputed_layers=recomputed_layers,
+            )
+        )
 
     def _recompute(self, traced: _Traced, choice: str) -> tuple[float, float, float]:
         """A uniform choice's recomputed FLOPs and ops as shares of the step's, and the layers it runs again in full."""
@@ -280,8 +323,11 @@ class _Search:
         full = sum(1 for layer in range(self.shape.layers) if plan.checkpointed(layer) and not plan.selective_at(layer))
         if cost is None:
             return 0.0, 0.0, 0.0
-        return (round(cost.recomputed_flops / max(traced.step_flops, 1), 9), round(cost.recomputed_ops / traced.step_ops, 9),
-                float(full))  # fmt: skip
+        return (
+            round(cost.recomputed_flops / max(traced.step_flops, 1), 9),
+            round(cost.recomputed_ops / traced.step_ops, 9),
+            float(full),
+        )
 
     def _traced(self, key: tuple[int, int, int]) -> _Traced | None:
         if key not in self.traces:
@@ -302,19 +348,30 @@ class _Search:
         program, _, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
         graph = build_graph(trace)
         ops = [data for node, data in graph.nodes(data=True) if node[0] == "op" and data["phase"] in ("forward", "backward")]
-        self.traces[key] = _Traced(graph=graph, routed=routed_rows(program.model, config) if ep > 1 else None,
-                                   step_flops=sum(op["flops"] for op in ops), step_ops=len(ops))  # fmt: skip
+        self.traces[key] = _Traced(
+            graph=graph,
+            routed=routed_rows(program.model, config) if ep > 1 else None,
+            step_flops=sum(op["flops"] for op in ops),
+            step_ops=len(ops),
+        )
         return program
 
 
 def _fields(setting: Setting) -> dict[str, Any]:
-    return {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme",
-                                                       "checkpointing")}  # fmt: skip
+    return {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
 
 
 def _setting(candidate: Candidate) -> Setting:
-    return Setting(gpus=candidate.gpus, tp=candidate.tp, pp=candidate.pp, cp=candidate.cp, ep=candidate.ep,
-                   pp_schedule=candidate.pp_schedule, scheme=candidate.scheme, checkpointing=candidate.checkpointing)  # fmt: skip
+    return Setting(
+        gpus=candidate.gpus,
+        tp=candidate.tp,
+        pp=candidate.pp,
+        cp=candidate.cp,
+        ep=candidate.ep,
+        pp_schedule=candidate.pp_schedule,
+        scheme=candidate.scheme,
+        checkpointing=candidate.checkpointing,
+    )
 
 
 def _describe(setting: Setting) -> str:

@@ -106,9 +106,16 @@ def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShap
     heads = source.num_attention_heads
     head_dim = getattr(source, "head_dim", None) or hidden // heads
     kv_width = (getattr(source, "num_key_value_heads", None) or heads) * head_dim
-    return LayerShape(layers=layers, tokens=config.batch_size * config.seq_len, hidden=hidden, kv_width=kv_width,
-                      top_k=getattr(source, "num_experts_per_tok", 0) or 0, activation_bytes=element,
-                      weight_bytes=weight_bytes, expert_weight_bytes=expert_bytes), source  # fmt: skip
+    return LayerShape(
+        layers=layers,
+        tokens=config.batch_size * config.seq_len,
+        hidden=hidden,
+        kv_width=kv_width,
+        top_k=getattr(source, "num_experts_per_tok", 0) or 0,
+        activation_bytes=element,
+        weight_bytes=weight_bytes,
+        expert_weight_bytes=expert_bytes,
+    ), source
 
 
 def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setting]:
@@ -119,8 +126,9 @@ def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setti
         for schedule in _SCHEDULES if pp > 1 else (None,):
             for scheme in schemes:
                 for choice in CHOICES:
-                    yield Setting(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, pp_schedule=schedule, scheme=scheme,
-                                  checkpointing=choice)  # fmt: skip
+                    yield Setting(
+                        gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, pp_schedule=schedule, scheme=scheme, checkpointing=choice
+                    )
 
 
 def _layouts(gpus: int, source: Any, config: SimulationConfig) -> Iterator[tuple[int, int, int, int]]:

@@ -88,8 +88,7 @@ def _holds_layer_list(module: torch.nn.Module) -> bool:
     if _is_adapter_layer(module):
         return False
     return any(
-        isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child)
-        for child in module.children()
+        isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) or _holds_layer_list(child) for child in module.children()
     )
 
 

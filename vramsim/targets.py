@@ -72,7 +72,11 @@ _CPU_RULES = KernelRules(
     promote_ops=autocast_lists.CPU_PROMOTE,
     attention=cpu_attention,
     workspaces=combine_workspaces(
-        cpu_attention_workspaces, matmul_workspaces, conv2d_workspaces, onednn_conv_workspaces, reduction_copies(cuda=False),
+        cpu_attention_workspaces,
+        matmul_workspaces,
+        conv2d_workspaces,
+        onednn_conv_workspaces,
+        reduction_copies(cuda=False),
         scaled_mm_workspaces,
     ),
     output_layouts=cpu_output_layouts,
@@ -90,8 +94,14 @@ def resolve_target(name: str) -> Target:
     if profile.vendor == "cpu":
         # Host tensors the program makes (e.g. Adam's step counters) live on the CPU too.
         # torch.optim picks for-loop kernels on the CPU (_default_to_fused_or_foreach).
-        return Target(name=profile.name, profile=profile, rules=_CPU_RULES, counted_devices=frozenset({"meta", "cpu"}),
-                      foreach=False, notes=_cpu_notes())  # fmt: skip
+        return Target(
+            name=profile.name,
+            profile=profile,
+            rules=_CPU_RULES,
+            counted_devices=frozenset({"meta", "cpu"}),
+            foreach=False,
+            notes=_cpu_notes(),
+        )
     # On a GPU, host tensors (Adam's step counters) stay on the CPU and are not counted;
     # torch.optim defaults to foreach kernels for CUDA tensors (_default_to_fused_or_foreach).
     capability = profile.compute_capability or (9, 0)  # ROCm: AOTriton flash/efficient kernels
@@ -103,8 +113,12 @@ def resolve_target(name: str) -> Target:
         promote_ops=autocast_lists.CUDA_PROMOTE,
         fp32_dtype_ops=autocast_lists.CUDA_FP32_SET_DTYPE,
         attention=GpuAttention(compute_capability=capability, rocm=rocm),
-        workspaces=combine_workspaces(GpuWorkspaces(capability, rocm), flash_attn_workspaces, reduction_copies(cuda=True),
-                                      marlin_workspaces(profile.multiprocessors or 0)),
+        workspaces=combine_workspaces(
+            GpuWorkspaces(capability, rocm),
+            flash_attn_workspaces,
+            reduction_copies(cuda=True),
+            marlin_workspaces(profile.multiprocessors or 0),
+        ),
         functions={**GPU_FUNCTIONS, **bitsandbytes_functions(cuda=True)},
     )
     checked = (
@@ -118,8 +132,15 @@ def resolve_target(name: str) -> Target:
         f"from PyTorch's source; {checked} (benchmarks/measured/h200.json)",
     )
     selection, backward = _sdpa_notes(rules.attention)
-    return Target(name=profile.name, profile=profile, rules=rules, counted_devices=frozenset({"meta"}), foreach=True,
-                  notes=(note, *selection), training_notes=backward)  # fmt: skip
+    return Target(
+        name=profile.name,
+        profile=profile,
+        rules=rules,
+        counted_devices=frozenset({"meta"}),
+        foreach=True,
+        notes=(note, *selection),
+        training_notes=backward,
+    )
 
 
 def _sdpa_notes(attention: Any) -> tuple[tuple[Assumption, ...], tuple[Assumption, ...]]:

@@ -44,14 +44,19 @@ def rank_config(source: Any, tp: int) -> Any:
     ``torch.chunk`` chunks it, so rank 0 holds the largest slice)."""
     model_type = getattr(source, "model_type", None)
     if model_type not in TP_MODEL_TYPES:
-        raise UnsupportedError(f"tp splits {', '.join(sorted(TP_MODEL_TYPES))} decoders (Megatron's layout); "
-                               f"{model_type or type(source).__name__} is not one")  # fmt: skip
+        raise UnsupportedError(
+            f"tp splits {', '.join(sorted(TP_MODEL_TYPES))} decoders (Megatron's layout); "
+            f"{model_type or type(source).__name__} is not one"
+        )
     if getattr(source, "num_local_experts", None) or getattr(source, "num_experts", None):
         raise UnsupportedError("tp with mixture-of-experts layers needs expert parallelism, which is not modelled")
     heads = source.num_attention_heads
     kv_heads = getattr(source, "num_key_value_heads", None) or heads
-    for name, value in (("num_attention_heads", heads), ("num_key_value_heads", kv_heads),
-                        ("intermediate_size", source.intermediate_size)):  # fmt: skip
+    for name, value in (
+        ("num_attention_heads", heads),
+        ("num_key_value_heads", kv_heads),
+        ("intermediate_size", source.intermediate_size),
+    ):
         if value % tp:
             raise ConfigError(f"tp={tp} must divide {name} ({value}): Megatron splits it evenly across the ranks")
     shard = copy.deepcopy(source)

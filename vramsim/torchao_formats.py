@@ -29,8 +29,17 @@ from .report import Assumption
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line imports this module without it
     import torch
 
-__all__ = ["TORCHAO_NAMES", "check_torchao", "describe_torchao", "is_torchao", "quantize_torchao",
-           "quantize_torchao_diffusers", "torchao_notes", "torchao_quant_type", "uses_mslk_int4"]  # fmt: skip
+__all__ = [
+    "TORCHAO_NAMES",
+    "check_torchao",
+    "describe_torchao",
+    "is_torchao",
+    "quantize_torchao",
+    "quantize_torchao_diffusers",
+    "torchao_notes",
+    "torchao_quant_type",
+    "uses_mslk_int4",
+]
 
 TORCHAO_NAMES = ("int8wo", "int4wo", "int4wo-tinygemm", "fp8-rowwise")
 """The ``--quantization`` names that are torchao configs."""
@@ -41,8 +50,11 @@ TINYGEMM_CAPABILITY = (8, 0)
 ``Int4TilePackedTo4dTensor.from_hp`` refuses a GPU below compute capability 8.0."""
 FLOAT8_CAPABILITY = (8, 9)
 """torchao ``float8/inference.py _check_hardware_support``: per-row float8 needs sm 8.9+ (or MI300+, XPU)."""
-_KINDS = {"Int8WeightOnlyConfig": "int8wo", "Int4WeightOnlyConfig": "int4wo",
-          "Float8DynamicActivationFloat8WeightConfig": "fp8-rowwise"}  # fmt: skip
+_KINDS = {
+    "Int8WeightOnlyConfig": "int8wo",
+    "Int4WeightOnlyConfig": "int4wo",
+    "Float8DynamicActivationFloat8WeightConfig": "fp8-rowwise",
+}
 _INT4_PACKINGS = {"plain": "int4wo", "tile_packed_to_4d": "int4wo-tinygemm"}
 """``Int4WeightOnlyConfig.int4_packing_format`` -> the name of the format it makes."""
 
@@ -83,25 +95,32 @@ def check_torchao(config: Any, profile: DeviceProfile, *, train: bool) -> None:
     name = type(config.quant_type).__name__
     kind = _KINDS.get(name)
     if kind is None:
-        raise UnsupportedError(f"torchao's {name} is not modelled; Int8WeightOnlyConfig (int8wo), Int4WeightOnlyConfig "
-                               "(int4wo, int4wo-tinygemm) and Float8DynamicActivationFloat8WeightConfig per row "
-                               "(fp8-rowwise) are")  # fmt: skip
+        raise UnsupportedError(
+            f"torchao's {name} is not modelled; Int8WeightOnlyConfig (int8wo), Int4WeightOnlyConfig "
+            "(int4wo, int4wo-tinygemm) and Float8DynamicActivationFloat8WeightConfig per row "
+            "(fp8-rowwise) are"
+        )
     if train:
-        raise UnsupportedError(f"training on a torchao {_kind(config)} base is not modelled: simulate --task forward or "
-                               "generate")  # fmt: skip
+        raise UnsupportedError(f"training on a torchao {_kind(config)} base is not modelled: simulate --task forward or generate")
     quant_type, capability = config.quant_type, profile.compute_capability
     if kind == "int4wo":
         packing = _value(quant_type.int4_packing_format)
         if packing not in _INT4_PACKINGS:
-            raise UnsupportedError(f"torchao Int4WeightOnlyConfig(int4_packing_format={packing!r}) is not modelled; plain "
-                                   "(int4wo, mslk's kernels) and tile_packed_to_4d (int4wo-tinygemm) are")  # fmt: skip
+            raise UnsupportedError(
+                f"torchao Int4WeightOnlyConfig(int4_packing_format={packing!r}) is not modelled; plain "
+                "(int4wo, mslk's kernels) and tile_packed_to_4d (int4wo-tinygemm) are"
+            )
         if packing == "plain" and (profile.vendor != "nvidia" or capability is None or capability[0] != MSLK_INT4_CAPABILITY):
-            raise UnsupportedError(f"int4wo's matmul is mslk's CUTLASS sm90 kernel (Int4Tensor): simulate an H100 or H200, "
-                                   f"not {profile.label}, or int4wo-tinygemm (torch's tinygemm, sm 8.0+)")  # fmt: skip
+            raise UnsupportedError(
+                f"int4wo's matmul is mslk's CUTLASS sm90 kernel (Int4Tensor): simulate an H100 or H200, "
+                f"not {profile.label}, or int4wo-tinygemm (torch's tinygemm, sm 8.0+)"
+            )
         tinygemm_gpu = profile.vendor == "amd" or (profile.vendor == "nvidia" and (capability or (0, 0)) >= TINYGEMM_CAPABILITY)
         if packing == "tile_packed_to_4d" and not tinygemm_gpu:
-            raise UnsupportedError(f"int4wo-tinygemm's matmul is torch's tinygemm (_weight_int4pack_mm), built for NVIDIA "
-                                   f"sm 8.0+ and AMD CDNA2+: {profile.label} has none")  # fmt: skip
+            raise UnsupportedError(
+                f"int4wo-tinygemm's matmul is torch's tinygemm (_weight_int4pack_mm), built for NVIDIA "
+                f"sm 8.0+ and AMD CDNA2+: {profile.label} has none"
+            )
     elif kind == "fp8-rowwise":
         _check_float8(quant_type, profile)
 
@@ -114,18 +133,21 @@ def _check_float8(quant_type: Any, profile: DeviceProfile) -> None:
     packing = _value(quant_type.packing_format)
     problems = [
         "" if per_row else "granularity other than PerRow() (modelled: per row)",
-        "kernel_preference=MSLK (modelled: auto or torch, torchao's torch path)" if _value(quant_type.kernel_preference) == "mslk"
+        "kernel_preference=MSLK (modelled: auto or torch, torchao's torch path)"
+        if _value(quant_type.kernel_preference) == "mslk"
         else "",
         "" if packing == "plain" else f"packing_format={packing!r}",
         "" if e4m3 else "float8 other than e4m3",
-    ]  # fmt: skip
+    ]
     found = [p for p in problems if p]
     if found:
         raise UnsupportedError(f"torchao Float8DynamicActivationFloat8WeightConfig with {'; '.join(found)} is not modelled")
     capability = profile.compute_capability
     if profile.vendor != "cpu" and (profile.vendor != "nvidia" or capability is None or capability < FLOAT8_CAPABILITY):
-        raise UnsupportedError(f"torchao's float8 needs an NVIDIA GPU of compute capability 8.9+ (Ada, Hopper, Blackwell); "
-                               f"{profile.label} has no float8 matmul")  # fmt: skip
+        raise UnsupportedError(
+            f"torchao's float8 needs an NVIDIA GPU of compute capability 8.9+ (Ada, Hopper, Blackwell); "
+            f"{profile.label} has no float8 matmul"
+        )
 
 
 def _refuse_int4_off_cuda(model: torch.nn.Module, config: Any, device: str) -> None:
@@ -134,8 +156,9 @@ def _refuse_int4_off_cuda(model: torch.nn.Module, config: Any, device: str) -> N
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
     kind = _kind(config)
     if kind.startswith("int4wo") and (device == "cpu" or dtype != torch.bfloat16):
-        raise UnsupportedError(f"{kind} (torchao's int4 weight-only) runs on a GPU only, in bfloat16 (its kernels): give "
-                               "dtype=bf16 and a GPU target")  # fmt: skip
+        raise UnsupportedError(
+            f"{kind} (torchao's int4 weight-only) runs on a GPU only, in bfloat16 (its kernels): give dtype=bf16 and a GPU target"
+        )
 
 
 def quantize_torchao(model: torch.nn.Module, config: Any, device: str) -> None:
@@ -171,12 +194,14 @@ def quantize_torchao_diffusers(model: torch.nn.Module, config: Any, device: str)
 
     _refuse_int4_off_cuda(model, config, device)
     quantizer = DiffusersAutoQuantizer.from_config(TorchAoConfig(quant_type=config.quant_type), pre_quantized=False)
-    quantizer.preprocess_model(model=model, device_map={"": device},
-                               keep_in_fp32_modules=getattr(model, "_keep_in_fp32_modules", None) or [])  # fmt: skip
+    quantizer.preprocess_model(
+        model=model, device_map={"": device}, keep_in_fp32_modules=getattr(model, "_keep_in_fp32_modules", None) or []
+    )
     with torchao_float8_hardware_checked(), torchao_tinygemm_capability_checked():
         for name, module in list(model.named_modules()):
             if isinstance(module, torch.nn.Linear) and quantizer.check_if_quantized_param(
-                    model, module.weight, f"{name}.weight", {}):  # fmt: skip
+                model, module.weight, f"{name}.weight", {}
+            ):
                 quantize_(module, quantizer.quantization_config.get_apply_tensor_subclass())
 
 
@@ -184,11 +209,15 @@ def describe_torchao(config: Any) -> str:
     """The header's words for a torchao model."""
     quant_type, kind = config.quant_type, _kind(config)
     if kind == "int4wo":
-        return (f"torchao int4 weight-only (Int4Tensor, plain: two int4 per byte, scales and zero points per group of "
-                f"{quant_type.group_size} in bf16)")  # fmt: skip
+        return (
+            f"torchao int4 weight-only (Int4Tensor, plain: two int4 per byte, scales and zero points per group of "
+            f"{quant_type.group_size} in bf16)"
+        )
     if kind == "int4wo-tinygemm":
-        return (f"torchao int4 weight-only (Int4TilePackedTo4dTensor, tinygemm's tiles: in features padded to 1024, "
-                f"bf16 scale and zero point per group of {quant_type.group_size})")  # fmt: skip
+        return (
+            f"torchao int4 weight-only (Int4TilePackedTo4dTensor, tinygemm's tiles: in features padded to 1024, "
+            f"bf16 scale and zero point per group of {quant_type.group_size})"
+        )
     if kind == "fp8-rowwise":
         return "torchao float8 per row (e4m3 weights, a float32 scale per row; inputs quantized per token)"
     return f"torchao int8 weight-only ({type(quant_type.granularity).__name__}: int8 values, float32 scales)"
@@ -202,11 +231,11 @@ def torchao_notes(config: Any) -> list[Assumption]:
     detail = {
         "int8wo": "traced as torchao writes it; torch.compile, which would fuse the cast, is not modelled",
         "int4wo": "mslk's quantization helpers and GEMM stood in on meta (their outputs; the GEMM's CUTLASS workspace "
-                  "is 0 bytes for its persistent non-split-K schedules)",
+        "is 0 bytes for its persistent non-split-K schedules)",
         "int4wo-tinygemm": "torch's _weight_int4pack_mm shaped on meta as int4mm.cu allocates (its bf16 output only)",
         "fp8-rowwise": "torchao's torch path (KernelPreference.TORCH, or AUTO without mslk installed; with mslk on "
-                       "sm 9.0+ AUTO quantizes inputs in one Triton kernel instead, not modelled)",
-    }[kind]  # fmt: skip
+        "sm 9.0+ AUTO quantizes inputs in one Triton kernel instead, not modelled)",
+    }[kind]
     return [Assumption(name=f"torchao_{kind.replace('-', '_')}", detail=f"{QUANTIZED_KERNELS[kind]}; {detail}")]
 
 

@@ -100,9 +100,10 @@ def trace_program(
 
 
 _OWN_DIRECTORIES = tuple(
-    Path(directory).resolve() for package in (vramsim, vramsim.tracer, vramsim.estimators, vramsim.model_zoo)
+    Path(directory).resolve()
+    for package in (vramsim, vramsim.tracer, vramsim.estimators, vramsim.model_zoo)
     for directory in package.__path__
-)  # fmt: skip
+)
 """Where vramsim's code lives (``tracer/`` and ``estimators/`` sit beside ``vramsim/`` in a checkout)."""
 
 
@@ -122,4 +123,3 @@ def _raised_by_vramsim(traceback: TracebackType | None) -> bool:
         return False
     failing = next((i.opname for i in dis.get_instructions(code) if i.offset == traceback.tb_lasti), "")
     return not (failing.startswith("CALL") or failing == "PRECALL")
-

@@ -59,8 +59,9 @@ def checkpoint(
     _check(config)
     given = _save_format(save_format, config, async_save)
     if given in ("dcp", "deepspeed") and map_location is not None:
-        raise ConfigError(f"map_location is the Trainer's and torch.load's choice; save_format={given!r} loads on the "
-                          "host itself")  # fmt: skip
+        raise ConfigError(
+            f"map_location is the Trainer's and torch.load's choice; save_format={given!r} loads on the host itself"
+        )
     layout: Layout = "trainer" if given == "trainer" else "torch"
     location = _map_location(map_location, config, layout)
     target = resolve_target(config.device)
@@ -71,8 +72,9 @@ def checkpoint(
     analysis = Analysis(build_graph(trace), target, config)
     outcome = analysis.run(parse_checkpointing(config.checkpointing))
     if given in ("dcp", "deepspeed"):
-        report = sharded_checkpoint(program, outcome.timeline, config, target, dcp=given == "dcp", async_save=async_save,
-                                    train=outcome.memory)  # fmt: skip
+        report = sharded_checkpoint(
+            program, outcome.timeline, config, target, dcp=given == "dcp", async_save=async_save, train=outcome.memory
+        )
         return dataclasses.replace(report, model=_model_name(model), trace_seconds=round(time.perf_counter() - started, 3))
     train = outcome.memory
     host = target.profile.vendor == "cpu"
@@ -127,8 +129,10 @@ def _save_format(given: str | None, config: SimulationConfig, async_save: bool) 
     if chosen == "deepspeed" and not config.zero:
         raise ConfigError("save_format='deepspeed' is DeepSpeed's ZeRO checkpoint; set zero (1, 2 or 3)")
     if sharded is not None and chosen != sharded:
-        raise UnsupportedError(f"save_format={chosen!r} with {'zero' if config.zero else 'fsdp'}: modelled is "
-                               f"save_format={sharded!r} (how that sharding saves each rank's state)")  # fmt: skip
+        raise UnsupportedError(
+            f"save_format={chosen!r} with {'zero' if config.zero else 'fsdp'}: modelled is "
+            f"save_format={sharded!r} (how that sharding saves each rank's state)"
+        )
     if async_save and chosen != "dcp":
         raise ConfigError("async_save is dcp.async_save; use save_format='dcp'")
     return chosen
@@ -151,11 +155,15 @@ def _check(config: SimulationConfig) -> None:
     if config.checkpointing == "all":
         raise ConfigError("checkpointing='all' compares choices; a checkpoint is of one run (choose one)")
     if config.tp > 1 or config.pp > 1 or config.cp > 1 or config.ep > 1:
-        raise UnsupportedError("checkpoints of tensor, pipeline, context or expert parallel ranks are not modelled yet; "
-                               "data parallelism is (DDP, ZeRO through DeepSpeed's files, FSDP2 through DCP)")  # fmt: skip
+        raise UnsupportedError(
+            "checkpoints of tensor, pipeline, context or expert parallel ranks are not modelled yet; "
+            "data parallelism is (DDP, ZeRO through DeepSpeed's files, FSDP2 through DCP)"
+        )
     if config.fsdp == "hybrid" or config.offload_states != "none":
-        raise UnsupportedError("checkpoints of HSDP or CPU-offloaded model states are not modelled yet; FSDP2 full or "
-                               "grad-op (DCP) and ZeRO on the device (DeepSpeed) are")  # fmt: skip
+        raise UnsupportedError(
+            "checkpoints of HSDP or CPU-offloaded model states are not modelled yet; FSDP2 full or "
+            "grad-op (DCP) and ZeRO on the device (DeepSpeed) are"
+        )
 
 
 def _assumptions(target: Target, overheads: list[Any], layout: Layout) -> list[Assumption]:
@@ -194,6 +202,9 @@ def _assumptions(target: Target, overheads: list[Any], layout: Layout) -> list[A
                 "made by torch's _process_value_according_to_param_policy (cast to the parameter's dtype)",
             ),
         ]
-    process = Assumption(name="restore_process", detail="the save and the restore are counted in the process that "
-                         "trains: its CUDA context and cuBLAS workspaces as a training step leaves them")  # fmt: skip
+    process = Assumption(
+        name="restore_process",
+        detail="the save and the restore are counted in the process that "
+        "trains: its CUDA context and cuBLAS workspaces as a training step leaves them",
+    )
     return [*saved, process, *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in overheads), *target.notes]

@@ -98,8 +98,7 @@ def _gib(count: int) -> str:
 def _validate_cuda(model: ModelSource, device: str, options: dict[str, Any]) -> Validation:
     if not torch.cuda.is_available():
         raise UnsupportedError(
-            f"validate --device {device} runs the workload for real and needs a CUDA GPU; none is visible here "
-            "(use --device cpu)"
+            f"validate --device {device} runs the workload for real and needs a CUDA GPU; none is visible here (use --device cpu)"
         )
     target = cuda_target_name() if device.lower() == "cuda" else device
     report = simulate(model, device=target, **options)

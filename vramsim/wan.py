@@ -53,15 +53,24 @@ def num_frames(given: int | None, vae: torch.nn.Module) -> int:
 
 def wan_notes(step: _Generate) -> list[Assumption]:
     """What the Wan run assumes beyond the common pipeline notes."""
-    guidance = ("guidance runs the transformer twice per step (prompt, then the empty negative prompt), each on a batch "
-                "of one video" if step.run.guidance_scale > 1 else "no guidance: one transformer call per step")  # fmt: skip
+    guidance = (
+        "guidance runs the transformer twice per step (prompt, then the empty negative prompt), each on a batch of one video"
+        if step.run.guidance_scale > 1
+        else "no guidance: one transformer call per step"
+    )
     return [
-        Assumption(name="wan_video", detail=f"{step.run.num_frames} frames at {step.run.height}x{step.run.width}; UMT5 over "
-                   f"max_sequence_length={step.run.max_sequence_length} masked tokens, the prompt taken to fill them; "
-                   f"{guidance}"),
-        Assumption(name="wan_vae_dtype", detail=f"the VAE is kept in {WAN_VAE_DTYPE} whatever --dtype says "
-                   "(WAN_VAE_DTYPE: Wan's model card loads it so), so the latents are cast to it for the decode"),
-    ]  # fmt: skip
+        Assumption(
+            name="wan_video",
+            detail=f"{step.run.num_frames} frames at {step.run.height}x{step.run.width}; UMT5 over "
+            f"max_sequence_length={step.run.max_sequence_length} masked tokens, the prompt taken to fill them; "
+            f"{guidance}",
+        ),
+        Assumption(
+            name="wan_vae_dtype",
+            detail=f"the VAE is kept in {WAN_VAE_DTYPE} whatever --dtype says "
+            "(WAN_VAE_DTYPE: Wan's model card loads it so), so the latents are cast to it for the decode",
+        ),
+    ]
 
 
 def _t5_embeds(step: _Generate, program: Program) -> torch.Tensor:
@@ -107,8 +116,13 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     assert step.run.num_frames is not None, "_run sets Wan's num_frames"
     scheduler = step.scheduler
     scheduler.set_timesteps(step.run.num_inference_steps, device="cpu")  # kept on the host
-    shape = (step.run.num_images, transformer.config.in_channels, (step.run.num_frames - 1) // temporal + 1,
-             height // spatial, width // spatial)  # fmt: skip
+    shape = (
+        step.run.num_images,
+        transformer.config.in_channels,
+        (step.run.num_frames - 1) // temporal + 1,
+        height // spatial,
+        width // spatial,
+    )
     latents = torch.randn(shape, device=device, dtype=torch.float32)
     mask = torch.ones(latents.shape, dtype=torch.float32, device=device)
     scheduler.set_begin_index(0)
@@ -117,12 +131,21 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     for t in scheduler.timesteps[: step.steps_traced]:
         latent_model_input = latents.to(dtype)
         timestep = t.expand(latents.shape[0]).to(device)
-        noise_pred = transformer(hidden_states=latent_model_input, timestep=timestep, encoder_hidden_states=prompt_embeds,
-                                 attention_kwargs=None, return_dict=False)[0]  # fmt: skip
+        noise_pred = transformer(
+            hidden_states=latent_model_input,
+            timestep=timestep,
+            encoder_hidden_states=prompt_embeds,
+            attention_kwargs=None,
+            return_dict=False,
+        )[0]
         if guided:
-            noise_uncond = transformer(hidden_states=latent_model_input, timestep=timestep,
-                                       encoder_hidden_states=embeds["negative_prompt_embeds"], attention_kwargs=None,
-                                       return_dict=False)[0]  # fmt: skip
+            noise_uncond = transformer(
+                hidden_states=latent_model_input,
+                timestep=timestep,
+                encoder_hidden_states=embeds["negative_prompt_embeds"],
+                attention_kwargs=None,
+                return_dict=False,
+            )[0]
             noise_pred = noise_uncond + step.run.guidance_scale * (noise_pred - noise_uncond)
         latents = scheduler.step(noise_pred, t, latents, return_dict=False)[0]
     embeds["mask"] = mask  # a __call__ local: alive through the decode

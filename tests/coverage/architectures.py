@@ -54,9 +54,18 @@ AUDIO_SEQ_LEN = 128
 AUDIO_MAPPINGS = ("speech-seq2seq", "ctc")
 
 _LAYER_COUNTS = (
-    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-    "num_encoder_layers", "num_decoder_layers", "depth", "num_blocks", "num_layers_per_stack",
-)  # fmt: skip
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_encoder_layers",
+    "num_decoder_layers",
+    "depth",
+    "num_blocks",
+    "num_layers_per_stack",
+)
 SEQ_LENS = {"reformer": 4096}
 """Reformer's axial position embeddings train only at their full length (64 x 64)."""
 IMAGE_TEXT_SEQ_LEN = 320
@@ -112,7 +121,13 @@ def trace(model_type: str, class_name: str, device: str, mapping: str = "") -> v
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return vramsim.simulate(
-            config, model_class=class_name, task="train", batch_size=BATCH_SIZE, seq_len=seq_len, device=device, loss=_loss,
+            config,
+            model_class=class_name,
+            task="train",
+            batch_size=BATCH_SIZE,
+            seq_len=seq_len,
+            device=device,
+            loss=_loss,
             steps=1,
         )
 

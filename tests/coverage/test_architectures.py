@@ -91,8 +91,10 @@ def outcomes() -> list[Outcome]:
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start) as pool:
         results = list(pool.map(trace_case, cases, chunksize=1))
     elapsed = time.perf_counter() - started
-    print(f"\n{len(cases)} architectures traced, each on one of {', '.join(architectures.TARGETS)}, in {elapsed:.0f} s "
-          f"on {workers} workers")  # fmt: skip
+    print(
+        f"\n{len(cases)} architectures traced, each on one of {', '.join(architectures.TARGETS)}, in {elapsed:.0f} s "
+        f"on {workers} workers"
+    )
     for mapping in architectures.MAPPINGS:
         for target in architectures.TARGETS:
             rows = [r for r in results if r[0] == mapping and r[3] == target]
@@ -112,8 +114,7 @@ def known_failures() -> dict[tuple[str, str], tuple[set[str], str]]:
     return listed
 
 
-BELOW_TARGET = {
-}
+BELOW_TARGET = {}
 """Mappings under ``TARGET`` today, and why (details in KNOWN_FAILURES.md). Strict: once one
 reaches the target its entry must go."""
 

@@ -87,8 +87,11 @@ def test_seeded_inputs_are_read_exactly() -> None:
 
 def test_grouped_mm_in_float32_on_meta() -> None:
     with _Policy():
-        out = torch._grouped_mm(torch.randn(8, 4, device="meta"), torch.randn(2, 4, 3, device="meta"),
-                                offs=torch.tensor([4, 8], dtype=torch.int32, device="meta"))  # fmt: skip
+        out = torch._grouped_mm(
+            torch.randn(8, 4, device="meta"),
+            torch.randn(2, 4, 3, device="meta"),
+            offs=torch.tensor([4, 8], dtype=torch.int32, device="meta"),
+        )
     assert out.shape == (8, 3) and out.dtype == torch.float32
 
 
@@ -102,9 +105,15 @@ def test_moe_routing_option_is_checked() -> None:
 
 def test_simulate_reports_the_routing_it_assumed() -> None:
     config = transformers.MixtralConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=100, num_local_experts=4, num_experts_per_tok=2,
-    )  # fmt: skip
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
     config._experts_implementation = "eager"
     peaks = {}
     for routing in ("balanced", "worst-case"):

@@ -46,9 +46,15 @@ def test_11mib_reserves_12mib_and_the_unsplit_1mib_counts_as_allocated() -> None
 
 @pytest.mark.parametrize(
     ("nbytes", "reserved", "allocated"),
-    [(1 * MiB, 2 * MiB, 1 * MiB), (1 * MiB + 1, 20 * MiB, 1 * MiB + 512), (9 * MiB, 20 * MiB, 9 * MiB),
-     (10 * MiB, 10 * MiB, 10 * MiB), (19 * MiB + 1, 20 * MiB, 20 * MiB), (21 * MiB, 22 * MiB, 22 * MiB)],
-)  # fmt: skip
+    [
+        (1 * MiB, 2 * MiB, 1 * MiB),
+        (1 * MiB + 1, 20 * MiB, 1 * MiB + 512),
+        (9 * MiB, 20 * MiB, 9 * MiB),
+        (10 * MiB, 10 * MiB, 10 * MiB),
+        (19 * MiB + 1, 20 * MiB, 20 * MiB),
+        (21 * MiB, 22 * MiB, 22 * MiB),
+    ],
+)
 def test_segment_size_by_request(nbytes: int, reserved: int, allocated: int) -> None:
     stats = run(("alloc", 1, nbytes))
     assert (stats.peak_reserved_bytes, stats.peak_allocated_bytes) == (reserved, allocated)
@@ -102,9 +108,13 @@ def test_freed_neighbours_coalesce_into_one_block() -> None:
 
 def test_best_fit_picks_the_smallest_block_that_fits() -> None:
     stats = run(
-        ("alloc", 1, 12 * MiB), ("alloc", 2, 16 * MiB), ("free", 1), ("free", 2),
-        ("alloc", 3, 11 * MiB), ("alloc", 4, 14 * MiB),
-    )  # fmt: skip
+        ("alloc", 1, 12 * MiB),
+        ("alloc", 2, 16 * MiB),
+        ("free", 1),
+        ("free", 2),
+        ("alloc", 3, 11 * MiB),
+        ("alloc", 4, 14 * MiB),
+    )
     assert stats.peak_reserved_bytes == 28 * MiB  # 11 MiB takes the 12 MiB block, 14 MiB the 16 MiB one
     assert stats.final_allocated_bytes == 12 * MiB + 14 * MiB  # 1 MiB left on the 12: not split; 2 MiB: split
 
@@ -197,8 +207,7 @@ def test_expandable_maps_a_released_hole_again() -> None:
     # Continuing the case above: once the small block is freed, 15 MiB fits no mapped block, and
     # the lowest unmapped range with room is the hole at page 0 plus the free [20, 30) after it.
     # Mapping that page needs the small page back (22 + 20 > 40): a second release, then it fits.
-    steps = [("alloc", 1, 30 * MiB), ("alloc", 2, 5 * MiB), ("free", 1), ("alloc", 3, 100), ("free", 3),
-             ("alloc", 4, 15 * MiB)]  # fmt: skip
+    steps = [("alloc", 1, 30 * MiB), ("alloc", 2, 5 * MiB), ("free", 1), ("alloc", 3, 100), ("free", 3), ("alloc", 4, 15 * MiB)]
     stats = run(*steps, expandable_segments=True, memory_limit_bytes=40 * MiB)
     assert not stats.oom and stats.alloc_retries == 2
     assert (stats.final_reserved_bytes, stats.final_allocated_bytes) == (40 * MiB, 20 * MiB)
@@ -250,8 +259,9 @@ def _random_trace(rng: random.Random, count: int) -> list[AllocEvent]:
         if live and rng.random() < 0.45:
             events.append(AllocEvent(kind="free", key=live.pop(rng.randrange(len(live))), nbytes=0))
             continue
-        size = rng.choice([rng.randint(0, 4 * KiB), rng.randint(1, 1 * MiB), rng.randint(1 * MiB, 12 * MiB),
-                           rng.randint(10 * MiB, 64 * MiB)])  # fmt: skip
+        size = rng.choice(
+            [rng.randint(0, 4 * KiB), rng.randint(1, 1 * MiB), rng.randint(1 * MiB, 12 * MiB), rng.randint(10 * MiB, 64 * MiB)]
+        )
         key += 1
         live.append(key)
         events.append(AllocEvent(kind="alloc", key=key, nbytes=size))
@@ -324,9 +334,7 @@ def test_matches_a_plain_reference_on_random_traces(seed: int, limit_fraction: f
     events = _random_trace(random.Random(seed), 1_500)
     limit = None if limit_fraction is None else int(simulate(events).peak_reserved_bytes * limit_fraction)
     stats = simulate(events, AllocatorConfig(memory_limit_bytes=limit))
-    assert (stats.peak_allocated_bytes, stats.peak_reserved_bytes, stats.alloc_retries, stats.oom) == _reference(
-        events, limit
-    )
+    assert (stats.peak_allocated_bytes, stats.peak_reserved_bytes, stats.alloc_retries, stats.oom) == _reference(events, limit)
 
 
 def test_counters_balance_after_everything_is_freed() -> None:

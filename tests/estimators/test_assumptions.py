@@ -47,10 +47,22 @@ def test_cpu_pays_no_overhead() -> None:
 
 @pytest.mark.parametrize(
     ("name", "workspace"),
-    [("a100-80gb", 8_519_680), ("t4", 8_519_680), ("l4", 8_519_680), ("rtx-3080-ti", 8_519_680),
-     ("rtx-6000-ada", 8_519_680), ("h100-sxm", 32 * MiB), ("h20", 32 * MiB), ("gh200", 32 * MiB),
-     ("h200", 32 * MiB), ("b200", 32 * MiB), ("gb200", 32 * MiB), ("rtx-5090", 32 * MiB), ("rtx-5070", 32 * MiB)],
-)  # fmt: skip
+    [
+        ("a100-80gb", 8_519_680),
+        ("t4", 8_519_680),
+        ("l4", 8_519_680),
+        ("rtx-3080-ti", 8_519_680),
+        ("rtx-6000-ada", 8_519_680),
+        ("h100-sxm", 32 * MiB),
+        ("h20", 32 * MiB),
+        ("gh200", 32 * MiB),
+        ("h200", 32 * MiB),
+        ("b200", 32 * MiB),
+        ("gb200", 32 * MiB),
+        ("rtx-5090", 32 * MiB),
+        ("rtx-5070", 32 * MiB),
+    ],
+)
 def test_cublas_workspace_follows_compute_capability(name: str, workspace: int) -> None:
     device = get_device(name)
     found = overheads_for(device)
@@ -92,9 +104,9 @@ def test_training_counts_a_workspace_for_autograds_thread() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "hipblas"), [("mi210", 32 * MiB), ("mi250x", 32 * MiB), ("mi300x", 128 * MiB), ("mi325x", 128 * MiB),
-                          ("mi355x", 128 * MiB)],
-)  # fmt: skip
+    ("name", "hipblas"),
+    [("mi210", 32 * MiB), ("mi250x", 32 * MiB), ("mi300x", 128 * MiB), ("mi325x", 128 * MiB), ("mi355x", 128 * MiB)],
+)
 def test_instinct_gpus_have_hip_context_and_both_blas_workspaces(name: str, hipblas: int) -> None:
     """hipBLAS: 128 MiB on gfx94x/gfx95x, 32 MiB on gfx90a; hipBLASLt's 76 MiB everywhere."""
     found = overheads_for(get_device(name))

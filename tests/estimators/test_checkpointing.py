@@ -35,8 +35,10 @@ MODELS: dict[str, tuple[Any, dict[str, Any]]] = {
     "unet-diffusers": (lambda: cases.unet(), {"task": "train", "batch_size": 4, "seq_len": 16,
                                               "inputs": cases.unet_inputs, "loss": cases.unet_loss}),
 }  # fmt: skip
-CHOICES = {"cpu": ["full", "every:2", "selective", "selective:torchtitan"],
-           "h100": ["full", "every:2", "selective", "selective:torchtitan", "offload"]}
+CHOICES = {
+    "cpu": ["full", "every:2", "selective", "selective:torchtitan"],
+    "h100": ["full", "every:2", "selective", "selective:torchtitan", "offload"],
+}
 
 
 @cache
@@ -133,9 +135,14 @@ def test_nested_blocks_are_unsupported() -> None:
     from vramsim.errors import UnsupportedError
 
     config = transformers.SwinConfig(
-        image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=2,
+        image_size=32,
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1],
+        num_heads=[2, 2],
+        window_size=2,
         architectures=["SwinForImageClassification"],
-    )  # fmt: skip
+    )
     options = {"device": "h100", "batch_size": 2, "seq_len": 1}
     assert vramsim.simulate(config, **options).peak_bytes > 0
     with pytest.raises(UnsupportedError, match="nested"):
@@ -185,7 +192,11 @@ def test_parse_first_layers() -> None:
     assert parse_checkpointing("first:0") == CheckpointPlan("none")
     plan = parse_checkpointing("first:1+selective:2")
     assert [(plan.checkpointed(i), plan.selective_at(i)) for i in range(4)] == [
-        (True, False), (True, True), (True, True), (False, False)]
+        (True, False),
+        (True, True),
+        (True, True),
+        (False, False),
+    ]
     assert parse_checkpointing("first:1+selective:torchtitan:2").spec == "first:1+selective:torchtitan:2"
     with pytest.raises(ValueError, match="unknown checkpointing"):
         parse_checkpointing("first:x")

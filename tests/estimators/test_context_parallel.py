@@ -25,20 +25,26 @@ SEQ, CP, HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 2, 8, 4, 16, 2
 @pytest.fixture(scope="module")
 def llama() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=HEADS * HEAD_DIM, intermediate_size=256, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS, vocab_size=301, max_position_embeddings=64,
-    )  # fmt: skip
+        hidden_size=HEADS * HEAD_DIM,
+        intermediate_size=256,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        vocab_size=301,
+        max_position_embeddings=64,
+    )
 
 
 def test_each_attention_call_adds_the_ring_buffers_torch_makes(llama: transformers.LlamaConfig) -> None:
     """Per SDPA call of a rank's seq / cp tokens (fp32): forward 3 x (K + V) and a float32 output and logsumexp;
     backward 3 x (K + V), float32 accumulators of q, k, v and 2 x (K + V) in float32."""
-    _, _, trace = build_and_trace(llama, SimulationConfig(cp=CP, seq_len=SEQ, **OPTIONS), resolve_target("cpu"),
-                                  checkpointing="marked")  # fmt: skip
+    _, _, trace = build_and_trace(
+        llama, SimulationConfig(cp=CP, seq_len=SEQ, **OPTIONS), resolve_target("cpu"), checkpointing="marked"
+    )
     graph = build_graph(trace)
     timeline = derive_timeline(graph)
     ringed, largest = ring_buffers(graph, timeline)
-    added = ringed.blocks[len(timeline.blocks):]
+    added = ringed.blocks[len(timeline.blocks) :]
     local = SEQ // CP
     q, kv = 2 * HEADS * local * HEAD_DIM, 2 * 2 * KV_HEADS * local * HEAD_DIM  # elements; K + V
     assert largest == 3 * 4 * kv
@@ -75,7 +81,8 @@ def test_a_rank_runs_its_share_of_the_sequence(llama: transformers.LlamaConfig) 
         ({"cp": 2, "seq_len": 32, "gpus": 3}, ConfigError, "multiple of tp x pp x cp"),
     ],
 )
-def test_refused_in_one_line(llama: transformers.LlamaConfig, options: dict[str, Any], error: type[Exception],
-                             match: str) -> None:  # fmt: skip
+def test_refused_in_one_line(
+    llama: transformers.LlamaConfig, options: dict[str, Any], error: type[Exception], match: str
+) -> None:
     with pytest.raises(error, match=match):
         vramsim.simulate(llama, **{**OPTIONS, **options})

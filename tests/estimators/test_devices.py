@@ -25,8 +25,16 @@ REQUESTED = [
 ]  # fmt: skip
 
 _GIB = 1 << 30
-_ARCH_OF_CAPABILITY = {(7, 0): "volta", (7, 5): "turing", (8, 0): "ampere", (8, 6): "ampere", (8, 9): "ada",
-                       (9, 0): "hopper", (10, 0): "blackwell", (12, 0): "blackwell"}  # fmt: skip
+_ARCH_OF_CAPABILITY = {
+    (7, 0): "volta",
+    (7, 5): "turing",
+    (8, 0): "ampere",
+    (8, 6): "ampere",
+    (8, 9): "ada",
+    (9, 0): "hopper",
+    (10, 0): "blackwell",
+    (12, 0): "blackwell",
+}
 _ARCH_OF_GFX = {"gfx90a": "cdna2", "gfx942": "cdna3", "gfx950": "cdna4"}
 
 
@@ -68,12 +76,26 @@ def test_lookup_ignores_case_spaces_and_separators(spelling: str) -> None:
 
 @pytest.mark.parametrize(
     ("alias", "name"),
-    [("h100", "h100-sxm"), ("H100-80GB", "h100-sxm"), ("a100", "a100-80gb"), ("v100", "v100-32gb"),
-     ("4090", "rtx-4090"), ("rtx4090", "rtx-4090"), ("H200-141GB", "h200"), ("3080ti", "rtx-3080-ti"),
-     ("rtx-3080-ti", "rtx-3080-ti"), ("RTX 3080 Ti", "rtx-3080-ti"), ("3080", "rtx-3080"), ("a6000", "rtx-a6000"),
-     ("h100-nvl", "h100-nvl"), ("mi250x", "mi250x"), ("4070 ti super", "rtx-4070-ti-super"),
-     ("6000 ada", "rtx-6000-ada"), ("4060ti-16gb", "rtx-4060-ti-16gb")],
-)  # fmt: skip
+    [
+        ("h100", "h100-sxm"),
+        ("H100-80GB", "h100-sxm"),
+        ("a100", "a100-80gb"),
+        ("v100", "v100-32gb"),
+        ("4090", "rtx-4090"),
+        ("rtx4090", "rtx-4090"),
+        ("H200-141GB", "h200"),
+        ("3080ti", "rtx-3080-ti"),
+        ("rtx-3080-ti", "rtx-3080-ti"),
+        ("RTX 3080 Ti", "rtx-3080-ti"),
+        ("3080", "rtx-3080"),
+        ("a6000", "rtx-a6000"),
+        ("h100-nvl", "h100-nvl"),
+        ("mi250x", "mi250x"),
+        ("4070 ti super", "rtx-4070-ti-super"),
+        ("6000 ada", "rtx-6000-ada"),
+        ("4060ti-16gb", "rtx-4060-ti-16gb"),
+    ],
+)
 def test_names_people_type_resolve(alias: str, name: str) -> None:
     assert get_device(alias).name == name
 
@@ -97,18 +119,39 @@ def test_unknown_name_is_one_line_with_the_closest_names() -> None:
 
 @pytest.mark.parametrize(
     ("name", "bf16", "fp8"),
-    [("v100-16gb", False, False), ("t4", False, False), ("a100-80gb", True, False), ("a10g", True, False),
-     ("l4", True, True), ("h100-sxm", True, True), ("b200", True, True), ("rtx-5090", True, True),
-     ("mi250x", True, False), ("mi300x", True, True), ("mi355x", True, True)],
-)  # fmt: skip
+    [
+        ("v100-16gb", False, False),
+        ("t4", False, False),
+        ("a100-80gb", True, False),
+        ("a10g", True, False),
+        ("l4", True, True),
+        ("h100-sxm", True, True),
+        ("b200", True, True),
+        ("rtx-5090", True, True),
+        ("mi250x", True, False),
+        ("mi300x", True, True),
+        ("mi355x", True, True),
+    ],
+)
 def test_precision_flags_follow_the_architecture(name: str, bf16: bool, fp8: bool) -> None:
     device = get_device(name)
     assert (device.supports_bf16, device.supports_fp8) == (bf16, fp8)
 
 
 def test_memory_is_the_driver_figure_below_the_marketing_size() -> None:
-    marketed = [("a100-40gb", 40), ("a100-80gb", 80), ("h100-sxm", 80), ("h200", 141), ("t4", 16), ("a10", 24),
-                ("rtx-3080", 10), ("rtx-3080-ti", 12), ("h100-nvl", 94), ("mi250x", 64), ("mi355x", 288)]  # fmt: skip
+    marketed = [
+        ("a100-40gb", 40),
+        ("a100-80gb", 80),
+        ("h100-sxm", 80),
+        ("h200", 141),
+        ("t4", 16),
+        ("a10", 24),
+        ("rtx-3080", 10),
+        ("rtx-3080-ti", 12),
+        ("h100-nvl", 94),
+        ("mi250x", 64),
+        ("mi355x", 288),
+    ]
     for name, gigabytes in marketed:
         memory = get_device(name).memory_bytes
         assert memory is not None
@@ -178,21 +221,32 @@ def test_the_measured_h200_record_maps_to_its_catalog_entry() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "memory", "architecture", "bf16", "fp8"),
-    [("custom:48GiB:sm_89", 48 << 30, "ada", True, True), ("custom:24GB:sm_75", 24 * 10**9, "turing", False, False),
-     ("Custom:192gb:gfx942", 192 * 10**9, "cdna3", True, True)],
-)  # fmt: skip
+    [
+        ("custom:48GiB:sm_89", 48 << 30, "ada", True, True),
+        ("custom:24GB:sm_75", 24 * 10**9, "turing", False, False),
+        ("Custom:192gb:gfx942", 192 * 10**9, "cdna3", True, True),
+    ],
+)
 def test_a_custom_gpu_is_its_memory_and_architecture(spec: str, memory: int, architecture: str, bf16: bool, fp8: bool) -> None:
     profile = get_device(spec)
     assert (profile.memory_bytes, profile.architecture, profile.supports_bf16, profile.supports_fp8) == (
-        memory, architecture, bf16, fp8)
+        memory,
+        architecture,
+        bf16,
+        fp8,
+    )
     assert profile.name == spec
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("custom", "custom:<memory>:<arch>"), ("custom:48:sm_89", "custom:<memory>:<arch>"),
-     ("custom:48GiB:sm_99", "unknown CUDA architecture sm_99"), ("custom:8GB:gfx1100", "unknown AMD architecture gfx1100")],
-)  # fmt: skip
+    [
+        ("custom", "custom:<memory>:<arch>"),
+        ("custom:48:sm_89", "custom:<memory>:<arch>"),
+        ("custom:48GiB:sm_99", "unknown CUDA architecture sm_99"),
+        ("custom:8GB:gfx1100", "unknown AMD architecture gfx1100"),
+    ],
+)
 def test_a_bad_custom_gpu_is_one_clear_line(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         get_device(spec)

@@ -14,8 +14,16 @@ _MiB = 1 << 20
 
 
 def _block(nbytes: int, phase: str, alloc: int, free: int, step: int = 0) -> Block:
-    return Block(nbytes=nbytes, category="activations", module="", phase=phase, op="aten.empty", step=step,
-                 alloc_at=(alloc, 0, 0), free_at=(free, 0, 0))  # fmt: skip
+    return Block(
+        nbytes=nbytes,
+        category="activations",
+        module="",
+        phase=phase,
+        op="aten.empty",
+        step=step,
+        alloc_at=(alloc, 0, 0),
+        free_at=(free, 0, 0),
+    )
 
 
 def _step(offset: int, step: int) -> list[Block]:

@@ -29,10 +29,16 @@ EXPERTS, TOP_K, HIDDEN, LAYERS = 8, 2, 64, 2
 @pytest.fixture(scope="module")
 def mixtral() -> transformers.MixtralConfig:
     return transformers.MixtralConfig(
-        hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=LAYERS, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=128, num_local_experts=EXPERTS, num_experts_per_tok=TOP_K,
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        num_local_experts=EXPERTS,
+        num_experts_per_tok=TOP_K,
         max_position_embeddings=64,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("ep", [2, 4])
@@ -69,7 +75,7 @@ def test_each_exchange_adds_two_buffers_of_the_routed_rows(mixtral: transformers
     timeline = derive_timeline(graph)
     rows = 2 * 16 * TOP_K
     exchanged, nbytes = all_to_all_buffers(graph, timeline, rows=rows, hidden=HIDDEN)
-    added = exchanged.blocks[len(timeline.blocks):]
+    added = exchanged.blocks[len(timeline.blocks) :]
     assert nbytes == rows * HIDDEN * 4
     assert len(added) == 4 * 2 * LAYERS * len(graph.graph["step_clocks"])
     assert all(b.op == ALL_TO_ALL and b.nbytes == nbytes and b.free_at is not None for b in added)
@@ -101,17 +107,27 @@ def test_expert_and_pipeline_parallel_compose(mixtral: transformers.MixtralConfi
         ("mixtral", {"ep": 3}, ConfigError, "must divide the experts"),
         ("mixtral", {"ep": 8}, UnsupportedError, "fewer than top_k"),
         ("mixtral", {"ep": 2, "gpus": 6, "pp": 2}, ConfigError, "multiple of tp x pp x ep = 4"),
-        ("mixtral", {"ep": 4, "gpus": 8, "fsdp": "hybrid", "shard_group_size": 2}, ConfigError,
-         r"must divide HSDP's shard group \(2 ranks\)"),
+        (
+            "mixtral",
+            {"ep": 4, "gpus": 8, "fsdp": "hybrid", "shard_group_size": 2},
+            ConfigError,
+            r"must divide HSDP's shard group \(2 ranks\)",
+        ),
         ("mixtral", {"ep": 2, "cp": 2, "seq_len": 16}, UnsupportedError, "cp with ep"),
         ("mixtral", {"ep": 2, "moe_routing": "worst-case"}, UnsupportedError, "balanced routing"),
         ("mixtral", {"ep": 2, "task": "forward"}, UnsupportedError, "modelled for training"),
     ],
 )
-def test_refused_in_one_line(mixtral: transformers.MixtralConfig, source: str, options: dict[str, Any],
-                             error: type[Exception], match: str) -> None:  # fmt: skip
-    model = mixtral if source == "mixtral" else transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=128)  # fmt: skip
+def test_refused_in_one_line(
+    mixtral: transformers.MixtralConfig, source: str, options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    model = (
+        mixtral
+        if source == "mixtral"
+        else transformers.LlamaConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=128
+        )
+    )
     with pytest.raises(error, match=match):
         vramsim.simulate(model, **{**OPTIONS, **options})
 
@@ -119,8 +135,8 @@ def test_refused_in_one_line(mixtral: transformers.MixtralConfig, source: str, o
 def test_the_experts_weights_are_synchronised_over_the_ranks_holding_them() -> None:
     """DDP over 8 ranks with EP 2: the dense weights' all-reduce over 8, each rank's half of the experts over the
     4 ranks holding the same half; no all-to-all without routed tokens (top_k 0)."""
-    shape = LayerShape(layers=2, tokens=64, hidden=64, kv_width=64, activation_bytes=2, weight_bytes=1000,
-                       expert_weight_bytes=800)  # fmt: skip
-    sent = communication_bytes(shape, scheme="DDP", dp=8, tp=1, pp=1, virtual=1, micro_batches=1, cp=1, ep=2,
-                               recomputed_layers=0)  # fmt: skip
+    shape = LayerShape(
+        layers=2, tokens=64, hidden=64, kv_width=64, activation_bytes=2, weight_bytes=1000, expert_weight_bytes=800
+    )
+    sent = communication_bytes(shape, scheme="DDP", dp=8, tp=1, pp=1, virtual=1, micro_batches=1, cp=1, ep=2, recomputed_layers=0)
     assert sent == DATA_PARALLEL_COMMUNICATION["DDP"] * (200 * 7 / 8 + 800 / 2 * 3 / 4)

@@ -30,9 +30,18 @@ def test_sliding_layer_window_is_measured() -> None:
 
 def test_state_layer_and_cross_layer() -> None:
     """Bytes that never grow are state; a cross layer counts bytes per encoder token."""
-    state = layers_from_samples([CacheSample(layer=0, cross=False, cache_class="S", tokens=t,
-                                             tensors=(CacheTensor(shape=(1, 64), dtype="float32", nbytes=256),))
-                                 for t in (17, 33, 99)])  # fmt: skip
+    state = layers_from_samples(
+        [
+            CacheSample(
+                layer=0,
+                cross=False,
+                cache_class="S",
+                tokens=t,
+                tensors=(CacheTensor(shape=(1, 64), dtype="float32", nbytes=256),),
+            )
+            for t in (17, 33, 99)
+        ]
+    )
     assert (state[0].kind, state[0].state_bytes, state[0].bytes_per_token) == ("state", 256, 0)
     (cross,) = layers_from_samples([_sample(1500, 1500, cross=True)])
     assert (cross.kind, cross.bytes_per_token) == ("cross", 64)
@@ -44,9 +53,20 @@ def test_uneven_growth_is_refused() -> None:
 
 
 def _inputs(layers: list, **changes: object) -> serving.BudgetInputs:
-    values: dict = dict(total_bytes=80 << 30, utilization=0.9, weights_bytes=16 << 30, activation_peak_bytes=2 << 30,
-                        non_torch_bytes=0, cuda_graph_bytes=0, context_bytes=512 << 20, layers=layers,
-                        kv_element_bytes=None, block_size=16, max_model_len=8192, max_num_batched_tokens=8192)  # fmt: skip
+    values: dict = dict(
+        total_bytes=80 << 30,
+        utilization=0.9,
+        weights_bytes=16 << 30,
+        activation_peak_bytes=2 << 30,
+        non_torch_bytes=0,
+        cuda_graph_bytes=0,
+        context_bytes=512 << 20,
+        layers=layers,
+        kv_element_bytes=None,
+        block_size=16,
+        max_model_len=8192,
+        max_num_batched_tokens=8192,
+    )
     return serving.BudgetInputs(**(values | changes))
 
 
@@ -88,9 +108,18 @@ def _gemma3_like() -> list:
 
     def layer(index: int) -> LayerCache:
         full = index % 6 == 5
-        return LayerCache(layer=index, kind="full" if full else "sliding", cache_class="X", bytes_per_token=4096,
-                          element_bytes=2, window=None if full else 1023, state_bytes=0, dtype="bfloat16", shapes=(),
-                          model_bytes_per_token=4096)  # fmt: skip
+        return LayerCache(
+            layer=index,
+            kind="full" if full else "sliding",
+            cache_class="X",
+            bytes_per_token=4096,
+            element_bytes=2,
+            window=None if full else 1023,
+            state_bytes=0,
+            dtype="bfloat16",
+            shapes=(),
+            model_bytes_per_token=4096,
+        )
 
     return [layer(i) for i in range(62)]
 

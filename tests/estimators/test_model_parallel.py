@@ -22,9 +22,14 @@ OPTIONS: dict[str, Any] = {"task": "train", "batch_size": 2, "seq_len": 16, "dev
 @pytest.fixture(scope="module")
 def llama() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
-        num_key_value_heads=4, vocab_size=301, max_position_embeddings=64,
-    )  # fmt: skip
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        vocab_size=301,
+        max_position_embeddings=64,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -120,14 +125,19 @@ def test_interleaved_in_flight_follows_torchs_schedule(p: int, m: int, v: int) -
         ("llama", {"pp": 3}, ConfigError, "do not split evenly"),
         ("llama", {"pp": 2, "gpus": 4, "zero": 2}, UnsupportedError, "DeepSpeed refuses ZeRO-2 with pipeline"),
         ("llama", {"pp": 2, "gpus": 4, "zero": 3}, UnsupportedError, "DeepSpeed refuses ZeRO-3 with pipeline"),
-        ("llama", {"pp": 2, "gpus": 4, "fsdp": "full", "offload_states": "params", "device": "h100"}, UnsupportedError,
-         "offload_states with pp"),
+        (
+            "llama",
+            {"pp": 2, "gpus": 4, "fsdp": "full", "offload_states": "params", "device": "h100"},
+            UnsupportedError,
+            "offload_states with pp",
+        ),
         ("llama", {"pp": 2, "pp_schedule": "zb"}, ConfigError, "unknown pipeline schedule"),
         ("llama", {"pp": 2, "task": "forward"}, ConfigError, "not training"),
     ],
 )
-def test_refused_in_one_line(llama: transformers.LlamaConfig, source: str, options: dict[str, Any],
-                             error: type[Exception], match: str) -> None:  # fmt: skip
+def test_refused_in_one_line(
+    llama: transformers.LlamaConfig, source: str, options: dict[str, Any], error: type[Exception], match: str
+) -> None:
     with pytest.raises(error, match=match):
         vramsim.simulate(llama if source == "llama" else source, **{**OPTIONS, **options})
 

@@ -23,18 +23,28 @@ BUCKET = 1000
 @pytest.fixture(scope="module")
 def llama() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8,
-        num_key_value_heads=4, vocab_size=301, max_position_embeddings=64,
-    )  # fmt: skip
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        vocab_size=301,
+        max_position_embeddings=64,
+    )
 
 
 @pytest.fixture(scope="module")
 def reports(llama: transformers.LlamaConfig) -> dict[str, vramsim.Report]:
     """One trace: the pipeline alone, then over 2 data-parallel ranks per stage with each scheme."""
-    schemes: dict[str, dict[str, Any]] = {"alone": {}, "ddp": {"gpus": 4}, "zero1": {"gpus": 4, "zero": 1},
-                                          "fsdp": {"gpus": 4, "fsdp": "full"}}  # fmt: skip
-    found = vramsim.simulate_each(llama, [{**PIPELINE, **v} for v in schemes.values()],
-                                  zero_settings=ZeroSettings(reduce_bucket=BUCKET), **OPTIONS)  # fmt: skip
+    schemes: dict[str, dict[str, Any]] = {
+        "alone": {},
+        "ddp": {"gpus": 4},
+        "zero1": {"gpus": 4, "zero": 1},
+        "fsdp": {"gpus": 4, "fsdp": "full"},
+    }
+    found = vramsim.simulate_each(
+        llama, [{**PIPELINE, **v} for v in schemes.values()], zero_settings=ZeroSettings(reduce_bucket=BUCKET), **OPTIONS
+    )
     return dict(zip(schemes, found, strict=True))
 
 
@@ -118,8 +128,9 @@ def test_fsdp_under_a_pipeline_keeps_gradients_whole_to_the_last_micro_batch(
 
 def test_tensor_pipeline_and_data_parallel_compose(llama: transformers.LlamaConfig) -> None:
     """TP 2 x PP 2 x ZeRO-1 2 on 8 GPUs: the TP rank's program, split into stages, each ZeRO-1 over 2."""
-    ranks, alone = (r.ranks for r in vramsim.simulate_each(llama, [{"gpus": 8, "zero": 1, **PIPELINE}, PIPELINE], tp=2,
-                                                           **OPTIONS))  # fmt: skip
+    ranks, alone = (
+        r.ranks for r in vramsim.simulate_each(llama, [{"gpus": 8, "zero": 1, **PIPELINE}, PIPELINE], tp=2, **OPTIONS)
+    )
     assert ranks is not None and alone is not None
     assert ranks.scheme == "TP 2 x PP 2 1f1b (4 micro-batches) x ZeRO-1 2" and ranks.gpus == 8
     for staged, single in zip(ranks.stages, alone.stages, strict=True):

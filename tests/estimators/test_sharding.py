@@ -33,9 +33,14 @@ OPTIONS: dict[str, Any] = {"task": "train", "seq_len": 32, "mixed_precision": "b
 def llama() -> transformers.LlamaConfig:
     """Weights large enough (>= 1e5 elements) for ZeRO-3 to partition, norms small enough to keep whole."""
     return transformers.LlamaConfig(
-        hidden_size=512, intermediate_size=1000, num_hidden_layers=3, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=501, max_position_embeddings=256,
-    )  # fmt: skip
+        hidden_size=512,
+        intermediate_size=1000,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=501,
+        max_position_embeddings=256,
+    )
 
 
 def _weights(config: transformers.PretrainedConfig) -> dict[str, torch.nn.Parameter]:
@@ -57,8 +62,9 @@ def _rows(p: torch.Tensor, n: int, *, expert: bool = False) -> int:
     return ceil(p.shape[dim] / n) * (p.numel() // p.shape[dim])
 
 
-def closed_form(weights: dict[str, torch.nn.Parameter], zero: int, fsdp: str,
-                ranks: Callable[[str], int] = _every_rank) -> dict[str, int]:  # fmt: skip
+def closed_form(
+    weights: dict[str, torch.nn.Parameter], zero: int, fsdp: str, ranks: Callable[[str], int] = _every_rank
+) -> dict[str, int]:
     """Bytes per weight, whole or each rank's padded share over ``ranks(name)`` ranks, with bf16 mixed precision as
     each framework runs it: FSDP2 (MixedPrecisionPolicy) and DDP keep fp32 weights and gradients; DeepSpeed's bf16
     mode holds bf16 weights (whole for stages 1-2) and gradients (stage 3 reduces into fp32 partitions) beside an
@@ -282,8 +288,9 @@ def test_hsdp_shards_over_the_group(llama: transformers.LlamaConfig) -> None:
     assert hybrid.ranks.model_state == closed_form(_weights(llama), 0, "full")
     four = vramsim.simulate(llama, device="cpu", gpus=4 * N, fsdp="hybrid", shard_group_size=4, **OPTIONS)
     assert four.ranks is not None and four.ranks.scheme == "FSDP2 hybrid (8 x 4)"
-    assert four.ranks.model_state["parameters"] == sum(4 * ceil(p.shape[0] / 4) * (p.numel() // p.shape[0])
-                                                       for p in _weights(llama).values())
+    assert four.ranks.model_state["parameters"] == sum(
+        4 * ceil(p.shape[0] / 4) * (p.numel() // p.shape[0]) for p in _weights(llama).values()
+    )
     assert sharding_plan(4, 0, "hybrid").shard_size == 4  # fewer ranks than a node: one group
 
 
@@ -294,9 +301,16 @@ EP_SCHEMES = [(1, "no", N), (2, "no", N), (3, "no", N), (0, "full", N), (0, "ful
 def expert_parallel() -> tuple[transformers.MixtralConfig, list[vramsim.Report]]:
     """A Mixtral of 8 experts as EP 2 among the data-parallel ranks, under each of ``EP_SCHEMES`` (one trace)."""
     mixtral = transformers.MixtralConfig(
-        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=501, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=256,
-    )  # fmt: skip
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=501,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        max_position_embeddings=256,
+    )
     variants = [{"zero": zero, "fsdp": fsdp, "gpus": gpus} for zero, fsdp, gpus in EP_SCHEMES]
     return mixtral, vramsim.simulate_each(mixtral, variants, device="cpu", ep=2, **OPTIONS)
 
@@ -313,5 +327,4 @@ def test_expert_parallel_ranks_shard_the_experts_over_their_group(
     report = reports[index]
     assert report.ranks is not None and report.ranks.ep == ep and report.ranks.gpus == gpus
     weights = _weights(rank_config(mixtral, ep))
-    assert report.ranks.model_state == closed_form(weights, zero, fsdp,
-                                                   lambda name: gpus // ep if ".experts." in name else gpus)  # fmt: skip
+    assert report.ranks.model_state == closed_form(weights, zero, fsdp, lambda name: gpus // ep if ".experts." in name else gpus)

@@ -49,9 +49,14 @@ def llama() -> Any:
     from transformers import LlamaConfig
 
     return LlamaConfig(
-        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, architectures=["LlamaForCausalLM"],
-    )  # fmt: skip
+        **_COMMON,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        architectures=["LlamaForCausalLM"],
+    )
 
 
 def llama_vocab_4k() -> Any:
@@ -66,9 +71,15 @@ def mistral() -> Any:
 
     # sliding_window < seq_len, so the mask is banded rather than causal.
     return MistralConfig(
-        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, sliding_window=16, architectures=["MistralForCausalLM"],
-    )  # fmt: skip
+        **_COMMON,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=16,
+        architectures=["MistralForCausalLM"],
+    )
 
 
 def mixtral() -> Any:
@@ -76,56 +87,89 @@ def mixtral() -> Any:
 
     # batched_mm experts: the routing never reads tensor values (the eager loop calls nonzero()).
     return MixtralConfig(
-        **_COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, sliding_window=None,
-        experts_implementation="batched_mm", architectures=["MixtralForCausalLM"],
-    )  # fmt: skip
+        **_COMMON,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=None,
+        experts_implementation="batched_mm",
+        architectures=["MixtralForCausalLM"],
+    )
 
 
 def qwen2_moe() -> Any:
     from transformers import Qwen2MoeConfig
 
     return Qwen2MoeConfig(
-        **_COMMON, hidden_size=64, intermediate_size=128, moe_intermediate_size=48,
-        shared_expert_intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        num_experts=4, num_experts_per_tok=2, experts_implementation="batched_mm",
+        **_COMMON,
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=48,
+        shared_expert_intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_experts=4,
+        num_experts_per_tok=2,
+        experts_implementation="batched_mm",
         architectures=["Qwen2MoeForCausalLM"],
-    )  # fmt: skip
+    )
 
 
 def qwen2() -> Any:
     from transformers import Qwen2Config
 
     return Qwen2Config(
-        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, tie_word_embeddings=True, architectures=["Qwen2ForCausalLM"],
-    )  # fmt: skip
+        **_COMMON,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        architectures=["Qwen2ForCausalLM"],
+    )
 
 
 def gpt2() -> Any:
     from transformers import GPT2Config
 
-    return GPT2Config(
-        vocab_size=128, n_positions=128, n_embd=64, n_layer=2, n_head=4, architectures=["GPT2LMHeadModel"]
-    )
+    return GPT2Config(vocab_size=128, n_positions=128, n_embd=64, n_layer=2, n_head=4, architectures=["GPT2LMHeadModel"])
 
 
 def gemma2() -> Any:
     from transformers import Gemma2Config
 
     return Gemma2Config(
-        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, sliding_window=16, architectures=["Gemma2ForCausalLM"],
-    )  # fmt: skip
+        **_COMMON,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=16,
+        architectures=["Gemma2ForCausalLM"],
+    )
 
 
 def phi3() -> Any:
     from transformers import Phi3Config
 
     return Phi3Config(
-        **_COMMON, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, pad_token_id=0, architectures=["Phi3ForCausalLM"],
-    )  # fmt: skip
+        **_COMMON,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=0,
+        architectures=["Phi3ForCausalLM"],
+    )
 
 
 def bert(architecture: str) -> Callable[[], Any]:
@@ -133,9 +177,15 @@ def bert(architecture: str) -> Callable[[], Any]:
         from transformers import BertConfig
 
         return BertConfig(
-            vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-            max_position_embeddings=128, num_labels=3, architectures=[architecture],
-        )  # fmt: skip
+            vocab_size=128,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=128,
+            num_labels=3,
+            architectures=[architecture],
+        )
 
     return build
 
@@ -144,18 +194,32 @@ def t5() -> Any:
     from transformers import T5Config
 
     return T5Config(
-        vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
-        decoder_start_token_id=0, architectures=["T5ForConditionalGeneration"],
-    )  # fmt: skip
+        vocab_size=128,
+        d_model=64,
+        d_kv=16,
+        d_ff=128,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+        architectures=["T5ForConditionalGeneration"],
+    )
 
 
 def vit() -> Any:
     from transformers import ViTConfig
 
     return ViTConfig(
-        image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128, num_labels=5, architectures=["ViTForImageClassification"],
-    )  # fmt: skip
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        num_labels=5,
+        architectures=["ViTForImageClassification"],
+    )
 
 
 # -- diffusers builders -----------------------------------------------------------------------
@@ -166,10 +230,16 @@ def unet() -> Callable[[], torch.nn.Module]:
         from diffusers import UNet2DModel
 
         return UNet2DModel(
-            sample_size=16, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(32, 64),
-            down_block_types=("DownBlock2D", "AttnDownBlock2D"), up_block_types=("AttnUpBlock2D", "UpBlock2D"),
-            norm_num_groups=8, attention_head_dim=16,
-        )  # fmt: skip
+            sample_size=16,
+            in_channels=3,
+            out_channels=3,
+            layers_per_block=1,
+            block_out_channels=(32, 64),
+            down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+            up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+            norm_num_groups=8,
+            attention_head_dim=16,
+        )
 
     return build
 
@@ -191,10 +261,16 @@ class VaeDecoder(torch.nn.Module):
         from diffusers import AutoencoderKL
 
         self.vae = AutoencoderKL(
-            in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(32, 64), layers_per_block=1,
+            in_channels=3,
+            out_channels=3,
+            latent_channels=4,
+            block_out_channels=(32, 64),
+            layers_per_block=1,
             down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
-            up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"), norm_num_groups=8, sample_size=32,
-        )  # fmt: skip
+            up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+            norm_num_groups=8,
+            sample_size=32,
+        )
 
     def forward(self, latents: torch.Tensor) -> torch.Tensor:
         return self.vae.decode(latents).sample
@@ -292,17 +368,26 @@ CASES: list[Case] = [
     Case("llama-train-custom-rmsprop", llama, {**_TRAIN, "optimizer": rmsprop}),
     # Muon's Newton-Schulz step (bf16 matmuls, one matrix at a time) sets the peak with so few tokens.
     # Muon's bf16 Newton-Schulz matmuls: on an AVX2 CPU the real run holds 7.2 KB more than the model of its kernels.
-    Case("llama-train-muon", llama, {"task": "train", "batch_size": 1, "seq_len": 4, "optimizer": "muon"},
-         onednn=("bf16-matmul",)),
+    Case(
+        "llama-train-muon", llama, {"task": "train", "batch_size": 1, "seq_len": 4, "optimizer": "muon"}, onednn=("bf16-matmul",)
+    ),
     Case("llama-train-grad-checkpointing", llama, {**_TRAIN, "gradient_checkpointing": True}),
     Case("llama-train-bf16-autocast", llama, {**_TRAIN, "mixed_precision": "bf16"}),
     Case("llama-train-bf16-weights", llama, {**_TRAIN, "dtype": "bf16"}),
     Case("llama-train-lora", llama, {**_LORA_TRAIN, "lora": _LORA_LLAMA}, peft=True),
     # QLoRA: bitsandbytes NF4 weights (the library quantizing for real on the CPU), LoRA adapters, peft's k-bit prep.
-    Case("llama-qlora-nf4-double-quant", llama,
-         {**_LORA_TRAIN, "dtype": "bf16", "quantization": "nf4-dq", "lora": _LORA_LLAMA}, peft=True),
-    Case("llama-qlora-fp4-bf16-autocast", llama,
-         {**_LORA_TRAIN, "dtype": "bf16", "quantization": "fp4", "lora": _LORA_LLAMA, "mixed_precision": "bf16"}, peft=True),
+    Case(
+        "llama-qlora-nf4-double-quant",
+        llama,
+        {**_LORA_TRAIN, "dtype": "bf16", "quantization": "nf4-dq", "lora": _LORA_LLAMA},
+        peft=True,
+    ),
+    Case(
+        "llama-qlora-fp4-bf16-autocast",
+        llama,
+        {**_LORA_TRAIN, "dtype": "bf16", "quantization": "fp4", "lora": _LORA_LLAMA, "mixed_precision": "bf16"},
+        peft=True,
+    ),
     Case("llama-train-dora", llama, {**_LORA_TRAIN, "lora": {**_LORA_LLAMA, "use_dora": True}}, peft=True),
     # The training loop: accumulation (3 micro-steps, gradients add up in .grad), clipping (foreach
     # clip_grad_norm_ with the for-loop AdamW), the plain loop's outputs held through backward, a custom loss.
@@ -335,7 +420,9 @@ CASES: list[Case] = [
     # GPT-2: learned positions, Conv1D projections, eager attention.
     Case("gpt2-train", gpt2, _TRAIN),
     Case(
-        "gpt2-train-lora", gpt2, {**_LORA_TRAIN, "lora": {"r": 4, "target_modules": ["c_attn"], "fan_in_fan_out": True}},
+        "gpt2-train-lora",
+        gpt2,
+        {**_LORA_TRAIN, "lora": {"r": 4, "target_modules": ["c_attn"], "fan_in_fan_out": True}},
         peft=True,
     ),
     Case("gpt2-generate", gpt2, _GENERATE),
@@ -364,38 +451,66 @@ CASES: list[Case] = [
     # Batch 2 sends fp32 convolutions to oneDNN (Convolution.cpp ConvParams::use_mkldnn: batch > 1):
     # its reorder buffers are tracer/kernels/onednn_conv.py's.
     Case(
-        "unet2d-train-batch2-onednn-conv", unet,
-        {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss}, onednn=("conv",),
+        "unet2d-train-batch2-onednn-conv",
+        unet,
+        {"task": "train", "batch_size": 2, "seq_len": 16, "inputs": unet_inputs, "loss": unet_loss},
+        onednn=("conv",),
     ),
     Case("vae-decode-forward", vae_decoder, {"task": "forward", "batch_size": 1, "seq_len": 8, "inputs": vae_inputs}),
     # The VAE decode of 24x24 latents, whole and tiled (2x2 tiles of 16 with 4 overlapping, blended row by row).
-    Case("vae-decode-untiled-24-forward", vae_decoder, {"task": "forward", "batch_size": 1, "seq_len": 24, "inputs": vae_inputs},
-         onednn=("conv",)),
-    Case("vae-decode-tiled-24-forward", tiled_vae_decoder,
-         {"task": "forward", "batch_size": 1, "seq_len": 24, "inputs": vae_inputs}, onednn=("conv",)),
+    Case(
+        "vae-decode-untiled-24-forward",
+        vae_decoder,
+        {"task": "forward", "batch_size": 1, "seq_len": 24, "inputs": vae_inputs},
+        onednn=("conv",),
+    ),
+    Case(
+        "vae-decode-tiled-24-forward",
+        tiled_vae_decoder,
+        {"task": "forward", "batch_size": 1, "seq_len": 24, "inputs": vae_inputs},
+        onednn=("conv",),
+    ),
     # A diffusion pipeline by folder, run as StableDiffusionXLPipeline.__call__: two text encoders, 2 denoising
     # steps with guidance (batch doubled), the decode (which sets the peak at 64x64) and the on-device postprocess.
-    Case("sdxl-pipeline-generate", tiny_sdxl, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64},
-         onednn=("conv",)),
+    Case(
+        "sdxl-pipeline-generate",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64},
+        onednn=("conv",),
+    ),
     # FluxPipeline.__call__: CLIP pooled + T5 at 512 tokens, packed latents and img_ids, 2 transformer steps with the
     # guidance embedding (no doubling), unpack, shift and decode (which sets the peak at 128x128).
-    Case("flux-pipeline-generate", tiny_flux, {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128},
-         onednn=("conv",)),
+    Case(
+        "flux-pipeline-generate",
+        tiny_flux,
+        {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128},
+        onednn=("conv",),
+    ),
     # StableDiffusion3Pipeline.__call__: three encoders on the prompt and on the empty negative one (CLIP pair padded to T5's
     # width, T5 at 256 tokens), 2 transformer steps on the doubled batch, the shifted decode (which sets the peak at 64x64).
-    Case("sd3-pipeline-generate", tiny_sd3, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64},
-         onednn=("conv",)),
+    Case(
+        "sd3-pipeline-generate",
+        tiny_sd3,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64},
+        onednn=("conv",),
+    ),
     # LTXPipeline.__call__: T5 on the prompt and the empty negative one (128 tokens, the mask to the transformer), packed
     # fp32 latents of 9 frames, 2 transformer steps on the doubled batch, unpack, de-normalize, the decode noise at
     # decode_timestep and the timestep-conditioned decode (which sets the peak at 64x96).
-    Case("ltx-pipeline-generate", tiny_ltx, {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 96,
-                                             "num_frames": 9}),
+    Case(
+        "ltx-pipeline-generate",
+        tiny_ltx,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 96, "num_frames": 9},
+    ),
     # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/pipeline_training.py): a LoRA of
     # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the
     # single block's attention backward, whose grad_out the CPU kernel copies); the whole SDXL UNet trained in fp32
     # with the VAE encode and both text encoders each step.
-    Case("flux-pipeline-train-lora", tiny_flux, {"task": "train", "lora": 4, "height": 64, "width": 64,
-                                                  "cache_latents": True, "max_sequence_length": 32}),
+    Case(
+        "flux-pipeline-train-lora",
+        tiny_flux,
+        {"task": "train", "lora": 4, "height": 64, "width": 64, "cache_latents": True, "max_sequence_length": 32},
+    ),
     Case("sdxl-pipeline-train-full", tiny_sdxl, {"task": "train", "height": 32, "width": 32}),
     # The whole SD3 MMDiT-X trained in fp32 as train_dreambooth_sd3.py runs it: the three encoders on the prompt (T5 at the
     # script's 77 tokens), cached latents, logit-normal timesteps, the preconditioned flow-matching loss, AdamW.
@@ -404,8 +519,7 @@ CASES: list[Case] = [
     Case("llama-train-every2-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "every:2"}),
     Case("llama-train-selective-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective"}),
     Case("llama-train-torchtitan-checkpointing", llama, {**_ACTIVATIONS, "checkpointing": "selective:torchtitan"}),
-    Case("llama-train-selective-bf16-autocast", llama,
-         {**_ACTIVATIONS, "checkpointing": "selective", "mixed_precision": "bf16"}),
+    Case("llama-train-selective-bf16-autocast", llama, {**_ACTIVATIONS, "checkpointing": "selective", "mixed_precision": "bf16"}),
     Case("mixtral-moe-train-selective-checkpointing", mixtral, {**_ACTIVATIONS, "checkpointing": "selective"}),
     Case("bert-mlm-train-full-checkpointing", bert("BertForMaskedLM"), {**_ACTIVATIONS, "checkpointing": "full"}),
 ]

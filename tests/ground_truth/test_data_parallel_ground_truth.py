@@ -27,9 +27,14 @@ BATCH, SEQ = 2, 32
 
 def _config() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=512, intermediate_size=1000, num_hidden_layers=3, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=501, max_position_embeddings=256,
-    )  # fmt: skip
+        hidden_size=512,
+        intermediate_size=1000,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=501,
+        max_position_embeddings=256,
+    )
 
 
 @pytest.fixture
@@ -53,8 +58,7 @@ def measured_peak(mesh: object, reshard_after_forward: bool | None, bucket_view:
     return measured_step(_config(), wrap)[0]
 
 
-def measured_step(config: transformers.PretrainedConfig,
-                  wrap: Callable[[torch.nn.Module], torch.nn.Module]) -> tuple[int, int]:  # fmt: skip
+def measured_step(config: transformers.PretrainedConfig, wrap: Callable[[torch.nn.Module], torch.nn.Module]) -> tuple[int, int]:
     """One rank's steady-state (second step) peak: what the first step leaves held plus the second's peak; and the
     bytes of the weights it holds. ``wrap`` parallelizes the meta model and allocates it on the CPU."""
 
@@ -95,8 +99,17 @@ def _ddp(model: torch.nn.Module, bucket_view: bool) -> torch.nn.Module:
 
 
 def predicted_peak(fsdp: str, **options: object) -> int:
-    report = vramsim.simulate(_config(), task="train", batch_size=BATCH, seq_len=SEQ, device="cpu", gpus=N, fsdp=fsdp,
-                              optimizer="adamw-foreach", **options)  # fmt: skip
+    report = vramsim.simulate(
+        _config(),
+        task="train",
+        batch_size=BATCH,
+        seq_len=SEQ,
+        device="cpu",
+        gpus=N,
+        fsdp=fsdp,
+        optimizer="adamw-foreach",
+        **options,
+    )
     return report.peak_bytes
 
 
@@ -123,8 +136,9 @@ def test_hsdp_matches_the_real_run() -> None:
     55.8 MB, as FSDP2 full over 8)."""
     with fake_process_group(2 * N, mesh_shape=(2, N)) as mesh:
         measured = measured_peak(mesh, True)
-    report = vramsim.simulate(_config(), task="train", batch_size=BATCH, seq_len=SEQ, device="cpu", gpus=2 * N,
-                              fsdp="hybrid", optimizer="adamw-foreach")  # fmt: skip
+    report = vramsim.simulate(
+        _config(), task="train", batch_size=BATCH, seq_len=SEQ, device="cpu", gpus=2 * N, fsdp="hybrid", optimizer="adamw-foreach"
+    )
     assert report.ranks is not None and report.ranks.scheme == "FSDP2 hybrid (2 x 8)"
     assert report.peak_bytes / measured == pytest.approx(1.0, abs=0.001)
     assert report.peak_bytes == predicted_peak("full")
@@ -159,8 +173,9 @@ def test_cpu_offload_policy_keeps_what_vramsim_puts_on_the_host() -> None:
             "gradients": stored([p.grad for p in params if p.grad is not None]),
             "optimizer_states": stored([v for p in params for v in optimizer.state[p].values()]),
         }
-    report = vramsim.simulate(_config(), task="train", batch_size=BATCH, seq_len=SEQ, device="h100", gpus=N,
-                              fsdp="full", offload_states="params")  # fmt: skip
+    report = vramsim.simulate(
+        _config(), task="train", batch_size=BATCH, seq_len=SEQ, device="h100", gpus=N, fsdp="full", offload_states="params"
+    )
     assert report.ranks is not None
     assert report.ranks.host == host
     assert report.ranks.model_state == {"parameters": 0, "gradients": 0, "optimizer_states": 0}
@@ -172,10 +187,17 @@ EXPERTS = 8
 def _mixtral(experts: int) -> transformers.MixtralConfig:
     """batched_mm experts: what the routing allocates never depends on the tokens' values."""
     return transformers.MixtralConfig(
-        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=501, num_local_experts=experts, num_experts_per_tok=2, max_position_embeddings=256,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=501,
+        num_local_experts=experts,
+        num_experts_per_tok=2,
+        max_position_embeddings=256,
         experts_implementation="batched_mm",
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(("world", "ep", "fsdp"), [(8, 2, "full"), (16, 4, "grad-op")])
@@ -196,14 +218,22 @@ def test_expert_parallel_within_fsdp2_matches_the_real_run(world: int, ep: int, 
 
         def wrap(model: torch.nn.Module) -> torch.nn.Module:
             for layer in model.model.layers:
-                fully_shard(layer.mlp.experts, mesh=mesh["efsdp"], reshard_after_forward=reshard,
-                            shard_placement_fn=placement)  # fmt: skip
+                fully_shard(layer.mlp.experts, mesh=mesh["efsdp"], reshard_after_forward=reshard, shard_placement_fn=placement)
                 fully_shard(layer, mesh=mesh._flatten("dp"), reshard_after_forward=reshard)
             fully_shard(model, mesh=mesh._flatten("dp"), reshard_after_forward=reshard)
             return model.to_empty(device="cpu")
 
         measured, shards = measured_step(_mixtral(EXPERTS // ep), wrap)
-    report = vramsim.simulate(_mixtral(EXPERTS), task="train", batch_size=BATCH, seq_len=SEQ, device="cpu", gpus=world,
-                              ep=ep, fsdp=fsdp, optimizer="adamw-foreach")  # fmt: skip
+    report = vramsim.simulate(
+        _mixtral(EXPERTS),
+        task="train",
+        batch_size=BATCH,
+        seq_len=SEQ,
+        device="cpu",
+        gpus=world,
+        ep=ep,
+        fsdp=fsdp,
+        optimizer="adamw-foreach",
+    )
     assert report.ranks is not None and report.ranks.model_state["parameters"] == shards
     assert report.peak_bytes / measured == pytest.approx(1.0, abs=0.001)

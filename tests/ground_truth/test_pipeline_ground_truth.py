@@ -27,9 +27,14 @@ STAGES, BATCH, SEQ, HIDDEN, LAYERS, VOCAB = 2, 2, 32, 512, 4, 501
 
 def _config() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=HIDDEN, intermediate_size=1000, num_hidden_layers=LAYERS, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=256,
-    )  # fmt: skip
+        hidden_size=HIDDEN,
+        intermediate_size=1000,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=256,
+    )
 
 
 class _Stage(torch.nn.Module):
@@ -68,11 +73,15 @@ def measured_peak(rank: int, schedule: str, micro_batches: int) -> int:
             hidden = torch.empty(BATCH, SEQ, HIDDEN, device="meta")
             tokens = torch.empty(BATCH, SEQ, dtype=torch.long, device="meta")
             stage = PipelineStage(
-                module, stage_index=rank, num_stages=STAGES, device=torch.device("cpu"),
+                module,
+                stage_index=rank,
+                num_stages=STAGES,
+                device=torch.device("cpu"),
                 input_args=(tokens if rank == 0 else hidden,),
                 output_args=(hidden if rank < STAGES - 1 else torch.empty(BATCH, SEQ, VOCAB, device="meta"),),
-                output_grads=(hidden,) if rank < STAGES - 1 else None, input_grads=(None,) if rank == 0 else (hidden,),
-            )  # fmt: skip
+                output_grads=(hidden,) if rank < STAGES - 1 else None,
+                input_grads=(None,) if rank == 0 else (hidden,),
+            )
             static = torch.ones(1, dtype=torch.int32)
             stage._warmup_forward_vote = lambda has_backward, received_acc=None: static  # type: ignore[method-assign]
             stage._warmup_backward_result = lambda received_result=None: static  # type: ignore[method-assign]
@@ -96,18 +105,23 @@ def measured_peak(rank: int, schedule: str, micro_batches: int) -> int:
 
 @pytest.fixture(scope="module")
 def predicted() -> dict[tuple[str, int], vramsim.Report]:
-    variants = [{"pp_schedule": "1f1b", "micro_batches": 4}, {"pp_schedule": "gpipe", "micro_batches": 2},
-                {"pp_schedule": "gpipe", "micro_batches": 4}]  # fmt: skip
-    reports = vramsim.simulate_each(_config(), variants, task="train", batch_size=BATCH, seq_len=SEQ, device="cpu",
-                                    pp=STAGES, optimizer="adamw-foreach")  # fmt: skip
+    variants = [
+        {"pp_schedule": "1f1b", "micro_batches": 4},
+        {"pp_schedule": "gpipe", "micro_batches": 2},
+        {"pp_schedule": "gpipe", "micro_batches": 4},
+    ]
+    reports = vramsim.simulate_each(
+        _config(), variants, task="train", batch_size=BATCH, seq_len=SEQ, device="cpu", pp=STAGES, optimizer="adamw-foreach"
+    )
     return {(v["pp_schedule"], v["micro_batches"]): r for v, r in zip(variants, reports, strict=True)}
 
 
 @pytest.mark.parametrize(("schedule", "micro_batches", "rank", "within"), [
     ("1f1b", 4, 0, 0.0001), ("gpipe", 4, 0, 0.0001), ("1f1b", 4, 1, 0.005), ("gpipe", 2, 1, 0.005),
 ])  # fmt: skip
-def test_a_stage_matches_torchs_pipelining_run_for_real(predicted: dict[tuple[str, int], vramsim.Report], schedule: str,
-                                                        micro_batches: int, rank: int, within: float) -> None:  # fmt: skip
+def test_a_stage_matches_torchs_pipelining_run_for_real(
+    predicted: dict[tuple[str, int], vramsim.Report], schedule: str, micro_batches: int, rank: int, within: float
+) -> None:
     """The first stage to 0.01% (measured: -0.003%): its micro-batches in flight at its busiest backward (GPipe's
     second: one fewer in flight, the first's gradients held), the gradient receive buffers, the outputs the schedule
     keeps for their backward. The last within 0.5% (measured: -0.15% to -0.30%): it also keeps every micro-batch's

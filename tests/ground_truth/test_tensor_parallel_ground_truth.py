@@ -30,9 +30,14 @@ BATCH, SEQ = 2, 32
 
 def _config() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
-        hidden_size=512, intermediate_size=1024, num_hidden_layers=3, num_attention_heads=8,
-        num_key_value_heads=4, vocab_size=512, max_position_embeddings=256,
-    )  # fmt: skip
+        hidden_size=512,
+        intermediate_size=1024,
+        num_hidden_layers=3,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        vocab_size=512,
+        max_position_embeddings=256,
+    )
 
 
 @pytest.fixture

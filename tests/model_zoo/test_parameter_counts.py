@@ -66,9 +66,7 @@ CASES = [
     # tensors, = 671,026,419,200. Of those, 58 MoE layers x 256 = 14,848 are the router's
     # e_score_correction_bias, which transformers keeps as a persistent buffer (it is stored in the checkpoint
     # and occupies memory, but is not an nn.Parameter), so parameters() alone gives 671,026,404,352.
-    Published(
-        "deepseek-ai/DeepSeek-V3", "AutoModelForCausalLM", "DeepseekV3ForCausalLM", 671_026_419_200, buffers=14_848
-    ),
+    Published("deepseek-ai/DeepSeek-V3", "AutoModelForCausalLM", "DeepseekV3ForCausalLM", 671_026_419_200, buffers=14_848),
     # OpenAI GPT-2 small: 124M (GPT2LMHeadModel, LM head tied to wte). The Hub's safetensors total, 137M, also
     # counts the 12 x 1024 x 1024 causal-mask buffers (attn.bias) the old checkpoint saved.
     Published("openai-community/gpt2", "AutoModelForCausalLM", "GPT2LMHeadModel", 124_439_808),
@@ -80,18 +78,14 @@ CASES = [
     # Hub safetensors total ("223M"); T5 paper: ~220M for T5-Base. Embedding shared by encoder, decoder, LM head.
     Published("google-t5/t5-base", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 222_903_552),
     # Hub safetensors total ("86.6M"): ViT-B/16 with its 1000-class ImageNet head; ViT paper: 86M.
-    Published(
-        "google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656
-    ),
+    Published("google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656),
     # Pythia paper (Biderman et al. 2023, table 1): 405,334,016 total parameters for "410M" (untied embed_in/out).
     Published("EleutherAI/pythia-410m-deduped", "AutoModelForCausalLM", "GPTNeoXForCausalLM", 405_334_016),
     # StarCoder 15.5B architecture (OctoCoder is its instruction-tuned copy): 15,517,456,384 with the LM head tied
     # to wte. The causal-mask buffer transformer.bias (8192 x 8192 bool) is non-persistent, so not counted.
     Published("bigcode/octocoder", "AutoModelForCausalLM", "GPTBigCodeForCausalLM", 15_517_456_384),
     # Hub safetensors total ("242M"); proj_out is tied to the decoder embedding. Whisper paper: 244M.
-    Published(
-        "openai/whisper-small", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 241_734_912
-    ),
+    Published("openai/whisper-small", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 241_734_912),
 ]
 
 

@@ -20,13 +20,21 @@ B, H, KV, D, S = 2, 4, 2, 16, 128  # batch, query heads, key/value heads, head d
 
 
 def _llama() -> transformers.LlamaConfig:
-    return transformers.LlamaConfig(hidden_size=H * D, intermediate_size=128, num_hidden_layers=1, num_attention_heads=H,
-                                    num_key_value_heads=KV, vocab_size=128, max_position_embeddings=1024)  # fmt: skip
+    return transformers.LlamaConfig(
+        hidden_size=H * D,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=H,
+        num_key_value_heads=KV,
+        vocab_size=128,
+        max_position_embeddings=1024,
+    )
 
 
 def _trace(attention: str, seq_len: int = S) -> Trace:
-    config = SimulationConfig(task="train", batch_size=B, seq_len=seq_len, device="h100", dtype="bf16",
-                              attn_implementation=attention)  # fmt: skip
+    config = SimulationConfig(
+        task="train", batch_size=B, seq_len=seq_len, device="h100", dtype="bf16", attn_implementation=attention
+    )
     return build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="marked")[2]
 
 
@@ -40,8 +48,11 @@ def _saved(trace: Trace) -> list[StorageRecord]:
     step = trace.ops[-1].step
     storages = {s.sid: s for s in trace.storages}
     held = sorted({h.sid for h in trace.holds})
-    return [storages[sid] for sid in held
-            if storages[sid].step == step and storages[sid].module.startswith("model.layers.0.self_attn")]  # fmt: skip
+    return [
+        storages[sid]
+        for sid in held
+        if storages[sid].step == step and storages[sid].module.startswith("model.layers.0.self_attn")
+    ]
 
 
 def _saved_bytes(attention: str, seq_len: int) -> int:
@@ -104,10 +115,12 @@ def test_flash_attention_needs_half_precision_inputs() -> None:
     """float32 weights without autocast reach flash-attn in float32, which it refuses; under bf16
     autocast transformers casts the float32 (rotary-promoted) q, k, v to bf16 first."""
     with pytest.raises(vramsim.ConfigError, match="runs fp16/bf16 only"):
-        vramsim.simulate(_llama(), task="forward", seq_len=16, device="h100", dtype="fp32",
-                         attn_implementation="flash_attention_2")  # fmt: skip
-    config = SimulationConfig(task="train", batch_size=B, seq_len=S, device="h100", mixed_precision="bf16",
-                              attn_implementation="flash_attention_2")  # fmt: skip
+        vramsim.simulate(
+            _llama(), task="forward", seq_len=16, device="h100", dtype="fp32", attn_implementation="flash_attention_2"
+        )
+    config = SimulationConfig(
+        task="train", batch_size=B, seq_len=S, device="h100", mixed_precision="bf16", attn_implementation="flash_attention_2"
+    )
     trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="marked")[2]
     assert {s.dtype for s in _last_step(trace, "vramsim_flash_attn.fa2_forward")} == {"bfloat16", "float32", "int64"}
 

@@ -73,11 +73,19 @@ def test_logits_sum_backward_copies_the_expanded_gradient_on_a_gpu(tiny_bert) ->
     """``logits.sum().backward()`` hands the head's matmul backward a gradient expanded from one element; on
     CUDA each of its two matmuls (input and weight gradients) copies it, the size of the logits."""
     batch, seq = 2, 64
-    found = workspaces("a100", tiny_bert, batch=batch, seq=seq, mixed_precision=None, loss=lambda out: out.logits.sum(),
-                       model_class="AutoModelForMaskedLM")  # fmt: skip
+    found = workspaces(
+        "a100",
+        tiny_bert,
+        batch=batch,
+        seq=seq,
+        mixed_precision=None,
+        loss=lambda out: out.logits.sum(),
+        model_class="AutoModelForMaskedLM",
+    )
     assert batch * seq * tiny_bert.vocab_size * 4 in found["aten.mm"]
-    assert "aten.mm" not in workspaces("a100", tiny_bert, batch=batch, seq=seq, mixed_precision=None,
-                                       model_class="AutoModelForMaskedLM")  # fmt: skip
+    assert "aten.mm" not in workspaces(
+        "a100", tiny_bert, batch=batch, seq=seq, mixed_precision=None, model_class="AutoModelForMaskedLM"
+    )
 
 
 def _efficient_args(batch: int, heads: int, seq: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:

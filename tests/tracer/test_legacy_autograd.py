@@ -14,8 +14,15 @@ benchmarks/saved_by_torch_release.py: torch 2.13 + transformers 5.24, and torch 
 
 
 def _bert(layers: int, hidden: int = 1024, heads: int = 16) -> BertConfig:
-    return BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * hidden,
-                      vocab_size=30522, num_labels=2, architectures=["BertForSequenceClassification"])  # fmt: skip
+    return BertConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        vocab_size=30522,
+        num_labels=2,
+        architectures=["BertForSequenceClassification"],
+    )
 
 
 def _inputs(batch: int, seq: int) -> dict[str, torch.Tensor]:
@@ -24,10 +31,19 @@ def _inputs(batch: int, seq: int) -> dict[str, torch.Tensor]:
 
 def _layer_saved(autograd: str, device: str, **options: object) -> int:
     report = vramsim.simulate(
-        _bert(1), task="train", batch_size=4, seq_len=512, attn_implementation="eager", device=device, steps=1,
-        model_class="AutoModelForSequenceClassification", inputs=_inputs, torch_autograd=autograd, advise=False,
+        _bert(1),
+        task="train",
+        batch_size=4,
+        seq_len=512,
+        attn_implementation="eager",
+        device=device,
+        steps=1,
+        model_class="AutoModelForSequenceClassification",
+        inputs=_inputs,
+        torch_autograd=autograd,
+        advise=False,
         **options,
-    )  # fmt: skip
+    )
     return next(row.activation_bytes for row in report.layers if row.module == "bert.encoder.layer.0")
 
 
@@ -43,8 +59,9 @@ def test_on_a_gpu_with_fp16_autocast_the_half_scores_are_what_1_10_kept() -> Non
     bytes a score, beside the float32 probabilities."""
     scores = 4 * 16 * 512 * 512
     fp32 = _layer_saved("1.10", "v100-16gb") - _layer_saved("installed", "v100-16gb")
-    amp = _layer_saved("1.10", "v100-16gb", mixed_precision="fp16") - _layer_saved("installed", "v100-16gb",
-                                                                                   mixed_precision="fp16")  # fmt: skip
+    amp = _layer_saved("1.10", "v100-16gb", mixed_precision="fp16") - _layer_saved(
+        "installed", "v100-16gb", mixed_precision="fp16"
+    )
     assert (fp32, amp) == (4 * scores, 2 * scores)
 
 

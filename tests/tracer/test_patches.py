@@ -24,8 +24,9 @@ def test_a_simulation_leaves_every_patched_attribute_as_it_found_it() -> None:
     import transformers
 
     before = _originals()
-    config = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=4,
-                                      num_key_value_heads=4, vocab_size=64)  # fmt: skip
+    config = transformers.LlamaConfig(
+        num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=4, vocab_size=64
+    )
     vramsim.simulate(config, task="train", seq_len=8, device="h100", mixed_precision="bf16", checkpointing="full")
     assert _originals() == before
     assert patches.leftovers() == []
@@ -67,8 +68,13 @@ def test_a_module_first_imported_during_the_simulation_is_restored() -> None:
 def test_seeded_values_do_not_outlive_a_simulation() -> None:
     """Input values vramsim remembers for a trace are forgotten when the trace ends."""
     kept = seed(torch.arange(4), "meta")
-    vramsim.simulate(lambda: torch.nn.Linear(4, 4), task="forward", device="cpu",
-                     inputs=lambda b, s: {"input": torch.ones(b, 4, device="meta")}, loss=lambda out: out.sum())  # fmt: skip
+    vramsim.simulate(
+        lambda: torch.nn.Linear(4, 4),
+        task="forward",
+        device="cpu",
+        inputs=lambda b, s: {"input": torch.ones(b, 4, device="meta")},
+        loss=lambda out: out.sum(),
+    )
     assert not SEEDS.has(kept)
 
 
@@ -90,7 +96,14 @@ def test_without_maybe_autocast_torch_autocast_on_meta_goes_to_the_emulation(mon
         torch.autocast(device_type="meta")
     original = torch.autocast
     monkeypatch.delattr(generic, "maybe_autocast")
-    report = vramsim.simulate(Rotary(), task="forward", batch_size=2, seq_len=4, device="h100", mixed_precision="bf16",
-                              inputs=lambda batch, seq: {"x": torch.zeros(batch, seq, 8)})  # fmt: skip
+    report = vramsim.simulate(
+        Rotary(),
+        task="forward",
+        batch_size=2,
+        seq_len=4,
+        device="h100",
+        mixed_precision="bf16",
+        inputs=lambda batch, seq: {"x": torch.zeros(batch, seq, 8)},
+    )
     assert report.peak_bytes > 0
     assert torch.autocast is original and patches.leftovers() == []

@@ -32,9 +32,7 @@ NOTE_SELECT_ALL = (
     "bincount has max(minlength, n) bins)"
 )
 NOTE_GROUPED_MM = "torch._grouped_mm on meta: output shaped by the kernel's rule for any dtype (the meta check accepts bf16 only)"
-NOTE_NO_OVERFLOW = (
-    "GradScaler: no inf/NaN in the scaled fp16 gradients (found_inf = 0), so every scaler.step runs optimizer.step"
-)
+NOTE_NO_OVERFLOW = "GradScaler: no inf/NaN in the scaled fp16 gradients (found_inf = 0), so every scaler.step runs optimizer.step"
 
 _FACTORIES = {
     aten.zeros.default, aten.ones.default, aten.full.default, aten.scalar_tensor.default,
@@ -349,8 +347,9 @@ def _cpu_scalars_on_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
     if not any(t.device.type == "meta" for t in tensors) or not any(t.device.type == "cpu" and t.dim() == 0 for t in tensors):
         return None
-    return tree_map(lambda a: a.to("meta") if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0 else a,
-                    (args, kwargs))  # fmt: skip
+    return tree_map(
+        lambda a: a.to("meta") if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0 else a, (args, kwargs)
+    )
 
 
 def _on_cpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -361,8 +360,10 @@ def _on_cpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def _has_mask_index(args: tuple[Any, ...]) -> bool:
-    return len(args) > 1 and isinstance(args[1], (list, tuple)) and any(
-        isinstance(i, torch.Tensor) and i.device.type == "meta" and i.dtype in (torch.bool, torch.uint8) for i in args[1]
+    return (
+        len(args) > 1
+        and isinstance(args[1], (list, tuple))
+        and any(isinstance(i, torch.Tensor) and i.device.type == "meta" and i.dtype in (torch.bool, torch.uint8) for i in args[1])
     )
 
 

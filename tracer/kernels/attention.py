@@ -48,7 +48,10 @@ def _layout(tensor: torch.Tensor) -> _Layout:
 
 @torch.compiler.assume_constant_result
 def _cpu_choice_of(
-    layouts: tuple[_Layout, _Layout, _Layout, _Layout | None], dropout_p: float, is_causal: bool, scale: float | None,
+    layouts: tuple[_Layout, _Layout, _Layout, _Layout | None],
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
     enable_gqa: bool,
 ) -> int:
     """The selector on stand-ins; under ``torch.compile`` it runs once, at trace time, on the
@@ -130,8 +133,11 @@ class GpuAttention:
         ``sdp_utils.cpp`` checks ``ctx.userEnabled*SDP()`` first) whose constraints the call meets; else math."""
         order = ("cudnn", "flash", "efficient") if self.prefers_cudnn() else ("flash", "efficient")
         checks = {"cudnn": self._cudnn_ok, "flash": self._flash_ok, "efficient": self._efficient_ok}
-        enabled = {"cudnn": torch.backends.cuda.cudnn_sdp_enabled(), "flash": torch.backends.cuda.flash_sdp_enabled(),
-                   "efficient": torch.backends.cuda.mem_efficient_sdp_enabled()}  # fmt: skip
+        enabled = {
+            "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
+            "flash": torch.backends.cuda.flash_sdp_enabled(),
+            "efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
+        }
         return next((name for name in order if enabled[name] and _dense_ok(call) and checks[name](call)), "math")
 
     def prefers_cudnn(self) -> bool:
@@ -168,18 +174,23 @@ class GpuAttention:
         ``minimum_gemm_alignment``; equal heads (the installed meta kernels' backward has no GQA)."""
         q, k, v = call.query, call.key, call.value
         half = q.dtype in (torch.float16, torch.bfloat16)
-        dtypes = (torch.float16, torch.float32) if not self.rocm and self.compute_capability < (8, 0) else (
-            torch.float16, torch.bfloat16, torch.float32)  # fmt: skip
+        dtypes = (
+            (torch.float16, torch.float32)
+            if not self.rocm and self.compute_capability < (8, 0)
+            else (torch.float16, torch.bfloat16, torch.float32)
+        )
         alignment = self._gemm_alignment(half)
         return (
             (self.rocm or (5, 0) <= self.compute_capability <= (12, 1))
             and q.dtype in dtypes
             and q.shape[-1] == k.shape[-1]
-            and q.shape[-1] % alignment == 0 and v.shape[-1] % alignment == 0
-            and q.shape[-1] > 0 and v.shape[-1] > 0
+            and q.shape[-1] % alignment == 0
+            and v.shape[-1] % alignment == 0
+            and q.shape[-1] > 0
+            and v.shape[-1] > 0
             and (not self.rocm or max(q.shape[-1], v.shape[-1]) <= 512)
             and _heads_ok(call, gqa=False, same_kv_heads=True)
-        )  # fmt: skip
+        )
 
     def _gemm_alignment(self, half: bool) -> int:
         """``minimum_gemm_alignment`` (CUDA; ROCm: 8 for half, else 4): 4 from sm80, and 128 bits
@@ -205,11 +216,14 @@ class GpuAttention:
             and _mask_shape_ok(call)
             and float(call.dropout_p * 16).is_integer()
             and _heads_ok(call, gqa=True, same_kv_heads=False)
-            and q.shape[0] <= 65535 and q.shape[1] <= 65535
-            and limit_ok and d_qk % 8 == 0 and d_v % 8 == 0
+            and q.shape[0] <= 65535
+            and q.shape[1] <= 65535
+            and limit_ok
+            and d_qk % 8 == 0
+            and d_v % 8 == 0
             and k.shape[-2] != 1
             and not (call.dropout_p > 0 and q.shape[-2] == 1)
-        )  # fmt: skip
+        )
 
     def __call__(self, call: AttentionCall) -> torch.Tensor | None:
         """attention.cpp ``scaled_dot_product_attention`` for the chosen backend, on meta tensors."""
@@ -236,11 +250,12 @@ def _dense_ok(call: AttentionCall) -> bool:
     mask = call.attn_mask
     return (
         q.dim() == k.dim() == v.dim() == 4
-        and q.shape[-2] > 0 and k.shape[-2] > 0
+        and q.shape[-2] > 0
+        and k.shape[-2] > 0
         and (q.stride(-1) == k.stride(-1) == v.stride(-1) == 1 or q.shape[-1] == 1)
         and (mask is None or mask.stride(-1) == 1)
         and q.shape[0] == k.shape[0] == v.shape[0]
-    )  # fmt: skip
+    )
 
 
 def _heads_ok(call: AttentionCall, *, gqa: bool, same_kv_heads: bool) -> bool:
@@ -271,9 +286,16 @@ def _cudnn(call: AttentionCall) -> torch.Tensor:
     (batch, heads, seq_q, 1) in fp32 and the philox seed and offset."""
     mask = boolean_mask_to_additive(call.attn_mask, call.query.dtype)
     return torch.ops.aten._scaled_dot_product_cudnn_attention(
-        call.query, call.key, call.value, mask, _requires_grad(call), call.dropout_p, call.is_causal, False,
+        call.query,
+        call.key,
+        call.value,
+        mask,
+        _requires_grad(call),
+        call.dropout_p,
+        call.is_causal,
+        False,
         scale=call.scale,
-    )[0]  # fmt: skip
+    )[0]
 
 
 def _efficient(call: AttentionCall) -> torch.Tensor:

@@ -5,7 +5,12 @@ Names are aten op names without overloads; the emulation maps Python names onto 
 from __future__ import annotations
 
 __all__ = [
-    "CPU_FP32", "CPU_LOWER_PRECISION", "CPU_PROMOTE", "CUDA_FP32", "CUDA_FP32_SET_DTYPE", "CUDA_LOWER_PRECISION",
+    "CPU_FP32",
+    "CPU_LOWER_PRECISION",
+    "CPU_PROMOTE",
+    "CUDA_FP32",
+    "CUDA_FP32_SET_DTYPE",
+    "CUDA_LOWER_PRECISION",
     "CUDA_PROMOTE",
 ]
 

@@ -78,10 +78,17 @@ def bitsandbytes_functions(*, cuda: bool) -> dict[Callable[..., Any], Callable[.
 
 
 def _dequantize_and_linear(
-    A: torch.Tensor, B: torch.Tensor, shapeB: list[int], absmax: torch.Tensor, blocksize: int, quant_type: str,
-    bias: torch.Tensor | None = None, absmax_8bit: torch.Tensor | None = None,
-    absmax_code: torch.Tensor | None = None, absmax_offset: torch.Tensor | None = None,
-) -> torch.Tensor:  # fmt: skip
+    A: torch.Tensor,
+    B: torch.Tensor,
+    shapeB: list[int],
+    absmax: torch.Tensor,
+    blocksize: int,
+    quant_type: str,
+    bias: torch.Tensor | None = None,
+    absmax_8bit: torch.Tensor | None = None,
+    absmax_code: torch.Tensor | None = None,
+    absmax_offset: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The unfused path (CPU's default backend, CUDA's fallback): the nested absmax dequantized and
     offset, the weight dequantized in the input's dtype, then ``F.linear``."""
     ops = torch.ops.bitsandbytes
@@ -120,9 +127,14 @@ def _cuda_int8_vectorwise_quant(A: torch.Tensor, threshold: float = 0.0) -> tupl
 
 
 def _int8_mixed_scaled_mm(
-    A: torch.Tensor, CA: torch.Tensor, CB: torch.Tensor, SCA: torch.Tensor, SCB: torch.Tensor,
-    outlier_cols: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    A: torch.Tensor,
+    CA: torch.Tensor,
+    CB: torch.Tensor,
+    SCA: torch.Tensor,
+    SCB: torch.Tensor,
+    outlier_cols: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The default backend's: the outlier columns' inputs and dequantized weights in 16 bits, added
     to the int8 product."""
     sub_b = None
@@ -139,9 +151,13 @@ def _int8_mixed_scaled_mm(
 
 
 def _int8_scaled_mm(
-    A: torch.Tensor, B: torch.Tensor, row_stats: torch.Tensor, col_stats: torch.Tensor,
-    bias: torch.Tensor | None = None, dtype: torch.dtype | None = None,
-) -> torch.Tensor:  # fmt: skip
+    A: torch.Tensor,
+    B: torch.Tensor,
+    row_stats: torch.Tensor,
+    col_stats: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """The default backend's over CUDA's kernels: cuBLASLt's int32 product, dequantized to fp16 (the
     kernel's only output dtype), a bias not in fp16 added after, then cast to ``dtype``."""
     product = torch.ops.bitsandbytes.int8_linear_matmul.default(A, B)

@@ -83,8 +83,9 @@ def _spatial_disbalance(work: int, thread_block: int) -> float:
     return _f32(_f32(scalar) / thread_block)
 
 
-def _imbalance(M: int, N: int, K: int, batch: int, nthr: int, m_blk: int, n_chunks: int, n_blk: int,
-               k_blk: int, nthr_k: int) -> float:  # fmt: skip
+def _imbalance(
+    M: int, N: int, K: int, batch: int, nthr: int, m_blk: int, n_chunks: int, n_blk: int, k_blk: int, nthr_k: int
+) -> float:
     """brgemm_matmul_utils.cpp ``matmul_avx512_blocking_params_t::get_imbalance`` (m_chunks = 1)."""
     cur_nthr = nthr // nthr_k
     parallel_work = _div_up(M, m_blk) * _div_up(N, n_blk * n_chunks) * batch
@@ -95,9 +96,7 @@ def _imbalance(M: int, N: int, K: int, batch: int, nthr: int, m_blk: int, n_chun
     par_n_chunks = _div_up(num_n_blk, n_chunks)
     n_chunk_disbalance = _f32(_f32(_f32(_f32(par_n_chunks) * n_chunks) - num_n_blk) / num_n_blk)
     disbalance_nthr_k = _spatial_disbalance(K, nthr_k * k_blk)
-    thread_allocation_disb = (
-        _f32(_f32(_f32(nthr) - cur_nthr * nthr_k) / nthr) if cur_nthr * nthr_k != nthr else 0.0
-    )
+    thread_allocation_disb = _f32(_f32(_f32(nthr) - cur_nthr * nthr_k) / nthr) if cur_nthr * nthr_k != nthr else 0.0
     total = 0.0
     for term in (parallel_work_disb, m_blk_disbalance, n_chunk_disbalance, thread_allocation_disb, disbalance_nthr_k):
         total = _f32(total + term)
@@ -246,11 +245,13 @@ def matmul_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             # ideep src = b as {n, k} with strides {ldb, 1} (swapped if transposed);
             # ideep weights = a as {k, m} with strides {lda, 1} (swapped if transposed).
             scratch = brgemm_matmul_scratchpad(
-                n, m, k,
+                n,
+                m,
+                k,
                 src_transposed=_is_transposed_2d((n, k), (1, ldb) if transpose_b else (ldb, 1)),
                 wei_transposed=_is_transposed_2d((k, m), (1, lda) if transpose_a else (lda, 1)),
                 nthr=torch.get_num_threads(),
-            )  # fmt: skip
+            )
     total = workspace + scratch
     return [total] if total else []
 
@@ -296,8 +297,14 @@ def _is_transposed_2d(dims: tuple[int, int], strides: tuple[int, int]) -> bool:
 
 
 def conv_backend(
-    x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, dilation: Any, transposed: bool,
-    output_padding: Any, groups: int,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
 ) -> torch._C._ConvBackend:  # type: ignore[name-defined]  # torch's stub spells it ConvBackend
     """The backend aten/src/ATen/native/Convolution.cpp ``_select_conv_backend`` picks on the CPU.
 

@@ -34,8 +34,14 @@ import torch.nn.functional as F
 
 from .cpu_kernels import conv_backend
 
-__all__ = ["CPU_FUNCTIONS", "cpu_group_norm", "cpu_output_layouts", "non_overlapping_and_dense", "suggest_memory_format",
-           "tensor_iterator_strides"]  # fmt: skip
+__all__ = [
+    "CPU_FUNCTIONS",
+    "cpu_group_norm",
+    "cpu_output_layouts",
+    "non_overlapping_and_dense",
+    "suggest_memory_format",
+    "tensor_iterator_strides",
+]
 
 _Strides = tuple[int, ...]
 
@@ -219,10 +225,7 @@ def cpu_output_layouts(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         return (_restride(out[0], _empty_like_strides(_contiguous_as(args[1]), None)), *out[1:])
     if func is _CONV or func is _CONV_BACKWARD:
         return _conv_layouts(func, args, out)
-    if (
-        torch.Tag.pointwise in func.tags and func not in _C_META and not func._schema.is_mutable
-        and isinstance(out, torch.Tensor)
-    ):  # fmt: skip
+    if torch.Tag.pointwise in func.tags and func not in _C_META and not func._schema.is_mutable and isinstance(out, torch.Tensor):
         operands = _operands(func, args, kwargs)
         if operands is None:
             return out
@@ -300,8 +303,9 @@ class _NativeGroupNorm(torch.autograd.Function):
     ``NativeGroupNormBackward0`` saves: input, weight, mean and rstd."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, gamma: torch.Tensor | None, beta: torch.Tensor | None, groups: int,
-                eps: float) -> torch.Tensor:  # fmt: skip
+    def forward(
+        ctx: Any, x: torch.Tensor, gamma: torch.Tensor | None, beta: torch.Tensor | None, groups: int, eps: float
+    ) -> torch.Tensor:
         n, c, hxw = x.shape[0], x.shape[1], math.prod(x.shape[2:])
         y, mean, rstd = torch.native_group_norm(x, gamma, beta, n, c, hxw, groups, eps)
         ctx.save_for_backward(x, gamma, mean, rstd)
@@ -315,9 +319,17 @@ class _NativeGroupNorm(torch.autograd.Function):
         mask = list(ctx.needs_input_grad[:3])
         n, c, hxw = x.shape[0], x.shape[1], math.prod(x.shape[2:])
         grads = torch.ops.aten.native_group_norm_backward(
-            grad.contiguous(memory_format=memory_format), x.contiguous(memory_format=memory_format), mean, rstd,
-            gamma, n, c, hxw, ctx.groups, mask,
-        )  # fmt: skip
+            grad.contiguous(memory_format=memory_format),
+            x.contiguous(memory_format=memory_format),
+            mean,
+            rstd,
+            gamma,
+            n,
+            c,
+            hxw,
+            ctx.groups,
+            mask,
+        )
         return (*grads, None, None)
 
 

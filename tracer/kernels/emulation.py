@@ -142,7 +142,7 @@ class KernelEmulation(TorchFunctionMode):
 
     @contextlib.contextmanager
     def _recompute(self, state: tuple[bool, torch.dtype] | None) -> Iterator[None]:
-        with self, (self.autocast(state[1], state[0]) if state else contextlib.nullcontext()):
+        with self, self.autocast(state[1], state[0]) if state else contextlib.nullcontext():
             yield
 
     def _maybe_autocast(
@@ -213,9 +213,8 @@ class KernelEmulation(TorchFunctionMode):
         if not _eligible(arg) or arg.dtype == dtype:
             return arg
         cacheable = (
-            dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf
-            and not arg._is_view()
-        )  # fmt: skip
+            dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf and not arg._is_view()
+        )
         if not cacheable:
             return arg.to(dtype)
         entry = self._cast_cache.get(id(arg))
@@ -276,5 +275,8 @@ def boolean_mask_to_additive(mask: torch.Tensor | None, dtype: torch.dtype) -> t
     """attention.cpp ``convert_boolean_attn_mask``: a bool mask becomes 0 / -inf in the query dtype."""
     if mask is None or mask.dtype != torch.bool:
         return mask
-    return torch.where(mask.logical_not(), torch.scalar_tensor(-math.inf, dtype=dtype, device=mask.device),
-                       torch.scalar_tensor(0.0, dtype=dtype, device=mask.device))  # fmt: skip
+    return torch.where(
+        mask.logical_not(),
+        torch.scalar_tensor(-math.inf, dtype=dtype, device=mask.device),
+        torch.scalar_tensor(0.0, dtype=dtype, device=mask.device),
+    )

@@ -48,9 +48,16 @@ def _fa2_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[tor
 
 @torch.library.custom_op("vramsim_flash_attn::fa2_backward", mutates_args=("dq", "dk", "dv"), device_types="meta")
 def _fa2_backward(
-    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, softmax_lse: torch.Tensor,
-    dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor,
-) -> torch.Tensor:  # fmt: skip
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    softmax_lse: torch.Tensor,
+    dq: torch.Tensor,
+    dk: torch.Tensor,
+    dv: torch.Tensor,
+) -> torch.Tensor:
     """flash_api.cpp ``mha_bwd`` fills dq, dk, dv and returns ``softmax_d`` (batch, heads, seq_q
     rounded to 128) in float32; ``dq_accum`` and the GQA expansions are its workspaces."""
     batch, seq_q, heads, _ = q.shape
@@ -96,20 +103,41 @@ class _Fa2Function(torch.autograd.Function):
 
 
 def fa2_func(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0, softmax_scale: float | None = None,
-    causal: bool = False, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0, alibi_slopes: Any = None,
-    deterministic: bool = False, return_attn_probs: bool = False,
-) -> torch.Tensor:  # fmt: skip
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    deterministic: bool = False,
+    return_attn_probs: bool = False,
+) -> torch.Tensor:
     """``flash_attn.flash_attn_func``'s signature (transformers reads it to pick its arguments)."""
     _check_dtype(q, "flash_attention_2")
     return _Fa2Function.apply(q, k, v, torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
 
 
-def fa2_varlen_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: Any, cu_seqlens_k: Any,
-                    max_seqlen_q: Any, max_seqlen_k: Any, dropout_p: float = 0.0, softmax_scale: float | None = None,
-                    causal: bool = False, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-                    alibi_slopes: Any = None, deterministic: bool = False, return_attn_probs: bool = False,
-                    block_table: Any = None) -> torch.Tensor:  # fmt: skip
+def fa2_varlen_func(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    max_seqlen_q: Any,
+    max_seqlen_k: Any,
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    deterministic: bool = False,
+    return_attn_probs: bool = False,
+    block_table: Any = None,
+) -> torch.Tensor:
     """``flash_attn.flash_attn_varlen_func``'s signature: padded or packed batches, not modelled."""
     raise _varlen_unsupported("flash_attention_2")
 
@@ -129,9 +157,19 @@ def _fa3_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[tor
 
 @torch.library.custom_op("vramsim_flash_attn::fa3_backward", mutates_args=("dq", "dk", "dv"), device_types="meta")
 def _fa3_backward(
-    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, softmax_lse: torch.Tensor,
-    dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, causal: bool, local: bool, softcap: float,
-) -> list[torch.Tensor]:  # fmt: skip
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    softmax_lse: torch.Tensor,
+    dq: torch.Tensor,
+    dk: torch.Tensor,
+    dv: torch.Tensor,
+    causal: bool,
+    local: bool,
+    softcap: float,
+) -> list[torch.Tensor]:
     """hopper/flash_api.cpp ``mha_bwd`` returns ``softmax_d`` and ``softmax_lse_log2`` (batch, heads,
     seq_q rounded to kBlockM), ``dq_accum`` (batch, heads, that * head dim rounded) and, with
     grouped-query attention, ``dk_accum`` / ``dv_accum`` (batch, kv heads, seq_k rounded to kBlockN
@@ -180,8 +218,9 @@ class _Fa3Function(torch.autograd.Function):
     backward allocates dq, dk, dv like q, k, v."""
 
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, local: bool,
-                softcap: float) -> torch.Tensor:  # fmt: skip
+    def forward(
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, local: bool, softcap: float
+    ) -> torch.Tensor:
         out, softmax_lse = _fa3_forward(q, k, v)
         ctx.save_for_backward(q, k, v, out, softmax_lse)
         ctx.flags = (causal, local, softcap)
@@ -196,11 +235,24 @@ class _Fa3Function(torch.autograd.Function):
 
 
 def fa3_func(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float | None = None, causal: bool = False,
-    qv: Any = None, q_descale: Any = None, k_descale: Any = None, v_descale: Any = None,
-    window_size: tuple[int, int] = (-1, -1), attention_chunk: int = 0, softcap: float = 0.0, num_splits: int = 1,
-    pack_gqa: Any = None, deterministic: bool = False, sm_margin: int = 0, return_attn_probs: bool = False,
-) -> torch.Tensor:  # fmt: skip
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    qv: Any = None,
+    q_descale: Any = None,
+    k_descale: Any = None,
+    v_descale: Any = None,
+    window_size: tuple[int, int] = (-1, -1),
+    attention_chunk: int = 0,
+    softcap: float = 0.0,
+    num_splits: int = 1,
+    pack_gqa: Any = None,
+    deterministic: bool = False,
+    sm_margin: int = 0,
+    return_attn_probs: bool = False,
+) -> torch.Tensor:
     """``flash_attn_interface.flash_attn_func``'s signature (FlashAttention-3)."""
     _check_dtype(q, "flash_attention_3")
     local = (window_size[0] >= 0 or window_size[1] >= 0) and not causal

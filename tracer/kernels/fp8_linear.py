@@ -58,9 +58,14 @@ def _fp8_gemm_fake(
 
 
 def fp8_linear(
-    input: torch.Tensor, weight: torch.Tensor, weight_scale_inv: torch.Tensor, block_size: list[int] | None = None,
-    bias: torch.Tensor | None = None, activation_scale: torch.Tensor | None = None, allow_deepgemm: bool = True,
-) -> torch.Tensor:  # fmt: skip
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale_inv: torch.Tensor,
+    block_size: list[int] | None = None,
+    bias: torch.Tensor | None = None,
+    activation_scale: torch.Tensor | None = None,
+    allow_deepgemm: bool = True,
+) -> torch.Tensor:
     """transformers' ``fp8_linear`` signature: activation quantization, GEMM, bias in place."""
     rows = input.reshape(-1, input.shape[-1])
     group = block_size[1] if block_size is not None else input.shape[-1]

@@ -12,8 +12,16 @@ import torch.nn.functional as F
 
 from .cpu_layout import non_overlapping_and_dense, suggest_memory_format
 
-__all__ = ["GPU_FUNCTIONS", "GpuWorkspaces", "cuda_cross_entropy", "cuda_dropout", "efficient_backward_workspace",
-           "foreach_norm_workspace", "gpu_rms_norm", "matmul_operand_copies"]  # fmt: skip
+__all__ = [
+    "GPU_FUNCTIONS",
+    "GpuWorkspaces",
+    "cuda_cross_entropy",
+    "cuda_dropout",
+    "efficient_backward_workspace",
+    "foreach_norm_workspace",
+    "gpu_rms_norm",
+    "matmul_operand_copies",
+]
 
 _FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
 _CUDNN_BACKWARD = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
@@ -153,8 +161,9 @@ def _num_splits_key(kernel: _BackwardKernel, batch: int, heads: int, seq_k: int)
     return splits
 
 
-def _kernel_workspace(kernel: _BackwardKernel, batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int,
-                      head_dim_v: int) -> int:  # fmt: skip
+def _kernel_workspace(
+    kernel: _BackwardKernel, batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, head_dim_v: int
+) -> int:
     """kernel_backward.h ``Params::workspace_size``: per (batch, head), float gK and gV staging
     (``num_splits_key * kBlockSizeJ * align_up(head dim, kBlockSizeI)`` each) and one
     ``GradQTempStorage`` (lock, counter, two pads, ``kBlockSizeI * kBlockSizeJ`` floats) per

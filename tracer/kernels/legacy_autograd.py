@@ -62,6 +62,10 @@ def legacy_softmax_functions(*, cuda: bool) -> dict[Callable[..., Any], Callable
     """``KernelRules.functions`` entries running every softmax and log_softmax with PyTorch 1.10's saved set."""
     softmax, log_softmax = _softmax(cuda=cuda, log=False), _softmax(cuda=cuda, log=True)
     return {
-        F.softmax: softmax, torch.softmax: _method(softmax), torch.Tensor.softmax: _method(softmax),
-        F.log_softmax: log_softmax, torch.log_softmax: _method(log_softmax), torch.Tensor.log_softmax: _method(log_softmax),
-    }  # fmt: skip
+        F.softmax: softmax,
+        torch.softmax: _method(softmax),
+        torch.Tensor.softmax: _method(softmax),
+        F.log_softmax: log_softmax,
+        torch.log_softmax: _method(log_softmax),
+        torch.Tensor.log_softmax: _method(log_softmax),
+    }

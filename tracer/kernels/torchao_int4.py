@@ -72,4 +72,3 @@ def tinygemm_mm_on_meta(a: torch.Tensor, b: torch.Tensor, group_size: int, scale
     """aten/src/ATen/native/cuda/int4mm.cu ``_weight_int4pack_mm_cuda``: ``C_final = at::empty({m, n}, bf16)`` with
     n = ``B.size(0)`` x 8 (CUDA's n-tiles of 8; ROCm's of 16 over half as many rows), and no other buffer."""
     return a.new_empty((a.shape[0], b.shape[0] * 8), dtype=torch.bfloat16)
-
