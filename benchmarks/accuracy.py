@@ -2,11 +2,11 @@
 
 For every case of ``tests/ground_truth/ground_truth_cases.py``:
 
-- measured: ``vramsim.measure.measure_cpu``, the workload run for real on the CPU (peak of
+- measured: ``vramsim.validation.measure.measure_cpu``, the workload run for real on the CPU (peak of
   c10's allocated bytes in the last step);
 - vramsim: ``vramsim.simulate(..., device="cpu")``;
 - MemTracker: ``torch.distributed._tools.mem_tracker.MemTracker`` under ``FakeTensorMode``
-  on the same workload code (``vramsim/program.py``), the model built on the CPU inside the
+  on the same workload code (``vramsim/workload/program.py``), the model built on the CPU inside the
   fake mode. Step 0 runs untracked; before the last step the tracker is told about the model,
   the optimizer and the batch (``track_external``) and entered, so its ``"peak"`` snapshot,
   summed over devices, is the last step's peak. A case it cannot run shows the reason.
@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ground_t
 from ground_truth_cases import CASES, Case
 
 from vramsim import simulate
-from vramsim.build import build_program
-from vramsim.config import SimulationConfig
-from vramsim.measure import RealRun, measure_cpu
-from vramsim.program import Program, run_program
+from vramsim.config.simulation import SimulationConfig
+from vramsim.validation.measure import RealRun, measure_cpu
+from vramsim.workload.build import build_program
+from vramsim.workload.program import Program, run_program
 
 
 class _MemTrackerObserver(RealRun):

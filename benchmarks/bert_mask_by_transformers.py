@@ -6,7 +6,7 @@ float32 before the softmax. transformers 5 adds no mask. The published BERT-larg
 (``published_gpu.py``, the page ran 4.16-4.20) are asked with transformers 4.42 for this reason. This
 script trains a tiny BERT (2 layers, hidden 128, 8 heads, batch 2 x 256, no mask) one step with bf16
 autocast (the CPU's) and in float32, and prints vramsim's CPU peak beside the real run's
-(``vramsim.measure.measure_cpu``). Run it with each release's interpreter, e.g.:
+(``vramsim.validation.measure.measure_cpu``). Run it with each release's interpreter, e.g.:
 
     python benchmarks/bert_mask_by_transformers.py                      # this project's stack
     /path/to/tf442/bin/python benchmarks/bert_mask_by_transformers.py   # transformers 4.42, vramsim installed
@@ -21,9 +21,9 @@ import transformers
 from published_gpu import _ids_and_class_labels  # the BERT-large rows' inputs: ids and labels, no mask
 
 from vramsim import simulate
-from vramsim.config import SimulationConfig
-from vramsim.measure import measure_cpu
-from vramsim.models import load_config
+from vramsim.config.simulation import SimulationConfig
+from vramsim.validation.measure import measure_cpu
+from vramsim.workload.models import load_config
 
 
 def main() -> None:

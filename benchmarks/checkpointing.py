@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 
 from vramsim.api import Analysis, build_and_trace
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.checkpointing import parse_checkpointing
-from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
+from vramsim.workload.targets import resolve_target
 
 CHOICES = ("none", "full", "every:2", "selective", "offload")
 

@@ -15,10 +15,10 @@ import argparse
 import time
 
 from vramsim.api import build_and_trace
-from vramsim.config import SimulationConfig
-from vramsim.strategy import cheapest_strategy
-from vramsim.targets import resolve_target
+from vramsim.config.simulation import SimulationConfig
+from vramsim.search.strategy import cheapest_strategy
 from vramsim.tracer.graph import build_graph
+from vramsim.workload.targets import resolve_target
 
 OPTIONS = {"task": "train", "seq_len": 4096, "device": "h100", "mixed_precision": "bf16"}
 

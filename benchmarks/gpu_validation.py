@@ -6,7 +6,7 @@ Two halves, so the GPU is needed only for the measurement:
     python benchmarks/gpu_validation.py compare [FILE]    # anywhere: vramsim's prediction beside each figure
 
 ``measure`` runs each case, in a process of its own, with the simulator's own workload code
-(``vramsim.program``) on ``cuda:0`` and writes ``gpu_measured.json``: ``max_memory_allocated``
+(``vramsim.workload.program``) on ``cuda:0`` and writes ``gpu_measured.json``: ``max_memory_allocated``
 and ``max_memory_reserved`` over the steady-state step, the device memory in use after it
 (``cudaMemGetInfo``), and the machine's stack (torch, CUDA, driver, the bare context). It also
 writes ``gpu_traces.json.gz``, the allocator's own events from the model's build on
@@ -117,10 +117,10 @@ def _machine() -> dict[str, Any]:
 def _measure_case(model: str, options: dict[str, Any]) -> tuple[dict[str, Any], list[list[Any]]]:
     """One case in a fresh process: its figures over the last step, and every allocator event from
     the model's build on (so a replay can tell the event stream apart from the allocator's rules)."""
-    from vramsim.build import build_program
-    from vramsim.config import SimulationConfig
-    from vramsim.measure import RealRun
-    from vramsim.program import run_program
+    from vramsim.config.simulation import SimulationConfig
+    from vramsim.validation.measure import RealRun
+    from vramsim.workload.build import build_program
+    from vramsim.workload.program import run_program
 
     config = SimulationConfig.from_options(device="h100", **options)
     last = config.steps - 1

@@ -3,7 +3,7 @@
     python benchmarks/long_generation.py [--new-tokens 512] [--model meta-llama/Llama-3.1-8B] [--device h100]
 
 Runs ``simulate(task="generate", seq_len=512, ...)`` twice: as it does by default (a head and a
-tail probe of five new tokens each, the rest derived, ``vramsim/generation.py``), then with
+tail probe of five new tokens each, the rest derived, ``vramsim/analysis/generation.py``), then with
 derivation switched off (every decode step traced). Prints both times, their ratio, and both
 reports' peak, reserved and device bytes, which must be equal to the byte.
 """
@@ -14,7 +14,7 @@ import argparse
 import time
 
 import vramsim
-from vramsim import generation
+from vramsim.analysis import generation
 
 
 def _timed(model: str, **options: object) -> tuple[float, vramsim.Report]:

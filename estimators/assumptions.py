@@ -267,7 +267,7 @@ DATA_PARALLEL_COMMUNICATION: dict[str, float] = {
     "FSDP2 full": 3.0,
 }
 """Bytes each rank sends per step, in units of the model's weights, used only to order candidates of
-equal GPUs and recompute (``vramsim/strategy.py``). Rajbhandari et al. 2020 (ZeRO), section 7: an
+equal GPUs and recompute (``vramsim/search/strategy.py``). Rajbhandari et al. 2020 (ZeRO), section 7: an
 all-reduce of the gradients moves 2 x the model (reduce-scatter + all-gather); stages 1 and 2 move the
 same (reduce-scatter the gradients, all-gather the updated weights); stage 3 gathers the weights again
 for backward, 3 x (1.5 x DDP). FSDP2 full reshards after forward like stage 3; grad-op keeps the
@@ -610,7 +610,7 @@ QUANTIZED_KERNELS = {
     "fp8-rowwise": "torchao's Float8Tensor linear, torch path: each input quantized to float8 with a float32 scale per "
     "token, then torch._scaled_mm with row-wise scales",
 }
-"""The kernel each GPTQ/AWQ/FP8/torchao format is simulated with (``vramsim/quantized_formats.py``).
+"""The kernel each GPTQ/AWQ/FP8/torchao format is simulated with (``vramsim/workload/quantization/formats.py``).
 
 Which one runs is decided on the user's machine: gptqmodel picks the highest-priority kernel its
 build and the GPU support (``utils/importer.py select_quant_linear``); Marlin (priority 90) wins on
@@ -631,7 +631,7 @@ QUANTIZED_TRAINING_KERNELS = {
     "with 8 float32 split-K partial outputs; backward dequantizes it again for the input's gradient; LoRA through "
     "peft's AwqLoraLinear (Marlin refuses training)",
 }
-"""The kernel a LoRA run on a GPTQ/AWQ base is simulated with (``vramsim/quantized_training.py``): gptqmodel's
+"""The kernel a LoRA run on a GPTQ/AWQ base is simulated with (``vramsim/workload/quantization/training.py``): gptqmodel's
 Marlin layers raise in training mode, so the base must be loaded with a backend that trains (``backend="triton"``
 for GPTQ, ``"gemm"`` for AWQ); that choice is the user's, these are assumed."""
 
@@ -641,7 +641,7 @@ COMPILE_MODELLED = (
     "by op, a value freed after its last use; ops inside compiled graphs belong to no module (the per-layer "
     "table leaves them out)"
 )
-"""What ``--compile`` runs of torch's own compile stack (vramsim/compiled.py). On the CPU the
+"""What ``--compile`` runs of torch's own compile stack (vramsim/workload/compiled.py). On the CPU the
 saved set matches the partitioned graphs' real run exactly (tests/test_compile.py)."""
 
 COMPILE_FUSION = (
@@ -651,7 +651,7 @@ COMPILE_FUSION = (
     "for the last time (its own, or a saved tensor backward received); matmuls, attention and fallbacks "
     "allocate their outputs"
 )
-"""How ``--compile`` decides which buffers exist (vramsim/compiled.py ``_inlined_nodes``). Inductor's
+"""How ``--compile`` decides which buffers exist (vramsim/workload/compiled.py ``_inlined_nodes``). Inductor's
 own realisation heuristics (a value read by many kernels or with a large body is stored once,
 ``realize_reads_threshold``), its scheduler's fusions and reordering are not run: they lower for
 a real device. Against real inductor runs of tiny Llama, Mistral and GPT-2 training steps on

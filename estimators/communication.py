@@ -1,6 +1,6 @@
 """What a parallel layout costs beyond memory: bytes each rank sends per micro-batch, and the pipeline's bubble.
 
-The strategy search (``vramsim/strategy.py``) orders settings of equal GPU counts by these. Each axis's
+The strategy search (``vramsim/search/strategy.py``) orders settings of equal GPU counts by these. Each axis's
 volume is its paper's formula with the named constants of ``estimators/assumptions.py``; volumes, not
 times: link bandwidths (NVLink within a node, the network across), overlap with compute and latency are
 not modelled.

@@ -1,6 +1,6 @@
 """Expert parallelism's all-to-all buffers, placed on the timeline of the program one EP rank runs.
 
-The rank's program (``vramsim/expert_parallel.py``) runs its local experts on the rows routed to
+The rank's program (``vramsim/workload/parallel/expert.py``) runs its local experts on the rows routed to
 them; it does not exchange them. torchtitan's ``ExpertParallel`` does, around each call of a MoE
 layer's experts module (``torchtitan/distributed/expert_parallel.py``):
 

@@ -1,6 +1,6 @@
 """Will a DreamBooth LoRA of SDXL at 1024 px fit on a 24 GB card (RTX 4090), and with which options?
 
-One training step as diffusers' ``train_dreambooth_lora_sdxl.py`` runs it (vramsim/pipeline_training.py):
+One training step as diffusers' ``train_dreambooth_lora_sdxl.py`` runs it (vramsim/workload/diffusion/training.py):
 ``--mixed_precision fp16`` (the UNet frozen in fp16, rank-4 adapters on to_k/to_q/to_v/to_out.0 upcast
 to fp32), the VAE in fp32 encoding the 1024 px image each step, the prompt's embeddings precomputed
 and the text encoders deleted (the script does this whenever the text encoders are not trained),
@@ -12,7 +12,7 @@ It takes about 40 s on two cores.
 from __future__ import annotations
 
 import vramsim
-from vramsim.render import format_bytes
+from vramsim.views.terminal import format_bytes
 
 CHOICES = {"as is": {"checkpointing": "none"}, "--gradient_checkpointing": {"checkpointing": "full"}}
 

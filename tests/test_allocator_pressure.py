@@ -8,10 +8,10 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.device_memory import device_memory
+from vramsim.analysis.device_memory import device_memory
 from vramsim.estimators.assumptions import overheads_for, totals
 from vramsim.estimators.timeline import Block, Timeline
-from vramsim.targets import resolve_target
+from vramsim.workload.targets import resolve_target
 
 _MiB = 1 << 20
 

@@ -1,6 +1,6 @@
 """Bad input through the CLI: each case exits non-zero with one ``vramsim: error:`` line and nothing else.
 
-Every case runs in-process through ``vramsim.cli.main`` under a time and memory watch: a bad
+Every case runs in-process through ``vramsim.cli.main.main`` under a time and memory watch: a bad
 input must be refused quickly, before anything large is built.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vramsim.cli import main
-from vramsim.guards import MAX_LAYERS
+from vramsim.cli.main import main
+from vramsim.workload.guards import MAX_LAYERS
 
 SECONDS = 60
 """Longest a refusal may take (most take well under a second)."""
@@ -170,7 +170,7 @@ def test_guard_refuses_absurd_configs(case: str) -> None:
     import transformers
 
     from vramsim.errors import ConfigError
-    from vramsim.guards import check_config
+    from vramsim.workload.guards import check_config
 
     config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_hidden_layers=1)
     for key, value in GUARDED_CONFIGS[case].items():
@@ -182,8 +182,8 @@ def test_guard_refuses_absurd_configs(case: str) -> None:
 
 def test_guard_accepts_every_bundled_model() -> None:
     from vramsim import model_zoo
-    from vramsim.guards import check_config
-    from vramsim.models import load_config
+    from vramsim.workload.guards import check_config
+    from vramsim.workload.models import load_config
 
     for model_id in model_zoo.model_ids():
         check_config(load_config(model_id))

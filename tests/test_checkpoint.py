@@ -20,13 +20,13 @@ from transformers.trainer_callback import TrainerState
 import vramsim
 from tests.cli_runs import run, saved_config
 from tests.profiled import allocation_trace
-from vramsim.build import build_program
-from vramsim.checkpoint_files import safetensors_header
-from vramsim.config import SimulationConfig
-from vramsim.measure import RealRun
-from vramsim.program import Program, run_program
-from vramsim.quiet import quiet_profiler
-from vramsim.training_checkpoint import checkpoint
+from vramsim.checkpoints.checkpoint import checkpoint
+from vramsim.checkpoints.files import safetensors_header
+from vramsim.config.simulation import SimulationConfig
+from vramsim.validation.measure import RealRun
+from vramsim.workload.build import build_program
+from vramsim.workload.program import Program, run_program
+from vramsim.workload.quiet import quiet_profiler
 
 _OPTIONS: dict[str, Any] = {"seq_len": 16, "device": "cpu"}
 _PICKLE_MEMO_BYTES = 16

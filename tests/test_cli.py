@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_runs import run
 
-from vramsim.cli import main
+from vramsim.cli.main import main
 
 
 def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,8 +104,8 @@ def test_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_option_is_on_the_command_line_or_python_only() -> None:
     """Each SimulationConfig field is a flag of trace (or validate) unless its Option says Python-only."""
-    from vramsim.cli import _build_parser, _options
-    from vramsim.config import options
+    from vramsim.cli.main import _build_parser, _options
+    from vramsim.config.simulation import options
 
     args = _build_parser().parse_args(["trace", "gpt2"])
     given = _options(args)
@@ -120,7 +120,7 @@ def test_every_option_is_on_the_command_line_or_python_only() -> None:
 
 def test_lora_and_optimizer_flags_keep_their_meaning() -> None:
     """--lora-rank/--lora-targets build peft's arguments; --optimizer none is no optimizer."""
-    from vramsim.cli import _build_parser, _options
+    from vramsim.cli.main import _build_parser, _options
 
     args = _build_parser().parse_args(["trace", "gpt2", "--lora-rank", "4", "--lora-targets", "q,v", "--optimizer", "none"])
     given = _options(args)

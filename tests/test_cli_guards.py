@@ -13,9 +13,9 @@ from cli_runs import run, saved_config
 from torch.profiler import ProfilerActivity, profile
 
 import vramsim
-from vramsim.inputs import default_inputs
-from vramsim.render import format_bytes
 from vramsim.tracer.data_dependent.shadows import SEEDS, SHADOW_LIMIT, forget_seeds
+from vramsim.views.terminal import format_bytes
+from vramsim.workload.inputs import default_inputs
 
 # -- 1. never hurt the machine ------------------------------------------------------------------
 
@@ -24,7 +24,7 @@ def test_validate_refuses_what_the_host_cannot_hold(
     tmp_path: Path, tiny_gpt2: transformers.GPT2Config, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The predicted CPU peak is compared with MemAvailable before anything runs for real."""
-    import vramsim.validation as validation
+    import vramsim.validation.validate as validation
 
     monkeypatch.setattr(validation, "host_memory_available", lambda: 1 << 10)
     monkeypatch.setattr(validation, "measure_cpu", lambda *a, **k: pytest.fail("the real run started"))
@@ -34,7 +34,7 @@ def test_validate_refuses_what_the_host_cannot_hold(
 
 
 def test_host_memory_is_read() -> None:
-    available = vramsim.validation.host_memory_available()
+    available = vramsim.validation.validate.host_memory_available()
     assert available is None or available > 0
 
 
@@ -202,8 +202,8 @@ def _user_file(tmp_path: Path) -> Path:
 
 def test_module_built_on_the_cpu_is_simulated_untouched(tmp_path: Path) -> None:
     """``simulate(MyNet())``: a meta copy is traced; the user's weights stay where they were, unchanged."""
-    user = vramsim.models.load_function(f"{_user_file(tmp_path)}:build", "")
-    inputs = vramsim.models.load_function(f"{_user_file(tmp_path)}:inputs", "")
+    user = vramsim.workload.models.load_function(f"{_user_file(tmp_path)}:build", "")
+    inputs = vramsim.workload.models.load_function(f"{_user_file(tmp_path)}:inputs", "")
     model = user()
     before = [p.clone() for p in model.parameters()]
     report = vramsim.simulate(model, inputs=inputs, loss=lambda out: out.sum(), device="cpu", batch_size=4, dtype="bf16")
@@ -220,10 +220,10 @@ def test_inputs_and_loss_from_the_command_line(tmp_path: Path, capsys: pytest.Ca
     assert code == 0
     from_file = json.loads(out)["peak_bytes"]
     in_python = vramsim.simulate(
-        vramsim.models.load_function(f"{path}:build", ""),
+        vramsim.workload.models.load_function(f"{path}:build", ""),
         batch_size=4,
         device="cpu",
-        inputs=vramsim.models.load_function(f"{path}:inputs", ""),
+        inputs=vramsim.workload.models.load_function(f"{path}:inputs", ""),
         loss=lambda out: out.square().mean(),
     ).peak_bytes
     assert from_file == in_python

@@ -13,9 +13,9 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.cli import main
+from vramsim.cli.main import main
 from vramsim.errors import ModelNotFoundError
-from vramsim.models import load_config
+from vramsim.workload.models import load_config
 
 TINY_GPT2 = {
     "model_type": "gpt2",

@@ -15,12 +15,12 @@ import pytest
 import torch
 import transformers
 
-import vramsim.build
+import vramsim.workload.build
 from vramsim import simulate
-from vramsim.build import build_program
-from vramsim.compiled import CompiledGraphs
-from vramsim.config import SimulationConfig
-from vramsim.measure import measure_cpu, measure_program_cpu
+from vramsim.config.simulation import SimulationConfig
+from vramsim.validation.measure import measure_cpu, measure_program_cpu
+from vramsim.workload.build import build_program
+from vramsim.workload.compiled import CompiledGraphs
 
 
 def _llama() -> transformers.LlamaConfig:
@@ -48,7 +48,7 @@ def test_the_saved_set_is_the_partitioners_on_the_real_cpu_run(monkeypatch: pyte
         model.compile(backend=graphs.backend)
         return graphs
 
-    monkeypatch.setattr(vramsim.build, "compile_model", unfused)
+    monkeypatch.setattr(vramsim.workload.build, "compile_model", unfused)
     report = simulate(_llama(), device="cpu", compile=True, **_OPTIONS)
     monkeypatch.undo()
 

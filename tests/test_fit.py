@@ -8,7 +8,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.fitting import MAX_TRACES, largest_fit, search
+from vramsim.search.fitting import MAX_TRACES, largest_fit, search
 
 
 def _measured(f, usable):  # type: ignore[no-untyped-def]
@@ -107,7 +107,7 @@ _ASKED = {"gpus": 8, "device": "custom:6GiB:sm_90", "seq_len": 1024, "batch_size
 def test_the_cheapest_strategy_is_the_first_that_fits() -> None:
     """Fewer GPUs before more, less compute lost before more; every cheaper setting measured does not fit; the
     chosen one's figure from the shared trace equals its own trace."""
-    from vramsim.strategy import cheapest_strategy
+    from vramsim.search.strategy import cheapest_strategy
 
     found = cheapest_strategy(_LLAMA_300M, **_ASKED)
     best = found.cheapest

@@ -12,11 +12,11 @@ import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from vramsim import simulate
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import UnsupportedError
-from vramsim.image_text_inputs import IMAGE_SIDE
-from vramsim.inputs import default_inputs
-from vramsim.measure import measure_cpu
+from vramsim.validation.measure import measure_cpu
+from vramsim.workload.image_text_inputs import IMAGE_SIDE
+from vramsim.workload.inputs import default_inputs
 
 TEXT = {
     "vocab_size": 300,

@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers
 
-from vramsim.inputs import default_inputs
+from vramsim.workload.inputs import default_inputs
 
 pytestmark = pytest.mark.filterwarnings("ignore:Initializing zero-element tensors:UserWarning")  # DAC's empty convs
 

@@ -7,7 +7,7 @@ import torch
 
 import vramsim
 from vramsim.tracer.data_dependent import policy
-from vramsim.tracing import _raised_by_vramsim
+from vramsim.workload.tracing import _raised_by_vramsim
 
 
 class _Tiny(torch.nn.Module):

@@ -8,11 +8,12 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim import api, generation
-from vramsim.config import SimulationConfig
+from vramsim import api
+from vramsim.analysis import generation
+from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.timeline import Timeline, derive_timeline
-from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
+from vramsim.workload.targets import resolve_target
 
 _TINY: dict[str, Any] = dict(
     vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import vramsim
-from vramsim.cli import main
-from vramsim.models import build_model
+from vramsim.cli.main import main
+from vramsim.workload.models import build_model
 
 
 def _peft_counts(model_config, lora: peft.LoraConfig) -> tuple[int, int]:  # type: ignore[no-untyped-def]

@@ -12,13 +12,13 @@ from transformers import GPT2Config, LlamaConfig
 
 import vramsim
 from vramsim.api import build_and_trace
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import LIGER_CHUNK_MEM_CONST
-from vramsim.targets import resolve_target
 from vramsim.tracer.categories import Phase
 from vramsim.tracer.kernels.liger import liger_chunk_size
 from vramsim.tracer.records import StorageRecord
+from vramsim.workload.targets import resolve_target
 
 VOCAB, HIDDEN, BATCH, SEQ = 2048, 64, 2, 64
 """Llama-3.1-8B's vocabulary-to-width ratio (128,256 / 4,096 -> cdiv 32) on a tiny model."""

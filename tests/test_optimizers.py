@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import vramsim
-from vramsim.config import SimulationConfig
-from vramsim.models import build_model
+from vramsim.config.simulation import SimulationConfig
+from vramsim.workload.models import build_model
 
 
 def test_names_and_transformers_optim_names() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vramsim import Report, simulate
-from vramsim.cli import main
+from vramsim.cli.main import main
 from vramsim.errors import ConfigError, UnsupportedError
 
 TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
@@ -164,7 +164,7 @@ def test_offload_keeps_only_the_running_component_or_layer_on_the_device() -> No
 def test_importing_a_pipeline_prints_nothing() -> None:
     """A fresh process imports diffusers' pipeline modules (and their image processors, which log a PIL
     fallback when torchvision is absent, as here) without a line on stderr."""
-    code = "from vramsim.pipelines import pipeline_class; pipeline_class('FluxPipeline')"
+    code = "from vramsim.workload.diffusion.pipelines import pipeline_class; pipeline_class('FluxPipeline')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stderr == ""
 
@@ -344,8 +344,8 @@ def test_ltx_video_without_a_timestep_conditioned_vae_decodes_the_latents_as_the
 def test_torchao_int8wo_on_the_denoiser_saves_what_the_real_run_saves() -> None:
     """``--quantization int8wo`` on the tiny FLUX pipeline, run for real on the CPU (torchao's Int8Tensor): the
     prediction moves by exactly what the real peak moves by (the comparison holds on any CPU's oneDNN ISA)."""
-    from vramsim.config import SimulationConfig
-    from vramsim.measure import measure_cpu
+    from vramsim.config.simulation import SimulationConfig
+    from vramsim.validation.measure import measure_cpu
 
     options = {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128}
     predicted, measured = {}, {}

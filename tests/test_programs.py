@@ -6,14 +6,14 @@ import contextlib
 
 import torch
 
-from vramsim.device_memory import device_memory
+from vramsim.analysis.device_memory import device_memory
 from vramsim.estimators.timeline import derive_timeline
-from vramsim.measure import measure_program_cpu
-from vramsim.program import Program, StepObserver
-from vramsim.targets import resolve_target
 from vramsim.tracer.categories import Phase
 from vramsim.tracer.graph import build_graph
-from vramsim.tracing import trace_program
+from vramsim.validation.measure import measure_program_cpu
+from vramsim.workload.program import Program, StepObserver
+from vramsim.workload.targets import resolve_target
+from vramsim.workload.tracing import trace_program
 
 
 def encode_decode_step(program: Program, observer: StepObserver) -> None:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from vramsim import model_zoo
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -64,7 +64,7 @@ def test_finetune_cases_ask_what_their_source_trained() -> None:
 
 
 def test_every_report_field_exists() -> None:
-    from vramsim.report import Report
+    from vramsim.results.report import Report
 
     report_fields = {f.name for f in fields(Report)}
     assert set(REPORT_FIELD.values()) <= report_fields

@@ -12,10 +12,10 @@ import vramsim
 from tests.cli_runs import run, saved_config
 from vramsim import count_parameters, simulate
 from vramsim.api import build_and_trace
-from vramsim.config import SimulationConfig
-from vramsim.marlin_linear import MarlinLinear
-from vramsim.targets import resolve_target
+from vramsim.config.simulation import SimulationConfig
 from vramsim.tracer.records import Trace
+from vramsim.workload.quantization.marlin import MarlinLinear
+from vramsim.workload.targets import resolve_target
 
 _LINEARS = [(128, 128), (128, 64), (128, 64), (128, 128), (128, 256), (128, 256), (256, 128)]
 """(in, out) of a decoder layer's q, k, v, o, gate, up and down projections in ``_llama()``."""
@@ -216,7 +216,7 @@ def test_torchao_formats_match_a_real_cpu_run(options: dict[str, object], name: 
     """torchao quantizes for real on the CPU: the measured peak of the real Int8Tensor or Float8Tensor model
     (torch._scaled_mm's CPU kernel computing in float32) is the prediction."""
     pytest.importorskip("torchao")
-    from vramsim.measure import measure_cpu
+    from vramsim.validation.measure import measure_cpu
 
     options = {**options, "dtype": "bf16", "quantization": name, "device": "cpu"}
     predicted = simulate(_llama(), **options).peak_bytes
@@ -331,7 +331,7 @@ def test_the_cli_traces_torchao_int4_on_an_h100(tmp_path: Path, capsys: pytest.C
 def test_the_largest_fit_builds_an_int4_model_as_its_traces_do() -> None:
     """The sequence search reads the model's position limit from a model built with mslk's helpers stood in."""
     pytest.importorskip("torchao")
-    from vramsim.fitting import largest_fit
+    from vramsim.search.fitting import largest_fit
 
     fit = largest_fit(
         _llama(), sizes=("seq_len",), device="h100", quantization="int4wo", dtype="bf16", task="forward", seq_len=64

@@ -11,10 +11,10 @@ import transformers
 
 import vramsim
 from vramsim.api import build_and_trace
-from vramsim.config import SimulationConfig
-from vramsim.quantized_training import AWQ_DEQUANT_ROWS, AwqTrainingLinear, GptqTrainingLinear
-from vramsim.targets import resolve_target
+from vramsim.config.simulation import SimulationConfig
 from vramsim.tracer.graph import build_graph, saved_edges, storage_nodes
+from vramsim.workload.quantization.training import AWQ_DEQUANT_ROWS, AwqTrainingLinear, GptqTrainingLinear
+from vramsim.workload.targets import resolve_target
 
 _LORA: dict[str, Any] = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj", "down_proj"]}
 

@@ -12,9 +12,9 @@ from rich.console import Console
 
 import vramsim
 from vramsim.errors import ConfigError
-from vramsim.folding import fold_layers
-from vramsim.render import format_bytes, render_report
-from vramsim.report import LayerRow, Report
+from vramsim.results.report import LayerRow, Report
+from vramsim.views.folding import fold_layers
+from vramsim.views.terminal import format_bytes, render_report
 
 
 def row(module: str, parameters: int = 10, saved: int = 100, peak: int = 1000) -> LayerRow:
@@ -142,7 +142,7 @@ def test_str_is_the_summary_and_render_the_tables(lora_report: Report) -> None:
 
 def test_each_layer_of_a_list_is_one_row() -> None:
     """A layer's own lists (a UNet block's resnets, a MoE layer's experts) stay inside its row."""
-    from vramsim.summary import layer_specs
+    from vramsim.analysis.summary import layer_specs
 
     class Block(torch.nn.Module):
         def __init__(self) -> None:

@@ -8,9 +8,9 @@ import pytest
 import torch
 import transformers
 
-from vramsim.cli import main
-from vramsim.models import load_config
-from vramsim.serve import read_kv_cache, serve
+from vramsim.cli.main import main
+from vramsim.serving.budget import read_kv_cache, serve
+from vramsim.workload.models import load_config
 
 BF16 = 2
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 import transformers
 
-from vramsim.cli import main
+from vramsim.cli.main import main
 from vramsim.errors import UnsupportedError
-from vramsim.serve import read_kv_cache, serve
+from vramsim.serving.budget import read_kv_cache, serve
 
 BF16 = 2
 

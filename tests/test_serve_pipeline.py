@@ -7,7 +7,7 @@ import transformers
 
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.serving import pp_partition
-from vramsim.serve import serve
+from vramsim.serving.budget import serve
 
 OPTIONS = dict(device="l4", max_model_len=256, max_num_batched_tokens=256, max_num_seqs=4, enforce_eager=True)
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 import transformers
 
-from vramsim.cli import main
+from vramsim.cli.main import main
 from vramsim.estimators.devices import get_device
-from vramsim.serve import serve
+from vramsim.serving.budget import serve
 
 BF16 = 2
 

@@ -17,8 +17,8 @@ import torch.distributed as dist
 import transformers
 
 from tests.cli_runs import run, saved_config
-from vramsim import dcp_files
-from vramsim.training_checkpoint import checkpoint
+from vramsim.checkpoints import dcp as dcp_files
+from vramsim.checkpoints.checkpoint import checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from profiled import allocation_trace, memory_profile

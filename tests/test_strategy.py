@@ -8,11 +8,11 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim import strategy, strategy_space
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN
-from vramsim.strategy import cheapest_strategy
-from vramsim.strategy_space import PIPELINE_SCHEMES, SCHEMES, settings
+from vramsim.search import strategy, strategy_space
+from vramsim.search.strategy import cheapest_strategy
+from vramsim.search.strategy_space import PIPELINE_SCHEMES, SCHEMES, settings
 
 _MiB = 1 << 20
 
@@ -153,8 +153,8 @@ def test_the_table_names_each_setting_with_its_peak() -> None:
     """The CLI's table: the cheapest setting as flags, then each setting measured with its peak and device bytes."""
     from rich.console import Console
 
-    from vramsim.render import render_strategies
-    from vramsim.strategy import Candidate, StrategySearch
+    from vramsim.search.strategy import Candidate, StrategySearch
+    from vramsim.views.terminal import render_strategies
 
     piped = Candidate(
         gpus=16,

@@ -6,10 +6,10 @@ import pytest
 
 import vramsim
 from vramsim.api import build_and_trace
-from vramsim.build import build_program
-from vramsim.config import SimulationConfig
-from vramsim.targets import resolve_target
+from vramsim.config.simulation import SimulationConfig
 from vramsim.tracer.categories import Phase
+from vramsim.workload.build import build_program
+from vramsim.workload.targets import resolve_target
 
 
 def _ops(model, device: str, **options):  # type: ignore[no-untyped-def]
@@ -80,7 +80,7 @@ def test_cli_takes_the_loop_flags(tiny_llama, tmp_path, capsys) -> None:  # type
     """``--grad-accum``, ``--max-grad-norm`` and ``--keep-outputs`` reach the program and the header."""
     import json
 
-    from vramsim.cli import main
+    from vramsim.cli.main import main
 
     tiny_llama.save_pretrained(tmp_path)
     argv = [

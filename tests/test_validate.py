@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import vramsim
-from vramsim.cli import main
+from vramsim.cli.main import main
 
 CASES = {
     "llama-train-adamw": ("tiny_llama", dict(task="train")),

@@ -141,7 +141,7 @@ class MemoryTracer(TorchDispatchMode):
 
     def record_kernel(self, name: str, inputs: Iterable[torch.Tensor], out: Any) -> None:
         """A kernel that ran outside dispatch: a fused kernel of compiled code reads ``inputs`` (the
-        buffers it loads) and allocates ``out``, recorded as an op is (``vramsim/compiled.py``)."""
+        buffers it loads) and allocates ``out``, recorded as an op is (``vramsim/workload/compiled.py``)."""
         sids = tuple(self._sid_or_existing(t) for t in inputs if self._counts(t))
         self._record_op(name, sids, self._track_outputs(out, name), 0)
 

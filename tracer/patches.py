@@ -269,7 +269,7 @@ def torchao_tinygemm_capability_checked() -> contextlib.AbstractContextManager[N
     """torchao's ``Int4TilePackedTo4dTensor.from_hp`` asks ``torch.cuda.get_device_capability()`` for 8.0+
     (tinygemm's tensor cores); vramsim checked the target instead (``torchao_formats.check_torchao``), so
     while a model is quantized on meta the question gets the least capability tinygemm runs on."""
-    from vramsim.torchao_formats import TINYGEMM_CAPABILITY
+    from vramsim.workload.quantization.torchao import TINYGEMM_CAPABILITY
 
     return DEVICE_CAPABILITY.applied(lambda original: lambda device=None: TINYGEMM_CAPABILITY)
 

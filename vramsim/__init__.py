@@ -10,14 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import count_parameters, simulate, simulate_each
-    from .checkpoint_report import CheckpointReport
-    from .errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
-    from .fitting import LargestFit, largest_fit
-    from .report import Assumption, LayerRow, PeakSite, Report
-    from .strategy import StrategySearch, cheapest_strategy
-    from .training_checkpoint import checkpoint
-    from .validation import Validation, validate
+    from vramsim.api import count_parameters, simulate, simulate_each
+    from vramsim.checkpoints.checkpoint import checkpoint
+    from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
+    from vramsim.results.checkpoint import CheckpointReport
+    from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
+    from vramsim.search.fitting import LargestFit, largest_fit
+    from vramsim.search.strategy import StrategySearch, cheapest_strategy
+    from vramsim.validation.validate import Validation, validate
 
 __all__ = [
     "Assumption",
@@ -44,13 +44,13 @@ __all__ = [
 
 _HOMES = {
     "count_parameters": "api", "simulate": "api", "simulate_each": "api",
-    "checkpoint": "training_checkpoint", "CheckpointReport": "checkpoint_report",
+    "checkpoint": "checkpoints.checkpoint", "CheckpointReport": "results.checkpoint",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",
-    "LargestFit": "fitting", "largest_fit": "fitting",
-    "Assumption": "report", "LayerRow": "report", "PeakSite": "report", "Report": "report",
-    "StrategySearch": "strategy", "cheapest_strategy": "strategy",
-    "Validation": "validation", "validate": "validation",
+    "LargestFit": "search.fitting", "largest_fit": "search.fitting",
+    "Assumption": "results.report", "LayerRow": "results.report", "PeakSite": "results.report", "Report": "results.report",
+    "StrategySearch": "search.strategy", "cheapest_strategy": "search.strategy",
+    "Validation": "validation.validate", "validate": "validation.validate",
 }  # fmt: skip
 """The module each public name lives in."""
 

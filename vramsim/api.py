@@ -13,6 +13,12 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
+from vramsim.analysis import generation, summary
+from vramsim.analysis.device_memory import DeviceMemory, device_memory
+from vramsim.analysis.ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
+from vramsim.analysis.settings import run_settings
+from vramsim.config.simulation import SimulationConfig, options
+from vramsim.errors import ConfigError, TraceError, UnsupportedError
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, budgeted_plan, parse_checkpointing, what_if
 from vramsim.estimators.context_parallel import ring_buffers
@@ -20,29 +26,22 @@ from vramsim.estimators.expert_parallel import all_to_all_buffers
 from vramsim.estimators.pipeline import PipelineSplit
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
+from vramsim.results.report import Assumption, CheckpointChoice, Report, StageMemory
 from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
-
-from . import generation, summary
-from .attention import attention_in_force, attention_notes, attention_stand_in, check_attention
-from .build import build_program
-from .config import SimulationConfig, options
-from .device_memory import DeviceMemory, device_memory
-from .errors import ConfigError, TraceError, UnsupportedError
-from .expert_parallel import routed_rows
-from .losses import check_loss_target, loss_notes, parse_loss
-from .models import ModelSource, build_model, load_config
-from .optimizers import PAGED_STATES, check_target, describe_optimizer
-from .pipeline_training import training_notes, training_options, training_phases
-from .pipelines import pipeline_notes, pipeline_options, pipeline_phases
-from .program import Program
-from .quantization import quantization_notes, quantized_kernels_on_meta
-from .ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
-from .report import Assumption, CheckpointChoice, Report, StageMemory
-from .settings import run_settings
-from .targets import Target, resolve_target
-from .tracing import trace_program
+from vramsim.workload.attention import attention_in_force, attention_notes, attention_stand_in, check_attention
+from vramsim.workload.build import build_program
+from vramsim.workload.diffusion.pipelines import pipeline_notes, pipeline_options, pipeline_phases
+from vramsim.workload.diffusion.training import training_notes, training_options, training_phases
+from vramsim.workload.losses import check_loss_target, loss_notes, parse_loss
+from vramsim.workload.models import ModelSource, build_model, load_config
+from vramsim.workload.optimizers import PAGED_STATES, check_target, describe_optimizer
+from vramsim.workload.parallel.expert import routed_rows
+from vramsim.workload.program import Program
+from vramsim.workload.quantization.weights import quantization_notes, quantized_kernels_on_meta
+from vramsim.workload.targets import Target, resolve_target
+from vramsim.workload.tracing import trace_program
 
 __all__ = ["ANALYSIS_OPTIONS", "Analysis", "build_and_trace", "count_parameters", "simulate", "simulate_each"]
 
@@ -139,7 +138,7 @@ def _trace(
     model: ModelSource, config: SimulationConfig, target: Target, *, derive: bool
 ) -> tuple[Program, list[summary.LayerSpec], Trace, nx.MultiDiGraph, generation.Generation | None]:
     """Trace the workload; with ``derive`` (a long generation, on one rank in every variant), as two short
-    runs it is derived from (``vramsim/generation.py``), unless they cannot give it, and then whole."""
+    runs it is derived from (``vramsim/analysis/generation.py``), unless they cannot give it, and then whole."""
     if derive:
         program, specs, trace = build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
         graph = build_graph(trace)
@@ -307,7 +306,7 @@ class Analysis:
         timeline: Timeline | None = None,
         routed: tuple[int, int] | None = None,
     ) -> None:
-        """``timeline``: a derived generation's, standing for the traced one (``vramsim/generation.py``);
+        """``timeline``: a derived generation's, standing for the traced one (``vramsim/analysis/generation.py``);
         ``routed``: under expert parallelism, the routed rows of an experts call and their width."""
         self._graph = graph
         self._timeline = timeline
@@ -503,8 +502,8 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
     """What to change first, each computed from this trace's graph with what it saves on this run: the other
     checkpointing choices (training) and, over several GPUs, sharding the training state; nothing already set,
     nothing the target refuses (``_choices``), nothing that saves nothing. Changes that alter the traced
-    program (weight dtype, optimizer, sizes) need another trace: ``vramsim/advice.py``, ``vramsim/fitting.py``."""
-    from .render import format_bytes  # the report's figures, as the terminal prints them
+    program (weight dtype, optimizer, sizes) need another trace: ``vramsim/search/advice.py``, ``vramsim/search/fitting.py``."""
+    from vramsim.views.terminal import format_bytes  # the report's figures, as the terminal prints them
 
     variants: list[tuple[str, CheckpointPlan, Analysis]] = []
     if config.task == "train" and config.checkpointing != "all":

@@ -32,7 +32,7 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.models.auto import modeling_auto
 
 import vramsim
-from vramsim.image_text_inputs import splices_image
+from vramsim.workload.image_text_inputs import splices_image
 
 MAPPINGS: dict[str, dict[str, str]] = {
     "causal-lm": dict(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
@@ -69,7 +69,7 @@ _LAYER_COUNTS = (
 SEQ_LENS = {"reformer": 4096}
 """Reformer's axial position embeddings train only at their full length (64 x 64)."""
 IMAGE_TEXT_SEQ_LEN = 320
-"""Image + text models fed a spliced image (``vramsim.image_text_inputs``): one image's block (256 placeholders and markers
+"""Image + text models fed a spliced image (``vramsim.workload.image_text_inputs``): one image's block (256 placeholders and markers
 for GOT-OCR2, 196 + 4 for Gemma 3) and some text."""
 _MIN_LAYERS = {"zamba": 11}
 """Model types whose layers share weights across a period: two periods are kept."""

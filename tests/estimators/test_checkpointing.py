@@ -17,11 +17,11 @@ import pytest
 
 import vramsim
 from vramsim.api import Analysis, build_and_trace
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
-from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
+from vramsim.workload.targets import resolve_target
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ground_truth"))
 import ground_truth_cases as cases

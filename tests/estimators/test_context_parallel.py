@@ -11,12 +11,12 @@ import transformers
 
 import vramsim
 from vramsim.api import build_and_trace
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.context_parallel import RING, ring_buffers
 from vramsim.estimators.timeline import derive_timeline
-from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
+from vramsim.workload.targets import resolve_target
 
 OPTIONS: dict[str, Any] = {"task": "train", "batch_size": 2, "device": "cpu"}
 SEQ, CP, HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 2, 8, 4, 16, 2

@@ -13,7 +13,7 @@ import torch
 
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.devices import ALIASES, DEVICES, device_names, get_device, match_reported_name
-from vramsim.validation import cuda_target_name
+from vramsim.validation.validate import cuda_target_name
 
 REQUESTED = [
     "cpu", "v100-16gb", "v100-32gb", "t4", "a10", "a10g", "a30", "a40", "a100-40gb", "a100-40gb-pcie", "a100-80gb",

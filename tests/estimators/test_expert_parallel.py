@@ -12,15 +12,15 @@ import transformers
 
 import vramsim
 from vramsim.api import build_and_trace
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import DATA_PARALLEL_COMMUNICATION
 from vramsim.estimators.communication import LayerShape, communication_bytes
 from vramsim.estimators.expert_parallel import ALL_TO_ALL, all_to_all_buffers
 from vramsim.estimators.timeline import derive_timeline
-from vramsim.models import build_model
-from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
+from vramsim.workload.models import build_model
+from vramsim.workload.targets import resolve_target
 
 OPTIONS: dict[str, Any] = {"task": "train", "batch_size": 2, "seq_len": 16, "device": "cpu"}
 EXPERTS, TOP_K, HIDDEN, LAYERS = 8, 2, 64, 2

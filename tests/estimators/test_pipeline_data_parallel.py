@@ -11,7 +11,7 @@ import transformers
 
 import vramsim
 from vramsim.estimators.sharding_plan import ZeroSettings
-from vramsim.models import build_model
+from vramsim.workload.models import build_model
 
 OPTIONS: dict[str, Any] = {"task": "train", "batch_size": 2, "seq_len": 16, "device": "cpu"}
 PIPELINE: dict[str, Any] = {"pp": 2, "micro_batches": 4}

@@ -14,16 +14,16 @@ import transformers
 
 import vramsim
 from vramsim.api import Analysis, build_and_trace
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
 from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.estimators.sharding_plan import ddp_bucket_sizes, sharding_plan
 from vramsim.estimators.timeline import Timeline
-from vramsim.expert_parallel import rank_config
-from vramsim.models import build_model
-from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
+from vramsim.workload.models import build_model
+from vramsim.workload.parallel.expert import rank_config
+from vramsim.workload.targets import resolve_target
 
 N = 8
 OPTIONS: dict[str, Any] = {"task": "train", "seq_len": 32, "mixed_precision": "bf16"}

@@ -395,7 +395,7 @@ CASES: list[Case] = [
     Case("llama-train-clip-grad-norm", llama, {**_TRAIN, "max_grad_norm": 1.0, "optimizer": "adamw-foreach"}),
     Case("llama-train-keep-outputs", llama, {**_TRAIN, "keep_outputs": True}),
     Case("llama-train-custom-loss", llama, {**_TRAIN, "loss": logits_loss}),
-    # torchtune's chunked cross-entropy (vramsim/losses.py): the head per chunk, each chunk upcast in its own
+    # torchtune's chunked cross-entropy (vramsim/workload/losses.py): the head per chunk, each chunk upcast in its own
     # loss; a 4,096-token vocabulary, so the logits are a large share of the step.
     Case("llama-train-chunked-ce-vocab4k", llama_vocab_4k, {**_TRAIN, "loss": "chunked-ce:4"}),
     Case("llama-train-chunked-ce-vocab4k-bf16-weights", llama_vocab_4k, {**_TRAIN, "dtype": "bf16", "loss": "chunked-ce"}),
@@ -502,7 +502,7 @@ CASES: list[Case] = [
         tiny_ltx,
         {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 96, "num_frames": 9},
     ),
-    # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/pipeline_training.py): a LoRA of
+    # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/workload/diffusion/training.py): a LoRA of
     # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the
     # single block's attention backward, whose grad_out the CPU kernel copies); the whole SDXL UNet trained in fp32
     # with the VAE encode and both text encoders each step.

@@ -1,7 +1,7 @@
 """The tracer's prediction against the real CPU run of the very same workload.
 
 Each case builds a tiny real model, predicts its steady-state peak with ``vramsim.simulate``
-(meta device, CPU kernels emulated) and measures it with ``vramsim.measure.measure_cpu``
+(meta device, CPU kernels emulated) and measures it with ``vramsim.validation.measure.measure_cpu``
 (the same workload code run for real under ``torch.profiler``; the peak of c10's total
 allocated bytes in the last step). They must agree within 0.5% unless a case says otherwise,
 with the reason next to it in ``ground_truth_cases.py``.
@@ -14,8 +14,8 @@ from ground_truth_cases import CASES, Case
 from profiled import transient_bytes
 
 from vramsim import simulate
-from vramsim.config import SimulationConfig
-from vramsim.measure import measure_cpu
+from vramsim.config.simulation import SimulationConfig
+from vramsim.validation.measure import measure_cpu
 
 
 def test_the_suite_covers_what_it_claims() -> None:

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vramsim.targets import resolve_target
 from vramsim.tracer.kernels.attention import GpuAttention
 from vramsim.tracer.kernels.emulation import AttentionCall
+from vramsim.workload.targets import resolve_target
 
 B, HQ, HKV, L, D = 1, 32, 8, 64, 128  # Llama-3.1-8B's heads and head dim, a short sequence
 

@@ -9,12 +9,12 @@ import transformers
 
 import vramsim
 from vramsim.api import Analysis, build_and_trace
-from vramsim.cli import main
-from vramsim.config import SimulationConfig
+from vramsim.cli.main import main
+from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.checkpointing import CheckpointPlan
-from vramsim.targets import resolve_target
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import StorageRecord, Trace
+from vramsim.workload.targets import resolve_target
 
 B, H, KV, D, S = 2, 4, 2, 16, 128  # batch, query heads, key/value heads, head dim, sequence
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from vramsim.targets import resolve_target
 from vramsim.tracer.categories import Phase
 from vramsim.tracer.mode import MemoryTracer
 from vramsim.tracer.scope import ModuleScope
+from vramsim.workload.targets import resolve_target
 
 
 def meta(*shape: int, dtype: torch.dtype = torch.float32, grad: bool = False) -> torch.Tensor:

@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from profiled import allocation_trace
 from torch.profiler import ProfilerActivity, profile
 
-from vramsim.targets import resolve_target
 from vramsim.tracer.kernels.cpu_layout import cpu_group_norm, cpu_output_layouts
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.tracer.scope import ModuleScope
+from vramsim.workload.targets import resolve_target
 
 aten = torch.ops.aten
 

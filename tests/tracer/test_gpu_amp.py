@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 import vramsim
-from vramsim.build import build_program
-from vramsim.config import SimulationConfig
-from vramsim.targets import resolve_target
+from vramsim.config.simulation import SimulationConfig
 from vramsim.tracer.records import Trace
-from vramsim.tracing import trace_program
+from vramsim.workload.build import build_program
+from vramsim.workload.targets import resolve_target
+from vramsim.workload.tracing import trace_program
 
 
 def trace_on(device: str, model: object, mixed_precision: str, optimizer: str = "adamw-foreach") -> Trace:

@@ -68,7 +68,7 @@ def test_foreach_optimizer_on_gpu(tiny_gpt2) -> None:  # type: ignore[no-untyped
 def test_default_adamw_is_fused_on_gpu(tiny_gpt2) -> None:  # type: ignore[no-untyped-def]
     """The default is the Trainer's fused AdamW: its step allocates nothing, so the foreach
     variant's whole-model temporary is gone and the peak moves out of the optimizer step."""
-    from vramsim.models import build_model
+    from vramsim.workload.models import build_model
 
     fused = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100")
     foreach = vramsim.simulate(tiny_gpt2, seq_len=8, device="h100", optimizer="adamw-foreach")
@@ -93,10 +93,10 @@ def test_bf16_autocast_on_v100_is_emulated_with_its_kernels(tiny_gpt2) -> None: 
 
 def test_flash_backward_scratch_buffers(tiny_llama) -> None:  # type: ignore[no-untyped-def]
     """flash_api.cpp mha_bwd: softmax_d and dq_accum in fp32, rounded; dk/dv expanded for GQA."""
-    from vramsim.build import build_program
-    from vramsim.config import SimulationConfig
-    from vramsim.targets import resolve_target
-    from vramsim.tracing import trace_program
+    from vramsim.config.simulation import SimulationConfig
+    from vramsim.workload.build import build_program
+    from vramsim.workload.targets import resolve_target
+    from vramsim.workload.tracing import trace_program
 
     target = resolve_target("a100")
     config = SimulationConfig(batch_size=B, seq_len=L, device="a100", mixed_precision="bf16")

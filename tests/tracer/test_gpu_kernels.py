@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from vramsim.build import build_program
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.devices import DEVICES
-from vramsim.targets import resolve_target
 from vramsim.tracer.kernels.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace, matmul_operand_copies
-from vramsim.tracing import trace_program
+from vramsim.workload.build import build_program
+from vramsim.workload.targets import resolve_target
+from vramsim.workload.tracing import trace_program
 
 
 def workspaces(

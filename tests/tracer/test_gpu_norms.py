@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vramsim.targets import resolve_target
 from vramsim.tracer.categories import Phase
 from vramsim.tracer.mode import MemoryTracer
 from vramsim.tracer.records import BEFORE_TRACE, StorageRecord
 from vramsim.tracer.scope import ModuleScope
+from vramsim.workload.targets import resolve_target
 
 ROWS, HIDDEN = 128, 256
 

@@ -7,17 +7,17 @@ from itertools import accumulate
 import pytest
 import torch
 
-from vramsim.build import build_program
-from vramsim.config import SimulationConfig
+from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.liveness import liveness
 from vramsim.estimators.timeline import derive_timeline
-from vramsim.targets import resolve_target
 from vramsim.tracer.categories import Phase
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.mode import MemoryTracer
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
-from vramsim.tracing import trace_program
+from vramsim.workload.build import build_program
+from vramsim.workload.targets import resolve_target
+from vramsim.workload.tracing import trace_program
 
 
 def trace_fn(fn) -> Trace:  # type: ignore[no-untyped-def]

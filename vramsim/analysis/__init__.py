@@ -1,0 +1,1 @@
+"""A traced Program -> its figures: checkpointing, parallelism and allocator what-ifs, then the Report."""

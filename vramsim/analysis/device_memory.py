@@ -1,0 +1,106 @@
+"""From a timeline to what the device would show: allocator rounding, cache, overheads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
+from vramsim.estimators.assumptions import ModuleLoading, Overhead, overheads_for, totals
+from vramsim.estimators.liveness import Liveness, backward_starts, liveness, replay_under_limit
+from vramsim.estimators.timeline import Timeline
+from vramsim.results.report import AllocatorPressure
+from vramsim.workload.targets import Target
+
+__all__ = ["DeviceMemory", "device_memory"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceMemory:
+    """The three counters a user sees on the device over the steady-state (last) step, and the
+    replay they come from."""
+
+    live: Liveness
+    peak_bytes: int
+    """``max_memory_allocated()``: the highest ``live.allocated`` over the last step."""
+    peak_index: int
+    """The event at which it is reached: the moment the breakdown and the peak site describe."""
+    reserved_bytes: int
+    """``max_memory_reserved()``: segments the caching allocator holds, plus reserved overheads."""
+    device_bytes: int
+    """What nvidia-smi would show: reserved plus context and communication buffers."""
+    overheads: list[Overhead]
+    pressure: AllocatorPressure | None = None
+    """The replay within ``usable_bytes`` where the device figure exceeds it; ``None`` otherwise."""
+
+
+def device_memory(
+    timeline: Timeline,
+    target: Target,
+    *,
+    training: bool,
+    expandable_segments: bool = False,
+    world_size: int = 1,
+    usable_bytes: int | None = None,
+    empty_cache_steps: int | None = None,
+    module_loading: ModuleLoading = "lazy",
+) -> DeviceMemory:
+    """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
+    (no caching allocator and no context to add: all three counters are the peak). ``world_size``
+    > 1 adds NCCL's buffers. Where the device figure passes ``usable_bytes``, the timeline is
+    replayed again within it (``AllocatorPressure``). ``empty_cache_steps`` N: the HF Trainer's
+    ``torch_empty_cache_steps``, the cache emptied before backward in the steps whose index (the
+    Trainer's ``global_step``, 0 for the first traced step) is a multiple of N."""
+    first, last = timeline.steps[-1]
+    if target.profile.vendor == "cpu":
+        live = liveness(timeline)
+        peak, index = live.peak(first, last)
+        return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak, overheads=[])
+    overheads = overheads_for(target.profile, world_size=world_size, training=training, module_loading=module_loading)
+    added = totals(overheads)
+    platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
+    allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))
+    releases = backward_starts(timeline, lambda step: step % empty_cache_steps == 0) if empty_cache_steps else frozenset()
+    live = liveness(timeline, allocator, overhead_bytes=added.allocated, cache_releases=releases)
+    peak, index = live.peak(first, last)
+    reserved = live.peak_reserved_bytes + (added.reserved - added.allocated)
+    device = reserved + (added.device - added.reserved)
+    pressure = None
+    if usable_bytes is not None and device > usable_bytes:
+        limit = usable_bytes - (added.device - added.allocated)
+
+        def replay(expandable: bool) -> tuple[int, str | None]:
+            limited = CachingAllocator(
+                AllocatorConfig(platform=platform, expandable_segments=expandable, memory_limit_bytes=max(limit, 1))
+            )
+            failed = replay_under_limit(timeline, limited, overhead_bytes=added.allocated, cache_releases=releases)
+            return limited.stats().alloc_retries, None if failed is None else _failing(timeline, failed)
+
+        beyond = next((i for i, allocated in enumerate(live.allocated) if allocated > limit), None)
+        if beyond is not None:  # the blocks in use alone pass the limit: no cache to give back, no replay needed
+            pressure = AllocatorPressure(limit_bytes=limit, retries=0, oom_at=_failing(timeline, beyond))
+        else:
+            retries, oom_at = replay(expandable_segments)
+            alternative = None
+            if not expandable_segments and (retries or oom_at):
+                expandable_retries, expandable_oom = replay(True)
+                alternative = None if expandable_oom else expandable_retries
+            pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_at=oom_at, expandable_retries=alternative)
+    return DeviceMemory(
+        live=live,
+        peak_bytes=peak,
+        peak_index=index,
+        reserved_bytes=reserved,
+        device_bytes=device,
+        overheads=overheads,
+        pressure=pressure,
+    )
+
+
+def _failing(timeline: Timeline, event: int) -> str:
+    """Where the allocation that cannot be served happens: the op, its module and phase, or the model's
+    loading (what exists before the step: weights, buffers, inputs)."""
+    if event < timeline.preexisting:
+        return "loading the model (weights, buffers and inputs before the step)"
+    block = timeline.blocks[timeline.events[event][0]]
+    return f"{block.op} in {block.module} ({block.phase})" if block.module else f"{block.op} ({block.phase})"

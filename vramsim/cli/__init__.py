@@ -1,0 +1,1 @@
+"""The ``vramsim`` command: the only place that prints or exits."""

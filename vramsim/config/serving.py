@@ -1,0 +1,139 @@
+"""The options of one serving budget (``vramsim serve``), checked once."""
+
+from __future__ import annotations
+
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal
+
+from vramsim.config.simulation import MAX_SEQ_LEN, Option
+from vramsim.errors import ConfigError
+from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
+
+__all__ = ["ENGINES", "ServeConfig", "serve_options"]
+
+ENGINES = ("vllm", "sglang")
+QUANTIZATIONS = ("fp8", "gptq", "awq", "bitsandbytes")
+"""vLLM ``--quantization`` methods modelled: FP8 weights quantized at load (one scale per tensor),
+GPTQ and AWQ checkpoints (4 bits, groups of 128) on the Marlin kernel, bitsandbytes in-flight NF4."""
+MAX_GPUS = 1024
+
+
+def _option(**option: Any) -> dict[str, Option]:
+    return {"option": Option(commands=("serve",), **option)}
+
+
+def serve_options() -> list[tuple[Field[Any], Option]]:
+    """Every ``ServeConfig`` field with its ``Option``, in declaration order."""
+    return [(f, f.metadata["option"]) for f in fields(ServeConfig)]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(kw_only=True)
+class ServeConfig:
+    """A serving deployment to budget; ``None`` where the engine's own default applies."""
+
+    device: str = field(default="h100", metadata=_option(help="GPU (vramsim gpus)", report=_same))
+    gpus: int | None = field(
+        default=None, metadata=_option(help="GPUs in the deployment (default: --tp x --pp)", parse=int, report=_same)
+    )
+    tp: int | None = field(
+        default=None, metadata=_option(help="tensor-parallel size (default: --gpus / --pp, else 1)", parse=int, report=_same)
+    )
+    pp: int = field(
+        default=1,
+        metadata=_option(
+            help="pipeline-parallel size: the decoder layers split over stages as vLLM splits them; every stage gets the "
+            "fewest KV blocks any stage's memory allows",
+            parse=int,
+            report=_same,
+        ),
+    )
+    max_model_len: int = field(
+        default=8192, metadata=_option(help="tokens per request (prompt + output)", parse=int, report=_same)
+    )
+    gpu_memory_utilization: float | None = field(
+        default=None,
+        metadata=_option(
+            help="vLLM gpu_memory_utilization / SGLang mem_fraction_static (default: the engine's)", parse=float, report=_same
+        ),
+    )
+    max_num_batched_tokens: int | None = field(
+        default=None,
+        metadata=_option(help="tokens of the profile forward (default: vLLM's for the GPU)", parse=int, report=_same),
+    )
+    max_num_seqs: int | None = field(
+        default=None,
+        metadata=_option(
+            help="requests per step; the profile forward keeps logits for this many (default: vLLM's)", parse=int, report=_same
+        ),
+    )
+    kv_cache_dtype: str = field(
+        default="auto", metadata=_option(help=f"auto (the model's dtype) or {', '.join(KV_CACHE_DTYPE_BYTES)}", report=_same)
+    )
+    enforce_eager: bool = field(default=False, metadata=_option(help="no CUDA graphs (nothing kept for their pool)"))
+    engine: Literal["vllm", "sglang"] = field(default="vllm", metadata=_option(help="vllm or sglang", report=_same))
+    concurrency: int | None = field(
+        default=None,
+        metadata=_option(
+            help="the inverse question: the fewest GPUs (tensor parallel) serving this many requests of --max-model-len",
+            parse=int,
+            report=_same,
+        ),
+    )
+    dtype: str | None = field(
+        default=None, metadata=_option(help="weight dtype: bf16, fp16, fp32 (default: the config's torch_dtype)", report=_same)
+    )
+    quantization: str | None = field(
+        default=None,
+        metadata=_option(
+            help="vLLM --quantization: fp8 (linear weights in FP8), gptq / awq (4-bit checkpoints on the Marlin kernel), "
+            "bitsandbytes (in-flight NF4)",
+            report=_same,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}; choose one of: {', '.join(ENGINES)}")
+        for name in ("gpus", "tp", "pp", "max_num_batched_tokens", "max_num_seqs", "concurrency"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 1 <= value <= (MAX_GPUS if name in ("gpus", "tp", "pp") else MAX_SEQ_LEN)
+            ):
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        length = self.max_model_len
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_SEQ_LEN:
+            raise ConfigError(f"max_model_len must be between 1 and {MAX_SEQ_LEN}, got {self.max_model_len!r}")
+        utilization = self.gpu_memory_utilization
+        if utilization is not None and (
+            isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1
+        ):
+            raise ConfigError(f"gpu_memory_utilization must be a fraction in (0, 1], got {utilization!r}")
+        self.kv_cache_dtype = self.kv_cache_dtype.lower()
+        if self.kv_cache_dtype != "auto" and self.kv_cache_dtype not in KV_CACHE_DTYPE_BYTES:
+            raise ConfigError(
+                f"unknown kv_cache_dtype {self.kv_cache_dtype!r}; choose one of: auto, {', '.join(KV_CACHE_DTYPE_BYTES)}"
+            )
+        if self.quantization is not None:
+            self.quantization = self.quantization.lower()
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise ConfigError(
+                f"quantization {self.quantization!r} is not one vLLM serves as modelled here; choose one of: "
+                f"{', '.join(QUANTIZATIONS)}"
+            )
+        if self.gpus is not None and self.tp is not None and self.gpus % (self.tp * self.pp):
+            times = f" x pp={self.pp}" if self.pp > 1 else ""
+            raise ConfigError(f"gpus={self.gpus} is not a multiple of tp={self.tp}{times}")
+        if self.tp is None:
+            self.tp = (self.gpus or self.pp) // self.pp
+            if self.tp * self.pp != (self.gpus or self.pp):
+                raise ConfigError(f"gpus={self.gpus} is not a multiple of pp={self.pp}")
+        if self.gpus is None:
+            self.gpus = self.tp * self.pp
+        if self.concurrency is not None and (self.gpus != self.tp or self.tp != 1 or self.pp != 1):
+            raise ConfigError("concurrency searches the GPU count itself; leave gpus, tp and pp out")

@@ -1,0 +1,1 @@
+"""The results of vramsim: frozen records, no tensors, nothing printed."""

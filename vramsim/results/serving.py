@@ -1,0 +1,87 @@
+"""The result of a serving budget: plain data, no tensors, nothing printed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from vramsim.estimators.kv_cache import LayerCache
+from vramsim.results.report import Assumption
+
+__all__ = ["ServeReport", "ServeStage"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeStage:
+    """One pipeline stage's rank: its decoder layers and the KV cache its own memory would allow."""
+
+    rank: int
+    layers: tuple[int, int]
+    """Decoder layers ``[first, last)``."""
+    weights_bytes: int
+    activation_peak_bytes: int
+    kv_cache_bytes: int
+    kv_blocks: int
+    """Blocks this stage's memory holds; vLLM gives every stage the fewest of them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeReport:
+    """One tensor-parallel rank's memory under a serving engine, and the KV cache it is left with.
+
+    Every byte figure is per rank (all ranks of a tensor-parallel group hold the same shard sizes).
+    """
+
+    model: str
+    engine: str
+    target: str
+    gpus: int
+    tp: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_cache_dtype: str
+    utilization: float
+    """vLLM's ``gpu_memory_utilization`` or SGLang's ``mem_fraction_static``."""
+    total_bytes: int
+    """The device's ``total_memory``."""
+    usable_bytes: int
+    """vLLM: total x utilization. SGLang: what its static share leaves for weights and KV cache."""
+    weights_bytes: int
+    """The rank's weights, as the caching allocator holds them."""
+    activation_peak_bytes: int
+    """The profile forward's peak over the weights (vLLM's ``torch_peak_increase``; 0 for SGLang)."""
+    non_torch_bytes: int
+    """NCCL and custom all-reduce buffers (tensor parallel only)."""
+    cuda_graph_bytes: int
+    """CUDA-graph pool subtracted (0 with ``--enforce-eager`` and for SGLang)."""
+    context_bytes: int
+    """The CUDA context: outside vLLM's budget; taken off before SGLang's fraction applies."""
+    kv_cache_bytes: int
+    kv_bytes_per_token: int
+    """Bytes one token takes across every attention layer, in the KV cache dtype."""
+    block_size: int
+    block_bytes: int
+    kv_blocks: int
+    kv_cache_tokens: int
+    request_bytes: int
+    """KV cache one request of ``max_model_len`` tokens takes."""
+    max_concurrency: float
+    """Requests of ``max_model_len`` tokens the KV cache holds at once."""
+    layers: list[LayerCache]
+    assumptions: list[Assumption] = field(default_factory=list)
+    concurrency: int | None = None
+    """The inverse question's concurrency, when asked."""
+    replicas: int = 1
+    """Data-parallel copies of the tensor-parallel group the answer needs."""
+    trace_seconds: float = 0.0
+    pp: int = 1
+    stages: list[ServeStage] = field(default_factory=list)
+    """With pipeline parallel, every stage; the report's other figures are the stage with the fewest blocks."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; ``vramsim serve --json`` prints exactly this."""
+        return asdict(self)
+
+    def __repr__(self) -> str:
+        return f"<ServeReport kv={self.kv_cache_tokens:,} tokens concurrency={self.max_concurrency:.2f}x target={self.target}>"

@@ -1,0 +1,1 @@
+"""Searches over what-ifs and re-traces: advice, the largest fit, the cheapest parallel strategy."""

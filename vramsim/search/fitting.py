@@ -1,0 +1,246 @@
+"""The largest batch size and sequence length that fit a target, each one a traced fact.
+
+Device memory is close to affine in the batch size, and piecewise in the sequence length (attention
+adds terms), so the secant through the two latest traced sizes predicts where it crosses the
+target's usable memory (capacity less headroom). The predicted size is traced, then the one after
+it: the answer is the largest traced size that fits, with the next size traced and not fitting,
+never an extrapolation. Each search traces at most ``MAX_TRACES`` sizes (the given one included);
+when they run out first, the answer is still the largest traced size that fits, marked not exact.
+
+A size fits when its device memory is within the usable memory, as the report's verdict counts it
+without allocator pressure: a report may also say a larger size fits because the caching allocator
+empties its cache and retries (each a device-wide synchronisation); the search does not count on that.
+
+Known limitations: the search assumes memory grows with the size (more tokens never use less);
+a sequence length stops at the model's configured position maximum (``vramsim/workload/positions.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from vramsim.api import simulate
+from vramsim.config.simulation import MAX_BATCH, MAX_SEQ_LEN, SimulationConfig
+from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.results.report import Report
+from vramsim.workload.build import build_program
+from vramsim.workload.diffusion.pipelines import find_pipeline
+from vramsim.workload.models import ModelSource
+from vramsim.workload.positions import position_limit
+from vramsim.workload.quantization.weights import quantized_kernels_on_meta
+from vramsim.workload.targets import resolve_target
+
+__all__ = ["MAX_TRACES", "SEQ_STEP", "Largest", "LargestFit", "largest_fit", "search"]
+
+MAX_TRACES = 8
+"""Most sizes traced per search, the given one included: an affine peak needs four (two for the
+secant, the candidate, the one after it); the allocator's rounding makes it five to seven in practice."""
+
+SEQ_STEP = 64
+"""Sequence lengths are searched in multiples of 64 (when the given length and the model's maximum are):
+lengths are chosen in such steps, and finer ones would cost traces on the allocator's rounding alone."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Largest:
+    """The largest value of one option that fits, with the other options as given."""
+
+    option: str
+    """``batch_size`` or ``seq_len``."""
+    value: int | None
+    """The largest traced value that fits; None when the smallest (1) does not."""
+    device_bytes: int | None
+    """What nvidia-smi would show at ``value``, traced."""
+    over: int | None
+    """The smallest traced value that does not fit; None when ``value`` is ``bound``, or none was traced."""
+    over_bytes: int | None
+    bound: int
+    """The largest value the search may try."""
+    bound_by: str
+    """What sets ``bound``: a config field of the model (``max_position_embeddings``) or vramsim's own limit."""
+    step: int
+    """The values tried are multiples of it."""
+    exact: bool
+    """True when ``over`` is ``value`` + ``step`` (or ``value`` is ``bound``): no value of the search between is untraced."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LargestFit:
+    """The largest batch size (at the given sequence length) and sequence length (at the given batch size)."""
+
+    model: str
+    target: str
+    headroom: float
+    usable_bytes: int
+    """The target's memory less the headroom: what a size must fit in."""
+    batch_size: Largest | None
+    """None when not searched (``sizes``)."""
+    seq_len: Largest | None
+    given: dict[str, int]
+    """The batch size and sequence length asked for; each search holds the other one at its given value."""
+    traces: int
+    trace_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; ``vramsim fit --json`` prints exactly this."""
+        return asdict(self)
+
+    def __repr__(self) -> str:
+        found = {largest.option: largest.value for largest in (self.batch_size, self.seq_len) if largest is not None}
+        return f"<LargestFit {' '.join(f'{k}={v}' for k, v in found.items())} target={self.target}>"
+
+
+def largest_fit(
+    model: ModelSource,
+    *,
+    sizes: tuple[str, ...] = ("batch_size", "seq_len"),
+    traced: Report | None = None,
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
+) -> LargestFit:
+    """Search the largest ``batch_size`` and ``seq_len`` that fit ``device`` with ``headroom``, by tracing.
+
+    ``options`` are ``simulate``'s; ``sizes`` the options searched; ``traced`` is their report when
+    already traced (saves a trace); ``progress`` is told each size before it is traced.
+
+    >>> fit = largest_fit("gpt2", device="rtx-4090", seq_len=256)
+    >>> fit.batch_size.exact and fit.batch_size.device_bytes <= fit.usable_bytes
+    True
+    """
+    config = SimulationConfig.from_options(**options)
+    if not sizes or set(sizes) - {"batch_size", "seq_len"}:
+        raise ConfigError(f"sizes must name batch_size, seq_len or both, got {sizes!r}")
+    capacity = _check(model, config)
+    usable = int(capacity * (1 - config.headroom))
+    given = {"batch_size": config.batch_size, "seq_len": config.seq_len}
+    reports: dict[tuple[int, int], Report] = {}
+    if traced is not None:
+        reports[config.batch_size, config.seq_len] = traced
+    started = time.perf_counter()
+
+    def measure(batch_size: int, seq_len: int) -> tuple[int, bool]:
+        if (batch_size, seq_len) not in reports:
+            if progress is not None:
+                progress(f"tracing batch_size={batch_size} seq_len={seq_len} ({len(reports) + 1} traced so far)")
+            reports[batch_size, seq_len] = simulate(model, **{**options, "batch_size": batch_size, "seq_len": seq_len})
+        nbytes = reports[batch_size, seq_len].device_bytes
+        return nbytes, nbytes <= usable  # within the usable memory, not by the allocator emptying its cache
+
+    batch = seq = None
+    if "batch_size" in sizes:
+        batch = _largest(
+            "batch_size",
+            lambda b: measure(b, config.seq_len),
+            start=config.batch_size,
+            bound=MAX_BATCH,
+            bound_by="vramsim's limit",
+            usable=usable,
+        )
+    if "seq_len" in sizes:
+        field, top = _seq_bound(model, config)
+        seq = _largest(
+            "seq_len",
+            lambda s: measure(config.batch_size, s),
+            start=config.seq_len,
+            bound=top,
+            bound_by=field,
+            usable=usable,
+            step=SEQ_STEP,
+        )
+    return LargestFit(
+        model=next(iter(reports.values())).model,
+        target=next(iter(reports.values())).target,
+        headroom=config.headroom,
+        usable_bytes=usable,
+        batch_size=batch,
+        seq_len=seq,
+        given=given,
+        traces=len(reports) - (traced is not None),
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _check(model: ModelSource, config: SimulationConfig) -> int:
+    """The target's capacity, once the run is one the search applies to."""
+    if config.task == "generate":
+        raise UnsupportedError(
+            "task='generate' has no largest fit searched (its length is max_new_tokens); search a train or forward run"
+        )
+    if find_pipeline(model) is not None:
+        raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
+    if config.checkpointing == "all":
+        raise ConfigError("checkpointing='all' compares choices; the largest fit is searched for one choice")
+    capacity = resolve_target(config.device).profile.memory_bytes
+    if capacity is None:
+        raise ConfigError(f"device={config.device!r} has no fixed memory to fit in; name a GPU (vramsim gpus)")
+    return capacity
+
+
+def _seq_bound(model: ModelSource, config: SimulationConfig) -> tuple[str, int]:
+    """The longest sequence to try: the model's configured position maximum where it has one."""
+    if config.inputs is not None:  # the user's inputs say their own length
+        return "vramsim's limit", MAX_SEQ_LEN
+    with quantized_kernels_on_meta(config.quantization):  # a quantized model is built as a trace builds it
+        program = build_program(model, config, device="meta", checkpointing="marked")
+    limit = position_limit(program.modules[""])
+    return ("vramsim's limit", MAX_SEQ_LEN) if limit is None else (limit[0], min(limit[1], MAX_SEQ_LEN))
+
+
+def _largest(
+    option: str, measure: Callable[[int], tuple[int, bool]], *, start: int, bound: int, bound_by: str, usable: int, step: int = 1
+) -> Largest:
+    """The search over multiples of ``step``, when the given value and the bound are such multiples."""
+    step = step if start % step == 0 and bound % step == 0 else 1
+    units = search(lambda k: measure(k * step), start=start // step, bound=bound // step, usable=usable)
+    points = {k * step: point for k, point in units.items()}
+    value = max((x for x, (_, fits) in points.items() if fits), default=None)
+    over = min((x for x, (_, fits) in points.items() if not fits and x > (value or 0)), default=None)
+    return Largest(
+        option=option,
+        value=value,
+        device_bytes=None if value is None else points[value][0],
+        over=over,
+        over_bytes=None if over is None else points[over][0],
+        bound=bound,
+        bound_by=bound_by,
+        step=step,
+        exact=value == bound or over == (value or 0) + step,
+    )
+
+
+def search(
+    measure: Callable[[int], tuple[int, bool]], *, start: int, bound: int, usable: int, budget: int = MAX_TRACES
+) -> dict[int, tuple[int, bool]]:
+    """Measured (bytes, fits) by value in 1..``bound``, until the largest value that fits has the next one
+    measured (or is ``bound``, or 1 does not fit), or ``budget`` values are measured. The secant aims at
+    ``usable`` bytes; ``measure`` says whether a value fits."""
+    points: dict[int, tuple[int, bool]] = {}
+    order: list[int] = []
+    value = min(max(start, 1), bound)
+    while len(points) < budget:
+        points[value] = measure(value)
+        order.append(value)
+        low = max((x for x, (_, fits) in points.items() if fits), default=0)
+        high = min((x for x, (_, fits) in points.items() if not fits and x > low), default=bound + 1)
+        if high == low + 1:
+            break
+        value = min(max(_secant(points, order, usable), low + 1), high - 1)
+    return points
+
+
+def _secant(points: dict[int, tuple[int, bool]], order: list[int], usable: int) -> int:
+    """Where the line through the two latest points crosses ``usable`` (rounded down); from one point
+    that fits, the size scaled by ``usable`` over its bytes, from one that does not, the smallest (if
+    that does not fit either, nothing does, in one trace); along a flat line, double or halve it."""
+    last = order[-1]
+    nbytes = {x: point[0] for x, point in points.items()}
+    if len(order) == 1:
+        return int(last * usable / max(nbytes[last], 1)) if points[last][1] else 1
+    before = order[-2]
+    slope = (nbytes[last] - nbytes[before]) / (last - before)
+    if slope > 0:
+        return int(last + (usable - nbytes[last]) // slope)
+    return last * 2 if points[last][1] else last // 2

@@ -1,0 +1,378 @@
+"""The cheapest parallel setting that fits, every candidate a what-if over as few traces as the layouts need.
+
+One trace answers every data-parallel scheme (DDP, ZeRO-1/2/3, FSDP2), every pipeline split and schedule
+and every checkpointing choice over any number of ranks: each is an analysis of the traced graph, never a
+re-run of the model. A tensor-, context- or expert-parallel rank runs another program (a decoder with
+1/tp of the heads, 1/cp of the tokens, 1/ep of the experts), so each such degree is one more trace, made
+when a candidate first needs it and shared by all its candidates (``StrategySearch.traces``).
+
+Candidates (``vramsim/search/strategy_space.py``) are ordered by what they cost beyond memory: the fewest GPUs,
+then the least compute lost per step (recomputed FLOPs as a share of the step's, measured on the one-rank
+trace for the uniform choices and on the candidate's own for ``auto``, plus the pipeline's bubble,
+``assumptions.PIPELINE_BUBBLE``), then the fewest recomputed ops, then the fewest bytes each rank sends per
+micro-batch (``estimators/communication.py``), then the least device memory. The search measures them in
+that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
+only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
+is counted, not measured.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from vramsim.api import Analysis, _model_name, build_and_trace
+from vramsim.config.simulation import SimulationConfig
+from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.estimators.checkpointing import parse_checkpointing, what_if
+from vramsim.estimators.communication import communication_bytes, pipeline_bubble
+from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, SCHEMES, Setting, layer_shape, settings
+from vramsim.tracer.graph import build_graph
+from vramsim.workload.attention import check_attention
+from vramsim.workload.models import ModelSource
+from vramsim.workload.optimizers import check_target
+from vramsim.workload.parallel.expert import routed_rows
+from vramsim.workload.targets import Target, resolve_target
+
+__all__ = ["CHECKPOINTING_BY_RECOMPUTE", "SCHEMES", "Candidate", "StrategySearch", "cheapest_strategy"]
+
+_CHOSEN = frozenset({"gpus", "checkpointing", "gradient_checkpointing", "tp", "pp", "cp", "ep", "zero", "fsdp", "pp_schedule"})
+"""Options the search sets itself (``_check`` refuses the ones a user may not fix)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """One setting and what one rank of it (a pipeline's busiest stage) takes."""
+
+    gpus: int
+    tp: int
+    pp: int
+    pp_schedule: str | None
+    cp: int
+    ep: int
+    scheme: str
+    """A name of ``SCHEMES``; ``one GPU`` or ``one replica`` without data parallelism."""
+    checkpointing: str
+    """As tried: a uniform choice or ``auto``."""
+    plan: str
+    """The checkpointing run: ``auto``'s per-layer plan, else ``checkpointing``."""
+    device_bytes: int
+    peak_bytes: int
+    fits: bool
+    recomputed: float
+    """Recomputed FLOPs as a share of the step's (forward and backward)."""
+    recomputed_ops: float
+    """Recomputed ops as a share of the step's: what tells a selective choice (its FLOPs about 0) from none."""
+    bubble: float
+    """The pipeline's idle time as a share of its ideal step (``PIPELINE_BUBBLE``)."""
+    communication: float
+    """Bytes one rank sends per micro-batch, every axis added (``estimators/communication.py``)."""
+
+    @property
+    def key(self) -> tuple[float, ...]:
+        """The order of cost beyond memory (the module's docstring)."""
+        return self.gpus, round(self.recomputed + self.bubble, 9), self.recomputed_ops, self.communication, self.device_bytes
+
+    def options(self) -> dict[str, Any]:
+        """As ``simulate`` options."""
+        return _setting(self).options()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StrategySearch:
+    """Every candidate measured, cheapest first, and the first that fits."""
+
+    model: str
+    target: str
+    usable_bytes: int
+    max_gpus: int
+    candidates: list[Candidate]
+    cheapest: Candidate | None
+    """None when none fits on up to ``max_gpus`` GPUs."""
+    traces: int
+    """Programs traced: one, plus one per tensor-, context- or expert-parallel degree a measured candidate ran."""
+    skipped: int
+    """Candidates not measured: their group's ``full`` checkpointing does not fit, or a cheaper one fit first."""
+    notes: list[str] = field(default_factory=list)
+    """Layouts the model or vramsim refuses, each once, with the reason."""
+    trace_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; ``vramsim fit --strategies --json`` prints it under ``strategies``."""
+        return asdict(self)
+
+    def options(self) -> dict[str, Any]:
+        """The cheapest candidate as ``simulate`` options (empty when none fits)."""
+        return {} if self.cheapest is None else self.cheapest.options()
+
+
+def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearch:
+    """The cheapest setting on 1, 2, 4, ... up to ``gpus`` GPUs that fits, from as few traces as it needs.
+
+    >>> search = cheapest_strategy("meta-llama/Llama-3.2-1B", gpus=8, seq_len=2048, mixed_precision="bf16", device="rtx-4090")
+    >>> search.cheapest.gpus, search.cheapest.tp, search.cheapest.checkpointing
+    (2, 2, 'none')
+    """
+    config = SimulationConfig.from_options(**options)
+    _check(config)
+    started = time.perf_counter()
+    base = {k: v for k, v in options.items() if k not in _CHOSEN}
+    search = _Search(model, base, resolve_target(config.device), config, progress)
+    counts = sorted({*(1 << i for i in range(config.gpus.bit_length()) if 1 << i <= config.gpus), config.gpus})
+    cheapest = None
+    for gpus in counts:
+        cheapest = search.cheapest(gpus)
+        if cheapest is not None:
+            break
+    return StrategySearch(
+        model=search.model_name,
+        target=search.target.name,
+        usable_bytes=search.usable,
+        max_gpus=config.gpus,
+        candidates=sorted(search.measured.values(), key=lambda c: (*c.key, c.checkpointing == "auto")),
+        cheapest=cheapest,
+        traces=len(search.traces),
+        skipped=search.skipped,
+        notes=list(dict.fromkeys(search.notes)),
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _check(config: SimulationConfig) -> None:
+    if config.task != "train":
+        raise UnsupportedError(f"the strategy search shards a training step; task='{config.task}' has none")
+    if (
+        config.tp > 1
+        or config.pp > 1
+        or config.ep > 1
+        or config.cp > 1
+        or config.zero
+        or config.fsdp != "no"
+        or config.offload_states != "none"
+    ):
+        raise ConfigError(
+            "the strategy search chooses the layout, scheme and checkpointing itself: give gpus (the most "
+            "GPUs), not tp, pp, ep, cp, zero, fsdp or offload_states"
+        )
+    if config.device.lower() == "cpu":
+        raise ConfigError("the strategy search judges a GPU's memory; the cpu target has no fixed size (choose a device)")
+
+
+@dataclass(slots=True)
+class _Traced:
+    """One traced program and what its candidates share."""
+
+    graph: nx.MultiDiGraph
+    routed: tuple[int, int] | None
+    step_flops: int
+    step_ops: int
+
+
+class _Search:
+    """The traces made so far and the candidates measured, for one model and its options."""
+
+    def __init__(
+        self,
+        model: ModelSource,
+        base: dict[str, Any],
+        target: Target,
+        config: SimulationConfig,
+        progress: Callable[[str], None] | None,
+    ) -> None:
+        self.model, self.base, self.target, self.config, self.progress = model, base, target, config, progress
+        check_attention(config.attn_implementation, target.profile)
+        check_target(config.optimizer, target.profile.vendor)
+        capacity = target.profile.memory_bytes
+        assert capacity is not None, "a GPU target has a capacity"
+        self.usable = int(capacity * (1 - config.headroom))
+        self.traces: dict[tuple[int, int, int], _Traced | None] = {}
+        self.measured: dict[Setting, Candidate] = {}
+        self.skipped = 0
+        self.notes: list[str] = []
+        self.model_name = _model_name(model)
+        program = self._trace((1, 1, 1))
+        self.shape, self.source = layer_shape(program.model, config)
+        one = self.traces[1, 1, 1]
+        assert one is not None
+        self.recompute = {c: self._recompute(one, c) for c in CHECKPOINTING_BY_RECOMPUTE}
+
+    def cheapest(self, gpus: int) -> Candidate | None:
+        """The cheapest candidate on ``gpus`` GPUs that fits, measuring them cheapest (lower bound) first."""
+        heap: list[tuple[tuple[float, ...], int, Setting, Candidate | None]] = [
+            (self._bound(s), i, s, None) for i, s in enumerate(settings(gpus, self.source, self.config))
+        ]
+        heapq.heapify(heap)
+        order = len(heap)
+        best: Candidate | None = None
+        while heap:
+            key, _, setting, measured = heapq.heappop(heap)
+            if best is not None and key > best.key[:4]:  # everything left costs more
+                self.skipped += sum(1 for _, _, left, _ in [(key, 0, setting, None), *heap] if left not in self.measured)
+                break
+            if measured is None:
+                if not self._floor_fits(setting):
+                    self.skipped += 1
+                    continue
+                measured = self._measure(setting)
+                if measured is None:
+                    continue
+                if setting.checkpointing == "auto":  # its cost is known now: back in line
+                    order += 1
+                    heapq.heappush(heap, (measured.key[:4], order, setting, measured))
+                    continue
+            if measured.fits and (best is None or measured.key < best.key):
+                best = measured
+        return best
+
+    def _bound(self, setting: Setting) -> tuple[float, ...]:
+        """The setting's cost key without its memory; for ``auto`` a lower bound (no recompute)."""
+        bubble = self._bubble(setting)
+        if setting.checkpointing == "auto":
+            return setting.gpus, round(bubble, 9), 0.0, self._communication(setting, 0)
+        share, ops, layers = self.recompute[setting.checkpointing]
+        return setting.gpus, round(share + bubble, 9), ops, self._communication(setting, layers)
+
+    def _floor_fits(self, setting: Setting) -> bool:
+        """Whether the setting's group, with ``full`` checkpointing, fits (measuring it if not yet)."""
+        if setting.checkpointing == "full":
+            return True
+        floor = Setting(**{**_fields(setting), "checkpointing": "full"})
+        if floor not in self.measured:
+            self._measure(floor)
+        found = self.measured.get(floor)
+        return found is not None and found.fits
+
+    def _measure(self, setting: Setting) -> Candidate | None:
+        """The setting's what-if on its layout's trace; None (with a note) where vramsim or the model refuses it."""
+        if setting in self.measured:
+            return self.measured[setting]
+        traced = self._traced(setting.trace_key)
+        if traced is None:
+            return None
+        try:
+            config = SimulationConfig.from_options(**self.base, **setting.options())
+            outcome = Analysis(traced.graph, self.target, config, routed=traced.routed).run(
+                parse_checkpointing(setting.checkpointing)
+            )
+        except (ConfigError, UnsupportedError) as exc:
+            self.notes.append(f"{_describe(setting)}: {exc}")
+            return None
+        plan = outcome.what_if.plan
+        if setting.checkpointing == "auto":
+            cost = outcome.what_if.cost
+            share, ops = cost.recomputed_flops / max(traced.step_flops, 1), round(cost.recomputed_ops / traced.step_ops, 9)
+            layers = float(self.shape.layers if plan.kind == "full" else plan.full_layers if plan.kind == "first" else 0)
+        else:
+            share, ops, layers = self.recompute[setting.checkpointing]
+        candidate = Candidate(
+            gpus=setting.gpus,
+            tp=setting.tp,
+            pp=setting.pp,
+            pp_schedule=setting.pp_schedule,
+            cp=setting.cp,
+            ep=setting.ep,
+            scheme=setting.scheme,
+            checkpointing=setting.checkpointing,
+            plan=plan.spec,
+            device_bytes=outcome.memory.device_bytes,
+            peak_bytes=outcome.memory.peak_bytes,
+            fits=outcome.memory.device_bytes <= self.usable,
+            recomputed=round(share, 9),
+            recomputed_ops=ops,
+            bubble=self._bubble(setting),
+            communication=self._communication(setting, layers),
+        )
+        self.measured[setting] = candidate
+        return candidate
+
+    def _bubble(self, setting: Setting) -> float:
+        if setting.pp == 1:
+            return 0.0
+        virtual = self.config.pp_virtual_stages if setting.pp_schedule == "interleaved-1f1b" else 1
+        return pipeline_bubble(setting.pp, self.config.micro_batches or setting.pp, virtual)
+
+    def _communication(self, setting: Setting, recomputed_layers: float) -> float:
+        virtual = self.config.pp_virtual_stages if setting.pp_schedule == "interleaved-1f1b" else 1
+        micro_batches = (self.config.micro_batches or setting.pp) if setting.pp > 1 else 1
+        scheme = setting.scheme if setting.scheme in SCHEMES else None
+        return round(
+            communication_bytes(
+                self.shape,
+                scheme=scheme,
+                dp=setting.dp,
+                tp=setting.tp,
+                pp=setting.pp,
+                virtual=virtual,
+                micro_batches=micro_batches,
+                cp=setting.cp,
+                ep=setting.ep,
+                recomputed_layers=recomputed_layers,
+            )
+        )
+
+    def _recompute(self, traced: _Traced, choice: str) -> tuple[float, float, float]:
+        """A uniform choice's recomputed FLOPs and ops as shares of the step's, and the layers it runs again in full."""
+        plan = parse_checkpointing(choice)
+        cost = what_if(traced.graph, plan).cost if choice != "none" else None
+        full = sum(1 for layer in range(self.shape.layers) if plan.checkpointed(layer) and not plan.selective_at(layer))
+        if cost is None:
+            return 0.0, 0.0, 0.0
+        return (
+            round(cost.recomputed_flops / max(traced.step_flops, 1), 9),
+            round(cost.recomputed_ops / traced.step_ops, 9),
+            float(full),
+        )
+
+    def _traced(self, key: tuple[int, int, int]) -> _Traced | None:
+        if key not in self.traces:
+            try:
+                self._trace(key)
+            except (ConfigError, UnsupportedError) as exc:
+                tp, ep, cp = key
+                self.notes.append(f"tp={tp} ep={ep} cp={cp}: {exc}")
+                self.traces[key] = None
+        return self.traces[key]
+
+    def _trace(self, key: tuple[int, int, int]) -> Any:
+        """Trace the rank program of ``key`` (tp, ep, cp); returns the program."""
+        tp, ep, cp = key
+        if self.progress is not None:
+            self.progress(f"tracing {self.model_name} for tp={tp} ep={ep} cp={cp} ({len(self.traces) + 1} traced so far)")
+        config = SimulationConfig.from_options(**self.base, tp=tp, ep=ep, cp=cp)
+        program, _, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
+        graph = build_graph(trace)
+        ops = [data for node, data in graph.nodes(data=True) if node[0] == "op" and data["phase"] in ("forward", "backward")]
+        self.traces[key] = _Traced(
+            graph=graph,
+            routed=routed_rows(program.model, config) if ep > 1 else None,
+            step_flops=sum(op["flops"] for op in ops),
+            step_ops=len(ops),
+        )
+        return program
+
+
+def _fields(setting: Setting) -> dict[str, Any]:
+    return {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
+
+
+def _setting(candidate: Candidate) -> Setting:
+    return Setting(
+        gpus=candidate.gpus,
+        tp=candidate.tp,
+        pp=candidate.pp,
+        cp=candidate.cp,
+        ep=candidate.ep,
+        pp_schedule=candidate.pp_schedule,
+        scheme=candidate.scheme,
+        checkpointing=candidate.checkpointing,
+    )
+
+
+def _describe(setting: Setting) -> str:
+    parts = [f"{name.upper()} {getattr(setting, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(setting, name) > 1]
+    return " x ".join([*parts, setting.scheme]) + f" on {setting.gpus} GPUs"

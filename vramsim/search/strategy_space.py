@@ -1,0 +1,157 @@
+"""The settings the strategy search weighs on N GPUs, and what each costs beyond memory.
+
+A setting is a parallel layout (tensor x pipeline x context x expert parallel, the rest data parallel), a
+data-parallel scheme and a checkpointing choice. The layouts are the ones Megatron's authors recommend
+(Narayanan et al. 2021, section 3.3): tensor parallelism within a node (``GPUS_PER_NODE``), pipeline
+stages across nodes, data parallelism over what is left; expert parallelism only for a mixture of
+experts, its ranks taken from the data-parallel ones (torchtitan's EP within dp_shard, DeepSpeed-MoE's
+expert-data-parallel groups), context parallelism only from ``CONTEXT_PARALLEL_FROM_SEQ_LEN`` tokens.
+GPipe is not weighed: 1F1B has its bubble and communication and never holds more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from vramsim.config.simulation import SimulationConfig
+from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN, GPUS_PER_NODE
+from vramsim.estimators.communication import LayerShape
+from vramsim.estimators.expert_parallel import expert_weight
+from vramsim.workload.parallel.expert import EP_EXPERT_COUNTS
+from vramsim.workload.parallel.tensor import TP_MODEL_TYPES
+
+__all__ = ["CHECKPOINTING_BY_RECOMPUTE", "CHOICES", "PIPELINE_SCHEMES", "SCHEMES", "Setting", "layer_shape", "settings"]
+
+SCHEMES: dict[str, dict[str, Any]] = {
+    "DDP": {"zero": 0, "fsdp": "no"},
+    "ZeRO-1": {"zero": 1, "fsdp": "no"},
+    "ZeRO-2": {"zero": 2, "fsdp": "no"},
+    "FSDP2 grad-op": {"zero": 0, "fsdp": "grad-op"},
+    "ZeRO-3": {"zero": 3, "fsdp": "no"},
+    "FSDP2 full": {"zero": 0, "fsdp": "full"},
+}
+"""The data-parallel schemes tried over more than one data-parallel rank, as ``simulate`` options."""
+
+PIPELINE_SCHEMES = ("DDP", "ZeRO-1", "FSDP2 grad-op", "FSDP2 full")
+"""The schemes a pipeline runs under: DeepSpeed's PipelineEngine refuses ZeRO-2 and -3."""
+
+CHECKPOINTING_BY_RECOMPUTE = ("none", "selective", "every:2", "full")
+"""Uniform checkpointing choices from the least recomputed forward to the most: nothing, attention's core,
+every other decoder layer, every layer."""
+
+CHOICES = (*CHECKPOINTING_BY_RECOMPUTE, "auto")
+"""Every checkpointing choice tried: the uniform ones, then ``auto`` (per layer, the least recompute that fits)."""
+
+_SCHEDULES = ("1f1b", "interleaved-1f1b")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setting:
+    """One candidate before it is measured."""
+
+    gpus: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    pp_schedule: str | None = None
+    scheme: str
+    """A name of ``SCHEMES``; ``one GPU`` or ``one replica`` without data parallelism."""
+    checkpointing: str
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel ranks the weights are replicated or sharded over (context- and expert-parallel ranks among
+        them; an expert's weights over dp / ep)."""
+        return self.gpus // (self.tp * self.pp)
+
+    @property
+    def trace_key(self) -> tuple[int, int, int]:
+        """What changes the traced program: a tensor-, expert- or context-parallel rank runs another one."""
+        return self.tp, self.ep, self.cp
+
+    @property
+    def group(self) -> tuple[Any, ...]:
+        """The setting without its checkpointing: ``full`` bounds the memory of the whole group from below."""
+        return self.gpus, self.tp, self.pp, self.cp, self.ep, self.pp_schedule, self.scheme
+
+    def options(self) -> dict[str, Any]:
+        """As ``simulate`` options."""
+        given: dict[str, Any] = {"gpus": self.gpus}
+        for name in ("tp", "pp", "pp_schedule", "cp", "ep"):
+            value = getattr(self, name)
+            if value not in (1, None):
+                given[name] = value
+        given |= {k: v for k, v in SCHEMES.get(self.scheme, {}).items() if v not in (0, "no")}  # DDP: the default
+        return given | {"checkpointing": self.checkpointing}
+
+
+def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShape, Any]:
+    """The model's shape as the communication formulas read it, and its transformers config (None without one)."""
+    named = {id(p): (name, p) for name, p in program_model.named_parameters()}.values()
+    weights = [p for _, p in named]
+    weight_bytes = sum(p.numel() * p.element_size() for p in weights)
+    expert_bytes = sum(p.numel() * p.element_size() for name, p in named if expert_weight(name))
+    autocast = config.mixed_precision
+    element = autocast.itemsize if isinstance(autocast, torch.dtype) else next(iter(weights)).element_size()
+    source: Any = getattr(program_model, "config", None)
+    hidden, layers = getattr(source, "hidden_size", None), getattr(source, "num_hidden_layers", None)
+    if not isinstance(hidden, int) or not isinstance(layers, int):
+        return LayerShape(layers=0, tokens=0, hidden=0, kv_width=0, activation_bytes=element, weight_bytes=weight_bytes), None
+    heads = source.num_attention_heads
+    head_dim = getattr(source, "head_dim", None) or hidden // heads
+    kv_width = (getattr(source, "num_key_value_heads", None) or heads) * head_dim
+    return LayerShape(
+        layers=layers,
+        tokens=config.batch_size * config.seq_len,
+        hidden=hidden,
+        kv_width=kv_width,
+        top_k=getattr(source, "num_experts_per_tok", 0) or 0,
+        activation_bytes=element,
+        weight_bytes=weight_bytes,
+        expert_weight_bytes=expert_bytes,
+    ), source
+
+
+def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setting]:
+    """Every setting on exactly ``gpus`` GPUs for a model of transformers config ``source`` (None: data parallel only)."""
+    for tp, pp, cp, ep in _layouts(gpus, source, config):
+        dp = gpus // (tp * pp)
+        schemes = ["one GPU" if gpus == 1 else "one replica"] if dp == 1 else PIPELINE_SCHEMES if pp > 1 else list(SCHEMES)
+        for schedule in _SCHEDULES if pp > 1 else (None,):
+            for scheme in schemes:
+                for choice in CHOICES:
+                    yield Setting(
+                        gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, pp_schedule=schedule, scheme=scheme, checkpointing=choice
+                    )
+
+
+def _layouts(gpus: int, source: Any, config: SimulationConfig) -> Iterator[tuple[int, int, int, int]]:
+    """(tp, pp, cp, ep) dividing ``gpus``: tp within a node, pp at most one stage per node, ep (for experts) and cp (at
+    length, not with ep) among the data-parallel ranks."""
+    model_type = str(getattr(source, "model_type", ""))
+    experts = getattr(source, EP_EXPERT_COUNTS.get(model_type, ""), None) if source is not None else None
+    layers = getattr(source, "num_hidden_layers", 1) if source is not None else 1
+    tps = _powers(min(gpus, GPUS_PER_NODE)) if model_type in TP_MODEL_TYPES else [1]
+    pps = [p for p in _powers(max(1, gpus // GPUS_PER_NODE)) if p <= layers] if source is not None else [1]
+    eps = [1]
+    if isinstance(experts, int):
+        top_k = getattr(source, "num_experts_per_tok", 1)
+        eps += [e for e in _powers(gpus) if e > 1 and experts % e == 0 and experts // e >= top_k]
+    long = source is not None and config.seq_len >= CONTEXT_PARALLEL_FROM_SEQ_LEN and experts is None
+    cps = [c for c in _powers(gpus) if c == 1 or (long and config.seq_len % (2 * c) == 0)]
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                for ep in eps:
+                    if gpus % (tp * pp * cp * ep) == 0 and (ep == 1 or cp == 1):
+                        yield tp, pp, cp, ep
+
+
+def _powers(limit: int) -> list[int]:
+    """1, 2, 4 ... up to ``limit``."""
+    return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]

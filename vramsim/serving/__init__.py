@@ -1,0 +1,1 @@
+"""Serving budgets: the KV cache a serving engine gets on a device."""

@@ -1,0 +1,1 @@
+"""The prediction beside a real run of the same workload."""

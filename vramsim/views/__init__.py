@@ -1,0 +1,1 @@
+"""Results turned into words: the terminal view."""

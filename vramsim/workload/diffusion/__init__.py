@@ -1,0 +1,1 @@
+"""Diffusion pipelines (diffusers) as programs: generation and a denoiser's training step."""

@@ -1,0 +1,178 @@
+"""The named optimizers: which implementation each name builds, and how a report names it.
+
+``adamw`` is what transformers' Trainer runs by default: ``optim="adamw_torch_fused"`` on
+torch >= 2.8 (``TrainingArguments.optim``), which builds ``torch.optim.AdamW(fused=True)`` on
+every device (``trainer_optimizer._get_adamw_torch``). Its kernel updates the parameters and
+both states in place and allocates nothing, where torch's default foreach AdamW
+(``adamw-foreach``, the Trainer's ``adamw_torch``) makes a temporary the size of all
+parameters. The 8-bit optimizers and Lion are bitsandbytes' own classes, built as the Trainer
+builds them (``_get_bitsandbytes_optimizer``); their states are traced as bitsandbytes
+allocates them (``Optimizer2State.init_state``: uint8 states with one float32 absmax per
+256-element block, float32 states below ``min_8bit_size`` elements).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vramsim.errors import ConfigError, UnsupportedError
+
+if TYPE_CHECKING:  # torch loads when an optimizer is built: the command line checks names without it
+    import torch
+
+__all__ = ["ALIASES", "OPTIMIZERS", "PAGED_STATES", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
+
+Factory = Callable[[list["torch.nn.Parameter"], bool], "torch.optim.Optimizer"]
+
+# bitsandbytes' CPU backend logs a warning when it is imported (by peft or transformers, too) about
+# an optional 4-bit kernel package that nothing vramsim runs calls; keep it off the user's screen.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """One named optimizer: its factory, given the parameters and whether the target defaults to foreach."""
+
+    build: Factory
+    cpu: bool = True
+    """Whether the CPU target's step is modelled: bitsandbytes' CPU update is a Python composite
+    (``backends/cpu/ops.py``) whose fp32 temporaries the meta kernel it registers does not make."""
+
+
+def _bitsandbytes() -> Any:
+    """bitsandbytes, imported when one of its optimizers is asked for (tracing needs no GPU, only its package)."""
+    return importlib.import_module("bitsandbytes")
+
+
+def _torch_optim(name: str) -> Any:
+    """``torch.optim.<name>``, torch imported when an optimizer is built."""
+    import torch
+
+    return getattr(torch.optim, name)
+
+
+def _adamw_fused(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    made: torch.optim.Optimizer = _torch_optim("AdamW")(params, lr=1e-4, fused=True)
+    return made
+
+
+def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    made: torch.optim.Optimizer = _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8)
+    return made
+
+
+def _paged_adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    """The Trainer's ``paged_adamw_8bit``: ``bnb.optim.AdamW(optim_bits=8, is_paged=True)``. Its
+    ``get_state_buffer`` puts the uint8 states of tensors of 1e5 elements or more in CUDA managed
+    memory (``F.get_paged``: ``cudaMallocManaged``), which meta tensors cannot have; on meta they are
+    made as the unpaged optimizer makes them, on the device where ``prefetch_state`` moves them before
+    each update (see ``PAGED_STATES``)."""
+    made: torch.optim.Optimizer = _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8, is_paged=True)
+    if any(p.device.type == "meta" for p in params):
+        made.is_paged = False  # type: ignore[attr-defined]
+        made.traced_paged = True  # type: ignore[attr-defined]
+    return made
+
+
+def _muon(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+    from vramsim.workload.muon import MuonWithAdamW  # a torch.optim.Optimizer subclass: torch loads with it
+
+    return MuonWithAdamW(params)
+
+
+OPTIMIZERS: dict[str, _Named] = {
+    # torch AdamW, fused kernel: the Trainer's default (adamw_torch_fused)
+    "adamw": _Named(_adamw_fused),
+    # torch AdamW as torch picks it: foreach on GPUs, for-loop on the CPU (the Trainer's adamw_torch)
+    "adamw-foreach": _Named(lambda params, foreach: _torch_optim("AdamW")(params, lr=1e-4, foreach=foreach)),
+    "adam": _Named(lambda params, foreach: _torch_optim("Adam")(params, lr=1e-4, foreach=foreach)),
+    "sgd": _Named(lambda params, foreach: _torch_optim("SGD")(params, lr=1e-3, momentum=0.9, foreach=foreach)),
+    "adafactor": _Named(lambda params, foreach: _torch_optim("Adafactor")(params, lr=1e-2, foreach=foreach)),
+    # bitsandbytes AdamW with 8-bit block-wise states (the Trainer's adamw_bnb_8bit)
+    "adamw8bit": _Named(_adamw_8bit, cpu=False),
+    # bitsandbytes AdamW with 8-bit states, the large ones in CUDA managed memory (the Trainer's paged_adamw_8bit)
+    "paged-adamw8bit": _Named(_paged_adamw_8bit, cpu=False),
+    # torch.optim.Muon on 2-D weights, fused AdamW on the rest
+    "muon": _Named(_muon),
+    # bitsandbytes Lion with one fp32 state (the Trainer's lion_32bit)
+    "lion": _Named(lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32), cpu=False),
+}
+"""Every named optimizer, by its short name."""
+
+ALIASES = {
+    "adamw-fused": "adamw",
+    "adamw_torch_fused": "adamw",
+    "adamw_torch": "adamw-foreach",
+    "adamw_bnb_8bit": "adamw8bit",
+    "adamw_8bit": "adamw8bit",
+    "lion_32bit": "lion",
+    "paged_adamw_8bit": "paged-adamw8bit",
+    "paged_adamw8bit": "paged-adamw8bit",
+}
+"""Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
+
+
+PAGED_STATES = (
+    "bitsandbytes' paged optimizer keeps the states of tensors of 1e5 elements or more in CUDA managed memory "
+    "(cudaMallocManaged, outside PyTorch's caching allocator: torch.cuda.max_memory_allocated does not show them) "
+    "and prefetches each to the device before its update; they are counted on the device as resident, their bytes "
+    "as adamw8bit's. The driver can evict them to host memory when the device runs short, so they cannot cause an "
+    "out-of-memory error: a run that fits only without them runs slower, paging, instead of failing"
+)
+"""How ``paged-adamw8bit``'s managed-memory states are counted: listed in the report's assumptions."""
+
+
+def canonical_name(name: str) -> str | None:
+    """The short name ``name`` stands for, or None when it names no optimizer."""
+    name = name.lower()
+    name = ALIASES.get(name, name)
+    return name if name in OPTIMIZERS else None
+
+
+def check_target(optimizer: Any, vendor: str) -> None:
+    """Refuse a named optimizer whose step on this target is not modelled."""
+    if isinstance(optimizer, str) and vendor == "cpu" and not OPTIMIZERS[optimizer].cpu:
+        raise UnsupportedError(
+            f"--optimizer {optimizer} on the cpu target: bitsandbytes' CPU step makes fp32 temporaries vramsim does not "
+            "model yet; use a GPU target, where its CUDA kernel updates in place"
+        )
+
+
+def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:
+    """The optimizer over ``model``'s trainable parameters; ``foreach``: the target's default
+    for the implementations torch picks per device."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    if optimizer is None:
+        return None
+    if callable(optimizer):
+        made = optimizer(params)
+        if not isinstance(made, torch.optim.Optimizer):
+            raise ConfigError(f"the optimizer factory returned {type(made).__name__}, not a torch.optim.Optimizer")
+        return made
+    assert optimizer in OPTIMIZERS, f"optimizer {optimizer!r} passed the config check but has no factory"
+    return OPTIMIZERS[optimizer].build(params, foreach)
+
+
+def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
+    """The class and the kernel choice that runs, e.g. ``torch.optim.AdamW (fused)``."""
+    from vramsim.workload.muon import MuonWithAdamW
+
+    if isinstance(optimizer, MuonWithAdamW):
+        return " + ".join(describe_optimizer(part) for part in optimizer.parts)
+    cls = type(optimizer)
+    module = cls.__module__
+    name = f"{'torch.optim' if module.startswith('torch.optim') else module.split('.')[0]}.{cls.__name__}"
+    defaults = optimizer.defaults
+    if defaults.get("fused"):
+        return f"{name} (fused)"
+    if "foreach" in defaults:
+        return f"{name} ({'foreach' if defaults['foreach'] else 'for-loop'})"
+    bits = getattr(getattr(optimizer, "args", None), "optim_bits", None)
+    paged = ", paged" if getattr(optimizer, "is_paged", False) or getattr(optimizer, "traced_paged", False) else ""
+    return f"{name} ({bits}-bit states{paged})" if bits else name

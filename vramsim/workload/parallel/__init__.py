@@ -1,0 +1,1 @@
+"""The program one rank runs under tensor or expert parallelism."""

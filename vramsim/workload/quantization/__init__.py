@@ -1,0 +1,1 @@
+"""Quantized weights as the libraries make them: bitsandbytes, GPTQ, AWQ, FP8, torchao."""
