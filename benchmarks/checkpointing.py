@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from vramsim.api import Analysis, build_and_trace
+from vramsim.analysis.traced import build_and_trace
+from vramsim.analysis.whatifs import Analysis
 from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.graph import build_graph

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from vramsim.api import build_and_trace
+from vramsim.analysis.traced import build_and_trace
 from vramsim.config.simulation import SimulationConfig
 from vramsim.search.strategy import cheapest_strategy
 from vramsim.tracer.graph import build_graph

@@ -8,8 +8,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim import api
-from vramsim.analysis import generation
+from vramsim.analysis import generation, traced
 from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.timeline import Timeline, derive_timeline
 from vramsim.tracer.graph import build_graph
@@ -62,11 +61,11 @@ def _timelines(model: Any, device: str) -> tuple[Timeline, Timeline]:
     model, options = model if isinstance(model, tuple) else (model, {})
     config = SimulationConfig(task="generate", seq_len=6, max_new_tokens=_NEW_TOKENS, device=device, **options)
     target = resolve_target(device)
-    program, _, head = api.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
+    program, _, head = traced.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
     probe, prepare = generation.tail_probe(config, program.batch)
-    _, _, tail = api.build_and_trace(model, probe, target, checkpointing="marked", prepare=prepare)
+    _, _, tail = traced.build_and_trace(model, probe, target, checkpointing="marked", prepare=prepare)
     derived = generation.derive(build_graph(head), build_graph(tail), _NEW_TOKENS).timeline
-    _, _, whole = api.build_and_trace(model, config, target, checkpointing="marked")
+    _, _, whole = traced.build_and_trace(model, config, target, checkpointing="marked")
     return derived, derive_timeline(build_graph(whole))
 
 
@@ -105,8 +104,8 @@ def test_steps_that_change_midway_are_refused() -> None:
     model = transformers.MistralConfig(**_TINY, sliding_window=12, architectures=["MistralForCausalLM"])
     config = SimulationConfig(task="generate", seq_len=6, max_new_tokens=_NEW_TOKENS, device="cpu")
     target = resolve_target("cpu")
-    program, _, head = api.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
+    program, _, head = traced.build_and_trace(model, generation.head_config(config), target, checkpointing="marked")
     probe, prepare = generation.tail_probe(config, program.batch)
-    _, _, tail = api.build_and_trace(model, probe, target, checkpointing="marked", prepare=prepare)
+    _, _, tail = traced.build_and_trace(model, probe, target, checkpointing="marked", prepare=prepare)
     with pytest.raises(ValueError, match="runs differently"):
         generation.derive(build_graph(head), build_graph(tail), _NEW_TOKENS)

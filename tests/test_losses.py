@@ -11,7 +11,7 @@ from cli_runs import run, saved_config
 from transformers import GPT2Config, LlamaConfig
 
 import vramsim
-from vramsim.api import build_and_trace
+from vramsim.analysis.traced import build_and_trace
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import LIGER_CHUNK_MEM_CONST

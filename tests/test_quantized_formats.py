@@ -11,7 +11,7 @@ from transformers import AwqConfig, FineGrainedFP8Config, GPTQConfig, LlamaConfi
 import vramsim
 from tests.cli_runs import run, saved_config
 from vramsim import count_parameters, simulate
-from vramsim.api import build_and_trace
+from vramsim.analysis.traced import build_and_trace
 from vramsim.config.simulation import SimulationConfig
 from vramsim.tracer.records import Trace
 from vramsim.workload.quantization.marlin import MarlinLinear

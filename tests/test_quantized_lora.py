@@ -10,7 +10,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.api import build_and_trace
+from vramsim.analysis.traced import build_and_trace
 from vramsim.config.simulation import SimulationConfig
 from vramsim.tracer.graph import build_graph, saved_edges, storage_nodes
 from vramsim.workload.quantization.training import AWQ_DEQUANT_ROWS, AwqTrainingLinear, GptqTrainingLinear

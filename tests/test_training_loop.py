@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import vramsim
-from vramsim.api import build_and_trace
+from vramsim.analysis.traced import build_and_trace
 from vramsim.config.simulation import SimulationConfig
 from vramsim.tracer.categories import Phase
 from vramsim.workload.build import build_program

@@ -256,7 +256,7 @@ def torchao_int4_on_meta() -> contextlib.ExitStack[bool | None]:
 def torchao_float8_hardware_checked() -> contextlib.AbstractContextManager[None]:
     """torchao's float8 configs assert that this machine has a CUDA GPU of sm 8.9+
     (``float8/inference.py _check_hardware_support``); vramsim checked the target instead
-    (``torchao_formats.check_torchao``), so quantizing on meta, or on the CPU for a ground-truth run,
+    (``workload/quantization/torchao.py``'s ``check_torchao``), so quantizing on meta, or on the CPU for a ground-truth run,
     skips the question."""
     return FLOAT8_HARDWARE.applied(lambda original: _target_checked)
 
@@ -267,9 +267,9 @@ def _target_checked(*args: Any) -> None:
 
 def torchao_tinygemm_capability_checked() -> contextlib.AbstractContextManager[None]:
     """torchao's ``Int4TilePackedTo4dTensor.from_hp`` asks ``torch.cuda.get_device_capability()`` for 8.0+
-    (tinygemm's tensor cores); vramsim checked the target instead (``torchao_formats.check_torchao``), so
+    (tinygemm's tensor cores); vramsim checked the target instead (``workload/quantization/torchao.py``'s ``check_torchao``), so
     while a model is quantized on meta the question gets the least capability tinygemm runs on."""
-    from vramsim.workload.quantization.torchao import TINYGEMM_CAPABILITY
+    from vramsim.tracer.kernels.torchao_int4 import TINYGEMM_CAPABILITY
 
     return DEVICE_CAPABILITY.applied(lambda original: lambda device=None: TINYGEMM_CAPABILITY)
 

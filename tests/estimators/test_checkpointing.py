@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import vramsim
-from vramsim.api import Analysis, build_and_trace
+from vramsim.analysis.traced import build_and_trace
+from vramsim.analysis.whatifs import Analysis
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing

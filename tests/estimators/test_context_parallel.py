@@ -10,7 +10,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.api import build_and_trace
+from vramsim.analysis.traced import build_and_trace
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.context_parallel import RING, ring_buffers

@@ -11,7 +11,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.api import build_and_trace
+from vramsim.analysis.traced import build_and_trace
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import DATA_PARALLEL_COMMUNICATION

@@ -13,7 +13,8 @@ import torch
 import transformers
 
 import vramsim
-from vramsim.api import Analysis, build_and_trace
+from vramsim.analysis.traced import build_and_trace
+from vramsim.analysis.whatifs import Analysis
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES

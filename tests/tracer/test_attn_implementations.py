@@ -8,7 +8,8 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.api import Analysis, build_and_trace
+from vramsim.analysis.traced import build_and_trace
+from vramsim.analysis.whatifs import Analysis
 from vramsim.cli.main import main
 from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.checkpointing import CheckpointPlan

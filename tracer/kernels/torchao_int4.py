@@ -28,7 +28,11 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["mslk_int4_gemm_on_meta", "pack_int4", "row_quantize_zp", "tinygemm_mm_on_meta"]
+__all__ = ["TINYGEMM_CAPABILITY", "mslk_int4_gemm_on_meta", "pack_int4", "row_quantize_zp", "tinygemm_mm_on_meta"]
+
+TINYGEMM_CAPABILITY = (8, 0)
+"""aten/src/ATen/native/cuda/int4mm.cu builds tinygemm for ``__CUDA_ARCH__ >= 800`` (and ROCm's CDNA2+);
+``Int4TilePackedTo4dTensor.from_hp`` refuses a GPU below compute capability 8.0."""
 
 _GEMM = "bf16i4bf16_rowwise"
 

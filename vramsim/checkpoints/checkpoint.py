@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 from vramsim.analysis.device_memory import device_memory
-from vramsim.api import Analysis, _model_name, build_and_trace
+from vramsim.analysis.traced import build_and_trace
+from vramsim.analysis.whatifs import Analysis
 from vramsim.checkpoints.files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
 from vramsim.checkpoints.restore import Layout, MapLocation, restore_timelines
 from vramsim.checkpoints.sharded import sharded_checkpoint
@@ -19,7 +20,7 @@ from vramsim.results.checkpoint import CheckpointReport
 from vramsim.results.report import Assumption
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
-from vramsim.workload.models import ModelSource
+from vramsim.workload.models import ModelSource, model_name
 from vramsim.workload.optimizers import check_target, describe_optimizer
 from vramsim.workload.targets import Target, resolve_target
 
@@ -74,7 +75,7 @@ def checkpoint(
         report = sharded_checkpoint(
             program, outcome.timeline, config, target, dcp=given == "dcp", async_save=async_save, train=outcome.memory
         )
-        return dataclasses.replace(report, model=_model_name(model), trace_seconds=round(time.perf_counter() - started, 3))
+        return dataclasses.replace(report, model=model_name(model), trace_seconds=round(time.perf_counter() - started, 3))
     train = outcome.memory
     host = target.profile.vendor == "cpu"
     device = "cpu" if host else "cuda:0"
@@ -89,7 +90,7 @@ def checkpoint(
     fits = None if capacity is None else max(restore.device_bytes, train.device_bytes) <= capacity * (1 - config.headroom)
     assert program.optimizer is not None, "a training program has an optimizer (checked above)"
     return CheckpointReport(
-        model=_model_name(model),
+        model=model_name(model),
         target=target.name,
         optimizer=describe_optimizer(program.optimizer),
         files=saved.files,

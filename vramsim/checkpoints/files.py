@@ -27,10 +27,10 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from vramsim.estimators.assumptions import CUDA_RNG_STATE_BYTES, TRAINING_ARGS_BYTES
+from vramsim.results.checkpoint import CheckpointFile
 from vramsim.workload.program import Program
 
 __all__ = [
-    "CheckpointFile",
     "SavedCheckpoint",
     "fake_on_device",
     "safetensors_header",
@@ -64,23 +64,6 @@ SAFETENSORS_DTYPE_ORDER = (
 )
 """safetensors' ``Dtype`` enum in declaration order (safetensors/src/tensor.rs, 0.8): the writer sorts
 tensors by this order, descending, then by name, so the largest alignment comes first."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckpointFile:
-    """One file of the checkpoint folder."""
-
-    name: str
-    bytes: int
-    holds: str
-    """What it holds: model weights, adapter weights, optimizer state, LR scheduler, RNG state..."""
-    tensor_bytes: int = 0
-    """The tensor data in it (the rest is the format's header, pickle and zip records)."""
-    copies: int = 1
-    """Files like it in the folder: every rank writes its own RNG state (``rng_state_{rank}.pth``)."""
-    rank: int | None = None
-    """The rank that writes it, where each rank writes its own (DCP's ``__{rank}_0.distcp``, DeepSpeed's
-    ``zero_pp_rank_{rank}_...``); ``None``: one file for the job."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,12 +7,11 @@ import torch
 from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.checkpoints.dcp import dcp_save
 from vramsim.checkpoints.deepspeed import deepspeed_files
-from vramsim.checkpoints.files import CheckpointFile
 from vramsim.checkpoints.sharded_restore import sharded_timelines
 from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.assumptions import DCP_CHECKPOINT_PATH, DCP_COPY_AHEAD_BYTES, DEEPSPEED_VERSION
 from vramsim.estimators.timeline import Timeline
-from vramsim.results.checkpoint import CheckpointReport
+from vramsim.results.checkpoint import CheckpointFile, CheckpointReport
 from vramsim.results.report import Assumption
 from vramsim.workload.optimizers import describe_optimizer
 from vramsim.workload.program import Program

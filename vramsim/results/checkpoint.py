@@ -5,10 +5,26 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vramsim.checkpoints.files import CheckpointFile
 from vramsim.results.report import Assumption
 
-__all__ = ["CheckpointReport"]
+__all__ = ["CheckpointFile", "CheckpointReport"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointFile:
+    """One file of the checkpoint folder."""
+
+    name: str
+    bytes: int
+    holds: str
+    """What it holds: model weights, adapter weights, optimizer state, LR scheduler, RNG state..."""
+    tensor_bytes: int = 0
+    """The tensor data in it (the rest is the format's header, pickle and zip records)."""
+    copies: int = 1
+    """Files like it in the folder: every rank writes its own RNG state (``rng_state_{rank}.pth``)."""
+    rank: int | None = None
+    """The rank that writes it, where each rank writes its own (DCP's ``__{rank}_0.distcp``, DeepSpeed's
+    ``zero_pp_rank_{rank}_...``); ``None``: one file for the job."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,7 @@
 """Advice that needs another trace: options that change the traced program, each re-traced.
 
 ``simulate`` computes from its one trace what checkpointing and sharding would save
-(``api._advice``). Weights in another dtype or another optimizer change the program itself, so
+(``analysis/advice.py``). Weights in another dtype or another optimizer change the program itself, so
 each is simulated anew and offered only when it saves device memory on this run; an option
 already set, or one the target refuses (bf16 without bf16 support, bitsandbytes off NVIDIA),
 is never offered.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vramsim.api import simulate
+from vramsim.analysis.simulate import simulate
 from vramsim.config.simulation import SimulationConfig
 from vramsim.results.report import Report
 from vramsim.workload.models import ModelSource

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vramsim.api import simulate
+from vramsim.analysis.simulate import simulate
 from vramsim.config.simulation import MAX_BATCH, MAX_SEQ_LEN, SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.report import Report

@@ -26,7 +26,8 @@ from typing import Any
 
 import networkx as nx
 
-from vramsim.api import Analysis, _model_name, build_and_trace
+from vramsim.analysis.traced import build_and_trace
+from vramsim.analysis.whatifs import Analysis
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import parse_checkpointing, what_if
@@ -34,7 +35,7 @@ from vramsim.estimators.communication import communication_bytes, pipeline_bubbl
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, SCHEMES, Setting, layer_shape, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
-from vramsim.workload.models import ModelSource
+from vramsim.workload.models import ModelSource, model_name
 from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.targets import Target, resolve_target
@@ -194,7 +195,7 @@ class _Search:
         self.measured: dict[Setting, Candidate] = {}
         self.skipped = 0
         self.notes: list[str] = []
-        self.model_name = _model_name(model)
+        self.model_name = model_name(model)
         program = self._trace((1, 1, 1))
         self.shape, self.source = layer_shape(program.model, config)
         one = self.traces[1, 1, 1]

@@ -579,7 +579,7 @@ def _profile(
     encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
     encoder budget of ``profile_run`` (1500 tokens, one 30-s clip) allows, keeping its output for a
     decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence."""
-    from vramsim.api import build_and_trace
+    from vramsim.analysis.traced import build_and_trace
 
     def inputs(batch: int, length: int) -> dict[str, Any]:
         # vLLM's profile run writes no KV cache: no transformers cache either

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from vramsim.api import simulate
+from vramsim.analysis.simulate import simulate
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.devices import match_reported_name

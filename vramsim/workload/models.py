@@ -21,9 +21,18 @@ from vramsim import model_zoo
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
 
-__all__ = ["ModelSource", "build_model", "call_user", "load_config", "meta_copy"]
+__all__ = ["ModelSource", "build_model", "call_user", "load_config", "meta_copy", "model_name"]
 
 ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
+
+
+def model_name(model: ModelSource) -> str:
+    """The name a result gives its model: the id or path as given, else the class or config's own name."""
+    if isinstance(model, str):
+        return model
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return getattr(model, "name_or_path", None) or getattr(model, "__name__", None) or type(model).__name__
 
 
 def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:

@@ -44,9 +44,6 @@ TORCHAO_NAMES = ("int8wo", "int4wo", "int4wo-tinygemm", "fp8-rowwise")
 """The ``--quantization`` names that are torchao configs."""
 MSLK_INT4_CAPABILITY = 9
 """mslk's ``bf16i4bf16_rowwise`` is a CUTLASS ``Sm90`` kernel (wgmma): compute capability 9.x only."""
-TINYGEMM_CAPABILITY = (8, 0)
-"""aten/src/ATen/native/cuda/int4mm.cu builds tinygemm for ``__CUDA_ARCH__ >= 800`` (and ROCm's CDNA2+);
-``Int4TilePackedTo4dTensor.from_hp`` refuses a GPU below compute capability 8.0."""
 FLOAT8_CAPABILITY = (8, 9)
 """torchao ``float8/inference.py _check_hardware_support``: per-row float8 needs sm 8.9+ (or MI300+, XPU)."""
 _KINDS = {
@@ -114,6 +111,8 @@ def check_torchao(config: Any, profile: DeviceProfile, *, train: bool) -> None:
                 f"int4wo's matmul is mslk's CUTLASS sm90 kernel (Int4Tensor): simulate an H100 or H200, "
                 f"not {profile.label}, or int4wo-tinygemm (torch's tinygemm, sm 8.0+)"
             )
+        from vramsim.tracer.kernels.torchao_int4 import TINYGEMM_CAPABILITY  # imports torch, as torchao's config did
+
         tinygemm_gpu = profile.vendor == "amd" or (profile.vendor == "nvidia" and (capability or (0, 0)) >= TINYGEMM_CAPABILITY)
         if packing == "tile_packed_to_4d" and not tinygemm_gpu:
             raise UnsupportedError(

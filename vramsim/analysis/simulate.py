@@ -1,0 +1,216 @@
+"""One trace, then a report per variant: the engine behind ``vramsim.simulate`` and ``simulate_each``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from vramsim.analysis import generation, summary
+from vramsim.analysis.advice import graph_advice
+from vramsim.analysis.notes import option_warnings, report_options, run_notes
+from vramsim.analysis.ranks import model_parallel_notes, rank_memory, sharding_notes
+from vramsim.analysis.settings import run_settings
+from vramsim.analysis.traced import Traced, trace_workload
+from vramsim.analysis.whatifs import Analysis, Outcome, checkpointing_choices
+from vramsim.config.simulation import SimulationConfig
+from vramsim.errors import ConfigError
+from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
+from vramsim.results.report import Assumption, Report
+from vramsim.workload.attention import attention_in_force, attention_notes, check_attention
+from vramsim.workload.diffusion.pipelines import pipeline_notes, pipeline_options, pipeline_phases
+from vramsim.workload.diffusion.training import training_notes, training_options, training_phases
+from vramsim.workload.losses import check_loss_target, parse_loss
+from vramsim.workload.models import ModelSource, build_model, load_config, model_name
+from vramsim.workload.optimizers import check_target
+from vramsim.workload.parallel.expert import routed_rows
+from vramsim.workload.program import Program
+from vramsim.workload.targets import Target, resolve_target
+
+__all__ = ["ANALYSIS_OPTIONS", "count_parameters", "simulate", "simulate_each"]
+
+
+def simulate(model: ModelSource, **options: Any) -> Report:
+    """Trace one workload on the meta device and report its steady-state peak on ``device``.
+
+    ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
+    (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
+    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``tp``, ``pp``, ``lora``, ``inputs``,
+    ``loss``...); an unknown one is a ``ConfigError`` naming the choices.
+
+    >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
+    >>> report.peak_bytes > 0
+    True
+    """
+    return simulate_each(model, [{}], **options)[0]
+
+
+ANALYSIS_OPTIONS = frozenset(
+    {
+        "checkpointing",
+        "gradient_checkpointing",
+        "gpus",
+        "zero",
+        "fsdp",
+        "gradient_as_bucket_view",
+        "headroom",
+        "expandable_segments",
+        "cuda_module_loading",
+        "pp",
+        "pp_schedule",
+        "micro_batches",
+        "pp_virtual_stages",
+        "offload_states",
+        "shard_group_size",
+        "torch_empty_cache_steps",
+    }
+)
+"""Options computed from the graph, not traced: variants of one trace may differ in these only."""
+
+
+def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise: bool = True, **options: Any) -> list[Report]:
+    """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
+    data and pipeline parallelism, headroom, expandable segments), which are what-ifs over the traced graph
+    (``tp`` changes the traced program, so it is fixed across variants). ``advise=False`` leaves each
+    report's ``advice`` empty: its lines are further what-ifs for every variant that does not fit, which
+    a sweep reading only the figures does not need (they are most of its time).
+
+    >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
+    >>> reports[0].peak_bytes > reports[1].peak_bytes
+    True
+    """
+    config = SimulationConfig.from_options(**options)
+    configs = [SimulationConfig.from_options(**{**options, **_analysis_variant(variant)}) for variant in variants]
+    target = resolve_target(config.device)
+    check_attention(config.attn_implementation, target.profile)
+    check_loss_target(parse_loss(config.loss) if isinstance(config.loss, str) else None, target.profile)
+    for each in configs:
+        _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
+    check_target(config.optimizer, target.profile.vendor)
+    started = time.perf_counter()
+    traced = trace_workload(model, config, target, derive=all(map(generation.derives, configs)))
+    seconds = time.perf_counter() - started
+    return [_report(model, each, target, traced, advise=advise, seconds=seconds) for each in configs]
+
+
+def _analysis_variant(variant: dict[str, Any]) -> dict[str, Any]:
+    """A variant may change only what the graph answers without another trace."""
+    fixed = sorted(set(variant) - ANALYSIS_OPTIONS)
+    if fixed:
+        raise ConfigError(
+            f"a variant cannot set {fixed[0]!r} (it changes the trace); a variant may set: {', '.join(sorted(ANALYSIS_OPTIONS))}"
+        )
+    return variant
+
+
+def _report(
+    model: ModelSource, config: SimulationConfig, target: Target, traced: Traced, *, advise: bool, seconds: float
+) -> Report:
+    """One variant's report from the shared trace."""
+    program = traced.program
+    plan = parse_checkpointing(config.checkpointing)
+    started = time.perf_counter()
+    analysis = Analysis(
+        traced.graph,
+        target,
+        config,
+        timeline=None if traced.derived is None else traced.derived.timeline,
+        routed=routed_rows(program.model, config) if config.ep > 1 else None,
+    )
+    chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
+    steady = summary.steady_peak(chosen.timeline, chosen.memory)
+    memory = chosen.memory
+    fits = analysis.fits(memory)
+    return Report(
+        model=model_name(model),
+        target=target.name,
+        task=config.task,
+        peak_bytes=memory.peak_bytes,
+        reserved_bytes=memory.reserved_bytes,
+        device_bytes=memory.device_bytes,
+        capacity_bytes=target.profile.memory_bytes,
+        fits=fits,
+        headroom=config.headroom,
+        advice=graph_advice(analysis, config, target, memory) if advise and fits is False else [],
+        peak_at=steady.site,
+        breakdown=steady.breakdown,
+        parameters=summary.count_parameters(*program.modules.values()),
+        trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
+        if config.task == "train"
+        else None,
+        layers=summary.layer_rows(traced.specs, chosen.timeline, memory),
+        checkpointing=_checkpointing_rows(analysis, plan, chosen, target),
+        assumptions=_assumptions(config, target, traced, chosen),
+        ranks=rank_memory(
+            chosen.sharded,
+            chosen.timeline,
+            gpus=config.gpus,
+            tp=config.tp,
+            pipeline=config.pipeline,
+            stages=chosen.stages,
+            ep=config.ep,
+            cp=config.cp,
+            exchange_bytes=chosen.exchange_bytes,
+        )
+        if chosen.sharded or config.gpus > 1
+        else None,
+        components=summary.component_peaks(
+            pipeline_phases(program) or training_phases(program), program.modules, chosen.timeline, memory
+        ),
+        options=report_options(config, program)
+        | {"attn_implementation": attention_in_force(program.modules)}
+        | pipeline_options(program)
+        | training_options(program),
+        settings=run_settings(config, program),
+        warnings=[*program.warnings, *option_warnings(config, traced.trace)],
+        trace_seconds=round(seconds + time.perf_counter() - started, 3),
+        allocator_pressure=memory.pressure,
+    )
+
+
+def _checkpointing_rows(analysis: Analysis, plan: CheckpointPlan, chosen: Outcome, target: Target) -> list[Any]:
+    """``all``: every choice's row from this trace; ``auto``: the plan it chose; else none."""
+    if plan.kind == "all":
+        return [analysis.choice(analysis.run(p)) for p in checkpointing_choices(target)]
+    return [analysis.choice(chosen)] if plan.kind == "auto" else []
+
+
+def _assumptions(config: SimulationConfig, target: Target, traced: Traced, chosen: Outcome) -> list[Assumption]:
+    """What the figures assume: overheads, the target's rules, the program's own notes, the parallel layout."""
+    return [
+        *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in chosen.memory.overheads),
+        *target.notes,
+        *(target.training_notes if config.task == "train" else ()),
+        *attention_notes(config.attn_implementation),
+        *_program_notes(config, traced.program, target),
+        *(sharding_notes(chosen.sharded) if chosen.sharded else []),
+        *model_parallel_notes(config.tp, config.pipeline, config.ep, config.cp),
+        *(Assumption(name="data_dependent", detail=note) for note in traced.trace.notes),
+        *([traced.derived.note] if traced.derived is not None else []),
+    ]
+
+
+def _program_notes(config: SimulationConfig, program: Program, target: Target) -> list[Assumption]:
+    """A pipeline's generation or training step says what it assumes; a single model's run, its own."""
+    if pipeline_phases(program):
+        return pipeline_notes(program)
+    if training_phases(program):
+        return training_notes(program)
+    return run_notes(config, program, target)
+
+
+def _check_checkpointing(plan: CheckpointPlan, config: SimulationConfig, target: Target) -> None:
+    if plan.kind != "none" and config.task != "train":
+        raise ConfigError(f"checkpointing={plan.spec!r} applies to training; task={config.task!r} saves no activations")
+    if plan.kind == "offload" and target.profile.vendor == "cpu":
+        raise ConfigError("offload moves activations to host memory, which is the cpu target's own memory; use a GPU target")
+
+
+def count_parameters(model: ModelSource, *, model_class: str | None = None, trust_remote_code: bool = False) -> int:
+    """Parameters of ``model`` built on the meta device, tied weights counted once.
+
+    >>> count_parameters("meta-llama/Llama-3.1-8B")
+    8030261248
+    """
+    source = load_config(model, trust_remote_code=trust_remote_code) if isinstance(model, str) else model
+    module = build_model(source, device="meta", dtype=None, model_class=model_class, trust_remote_code=trust_remote_code)
+    return summary.count_parameters(module)

@@ -1,0 +1,254 @@
+"""Checkpointing what-ifs over one traced graph, then the parallelism and allocator replay each choice gets."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import networkx as nx
+import torch
+
+from vramsim.analysis.device_memory import DeviceMemory, device_memory
+from vramsim.analysis.ranks import held_state
+from vramsim.config.simulation import SimulationConfig
+from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, budgeted_plan, parse_checkpointing, what_if
+from vramsim.estimators.context_parallel import ring_buffers
+from vramsim.estimators.expert_parallel import all_to_all_buffers
+from vramsim.estimators.pipeline import PipelineSplit
+from vramsim.estimators.sharding import Sharded, shard
+from vramsim.estimators.timeline import Timeline
+from vramsim.results.report import CheckpointChoice, StageMemory
+from vramsim.workload.targets import Target
+
+__all__ = ["Analysis", "Outcome", "checkpointing_choices"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    what_if: WhatIf
+    memory: DeviceMemory
+    timeline: Timeline
+    """The timeline replayed: the what-if's, or one rank's of it under ``sharded``'s plan."""
+    sharded: Sharded | None = None
+    stages: list[StageMemory] = field(default_factory=list)
+    """With a pipeline: every stage; ``memory`` and ``timeline`` are the busiest one's."""
+    exchange_bytes: int = 0
+    """With expert parallelism: one all-to-all buffer's bytes (each exchange holds two for its moment); with context
+    parallelism: the largest SDPA call's K/V ring (three chunks)."""
+
+
+class Analysis:
+    """Checkpointing what-ifs over one traced graph, then the config's pipeline stages (each,
+    ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding.py``),
+    each replayed on the target."""
+
+    def __init__(
+        self,
+        graph: nx.MultiDiGraph,
+        target: Target,
+        config: SimulationConfig,
+        *,
+        timeline: Timeline | None = None,
+        routed: tuple[int, int] | None = None,
+    ) -> None:
+        """``timeline``: a derived generation's, standing for the traced one (``vramsim/analysis/generation.py``);
+        ``routed``: under expert parallelism, the routed rows of an experts call and their width."""
+        self._graph = graph
+        self._timeline = timeline
+        self._routed = routed
+        self._target = target
+        self._config = config
+        # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
+        self._rng_bytes = torch.get_rng_state().nbytes if "cpu" in target.counted_devices else 0
+
+    def with_config(self, config: SimulationConfig) -> Analysis:
+        """The same trace under other analysis options (``ANALYSIS_OPTIONS``: sharding, headroom...)."""
+        return Analysis(self._graph, self._target, config, timeline=self._timeline, routed=self._routed)
+
+    def run(self, plan: CheckpointPlan) -> Outcome:
+        """``plan`` on this trace under this config's parallelism and allocator. Outcomes are kept with the
+        graph: every variant of ``simulate_each`` and every advice line that asks the same reuses one.
+        ``auto`` runs the plan ``budgeted_plan`` picks for this device."""
+        config = self._config
+        if plan.kind == "auto":
+            plan = self._budgeted()
+        key = (
+            plan.spec,
+            config.sharding,
+            config.pipeline,
+            config.expandable_segments,
+            config.gpus,
+            config.headroom,
+            config.task,
+            id(self._timeline),
+            config.torch_empty_cache_steps,
+            config.cuda_module_loading,
+        )
+        outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
+        if key not in outcomes:
+            outcomes[key] = self._run(plan)
+        return outcomes[key]
+
+    def _budgeted(self) -> CheckpointPlan:
+        """``auto``: the least recompute whose device memory fits, each candidate one what-if of this graph."""
+        capacity = self._target.profile.memory_bytes
+        if capacity is None:
+            raise ConfigError("checkpointing='auto' fits a device's memory; the cpu target has no size: name a GPU (--device)")
+        units = self._graph.graph["units"]
+        if not units:
+            raise ConfigError(
+                "checkpointing='auto': the traced program has no blocks to checkpoint (the model has no checkpointing call sites)"
+            )
+
+        layers = 1 + max(unit.index for unit in units)
+
+        def measure(plan: CheckpointPlan) -> tuple[bool, int]:
+            outcome = self.run(plan)
+            return bool(self.fits(outcome.memory)), outcome.what_if.cost.recomputed_flops
+
+        return budgeted_plan(layers, measure)
+
+    def _run(self, plan: CheckpointPlan) -> Outcome:
+        with _collector_paused():
+            return self._analysed(plan)
+
+    def _what_if(self, plan: CheckpointPlan) -> WhatIf:
+        """``plan``'s what-if of this graph, computed once for all the variants that share it (sharding, devices,
+        ranks); each gets its own copy of the blocks, which later stages may change."""
+        kept = self._graph.graph.setdefault("what_ifs", {})
+        key = (plan.spec, self._rng_bytes)
+        if key not in kept:
+            try:
+                kept[key] = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
+            except ValueError as exc:
+                raise ConfigError(f"checkpointing={plan.spec!r}: {exc}") from None
+            except NotImplementedError as exc:
+                raise UnsupportedError(f"checkpointing={plan.spec!r}: {exc}") from None
+        outcome: WhatIf = kept[key]
+        timeline = outcome.timeline
+        copied = Timeline(
+            blocks=[block.copy() for block in timeline.blocks],
+            events=timeline.events,
+            preexisting=timeline.preexisting,
+            steps=timeline.steps,
+        )
+        return dataclasses.replace(outcome, timeline=copied)
+
+    def _analysed(self, plan: CheckpointPlan) -> Outcome:
+        outcome = self._what_if(plan)
+        if self._timeline is not None:  # a generation runs no checkpointing: the what-if is the trace itself
+            outcome = dataclasses.replace(outcome, timeline=self._timeline)
+        exchange = 0
+        if self._routed is not None:  # expert parallel: the rank's all-to-all buffers
+            try:
+                exchanged, exchange = all_to_all_buffers(
+                    self._graph, outcome.timeline, rows=self._routed[0], hidden=self._routed[1]
+                )
+            except NotImplementedError as exc:
+                raise UnsupportedError(str(exc)) from None
+            outcome = dataclasses.replace(outcome, timeline=exchanged)
+        if self._config.cp > 1:  # context parallel: each SDPA call's ring
+            try:
+                ringed, exchange = ring_buffers(self._graph, outcome.timeline)
+            except NotImplementedError as exc:
+                raise UnsupportedError(str(exc)) from None
+            outcome = dataclasses.replace(outcome, timeline=ringed)
+        if self._config.pipeline.active:
+            return dataclasses.replace(self._pipeline(outcome), exchange_bytes=exchange)
+        sharding = self._config.sharding
+        sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
+        timeline = outcome.timeline if sharded is None else sharded.timeline
+        return Outcome(outcome, self._replay(timeline), timeline, sharded, exchange_bytes=exchange)
+
+    def _replay(self, timeline: Timeline) -> DeviceMemory:
+        capacity = self._target.profile.memory_bytes
+        usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
+        return device_memory(
+            timeline,
+            self._target,
+            training=self._config.task == "train",
+            expandable_segments=self._config.expandable_segments,
+            world_size=self._config.gpus,
+            usable_bytes=usable,
+            empty_cache_steps=self._config.torch_empty_cache_steps,
+            module_loading=self._config.cuda_module_loading,
+        )
+
+    def _pipeline(self, outcome: WhatIf) -> Outcome:
+        """Each pipeline stage replayed, under data parallelism as one data-parallel rank of that stage's
+        weights; the busiest (most device memory) is the one reported."""
+        plan, sharding = self._config.pipeline, self._config.sharding
+        try:
+            split = PipelineSplit(self._graph, outcome.timeline, plan)
+        except ValueError as exc:
+            raise ConfigError(f"pp={plan.stages}: {exc}") from None
+        except NotImplementedError as exc:
+            raise UnsupportedError(f"pp={plan.stages}: {exc}") from None
+        staged = []
+        for rank in range(plan.stages):
+            sharded = shard(self._graph, outcome.timeline, sharding, weights=split.weights(rank)) if sharding.active else None
+            replayed = [
+                (stage, self._replay(stage.timeline))
+                for stage in split.stages(rank, None if sharded is None else sharded.timeline)
+            ]
+            stage, memory = max(replayed, key=lambda item: item[1].device_bytes)  # the busiest of its backwards
+            staged.append((stage, sharded, memory))
+        rows = [
+            StageMemory(
+                rank=stage.rank,
+                layers=list(stage.layers),
+                held_bytes=stage.held_bytes,
+                in_flight=stage.in_flight,
+                model_state=held_state(stage.timeline),
+                peak_bytes=memory.peak_bytes,
+                device_bytes=memory.device_bytes,
+                fits=self.fits(memory),
+            )
+            for stage, _, memory in staged
+        ]
+        stage, sharded, memory = max(staged, key=lambda item: item[2].device_bytes)
+        return Outcome(outcome, memory, stage.timeline, sharded, rows)
+
+    def fits(self, memory: DeviceMemory) -> bool | None:
+        """Within the usable memory, or beyond it only in cache the allocator gives back before an OOM."""
+        capacity = self._target.profile.memory_bytes
+        if capacity is None:
+            return None
+        return memory.device_bytes <= capacity * (1 - self._config.headroom) or (
+            memory.pressure is not None and memory.pressure.oom_at is None
+        )
+
+    def choice(self, outcome: Outcome) -> CheckpointChoice:
+        return CheckpointChoice(
+            checkpointing=outcome.what_if.plan.spec,
+            peak_bytes=outcome.memory.peak_bytes,
+            reserved_bytes=outcome.memory.reserved_bytes,
+            device_bytes=outcome.memory.device_bytes,
+            fits=self.fits(outcome.memory),
+            cost=outcome.what_if.cost,
+        )
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A what-if makes millions of short-lived blocks and events beside a graph of millions of objects;
+    each of Python's cyclic collections rescans them all (a third of a 70B sweep's time). What a what-if makes
+    holds no cycles, so reference counting frees it; the collector is paused meanwhile, then restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def checkpointing_choices(target: Target) -> list[CheckpointPlan]:
+    """What ``--checkpointing all`` compares (offload only where host memory is not the device's)."""
+    specs = ["none", "full", "every:2", "selective", "selective:torchtitan"]
+    specs += ["offload"] if target.profile.vendor != "cpu" else []
+    return [parse_checkpointing(spec) for spec in specs]
