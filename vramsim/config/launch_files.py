@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.sharding_plan import NvmeSwap, ZeroSettings
+from vramsim.estimators.sharding import NvmeSwap, ZeroSettings
 
 __all__ = ["LaunchOptions", "read_accelerate_config", "read_deepspeed_config", "read_training_arguments"]
 

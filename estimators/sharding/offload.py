@@ -32,12 +32,12 @@ from __future__ import annotations
 from math import ceil
 from typing import TYPE_CHECKING
 
-from .sharding_nvme import swap_to_nvme
-from .sharding_plan import itemsize
-from .sharding_windows import COMMUNICATION, Weight
+from .nvme import swap_to_nvme
+from .plan import itemsize
+from .windows import COMMUNICATION, Weight
 
 if TYPE_CHECKING:
-    from .sharding import _Rank
+    from .shard import _Rank
 
 __all__ = ["offload_to_host"]
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from vramsim.tracer.records import UnitRecord
 
-from .timeline import Block, Position
+from ..timeline import Block, Position
 
 if TYPE_CHECKING:
-    from .sharding import _Rank
+    from .shard import _Rank
 
 __all__ = ["COMMUNICATION", "StepWindows", "Weight", "block_groups"]
 

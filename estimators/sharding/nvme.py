@@ -26,11 +26,11 @@ from __future__ import annotations
 from math import ceil
 from typing import TYPE_CHECKING
 
-from .assumptions import DEEPSPEED_AIO_ALIGNED_BYTES, DEEPSPEED_MIN_SWAPPABLE_BYTES
-from .sharding_plan import NvmeSwap
+from ..assumptions import DEEPSPEED_AIO_ALIGNED_BYTES, DEEPSPEED_MIN_SWAPPABLE_BYTES
+from .plan import NvmeSwap
 
 if TYPE_CHECKING:
-    from .sharding import _Rank
+    from .shard import _Rank
 
 __all__ = ["swap_to_nvme"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from math import ceil, prod
 from typing import Any
 
-from .assumptions import (
+from ..assumptions import (
     DDP_BUCKET_CAP_BYTES,
     DDP_FIRST_BUCKET_BYTES,
     DEEPSPEED_MAX_LIVE_PARAMETERS,

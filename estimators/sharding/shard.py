@@ -64,23 +64,14 @@ import networkx as nx
 
 from vramsim.tracer.graph import saved_edges, storage_node, storage_nodes
 
-from .assumptions import DEEPSPEED_OVERLAP_COMM_STAGES
-from .expert_parallel import EXPERTS_MODULE, expert_weight
-from .sharding_offload import offload_to_host
-from .sharding_plan import (
-    FSDP_CHOICES,
-    MAX_GPUS,
-    ZERO_STAGES,
-    ShardingPlan,
-    ddp_bucket_sizes,
-    itemsize,
-    shard_bytes,
-    sharding_plan,
-)
-from .sharding_windows import COMMUNICATION, StepWindows, Weight, block_groups
-from .timeline import Block, Position, Timeline, order_blocks
+from ..assumptions import DEEPSPEED_OVERLAP_COMM_STAGES
+from ..expert_parallel import EXPERTS_MODULE, expert_weight
+from ..timeline import Block, Position, Timeline, order_blocks
+from .offload import offload_to_host
+from .plan import ShardingPlan, ddp_bucket_sizes, itemsize, shard_bytes
+from .windows import COMMUNICATION, StepWindows, Weight, block_groups
 
-__all__ = ["FSDP_CHOICES", "MAX_GPUS", "ZERO_STAGES", "Sharded", "ShardingPlan", "shard", "sharding_plan"]
+__all__ = ["Sharded", "shard"]
 
 _MODEL_STATE = ("parameters", "gradients", "optimizer_states")
 
