@@ -1,7 +1,7 @@
 """What a data-parallel plan is, and how the libraries size what each rank holds.
 
 ``ShardingPlan`` names the choice (DDP, ZeRO stage, FSDP2 mode, ranks); the size rules are the
-ones DeepSpeed, FSDP2 and DDP apply to one tensor or one bucket. ``sharding.py`` places them on a
+ones DeepSpeed, FSDP2 and DDP apply to one tensor or one bucket. ``shard.py`` places them on a
 timeline.
 """
 
