@@ -139,7 +139,7 @@ class StageTimeline:
 
 class PipelineSplit:
     """Which stage holds each block of one timeline; ``stage`` cuts a rank's timeline from it, or from a
-    data-parallel rank's version of it (``estimators/sharding.py`` restricted to ``weights(rank)``)."""
+    data-parallel rank's version of it (``estimators/sharding/shard.py`` restricted to ``weights(rank)``)."""
 
     def __init__(self, graph: nx.MultiDiGraph, timeline: Timeline, plan: PipelinePlan) -> None:
         self.graph = graph

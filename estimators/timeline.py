@@ -21,7 +21,7 @@ __all__ = ["Block", "Position", "Timeline", "derive_timeline", "order_blocks"]
 Position = tuple[int, int, int]
 """Where an event sits: ``(clock, 0, 0)`` is the traced event of that clock; ``(clock, 1, n)``
 is the n-th event a what-if placed right after it, before the next traced one; the sharding what-if
-places its own after those, at tiers 2-5 (``estimators/sharding.py``)."""
+places its own after those, at tiers 2-5 (``estimators/sharding/shard.py``)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -15,7 +15,7 @@ import vramsim
 from vramsim.cli.main import main
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.sharding_plan import ZeroSettings
+from vramsim.estimators.sharding import ZeroSettings
 
 
 def _write(tmp_path: Path, name: str, text: str) -> str:

@@ -21,7 +21,7 @@ class Category(StrEnum):
     - TEMPORARY: everything else: made and dropped inside a phase.
     - COMMUNICATION: buffers data parallelism adds (DDP gradient buckets, ZeRO reduce buckets,
       FSDP all-gather and reduce-scatter buffers); the tracer never marks it, the sharding
-      what-if (``estimators/sharding.py``) adds them.
+      what-if (``estimators/sharding/shard.py``) adds them.
     """
 
     PARAMETER = "parameters"

@@ -10,7 +10,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.estimators.sharding_plan import ZeroSettings
+from vramsim.estimators.sharding import ZeroSettings
 from vramsim.workload.models import build_model
 
 OPTIONS: dict[str, Any] = {"task": "train", "batch_size": 2, "seq_len": 16, "device": "cpu"}

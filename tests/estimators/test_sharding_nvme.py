@@ -10,7 +10,7 @@ from typing import Any
 import transformers
 
 import vramsim
-from vramsim.estimators.sharding_nvme import sub_groups
+from vramsim.estimators.sharding.nvme import sub_groups
 
 _LLAMA = transformers.LlamaConfig(
     hidden_size=256,

@@ -43,7 +43,7 @@ class Outcome:
 
 class Analysis:
     """Checkpointing what-ifs over one traced graph, then the config's pipeline stages (each,
-    ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding.py``),
+    ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding/shard.py``),
     each replayed on the target."""
 
     def __init__(

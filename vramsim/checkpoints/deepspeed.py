@@ -31,7 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from vramsim.checkpoints.files import fake_on_device
 from vramsim.estimators.assumptions import DEEPSPEED_SUB_GROUP_ELEMENTS, DEEPSPEED_VERSION
-from vramsim.estimators.sharding_plan import ShardingPlan
+from vramsim.estimators.sharding import ShardingPlan
 from vramsim.results.checkpoint import CheckpointFile
 from vramsim.tracer.leaves import tensor_leaves
 from vramsim.workload.program import Program

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.sharding_plan import NvmeSwap, ZeroSettings
+from vramsim.estimators.sharding import NvmeSwap, ZeroSettings
 
 __all__ = ["LaunchOptions", "read_accelerate_config", "read_deepspeed_config", "read_training_arguments"]
 
@@ -81,7 +81,7 @@ def _deepspeed_options(config: dict[str, Any], source: str) -> LaunchOptions:
 
 def _nvme(config: dict[str, Any], zero: dict[str, Any], stage: int, source: str) -> NvmeSwap | None:
     """ZeRO-Infinity's NVMe offload and its swap settings (``offload_*.buffer_count``, ``buffer_size``, ``max_in_cpu``,
-    ``sub_group_size``, ``aio``), as ``estimators/sharding_nvme.py`` models them; None without NVMe."""
+    ``sub_group_size``, ``aio``), as ``estimators/sharding/nvme.py`` models them; None without NVMe."""
     on = {key: str((zero.get(key) or {}).get("device", "none")).lower() == "nvme" for key in _OFFLOADED}
     if not any(on.values()):
         return None

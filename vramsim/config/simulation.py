@@ -12,8 +12,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import ModuleLoading
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
-from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
-from vramsim.estimators.sharding_plan import ZeroSettings
+from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, ZeroSettings, sharding_plan
 from vramsim.workload.optimizers import OPTIMIZERS, canonical_name
 from vramsim.workload.quantization.weights import QUANTIZATIONS
 

@@ -74,7 +74,7 @@ class Assumption:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankMemory:
-    """What one rank holds besides the peak figures (data parallel ``estimators/sharding.py``, tensor and
+    """What one rank holds besides the peak figures (data parallel ``estimators/sharding/shard.py``, tensor and
     pipeline parallel)."""
 
     scheme: str

@@ -20,7 +20,7 @@ copied back (``sharded_param_data.to(self.device)``) into a copy-in that lives u
 all-gather input is filled; after the reduce-scatter the gradient's shard is copied to the host
 (``_fsdp_collectives.py`` ``foreach_reduce``: ``.to(torch.device("cpu"))``) and the device copy dropped.
 
-ZeRO-Infinity's NVMe offload then moves what it keeps on NVMe out of the host figures (``sharding_nvme.py``).
+ZeRO-Infinity's NVMe offload then moves what it keeps on NVMe out of the host figures (``nvme.py``).
 
 Not counted: the host side's own temporaries (the CPU optimizer step), the pinned-memory rounding
 of the host buffers, and the small device copies ZeRO-3 makes of a partition before gathering or
@@ -30,19 +30,14 @@ accumulating it.
 from __future__ import annotations
 
 from math import ceil
-from typing import TYPE_CHECKING
 
-from .sharding_nvme import swap_to_nvme
-from .sharding_plan import itemsize
-from .sharding_windows import COMMUNICATION, Weight
-
-if TYPE_CHECKING:
-    from .sharding import _Rank
+from .plan import itemsize
+from .rank import COMMUNICATION, Rank, Weight
 
 __all__ = ["offload_to_host"]
 
 
-def offload_to_host(rank: _Rank) -> None:
+def offload_to_host(rank: Rank) -> None:
     """Move ``rank``'s offloaded model states off its device, into ``rank.host``."""
     plan = rank.plan
     trainable = rank.trainable_weights()
@@ -70,11 +65,9 @@ def offload_to_host(rank: _Rank) -> None:
             block.category = "temporaries"
     if plan.zero:
         _zero_host_buffers(rank, [w for w in rank.weights.values() if w.name in trainable])
-    if plan.zero_settings.nvme is not None:
-        swap_to_nvme(rank, plan.zero_settings.nvme)
 
 
-def _zero_host_buffers(rank: _Rank, weights: list[Weight]) -> None:
+def _zero_host_buffers(rank: Rank, weights: list[Weight]) -> None:
     """DeepSpeed's fp32 gradient partition on the host; stages 1-2's hand-over buffers."""
     if not weights:
         return
@@ -89,5 +82,5 @@ def _zero_host_buffers(rank: _Rank, weights: list[Weight]) -> None:
     _to_host(rank, largest + sum(shares) * element, "buffers")
 
 
-def _to_host(rank: _Rank, nbytes: int, kind: str) -> None:
+def _to_host(rank: Rank, nbytes: int, kind: str) -> None:
     rank.host[kind] = rank.host.get(kind, 0) + nbytes

@@ -1,6 +1,6 @@
 """When one rank gathers, reshards and reduces each block's weights and gradients, step by step.
 
-``sharding.py`` shrinks the model states to the rank's share; ``StepWindows`` places what ZeRO-3
+``states.py`` shrinks the model states to the rank's share; ``StepWindows`` places what ZeRO-3
 and FSDP2 add around each block (a decoder layer, a UNet block: the graph's ``units``) and the
 root: whole weights, all-gather outputs, reduce-scatter inputs, the gradients' hand-over.
 """
@@ -9,35 +9,65 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
-from math import prod
-from typing import TYPE_CHECKING
 
+from vramsim.tracer.graph import saved_edges
 from vramsim.tracer.records import UnitRecord
 
-from .timeline import Block, Position
+from ..expert_parallel import EXPERTS_MODULE, expert_weight
+from ..timeline import Block, Position
+from .buckets import reduce_buckets
+from .rank import COMMUNICATION, Rank, Weight
 
-if TYPE_CHECKING:
-    from .sharding import _Rank
-
-__all__ = ["COMMUNICATION", "StepWindows", "Weight", "block_groups"]
-
-COMMUNICATION = "communication"
-"""The category of the buffers data parallelism adds."""
+__all__ = ["StepWindows", "block_groups", "training_windows"]
 
 
-@dataclass(slots=True)
-class Weight:
-    """A weight as the graph names it: its storage, its name, its shape and its bytes."""
+def training_windows(rank: Rank) -> None:
+    """Each step's gathers (ZeRO-3, FSDP2), gradient reduces and DeepSpeed's reduce bucket, on ``rank``."""
+    units = rank.graph.graph["units"]
+    unpacks: dict[int, list[int]] = defaultdict(list)
+    for _, _, hold in saved_edges(rank.graph):
+        if hold["unit"] is not None and hold["unpack_clock"] is not None:
+            unpacks[hold["unit"]].append(hold["unpack_clock"])
+    experts = _expert_calls(rank) if rank.plan.fsdp != "no" and rank.plan.expert_parallel > 1 else {}
+    modules = [unit.module for unit in units] + sorted({module for module, _ in experts})
+    groups = block_groups(modules, rank.weights.values())
+    for step, (first_clock, _) in enumerate(rank.graph.graph["step_clocks"]):
+        calls = [(i, unit) for i, unit in enumerate(units) if unit.step == step]
+        grads = rank.grads.get(step, [])
+        if not grads:
+            continue
+        window = StepWindows(
+            rank,
+            step,
+            first_clock,
+            calls,
+            unpacks,
+            groups,
+            experts={module: clocks for (module, each), clocks in experts.items() if each == step},
+        )
+        if rank.plan.shards_parameters:  # first: a block reshards before its reduce-scatter input is made
+            window.gathers()
+        window.gradients()
+        reduce_buckets(rank, step, grads)
 
-    sid: int
-    name: str
-    shape: tuple[int, ...]
-    nbytes: int
 
-    @property
-    def numel(self) -> int:
-        return prod(self.shape)
+def _expert_calls(rank: Rank) -> dict[tuple[str, int], tuple[int, int]]:
+    """(experts module, step) -> first and last clock of its forward. Under expert parallelism torchtitan wraps
+    each MoE layer's experts in their own ``fully_shard`` over the ranks holding the same experts
+    (``apply_fsdp``), inside their block's: gathered around their own call, resharded after it."""
+    experts = {weight.name.rsplit(".", 1)[0] for weight in rank.weights.values() if expert_weight(weight.name)}
+    calls: dict[tuple[str, int], tuple[int, int]] = {}
+    for node, attrs in rank.graph.nodes(data=True):
+        if node[0] != "op" or attrs["phase"] != "forward":
+            continue
+        name: str = attrs["module"]
+        end = name.find(EXPERTS_MODULE) + len(EXPERTS_MODULE)
+        module = name[:end]  # the experts module an op runs in, or inside
+        if module in experts and name[end : end + 1] in ("", "."):
+            key, clock = (module, attrs["step"]), attrs["clock_after"]
+            first, last = calls.get(key, (clock, clock))
+            calls[key] = (min(first, clock), max(last, clock))
+    return calls
 
 
 class StepWindows:
@@ -45,7 +75,7 @@ class StepWindows:
 
     def __init__(
         self,
-        rank: _Rank,
+        rank: Rank,
         step: int,
         first_clock: int,
         calls: list[tuple[int, UnitRecord]],

@@ -1,7 +1,7 @@
 """What a data-parallel plan is, and how the libraries size what each rank holds.
 
 ``ShardingPlan`` names the choice (DDP, ZeRO stage, FSDP2 mode, ranks); the size rules are the
-ones DeepSpeed, FSDP2 and DDP apply to one tensor or one bucket. ``sharding.py`` places them on a
+ones DeepSpeed, FSDP2 and DDP apply to one tensor or one bucket. ``shard.py`` places them on a
 timeline.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from math import ceil, prod
 from typing import Any
 
-from .assumptions import (
+from ..assumptions import (
     DDP_BUCKET_CAP_BYTES,
     DDP_FIRST_BUCKET_BYTES,
     DEEPSPEED_MAX_LIVE_PARAMETERS,

@@ -3,7 +3,7 @@
 As deepspeed 0.19.8 runs it, ZeRO-3 only (``runtime/zero/stage3.py``). On the device nothing changes from
 offloading to host memory: the optimizer steps on the CPU either way (``offload_optimizer``), and the
 weights' partitions reach the device from pinned host buffers before each gather (``offload_param``).
-In host memory (``sharding_offload.py`` first counts host offload, then this moves what NVMe holds):
+In host memory (``offload.py`` first counts host offload, then this moves what NVMe holds):
 
 - ``offload_optimizer: nvme`` (``_configure_tensor_swapping``): the trainable partitions form sub-groups
   (``_create_fp16_sub_groups``: in order, each closed once it reaches ``sub_group_size`` elements); each
@@ -24,18 +24,15 @@ Not modelled: ``aio.use_gds`` (GPUDirect Storage pins the parameter pool on the 
 from __future__ import annotations
 
 from math import ceil
-from typing import TYPE_CHECKING
 
-from .assumptions import DEEPSPEED_AIO_ALIGNED_BYTES, DEEPSPEED_MIN_SWAPPABLE_BYTES
-from .sharding_plan import NvmeSwap
-
-if TYPE_CHECKING:
-    from .sharding import _Rank
+from ..assumptions import DEEPSPEED_AIO_ALIGNED_BYTES, DEEPSPEED_MIN_SWAPPABLE_BYTES
+from .plan import NvmeSwap
+from .rank import Rank
 
 __all__ = ["swap_to_nvme"]
 
 
-def swap_to_nvme(rank: _Rank, nvme: NvmeSwap) -> None:
+def swap_to_nvme(rank: Rank, nvme: NvmeSwap) -> None:
     """Move what ``nvme`` puts on NVMe out of ``rank.host``, add the pinned swap pools there, and say so in a note."""
     trainable = rank.trainable_weights()
     weights = [w for w in rank.weights.values() if w.name in trainable]
@@ -81,7 +78,7 @@ def aligned(numel: int, element: int, nvme: NvmeSwap) -> int:
     return ceil(numel / step) * step
 
 
-def _take(rank: _Rank, kind: str, nbytes: int) -> int:
+def _take(rank: Rank, kind: str, nbytes: int) -> int:
     """Remove ``nbytes`` of ``kind`` from host memory (to NVMe); the bytes removed."""
     taken = min(nbytes, rank.host.get(kind, 0))
     rank.host[kind] = rank.host.get(kind, 0) - taken
