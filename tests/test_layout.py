@@ -8,7 +8,12 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).parents[1]
-PACKAGES = {"vramsim": "vramsim", "tracer": "vramsim.tracer", "estimators": "vramsim.estimators", "model_zoo": "vramsim.model_zoo"}
+PACKAGES = {
+    "vramsim": "vramsim",
+    "tracer": "vramsim.tracer",
+    "estimators": "vramsim.estimators",
+    "model_zoo": "vramsim.model_zoo",
+}
 """Each source folder and the package it installs as (pyproject's package-dir)."""
 
 
