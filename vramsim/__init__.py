@@ -14,10 +14,12 @@ if TYPE_CHECKING:
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from vramsim.results.checkpoint import CheckpointReport
+    from vramsim.results.fit import LargestFit
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
-    from vramsim.search.fitting import LargestFit, largest_fit
+    from vramsim.results.validation import Validation
+    from vramsim.search.fitting import largest_fit
     from vramsim.search.strategy import StrategySearch, cheapest_strategy
-    from vramsim.validation.validate import Validation, validate
+    from vramsim.validation.validate import validate
 
 __all__ = [
     "Assumption",
@@ -47,10 +49,10 @@ _HOMES = {
     "checkpoint": "checkpoints.checkpoint", "CheckpointReport": "results.checkpoint",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",
-    "LargestFit": "search.fitting", "largest_fit": "search.fitting",
+    "LargestFit": "results.fit", "largest_fit": "search.fitting",
     "Assumption": "results.report", "LayerRow": "results.report", "PeakSite": "results.report", "Report": "results.report",
     "StrategySearch": "search.strategy", "cheapest_strategy": "search.strategy",
-    "Validation": "validation.validate", "validate": "validation.validate",
+    "Validation": "results.validation", "validate": "validation.validate",
 }  # fmt: skip
 """The module each public name lives in."""
 

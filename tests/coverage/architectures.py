@@ -69,8 +69,8 @@ _LAYER_COUNTS = (
 SEQ_LENS = {"reformer": 4096}
 """Reformer's axial position embeddings train only at their full length (64 x 64)."""
 IMAGE_TEXT_SEQ_LEN = 320
-"""Image + text models fed a spliced image (``vramsim.workload.image_text_inputs``): one image's block (256 placeholders and markers
-for GOT-OCR2, 196 + 4 for Gemma 3) and some text."""
+"""Image + text models fed a spliced image (``vramsim.workload.image_text_inputs``): one image's block (256
+placeholders and markers for GOT-OCR2, 196 + 4 for Gemma 3) and some text."""
 _MIN_LAYERS = {"zamba": 11}
 """Model types whose layers share weights across a period: two periods are kept."""
 _PERIODS = (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset"))

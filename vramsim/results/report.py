@@ -93,7 +93,8 @@ class RankMemory:
     cp: int = 1
     """Context-parallel ranks: the figures are one rank's, running seq_len / cp tokens (``estimators/context_parallel.py``)."""
     ep: int = 1
-    """Expert-parallel ranks: the figures are one rank's, holding num_experts / ep experts (``vramsim/workload/parallel/expert.py``)."""
+    """Expert-parallel ranks: the figures are one rank's, holding num_experts / ep experts
+    (``vramsim/workload/parallel/expert.py``)."""
     pp: int = 1
     """Pipeline stages: the figures are the busiest stage's (``stages`` lists each)."""
     stages: list[StageMemory] = field(default_factory=list)

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from vramsim.analysis.simulate import simulate
 from vramsim.config.simulation import MAX_BATCH, MAX_SEQ_LEN, SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.results.fit import Largest, LargestFit
 from vramsim.results.report import Report
 from vramsim.workload.build import build_program
 from vramsim.workload.diffusion.pipelines import find_pipeline
@@ -33,7 +33,7 @@ from vramsim.workload.positions import position_limit
 from vramsim.workload.quantization.weights import quantized_kernels_on_meta
 from vramsim.workload.targets import resolve_target
 
-__all__ = ["MAX_TRACES", "SEQ_STEP", "Largest", "LargestFit", "largest_fit", "search"]
+__all__ = ["MAX_TRACES", "SEQ_STEP", "largest_fit", "search"]
 
 MAX_TRACES = 8
 """Most sizes traced per search, the given one included: an affine peak needs four (two for the
@@ -42,55 +42,6 @@ secant, the candidate, the one after it); the allocator's rounding makes it five
 SEQ_STEP = 64
 """Sequence lengths are searched in multiples of 64 (when the given length and the model's maximum are):
 lengths are chosen in such steps, and finer ones would cost traces on the allocator's rounding alone."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Largest:
-    """The largest value of one option that fits, with the other options as given."""
-
-    option: str
-    """``batch_size`` or ``seq_len``."""
-    value: int | None
-    """The largest traced value that fits; None when the smallest (1) does not."""
-    device_bytes: int | None
-    """What nvidia-smi would show at ``value``, traced."""
-    over: int | None
-    """The smallest traced value that does not fit; None when ``value`` is ``bound``, or none was traced."""
-    over_bytes: int | None
-    bound: int
-    """The largest value the search may try."""
-    bound_by: str
-    """What sets ``bound``: a config field of the model (``max_position_embeddings``) or vramsim's own limit."""
-    step: int
-    """The values tried are multiples of it."""
-    exact: bool
-    """True when ``over`` is ``value`` + ``step`` (or ``value`` is ``bound``): no value of the search between is untraced."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LargestFit:
-    """The largest batch size (at the given sequence length) and sequence length (at the given batch size)."""
-
-    model: str
-    target: str
-    headroom: float
-    usable_bytes: int
-    """The target's memory less the headroom: what a size must fit in."""
-    batch_size: Largest | None
-    """None when not searched (``sizes``)."""
-    seq_len: Largest | None
-    given: dict[str, int]
-    """The batch size and sequence length asked for; each search holds the other one at its given value."""
-    traces: int
-    trace_seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data; ``vramsim fit --json`` prints exactly this."""
-        return asdict(self)
-
-    def __repr__(self) -> str:
-        found = {largest.option: largest.value for largest in (self.batch_size, self.seq_len) if largest is not None}
-        return f"<LargestFit {' '.join(f'{k}={v}' for k, v in found.items())} target={self.target}>"
 
 
 def largest_fit(

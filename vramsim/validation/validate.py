@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -12,35 +11,16 @@ from vramsim.analysis.simulate import simulate
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.devices import match_reported_name
+from vramsim.results.validation import Validation
 from vramsim.validation.measure import measure_cpu, measure_cuda
 from vramsim.workload.models import ModelSource
 
-__all__ = ["HOST_MEMORY_MARGIN", "Validation", "host_memory_available", "validate"]
+__all__ = ["HOST_MEMORY_MARGIN", "host_memory_available", "validate"]
 
 HOST_MEMORY_MARGIN = 0.2
 """Share of the host's available memory a CPU validation leaves free: the run is refused when its
 predicted peak exceeds the rest. The prediction counts the tensors c10's allocator holds; the
 profiler's event buffers, Python objects and allocator fragmentation come on top."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Validation:
-    """Predicted and measured steady-state peak of one workload."""
-
-    model: str
-    device: str
-    predicted_bytes: int
-    measured_bytes: int
-    predicted_reserved_bytes: int | None = None
-    measured_reserved_bytes: int | None = None
-
-    @property
-    def error(self) -> float:
-        """Relative error of the prediction (positive: over-predicted)."""
-        return self.predicted_bytes / self.measured_bytes - 1 if self.measured_bytes else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "error": self.error}
 
 
 def validate(model: ModelSource, *, device: str = "cpu", **options: Any) -> Validation:

@@ -9,11 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from vramsim.results.checkpoint import CheckpointReport
+from vramsim.results.fit import Largest, LargestFit
 from vramsim.results.report import AllocatorPressure, Report
 from vramsim.results.serving import ServeReport
-from vramsim.search.fitting import Largest, LargestFit
+from vramsim.results.validation import Validation
 from vramsim.search.strategy import Candidate, StrategySearch
-from vramsim.validation.validate import Validation
 from vramsim.views.folding import PEFT_PREFIX, fold_layers
 
 __all__ = [

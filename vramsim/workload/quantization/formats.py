@@ -156,7 +156,8 @@ def format_notes(config: Any, *, train: bool = False) -> list[Assumption]:
 
 
 def _check_training(config: Any, method: str, profile: DeviceProfile, *, lora: bool) -> None:
-    """A GPTQ/AWQ base trains LoRA adapters through gptqmodel's trainable CUDA layers (vramsim/workload/quantization/training.py)."""
+    """A GPTQ/AWQ base trains LoRA adapters through gptqmodel's trainable CUDA layers
+    (vramsim/workload/quantization/training.py)."""
     name = method.upper()
     if not lora:
         raise UnsupportedError(
