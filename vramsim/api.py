@@ -17,6 +17,7 @@ from vramsim.analysis import generation, summary
 from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.analysis.ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
 from vramsim.analysis.settings import run_settings
+from vramsim.config.choices import parse_loss
 from vramsim.config.simulation import SimulationConfig, options
 from vramsim.errors import ConfigError, TraceError, UnsupportedError
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
@@ -34,7 +35,7 @@ from vramsim.workload.attention import attention_in_force, attention_notes, atte
 from vramsim.workload.build import build_program
 from vramsim.workload.diffusion.pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from vramsim.workload.diffusion.training import training_notes, training_options, training_phases
-from vramsim.workload.losses import check_loss_target, loss_notes, parse_loss
+from vramsim.workload.losses import check_loss_target, loss_notes
 from vramsim.workload.models import ModelSource, build_model, load_config
 from vramsim.workload.optimizers import PAGED_STATES, check_target, describe_optimizer
 from vramsim.workload.parallel.expert import routed_rows

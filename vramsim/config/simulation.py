@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from vramsim.config.choices import OPTIMIZERS, QUANTIZATIONS, canonical_optimizer, parse_loss
 from vramsim.config.launch_files import LaunchOptions, read_accelerate_config, read_deepspeed_config, read_training_arguments
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import ModuleLoading
@@ -14,8 +15,6 @@ from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan, sharding_plan
 from vramsim.estimators.sharding_plan import ZeroSettings
-from vramsim.workload.optimizers import OPTIMIZERS, canonical_name
-from vramsim.workload.quantization.weights import QUANTIZATIONS
 
 __all__ = ["Option", "SimulationConfig", "options"]
 
@@ -115,11 +114,7 @@ def _optimizer_flag(text: str) -> str | None:
     """``--optimizer``: a name, checked here so that a command-line user is not offered a callable."""
     if text.lower() == "none":
         return None
-    try:
-        known = canonical_name(text) is not None
-    except UnsupportedError:  # a name vramsim knows and refuses: the run says why
-        return text
-    if not known:
+    if canonical_optimizer(text) is None:
         raise ArgumentTypeError(f"unknown optimizer {text!r}; choose one of: {', '.join(OPTIMIZERS)}, or none")
     return text
 
@@ -624,7 +619,7 @@ class SimulationConfig:
         self.dtype = _dtype("dtype", self.dtype, _DTYPE_NAMES)
         self.mixed_precision = _dtype("mixed_precision", self.mixed_precision, _MIXED_NAMES)
         if isinstance(self.optimizer, str):
-            named = canonical_name(self.optimizer)
+            named = canonical_optimizer(self.optimizer)
             if named is None:
                 raise ConfigError(
                     f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}, "
@@ -747,8 +742,6 @@ def _check_loss(config: SimulationConfig) -> None:
         if config.loss is not None and not callable(config.loss):
             raise ConfigError(f"loss must be a name or a callable, not {type(config.loss).__name__}")
         return
-    from vramsim.workload.losses import parse_loss  # torch, once arguments are parsed
-
     named = parse_loss(config.loss)
     config.loss = None if named is None else named.spec
     if named is not None and config.task != "train":

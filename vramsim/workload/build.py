@@ -13,6 +13,7 @@ import torch
 from torch.utils._pytree import tree_map_only
 from transformers import PretrainedConfig
 
+from vramsim.config.choices import parse_loss
 from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import parse_checkpointing
@@ -23,7 +24,7 @@ from vramsim.workload.compiled import compile_model
 from vramsim.workload.diffusion.pipelines import build_pipeline_program, find_pipeline
 from vramsim.workload.diffusion.training import build_training_program
 from vramsim.workload.inputs import default_inputs
-from vramsim.workload.losses import install_loss, liger_run, parse_loss
+from vramsim.workload.losses import install_loss, liger_run
 from vramsim.workload.models import ModelSource, build_model, call_user, load_builder, load_config
 from vramsim.workload.optimizers import make_optimizer
 from vramsim.workload.parallel.expert import rank_config as expert_rank_config
