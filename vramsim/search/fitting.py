@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from vramsim.api import simulate
-from vramsim.config.simulation import MAX_BATCH, MAX_SEQ_LEN, SimulationConfig
+from vramsim.config import SimulationConfig
+from vramsim.config.workload import MAX_BATCH, MAX_SEQ_LEN
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.report import Report
 from vramsim.workload.build import build_program
