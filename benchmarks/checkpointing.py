@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from vramsim.api import Analysis, build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target

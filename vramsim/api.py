@@ -17,8 +17,8 @@ from vramsim.analysis import generation, summary
 from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.analysis.ranks import held_state, model_parallel_notes, rank_memory, sharding_notes
 from vramsim.analysis.settings import run_settings
+from vramsim.config import SimulationConfig, options
 from vramsim.config.choices import parse_loss
-from vramsim.config.simulation import SimulationConfig, options
 from vramsim.errors import ConfigError, TraceError, UnsupportedError
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, budgeted_plan, parse_checkpointing, what_if

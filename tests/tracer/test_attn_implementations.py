@@ -10,7 +10,7 @@ import transformers
 import vramsim
 from vramsim.api import Analysis, build_and_trace
 from vramsim.cli.main import main
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import StorageRecord, Trace

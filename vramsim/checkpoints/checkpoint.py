@@ -11,7 +11,7 @@ from vramsim.api import Analysis, _model_name, build_and_trace
 from vramsim.checkpoints.files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
 from vramsim.checkpoints.restore import Layout, MapLocation, restore_timelines
 from vramsim.checkpoints.sharded import sharded_checkpoint
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import TRAINER_LOG_HISTORY
 from vramsim.estimators.checkpointing import parse_checkpointing

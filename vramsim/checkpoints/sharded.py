@@ -9,7 +9,7 @@ from vramsim.checkpoints.dcp import dcp_save
 from vramsim.checkpoints.deepspeed import deepspeed_files
 from vramsim.checkpoints.files import CheckpointFile
 from vramsim.checkpoints.sharded_restore import sharded_timelines
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import DCP_CHECKPOINT_PATH, DCP_COPY_AHEAD_BYTES, DEEPSPEED_VERSION
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.checkpoint import CheckpointReport

@@ -27,7 +27,7 @@ from typing import Any
 import networkx as nx
 
 from vramsim.api import Analysis, _model_name, build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import parse_checkpointing, what_if
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble

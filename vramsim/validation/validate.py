@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from vramsim.api import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.devices import match_reported_name
 from vramsim.validation.measure import measure_cpu, measure_cuda
