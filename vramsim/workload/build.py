@@ -13,8 +13,8 @@ import torch
 from torch.utils._pytree import tree_map_only
 from transformers import PretrainedConfig
 
+from vramsim.config import DiffusionOptions, SimulationConfig
 from vramsim.config.choices import parse_loss
-from vramsim.config.simulation import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.data_dependent import seed
@@ -51,22 +51,7 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     return torch.float32
 
 
-PIPELINE_OPTIONS = (
-    "height",
-    "width",
-    "num_inference_steps",
-    "guidance_scale",
-    "num_images",
-    "vae_tiling",
-    "vae_slicing",
-    "attention_slicing",
-    "offload",
-    "max_sequence_length",
-    "num_frames",
-    "cache_latents",
-    "cache_text_embeddings",
-    "ema",
-)
+PIPELINE_OPTIONS = tuple(f.name for f in dataclasses.fields(DiffusionOptions))
 """``SimulationConfig`` options a diffusion pipeline reads and no single model does."""
 
 
