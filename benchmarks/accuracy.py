@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ground_t
 from ground_truth_cases import CASES, Case
 
 from vramsim import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.validation.measure import RealRun, measure_cpu
 from vramsim.workload.build import build_program
 from vramsim.workload.program import Program, run_program

@@ -21,7 +21,7 @@ import transformers
 from published_gpu import _ids_and_class_labels  # the BERT-large rows' inputs: ids and labels, no mask
 
 from vramsim import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.validation.measure import measure_cpu
 from vramsim.workload.models import load_config
 

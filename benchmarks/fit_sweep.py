@@ -15,7 +15,7 @@ import argparse
 import time
 
 from vramsim.analysis.traced import build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.search.strategy import cheapest_strategy
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target

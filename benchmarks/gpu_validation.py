@@ -117,7 +117,7 @@ def _machine() -> dict[str, Any]:
 def _measure_case(model: str, options: dict[str, Any]) -> tuple[dict[str, Any], list[list[Any]]]:
     """One case in a fresh process: its figures over the last step, and every allocator event from
     the model's build on (so a replay can tell the event stream apart from the allocator's rules)."""
-    from vramsim.config.simulation import SimulationConfig
+    from vramsim.config import SimulationConfig
     from vramsim.validation.measure import RealRun
     from vramsim.workload.build import build_program
     from vramsim.workload.program import run_program

@@ -408,7 +408,7 @@ def _ask_in(python: str, script: str, case: Case) -> Row:
 def _ask_here(case: Case) -> Row:
     """vramsim's figure for the case, or its one-line refusal."""
     from vramsim import simulate
-    from vramsim.config.simulation import SimulationConfig
+    from vramsim.config import SimulationConfig
     from vramsim.errors import VramsimError
     from vramsim.workload.models import load_config
 

@@ -22,7 +22,7 @@ from tests.cli_runs import run, saved_config
 from tests.profiled import allocation_trace
 from vramsim.checkpoints.checkpoint import checkpoint
 from vramsim.checkpoints.files import safetensors_header
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.validation.measure import RealRun
 from vramsim.workload.build import build_program
 from vramsim.workload.program import Program, run_program

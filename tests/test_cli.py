@@ -105,7 +105,7 @@ def test_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 def test_every_option_is_on_the_command_line_or_python_only() -> None:
     """Each SimulationConfig field is a flag of trace (or validate) unless its Option says Python-only."""
     from vramsim.cli.main import _build_parser, _options
-    from vramsim.config.simulation import options
+    from vramsim.config import options
 
     args = _build_parser().parse_args(["trace", "gpt2"])
     given = _options(args)

@@ -17,7 +17,7 @@ import transformers
 
 import vramsim.workload.build
 from vramsim import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.validation.measure import measure_cpu, measure_program_cpu
 from vramsim.workload.build import build_program
 from vramsim.workload.compiled import CompiledGraphs

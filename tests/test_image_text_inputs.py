@@ -12,7 +12,7 @@ import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from vramsim import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import UnsupportedError
 from vramsim.validation.measure import measure_cpu
 from vramsim.workload.image_text_inputs import IMAGE_SIDE

@@ -13,7 +13,7 @@ import transformers
 
 import vramsim
 from vramsim.cli.main import main
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.sharding import ZeroSettings
 

@@ -9,7 +9,7 @@ import transformers
 
 import vramsim
 from vramsim.analysis import generation, traced
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.timeline import Timeline, derive_timeline
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target

@@ -12,7 +12,7 @@ from transformers import GPT2Config, LlamaConfig
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import LIGER_CHUNK_MEM_CONST
 from vramsim.tracer.categories import Phase

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import vramsim
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.workload.models import build_model
 
 

@@ -105,7 +105,7 @@ def test_bad_training_options_are_one_line_errors(options: dict[str, object], er
 def test_a_stable_diffusion_pipeline_trains_its_unet_as_measured_on_the_cpu(tmp_path: Path) -> None:
     """The SD 1.5 path (one CLIP encoder's last hidden state, a UNet without SDXL's added embeddings), on the tiny
     SDXL folder cut down to a StableDiffusionPipeline, against the same step run for real."""
-    from vramsim.config.simulation import SimulationConfig
+    from vramsim.config import SimulationConfig
     from vramsim.validation.measure import measure_cpu
 
     folder = tmp_path / "tiny-sd"
@@ -158,7 +158,7 @@ def test_sd3_cached_embeddings_take_the_three_encoders_off_the_device() -> None:
 def test_ema_keeps_an_fp32_copy_of_the_trained_denoiser_as_measured_on_the_cpu() -> None:
     """``--use_ema``: diffusers' EMAModel clones every trained weight (fp32) and updates it after the optimizer step; the
     copy is counted with the optimizer states, and the whole step matches the real CPU run (the tiny SD3 MMDiT-X)."""
-    from vramsim.config.simulation import SimulationConfig
+    from vramsim.config import SimulationConfig
     from vramsim.validation.measure import measure_cpu
 
     ema = simulate(TINY_SD3, ema=True, **_SD3)

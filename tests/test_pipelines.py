@@ -344,7 +344,7 @@ def test_ltx_video_without_a_timestep_conditioned_vae_decodes_the_latents_as_the
 def test_torchao_int8wo_on_the_denoiser_saves_what_the_real_run_saves() -> None:
     """``--quantization int8wo`` on the tiny FLUX pipeline, run for real on the CPU (torchao's Int8Tensor): the
     prediction moves by exactly what the real peak moves by (the comparison holds on any CPU's oneDNN ISA)."""
-    from vramsim.config.simulation import SimulationConfig
+    from vramsim.config import SimulationConfig
     from vramsim.validation.measure import measure_cpu
 
     options = {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128}

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from vramsim import model_zoo
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

@@ -12,7 +12,7 @@ import vramsim
 from vramsim import count_parameters, simulate
 from vramsim.analysis.traced import build_and_trace
 from vramsim.cli.main import main
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.workload.targets import resolve_target
 
 _LINEARS = [(64, 64), (32, 64), (32, 64), (64, 64), (128, 64), (128, 64), (64, 128)]

@@ -12,7 +12,7 @@ import vramsim
 from tests.cli_runs import run, saved_config
 from vramsim import count_parameters, simulate
 from vramsim.analysis.traced import build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.tracer.records import Trace
 from vramsim.workload.quantization.marlin import MarlinLinear
 from vramsim.workload.targets import resolve_target

@@ -11,7 +11,7 @@ import transformers
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.tracer.graph import build_graph, saved_edges, storage_nodes
 from vramsim.workload.quantization.training import AWQ_DEQUANT_ROWS, AwqTrainingLinear, GptqTrainingLinear
 from vramsim.workload.targets import resolve_target

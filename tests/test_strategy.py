@@ -8,7 +8,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN
 from vramsim.search import strategy, strategy_space
 from vramsim.search.strategy import cheapest_strategy

@@ -6,7 +6,7 @@ import pytest
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.tracer.categories import Phase
 from vramsim.workload.build import build_program
 from vramsim.workload.targets import resolve_target

@@ -8,7 +8,7 @@ import transformers
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import vramsim
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.tracer.categories import Phase
 from vramsim.tracer.data_dependent import NOTE_BOOL, NOTE_SELECT_ALL, DataDependentPolicy, Routing, parse_routing, seed

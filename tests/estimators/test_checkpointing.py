@@ -18,7 +18,7 @@ import pytest
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
 from vramsim.tracer.graph import build_graph

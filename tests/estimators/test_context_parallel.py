@@ -11,7 +11,7 @@ import transformers
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.context_parallel import RING, ring_buffers
 from vramsim.estimators.timeline import derive_timeline

@@ -12,7 +12,7 @@ import transformers
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import DATA_PARALLEL_COMMUNICATION
 from vramsim.estimators.communication import LayerShape, communication_bytes

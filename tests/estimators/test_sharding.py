@@ -15,7 +15,7 @@ import transformers
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
 from vramsim.estimators.checkpointing import CheckpointPlan

@@ -14,7 +14,7 @@ from ground_truth_cases import CASES, Case
 from profiled import transient_bytes
 
 from vramsim import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.validation.measure import measure_cpu
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import vramsim
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.validation.measure import measure_cpu
 
 BATCH, IN, HIDDEN, OUT = 4, 16, 32, 8

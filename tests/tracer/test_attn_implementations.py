@@ -11,7 +11,7 @@ import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.cli.main import main
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import StorageRecord, Trace

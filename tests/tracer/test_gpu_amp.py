@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import vramsim
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.tracer.records import Trace
 from vramsim.workload.build import build_program
 from vramsim.workload.targets import resolve_target

@@ -93,7 +93,7 @@ def test_bf16_autocast_on_v100_is_emulated_with_its_kernels(tiny_gpt2) -> None: 
 
 def test_flash_backward_scratch_buffers(tiny_llama) -> None:  # type: ignore[no-untyped-def]
     """flash_api.cpp mha_bwd: softmax_d and dq_accum in fp32, rounded; dk/dv expanded for GQA."""
-    from vramsim.config.simulation import SimulationConfig
+    from vramsim.config import SimulationConfig
     from vramsim.workload.build import build_program
     from vramsim.workload.targets import resolve_target
     from vramsim.workload.tracing import trace_program

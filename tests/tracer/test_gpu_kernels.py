@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.devices import DEVICES
 from vramsim.tracer.kernels.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace, matmul_operand_copies
 from vramsim.workload.build import build_program

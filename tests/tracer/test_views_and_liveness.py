@@ -7,7 +7,7 @@ from itertools import accumulate
 import pytest
 import torch
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.liveness import liveness
 from vramsim.estimators.timeline import derive_timeline
 from vramsim.tracer.categories import Phase

@@ -6,7 +6,7 @@ import dataclasses
 
 from vramsim.analysis.device_memory import DeviceMemory
 from vramsim.analysis.whatifs import Analysis, checkpointing_choices
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
 from vramsim.workload.targets import Target

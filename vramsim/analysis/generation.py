@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 import torch
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.decode import DecodeRun, derive_generation
 from vramsim.estimators.timeline import Timeline, derive_timeline
 from vramsim.results.report import Assumption

@@ -6,12 +6,13 @@ from typing import Any
 
 import torch
 
-from vramsim.config.simulation import SimulationConfig, options
+from vramsim.config import SimulationConfig, options
+from vramsim.config.choices import parse_loss
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.results.report import Assumption
 from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.records import Trace
-from vramsim.workload.losses import loss_notes, parse_loss
+from vramsim.workload.losses import loss_notes
 from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer
 from vramsim.workload.program import Program
 from vramsim.workload.quantization.weights import quantization_notes

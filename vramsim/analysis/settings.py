@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.workload.optimizers import describe_optimizer
 from vramsim.workload.program import Program
 from vramsim.workload.quantization.weights import describe_quantization

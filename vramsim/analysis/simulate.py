@@ -12,21 +12,22 @@ from vramsim.analysis.ranks import model_parallel_notes, rank_memory, sharding_n
 from vramsim.analysis.settings import run_settings
 from vramsim.analysis.traced import Traced, trace_workload
 from vramsim.analysis.whatifs import Analysis, Outcome, checkpointing_choices
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import ANALYSIS_OPTIONS, SimulationConfig
+from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
 from vramsim.results.report import Assumption, Report
 from vramsim.workload.attention import attention_in_force, attention_notes, check_attention
 from vramsim.workload.diffusion.pipelines import pipeline_notes, pipeline_options, pipeline_phases
 from vramsim.workload.diffusion.training import training_notes, training_options, training_phases
-from vramsim.workload.losses import check_loss_target, parse_loss
+from vramsim.workload.losses import check_loss_target
 from vramsim.workload.models import ModelSource, build_model, load_config, model_name
 from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["ANALYSIS_OPTIONS", "count_parameters", "simulate", "simulate_each"]
+__all__ = ["count_parameters", "simulate", "simulate_each"]
 
 
 def simulate(model: ModelSource, **options: Any) -> Report:
@@ -42,29 +43,6 @@ def simulate(model: ModelSource, **options: Any) -> Report:
     True
     """
     return simulate_each(model, [{}], **options)[0]
-
-
-ANALYSIS_OPTIONS = frozenset(
-    {
-        "checkpointing",
-        "gradient_checkpointing",
-        "gpus",
-        "zero",
-        "fsdp",
-        "gradient_as_bucket_view",
-        "headroom",
-        "expandable_segments",
-        "cuda_module_loading",
-        "pp",
-        "pp_schedule",
-        "micro_batches",
-        "pp_virtual_stages",
-        "offload_states",
-        "shard_group_size",
-        "torch_empty_cache_steps",
-    }
-)
-"""Options computed from the graph, not traced: variants of one trace may differ in these only."""
 
 
 def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise: bool = True, **options: Any) -> list[Report]:

@@ -10,7 +10,7 @@ import networkx as nx
 
 from vramsim.analysis import generation
 from vramsim.analysis.summary import LayerSpec, layer_specs
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import TraceError
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace

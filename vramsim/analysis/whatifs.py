@@ -13,7 +13,7 @@ import torch
 
 from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.analysis.ranks import held_state
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, budgeted_plan, parse_checkpointing, what_if
 from vramsim.estimators.context_parallel import ring_buffers

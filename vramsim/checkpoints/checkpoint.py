@@ -12,7 +12,7 @@ from vramsim.analysis.whatifs import Analysis
 from vramsim.checkpoints.files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
 from vramsim.checkpoints.restore import Layout, MapLocation, restore_timelines
 from vramsim.checkpoints.sharded import sharded_checkpoint
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import TRAINER_LOG_HISTORY
 from vramsim.estimators.checkpointing import parse_checkpointing

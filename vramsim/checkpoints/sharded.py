@@ -8,7 +8,7 @@ from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.checkpoints.dcp import dcp_save
 from vramsim.checkpoints.deepspeed import deepspeed_files
 from vramsim.checkpoints.sharded_restore import sharded_timelines
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import DCP_CHECKPOINT_PATH, DCP_COPY_AHEAD_BYTES, DEEPSPEED_VERSION
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.checkpoint import CheckpointFile, CheckpointReport

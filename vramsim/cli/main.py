@@ -14,8 +14,10 @@ from typing import Any, NoReturn
 from rich.console import Console
 
 from vramsim import model_zoo
+from vramsim.config import options
+from vramsim.config.options import COMMANDS
+from vramsim.config.quantization import lora_of_rank
 from vramsim.config.serving import serve_options
-from vramsim.config.simulation import COMMANDS, lora_of_rank, options
 from vramsim.errors import ConfigError, VramsimError
 
 __all__ = ["main"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal
 
-from vramsim.config.simulation import MAX_SEQ_LEN, Option
+from vramsim.config.options import Option
+from vramsim.config.workload import MAX_SEQ_LEN
 from vramsim.errors import ConfigError
 from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vramsim.analysis.simulate import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.results.report import Report
 from vramsim.workload.models import ModelSource
 from vramsim.workload.targets import resolve_target

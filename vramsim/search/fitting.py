@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vramsim.analysis.simulate import simulate
-from vramsim.config.simulation import MAX_BATCH, MAX_SEQ_LEN, SimulationConfig
+from vramsim.config import SimulationConfig
+from vramsim.config.workload import MAX_BATCH, MAX_SEQ_LEN
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.fit import Largest, LargestFit
 from vramsim.results.report import Report

@@ -28,7 +28,7 @@ import networkx as nx
 
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import parse_checkpointing, what_if
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN, GPUS_PER_NODE
 from vramsim.estimators.communication import LayerShape
 from vramsim.estimators.expert_parallel import expert_weight

@@ -32,8 +32,9 @@ import torch
 from transformers import PretrainedConfig
 
 from vramsim.analysis.device_memory import device_memory
+from vramsim.config import SimulationConfig
+from vramsim.config.precision import DTYPES
 from vramsim.config.serving import ServeConfig
-from vramsim.config.simulation import DTYPES, SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators import serving
 from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for

@@ -12,7 +12,7 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.tracer.categories import Category, Phase
 from vramsim.workload.build import build_program
 from vramsim.workload.models import ModelSource

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from vramsim.analysis.simulate import simulate
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.devices import match_reported_name
 from vramsim.results.validation import Validation

@@ -13,7 +13,8 @@ import torch
 from torch.utils._pytree import tree_map_only
 from transformers import PretrainedConfig
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import DiffusionOptions, SimulationConfig
+from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import parse_checkpointing
 from vramsim.tracer.data_dependent import seed
@@ -23,7 +24,7 @@ from vramsim.workload.compiled import compile_model
 from vramsim.workload.diffusion.pipelines import build_pipeline_program, find_pipeline
 from vramsim.workload.diffusion.training import build_training_program
 from vramsim.workload.inputs import default_inputs
-from vramsim.workload.losses import install_loss, liger_run, parse_loss
+from vramsim.workload.losses import install_loss, liger_run
 from vramsim.workload.models import ModelSource, build_model, call_user, load_builder, load_config
 from vramsim.workload.optimizers import make_optimizer
 from vramsim.workload.parallel.expert import rank_config as expert_rank_config
@@ -50,22 +51,7 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
     return torch.float32
 
 
-PIPELINE_OPTIONS = (
-    "height",
-    "width",
-    "num_inference_steps",
-    "guidance_scale",
-    "num_images",
-    "vae_tiling",
-    "vae_slicing",
-    "attention_slicing",
-    "offload",
-    "max_sequence_length",
-    "num_frames",
-    "cache_latents",
-    "cache_text_embeddings",
-    "ema",
-)
+PIPELINE_OPTIONS = tuple(f.name for f in dataclasses.fields(DiffusionOptions))
 """``SimulationConfig`` options a diffusion pipeline reads and no single model does."""
 
 

@@ -16,21 +16,18 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.assumptions import LIGER_CHUNK_MEM_CONST, TORCHTUNE_OUTPUT_CHUNKS
+from vramsim.config.choices import NamedLoss
+from vramsim.errors import UnsupportedError
+from vramsim.estimators.assumptions import LIGER_CHUNK_MEM_CONST
 from vramsim.estimators.devices import DeviceProfile
 from vramsim.results.report import Assumption
 from vramsim.tracer.kernels.liger import IGNORE_INDEX, LigerRun, liger_fused_linear_cross_entropy
 
-__all__ = ["LOSSES", "NamedLoss", "check_loss_target", "install_loss", "liger_run", "loss_notes", "parse_loss"]
-
-LOSSES = ("model", "liger-flce", "chunked-ce[:N]")
-"""The loss names ``--loss`` takes besides ``path/to/file.py:function``."""
+__all__ = ["check_loss_target", "install_loss", "liger_run", "loss_notes"]
 
 LIGER_MODEL_TYPES = frozenset({
     "deepseek_v2", "deepseek_v3", "exaone4", "falcon_h1", "gemma", "gemma2", "gemma3_text", "glm4", "gpt_oss",
@@ -38,36 +35,6 @@ LIGER_MODEL_TYPES = frozenset({
     "olmo3", "phi3", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "smollm3",
 })  # fmt: skip
 """Text decoders liger-kernel 0.8.5 patches (``MODEL_TYPE_TO_APPLY_LIGER_FN`` in ``transformers/monkey_patch.py``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class NamedLoss:
-    """One of ``LOSSES`` other than the model's own."""
-
-    kind: str
-    """``liger-flce`` or ``chunked-ce``."""
-    chunks: int = TORCHTUNE_OUTPUT_CHUNKS
-    """``chunked-ce``: the sequence's chunks (``num_output_chunks``)."""
-
-    @property
-    def spec(self) -> str:
-        return f"chunked-ce:{self.chunks}" if self.kind == "chunked-ce" else self.kind
-
-
-def parse_loss(text: str) -> NamedLoss | None:
-    """``model`` -> None (the model's own loss); ``liger-flce``; ``chunked-ce`` or ``chunked-ce:N``."""
-    name, _, count = text.strip().lower().partition(":")
-    if name == "model" and not count:
-        return None
-    if name == "liger-flce" and not count:
-        return NamedLoss("liger-flce")
-    if name == "chunked-ce":
-        if not count:
-            return NamedLoss("chunked-ce")
-        if count.isdigit() and 1 <= int(count) <= 1024:
-            return NamedLoss("chunked-ce", int(count))
-        raise ConfigError(f"chunked-ce:N takes 1 to 1024 chunks, got {count!r}")
-    raise ConfigError(f"unknown loss {text!r}; choose one of: {', '.join(LOSSES)}, or path/to/file.py:function")
 
 
 def check_loss_target(loss: NamedLoss | None, profile: DeviceProfile) -> None:

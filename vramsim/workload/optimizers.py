@@ -24,7 +24,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 if TYPE_CHECKING:  # torch loads when an optimizer is built: the command line checks names without it
     import torch
 
-__all__ = ["ALIASES", "OPTIMIZERS", "PAGED_STATES", "canonical_name", "check_target", "describe_optimizer", "make_optimizer"]
+__all__ = ["BUILDERS", "PAGED_STATES", "check_target", "describe_optimizer", "make_optimizer"]
 
 Factory = Callable[[list["torch.nn.Parameter"], bool], "torch.optim.Optimizer"]
 
@@ -84,7 +84,7 @@ def _muon(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimi
     return MuonWithAdamW(params)
 
 
-OPTIMIZERS: dict[str, _Named] = {
+BUILDERS: dict[str, _Named] = {
     # torch AdamW, fused kernel: the Trainer's default (adamw_torch_fused)
     "adamw": _Named(_adamw_fused),
     # torch AdamW as torch picks it: foreach on GPUs, for-loop on the CPU (the Trainer's adamw_torch)
@@ -101,20 +101,7 @@ OPTIMIZERS: dict[str, _Named] = {
     # bitsandbytes Lion with one fp32 state (the Trainer's lion_32bit)
     "lion": _Named(lambda params, foreach: _bitsandbytes().optim.Lion(params, lr=1e-4, optim_bits=32), cpu=False),
 }
-"""Every named optimizer, by its short name."""
-
-ALIASES = {
-    "adamw-fused": "adamw",
-    "adamw_torch_fused": "adamw",
-    "adamw_torch": "adamw-foreach",
-    "adamw_bnb_8bit": "adamw8bit",
-    "adamw_8bit": "adamw8bit",
-    "lion_32bit": "lion",
-    "paged_adamw_8bit": "paged-adamw8bit",
-    "paged_adamw8bit": "paged-adamw8bit",
-}
-"""Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
-
+"""How each of the config's ``OPTIMIZERS`` is built, by its short name."""
 
 PAGED_STATES = (
     "bitsandbytes' paged optimizer keeps the states of tensors of 1e5 elements or more in CUDA managed memory "
@@ -126,16 +113,9 @@ PAGED_STATES = (
 """How ``paged-adamw8bit``'s managed-memory states are counted: listed in the report's assumptions."""
 
 
-def canonical_name(name: str) -> str | None:
-    """The short name ``name`` stands for, or None when it names no optimizer."""
-    name = name.lower()
-    name = ALIASES.get(name, name)
-    return name if name in OPTIMIZERS else None
-
-
 def check_target(optimizer: Any, vendor: str) -> None:
     """Refuse a named optimizer whose step on this target is not modelled."""
-    if isinstance(optimizer, str) and vendor == "cpu" and not OPTIMIZERS[optimizer].cpu:
+    if isinstance(optimizer, str) and vendor == "cpu" and not BUILDERS[optimizer].cpu:
         raise UnsupportedError(
             f"--optimizer {optimizer} on the cpu target: bitsandbytes' CPU step makes fp32 temporaries vramsim does not "
             "model yet; use a GPU target, where its CUDA kernel updates in place"
@@ -155,8 +135,8 @@ def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> 
         if not isinstance(made, torch.optim.Optimizer):
             raise ConfigError(f"the optimizer factory returned {type(made).__name__}, not a torch.optim.Optimizer")
         return made
-    assert optimizer in OPTIMIZERS, f"optimizer {optimizer!r} passed the config check but has no factory"
-    return OPTIMIZERS[optimizer].build(params, foreach)
+    assert optimizer in BUILDERS, f"optimizer {optimizer!r} passed the config check but has no factory"
+    return BUILDERS[optimizer].build(params, foreach)
 
 
 def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:

@@ -26,7 +26,7 @@ from vramsim.tracer.kernels.reductions import reduction_copies
 from vramsim.tracer.mode import WorkspaceRule
 
 if TYPE_CHECKING:
-    from vramsim.config.simulation import TorchAutograd
+    from vramsim.config.workload import TorchAutograd
 
 __all__ = ["Target", "resolve_target"]
 

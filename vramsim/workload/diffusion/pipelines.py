@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from vramsim import model_zoo
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED, WAN_VAE_DTYPE
 from vramsim.results.report import Assumption

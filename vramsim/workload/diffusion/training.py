@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import torch
 
-from vramsim.config.simulation import SimulationConfig
+from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import (
     FLUX_TRAINING_GUIDANCE,

@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from vramsim.config.choices import QUANTIZATIONS
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.report import Assumption
 from vramsim.workload.quantization.formats import check_format_target, describe_format, format_notes, quantize_format
@@ -32,12 +33,12 @@ from vramsim.workload.quantization.torchao import (
     uses_mslk_int4,
 )
 
-if TYPE_CHECKING:  # torch loads when a model is quantized: the command line reads QUANTIZATIONS without it
+if TYPE_CHECKING:  # torch loads when a model is quantized
     import torch
 
 __all__ = [
     "BITSANDBYTES_NAMES",
-    "QUANTIZATIONS",
+    "QUANTIZATION_ARGUMENTS",
     "check_quantized_target",
     "describe_quantization",
     "is_bitsandbytes",
@@ -48,7 +49,7 @@ __all__ = [
     "quantized_kernels_on_meta",
 ]
 
-QUANTIZATIONS: dict[str, dict[str, Any]] = {
+QUANTIZATION_ARGUMENTS: dict[str, dict[str, Any]] = {
     "nf4": {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
     "nf4-dq": {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True},
     "fp4": {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4"},
@@ -62,7 +63,7 @@ QUANTIZATIONS: dict[str, dict[str, Any]] = {
     "int4wo": {},
     "int4wo-tinygemm": {},
 }
-"""``--quantization`` names -> the config's arguments (``BitsAndBytesConfig``'s, unless
+"""The config's ``QUANTIZATIONS`` names -> the library config's arguments (``BitsAndBytesConfig``'s, unless
 ``_CONFIG_CLASSES`` names another); ``-dq`` adds double quantization (QLoRA's absmax quantized again
 in blocks of 256); ``int8`` is LLM.int8 (outlier threshold 6); ``gptq`` and ``awq`` are 4 bits in
 groups of 128, as the common checkpoints; ``fp8`` is e4m3 weights in 128x128 blocks with dynamic
@@ -92,7 +93,7 @@ def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
             raise UnsupportedError(f"{type(spec).__name__} is not simulated yet; {', '.join(_SIMULATED)} are")
         return spec
     name = str(spec).lower()
-    arguments = QUANTIZATIONS.get(name)
+    arguments = QUANTIZATION_ARGUMENTS.get(name)
     if arguments is None:
         raise ConfigError(f"unknown quantization {spec!r}; choose one of: {', '.join(QUANTIZATIONS)}")
     if arguments.get("load_in_4bit"):

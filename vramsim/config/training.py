@@ -1,0 +1,124 @@
+"""The training step: its optimizer, accumulation, clipping, kept outputs, loss and compilation."""
+
+from __future__ import annotations
+
+from argparse import ArgumentTypeError
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from vramsim.config.checks import check_count
+from vramsim.config.choices import OPTIMIZERS, canonical_optimizer, parse_loss
+from vramsim.config.options import as_is, option
+from vramsim.config.workload import WorkloadOptions
+from vramsim.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["TrainingOptions"]
+
+
+def _optimizer_name(value: Any) -> str | None:
+    return value if isinstance(value, str) or value is None else "custom"
+
+
+def _optimizer_flag(text: str) -> str | None:
+    """``--optimizer``: a name, checked here so that a command-line user is not offered a callable."""
+    if text.lower() == "none":
+        return None
+    if canonical_optimizer(text) is None:
+        raise ArgumentTypeError(f"unknown optimizer {text!r}; choose one of: {', '.join(OPTIMIZERS)}, or none")
+    return text
+
+
+@dataclass(kw_only=True)
+class TrainingOptions:
+    """How a training step updates the weights; none of it applies to another task."""
+
+    optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(
+        default="adamw",
+        metadata=option(
+            help=f"{', '.join(OPTIMIZERS)} or none (vramsim/workload/optimizers.py); adamw: the Trainer's default, fused AdamW; "
+            "transformers' optim names work too; Python: also a callable params -> Optimizer",
+            parse=_optimizer_flag,
+            report=_optimizer_name,
+        ),
+    )
+    grad_accum: int = field(
+        default=1,
+        metadata=option(
+            help="gradient accumulation: micro-steps of --batch-size each per optimizer step; gradients add up in .grad",
+            parse=int,
+            report=as_is,
+        ),
+    )
+    max_grad_norm: float | None = field(
+        default=None,
+        metadata=option(
+            help="clip gradients to this total norm before the step (torch.nn.utils.clip_grad_norm_, foreach)",
+            parse=float,
+            report=as_is,
+        ),
+    )
+    keep_outputs: bool = field(
+        default=False,
+        metadata=option(
+            help="hold the model's outputs (logits) through backward, as the plain loop out = model(**batch); "
+            "out.loss.backward() does; otherwise they are released before backward, as the HF Trainer does",
+            report=as_is,
+        ),
+    )
+    loss: Callable[[Any], torch.Tensor] | str | None = field(
+        default=None,
+        metadata=option(
+            help="model (its own loss), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's, 8 "
+            "chunks unless N; vramsim/workload/losses.py), or path/to/file.py:function (Python: a callable output -> loss)",
+            report=lambda value: value if isinstance(value, str) else ("model" if value is None else "custom"),
+        ),
+    )
+    compile: bool = field(
+        default=False,
+        metadata=option(
+            help="torch.compile the model (training): the saved tensors AOTAutograd's min-cut partitioner chooses, each "
+            "op's output materialised (inductor's fusion is not modelled, vramsim/workload/compiled.py)",
+            report=as_is,
+        ),
+    )
+
+    def check_training(self, workload: WorkloadOptions) -> None:
+        """Named optimizers and losses become their canonical names; each option here needs task='train'."""
+        if isinstance(self.optimizer, str):
+            named = canonical_optimizer(self.optimizer)
+            if named is None:
+                raise ConfigError(
+                    f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}, "
+                    "or pass a callable params -> torch.optim.Optimizer"
+                )
+            self.optimizer = named
+        elif self.optimizer is not None and not callable(self.optimizer):
+            raise ConfigError(f"optimizer must be a name or a callable, not {type(self.optimizer).__name__}")
+        if workload.task != "train" and self.optimizer not in (None, "adamw"):
+            raise ConfigError(
+                f"optimizer={_optimizer_name(self.optimizer)!r} is for training; task={workload.task!r} takes no step"
+            )
+        check_count("grad_accum", self.grad_accum, 1 << 12)
+        norm = self.max_grad_norm
+        if norm is not None and (isinstance(norm, bool) or not isinstance(norm, (int, float)) or not norm > 0):
+            raise ConfigError(f"max_grad_norm must be a number > 0, got {norm!r}")
+        if workload.task != "train" and (self.grad_accum > 1 or norm is not None or self.keep_outputs):
+            raise ConfigError(
+                f"grad_accum, max_grad_norm and keep_outputs shape a training step; task='{workload.task}' takes none"
+            )
+        self._check_loss(workload)
+
+    def _check_loss(self, workload: WorkloadOptions) -> None:
+        """A named loss is a spec string (``model`` is none); it replaces a training step's loss."""
+        if not isinstance(self.loss, str):
+            if self.loss is not None and not callable(self.loss):
+                raise ConfigError(f"loss must be a name or a callable, not {type(self.loss).__name__}")
+            return
+        named = parse_loss(self.loss)
+        self.loss = None if named is None else named.spec
+        if named is not None and workload.task != "train":
+            raise ConfigError(f"loss={named.spec!r} is a training loss; task={workload.task!r} computes none")
