@@ -32,8 +32,6 @@ from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 from vramsim.workload.attention import attention_in_force, attention_notes, attention_stand_in, check_attention
 from vramsim.workload.build import build_program
-from vramsim.workload.diffusion.pipelines import pipeline_notes, pipeline_options, pipeline_phases
-from vramsim.workload.diffusion.training import training_notes, training_options, training_phases
 from vramsim.workload.losses import check_loss_target, loss_notes, parse_loss
 from vramsim.workload.models import ModelSource, build_model, load_config
 from vramsim.workload.optimizers import PAGED_STATES, check_target, describe_optimizer
@@ -226,13 +224,8 @@ def _report(
         )
         if chosen.sharded or config.gpus > 1
         else None,
-        components=summary.component_peaks(
-            pipeline_phases(program) or training_phases(program), program.modules, chosen.timeline, memory
-        ),
-        options=_options(config, program)
-        | {"attn_implementation": attention_in_force(program.modules)}
-        | pipeline_options(program)
-        | training_options(program),
+        components=summary.component_peaks(program.phases, program.modules, chosen.timeline, memory),
+        options=_options(config, program) | {"attn_implementation": attention_in_force(program.modules)} | program.options,
         settings=run_settings(config, program),
         warnings=[*program.warnings, *_option_warnings(config, trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
@@ -242,11 +235,7 @@ def _report(
 
 def _program_notes(config: SimulationConfig, program: Program, target: Target) -> list[Assumption]:
     """A pipeline's generation or training step says what it assumes; a single model's run, its own."""
-    if pipeline_phases(program):
-        return pipeline_notes(program)
-    if training_phases(program):
-        return training_notes(program)
-    return _run_notes(config, program, target)
+    return program.notes or _run_notes(config, program, target)
 
 
 def build_and_trace(
