@@ -164,7 +164,7 @@ def test_offload_keeps_only_the_running_component_or_layer_on_the_device() -> No
 def test_importing_a_pipeline_prints_nothing() -> None:
     """A fresh process imports diffusers' pipeline modules (and their image processors, which log a PIL
     fallback when torchvision is absent, as here) without a line on stderr."""
-    code = "from vramsim.workload.diffusion.pipelines import pipeline_class; pipeline_class('FluxPipeline')"
+    code = "from vramsim.workload.diffusion.spec import pipeline_class; pipeline_class('FluxPipeline')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stderr == ""
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from vramsim import model_zoo
-from vramsim.workload.diffusion.pipelines import find_pipeline
+from vramsim.workload.diffusion.spec import find_pipeline
 
 SD15 = "stable-diffusion-v1-5/stable-diffusion-v1-5"
 SDXL = "stabilityai/stable-diffusion-xl-base-1.0"

@@ -18,13 +18,10 @@ from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
 from vramsim.results.report import Assumption, Report
 from vramsim.workload.attention import attention_in_force, attention_notes, check_attention
-from vramsim.workload.diffusion.pipelines import pipeline_notes, pipeline_options, pipeline_phases
-from vramsim.workload.diffusion.training import training_notes, training_options, training_phases
 from vramsim.workload.losses import check_loss_target
 from vramsim.workload.models import ModelSource, build_model, load_config, model_name
 from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
-from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
 __all__ = ["count_parameters", "simulate", "simulate_each"]
@@ -131,13 +128,8 @@ def _report(
         )
         if chosen.sharded or config.gpus > 1
         else None,
-        components=summary.component_peaks(
-            pipeline_phases(program) or training_phases(program), program.modules, chosen.timeline, memory
-        ),
-        options=report_options(config, program)
-        | {"attn_implementation": attention_in_force(program.modules)}
-        | pipeline_options(program)
-        | training_options(program),
+        components=summary.component_peaks(program.phases, program.modules, chosen.timeline, memory),
+        options=report_options(config, program) | {"attn_implementation": attention_in_force(program.modules)} | program.options,
         settings=run_settings(config, program),
         warnings=[*program.warnings, *option_warnings(config, traced.trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
@@ -159,21 +151,12 @@ def _assumptions(config: SimulationConfig, target: Target, traced: Traced, chose
         *target.notes,
         *(target.training_notes if config.task == "train" else ()),
         *attention_notes(config.attn_implementation),
-        *_program_notes(config, traced.program, target),
+        *(traced.program.notes or run_notes(config, traced.program, target)),
         *(sharding_notes(chosen.sharded) if chosen.sharded else []),
         *model_parallel_notes(config.tp, config.pipeline, config.ep, config.cp),
         *(Assumption(name="data_dependent", detail=note) for note in traced.trace.notes),
         *([traced.derived.note] if traced.derived is not None else []),
     ]
-
-
-def _program_notes(config: SimulationConfig, program: Program, target: Target) -> list[Assumption]:
-    """A pipeline's generation or training step says what it assumes; a single model's run, its own."""
-    if pipeline_phases(program):
-        return pipeline_notes(program)
-    if training_phases(program):
-        return training_notes(program)
-    return run_notes(config, program, target)
 
 
 def _check_checkpointing(plan: CheckpointPlan, config: SimulationConfig, target: Target) -> None:

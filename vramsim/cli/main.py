@@ -286,8 +286,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "models":
         for model_id in model_zoo.model_ids():
             print(model_id)
-        from vramsim.workload.diffusion.pipelines import find_pipeline
-        from vramsim.workload.diffusion.training import RECIPES
+        from vramsim.workload.diffusion.recipes import RECIPES
+        from vramsim.workload.diffusion.spec import find_pipeline
 
         for pipeline_id in model_zoo.pipeline_ids():
             spec = find_pipeline(pipeline_id)

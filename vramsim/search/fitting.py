@@ -28,8 +28,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.fit import Largest, LargestFit
 from vramsim.results.report import Report
 from vramsim.workload.build import build_program
-from vramsim.workload.diffusion.pipelines import find_pipeline
-from vramsim.workload.models import ModelSource
+from vramsim.workload.models import ModelSource, pipeline_index
 from vramsim.workload.positions import position_limit
 from vramsim.workload.quantization.weights import quantized_kernels_on_meta
 from vramsim.workload.targets import resolve_target
@@ -121,7 +120,7 @@ def _check(model: ModelSource, config: SimulationConfig) -> int:
         raise UnsupportedError(
             "task='generate' has no largest fit searched (its length is max_new_tokens); search a train or forward run"
         )
-    if find_pipeline(model) is not None:
+    if pipeline_index(model) is not None:
         raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
     if config.checkpointing == "all":
         raise ConfigError("checkpointing='all' compares choices; the largest fit is searched for one choice")

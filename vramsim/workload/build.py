@@ -21,11 +21,9 @@ from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.workload.checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
 from vramsim.workload.compiled import compile_model
-from vramsim.workload.diffusion.pipelines import build_pipeline_program, find_pipeline
-from vramsim.workload.diffusion.training import build_training_program
 from vramsim.workload.inputs import default_inputs
 from vramsim.workload.losses import install_loss, liger_run
-from vramsim.workload.models import ModelSource, build_model, call_user, load_builder, load_config
+from vramsim.workload.models import ModelSource, build_model, call_user, load_builder, load_config, pipeline_index
 from vramsim.workload.optimizers import make_optimizer
 from vramsim.workload.parallel.expert import rank_config as expert_rank_config
 from vramsim.workload.parallel.tensor import rank_config
@@ -82,15 +80,13 @@ def build_program(
     the config's checkpointing for real; ``"marked"`` runs without it and marks the blocks it
     would wrap, for the graph to compute every choice from one trace.
     """
-    pipeline = find_pipeline(source)
-    if pipeline is not None:
-        if config.compile:
-            raise UnsupportedError("compile is modelled for a single model, not a diffusion pipeline's components yet")
-        if config.task == "train":
-            return build_training_program(
-                pipeline, config, device=device, emulation=emulation, foreach=foreach, checkpointing=checkpointing
-            )
-        return build_pipeline_program(pipeline, config, device=device)
+    pipeline = pipeline_index(source)
+    if pipeline is not None:  # diffusers' knowledge is loaded for a pipeline only
+        from vramsim.workload.diffusion.build import build_diffusion_program
+
+        return build_diffusion_program(
+            pipeline, config, device=device, emulation=emulation, foreach=foreach, checkpointing=checkpointing
+        )
     _refuse_pipeline_options(config)
     if isinstance(source, (str, Path)):
         source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)

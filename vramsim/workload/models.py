@@ -10,6 +10,7 @@ import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from vramsim import model_zoo
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
 
-__all__ = ["ModelSource", "build_model", "call_user", "load_config", "meta_copy", "model_name"]
+__all__ = ["ModelSource", "PipelineIndex", "build_model", "call_user", "load_config", "meta_copy", "model_name", "pipeline_index"]
 
 ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
 
@@ -33,6 +34,32 @@ def model_name(model: ModelSource) -> str:
     if isinstance(model, torch.nn.Module):
         return type(model).__name__
     return getattr(model, "name_or_path", None) or getattr(model, "__name__", None) or type(model).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineIndex:
+    """A diffusion pipeline's folder and its ``model_index.json``, read without importing diffusers."""
+
+    folder: Path
+    index: dict[str, Any]
+    """model_index.json as published."""
+
+
+def pipeline_index(source: object) -> PipelineIndex | None:
+    """A bundled pipeline id or a folder with ``model_index.json``: its index; None for anything else, so a single
+    model's run never loads the diffusion package."""
+    if not isinstance(source, (str, Path)):
+        return None
+    text = str(source)
+    folder = model_zoo.find_pipeline(text) or Path(text).expanduser()
+    index_file = folder / "model_index.json"
+    if not index_file.is_file():
+        return None
+    try:
+        index = json.loads(index_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelNotFoundError(f"{index_file} is not a readable model_index.json: {first_line(exc)}") from exc
+    return PipelineIndex(folder=folder, index=index)
 
 
 def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:

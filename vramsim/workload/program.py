@@ -19,10 +19,11 @@ from vramsim.tracer.categories import Category, Phase
 from vramsim.workload.quiet import quiet_default_loss
 
 if TYPE_CHECKING:
+    from vramsim.results.report import Assumption
     from vramsim.workload.checkpointing import UnitMarker
     from vramsim.workload.compiled import CompiledGraphs
 
-__all__ = ["STEPS", "Program", "Step", "StepObserver", "run_program", "tensors_in"]
+__all__ = ["STEPS", "Program", "Step", "StepObserver", "clip_gradients", "optimizer_step", "run_program", "tensors_in"]
 
 
 class StepObserver(Protocol):
@@ -82,6 +83,13 @@ class Program:
     """Hold the model's outputs (logits) through backward, as ``out = model(**batch); out.loss.backward()`` does."""
     compiled: CompiledGraphs | None = None
     """The model runs ``torch.compile``d, its partitioned graphs interpreted on meta (``vramsim/workload/compiled.py``)."""
+    phases: dict[str, str] = field(default_factory=dict)
+    """The phase each named module runs in (a pipeline's ``encode_prompt``, ``denoise``, ``decode``), as its builder
+    knows it; empty for a single model."""
+    notes: list[Assumption] = field(default_factory=list)
+    """What the builder's step assumes, for the report; empty where the run's own notes apply (a single model)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The builder's arguments in force beyond the config (a pipeline call's, its defaults filled in), for the report."""
 
     @property
     def model(self) -> torch.nn.Module:
@@ -138,10 +146,10 @@ def _train_step(program: Program, observer: StepObserver) -> None:
         del loss, outputs
     if program.max_grad_norm is not None:
         observer.set_phase(Phase.OPTIMIZER)
-        _clip_gradients(program, [p for _, p in params], program.max_grad_norm)
+        clip_gradients(program, [p for _, p in params], program.max_grad_norm)
     if program.optimizer is not None:
         observer.set_phase(Phase.OPTIMIZER)
-        _optimizer_step(program.optimizer, program.scaler)
+        optimizer_step(program.optimizer, program.scaler)
         names = {id(p): name for name, p in program.model.named_parameters()}
         observer.mark_owned(
             ((names.get(id(p), ""), t) for p, state in program.optimizer.state.items() for t in tensors_in(state)),
@@ -155,7 +163,7 @@ def _train_step(program: Program, observer: StepObserver) -> None:
             param.grad = None
 
 
-def _clip_gradients(program: Program, params: list[torch.nn.Parameter], max_norm: float) -> None:
+def clip_gradients(program: Program, params: list[torch.nn.Parameter], max_norm: float) -> None:
     """``clip_grad_norm_`` as torch picks it: foreach (``_foreach_norm``, ``_foreach_mul_``) on CPU and
     CUDA tensors; gradients scaled for fp16 are unscaled first, as accelerate does before clipping."""
     if program.scaler is not None and program.optimizer is not None:
@@ -163,7 +171,8 @@ def _clip_gradients(program: Program, params: list[torch.nn.Parameter], max_norm
     torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
-def _optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+def optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+    """``optimizer.step()``, or with a loss scaler torch.amp's ``scaler.step(optimizer)`` and ``scaler.update()``."""
     if scaler is None:
         optimizer.step()
         return

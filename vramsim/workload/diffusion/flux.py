@@ -1,6 +1,6 @@
 """FluxPipeline.__call__'s tensors: CLIP's pooled and T5's prompt embeddings, packed latents, the VAE's shift.
 
-``pipelines.py`` drives every pipeline (components, offload, the report); this module holds what
+``pipelines.py`` builds every pipeline (components, offload) and ``generation.py`` runs its call; this module holds what
 FLUX does differently from SD/SDXL (diffusers ``pipelines/flux/pipeline_flux.py``): the prompt
 goes through CLIP for its pooled output only and through T5 padded to ``max_sequence_length``;
 the 16-channel latents are packed into 2x2 patches (a sequence of tokens with their ``img_ids``);
@@ -20,9 +20,11 @@ import torch
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import FLUX_SCHNELL_MAX_SEQUENCE_LENGTH
 from vramsim.results.report import Assumption
+from vramsim.workload.diffusion.spec import call_default, pipeline_class
 
 if TYPE_CHECKING:
-    from vramsim.workload.diffusion.pipelines import PipelineSpec, _Generate
+    from vramsim.workload.diffusion.generation import Generation
+    from vramsim.workload.diffusion.spec import PipelineSpec
     from vramsim.workload.program import Program
 
 __all__ = ["DEFAULT_SAMPLE_SIZE", "FLUX_PIPELINES", "decode", "denoise", "encode_prompt", "flux_notes", "max_sequence_length"]
@@ -41,8 +43,6 @@ def max_sequence_length(transformer: torch.nn.Module, given: int | None) -> int:
     """The T5 prompt's padded length: as given, else the pipeline's default (512) for a guidance-distilled
     transformer (dev); the timestep-distilled schnell (no guidance embedding) takes
     FLUX_SCHNELL_MAX_SEQUENCE_LENGTH."""
-    from vramsim.workload.diffusion.pipelines import call_default
-
     if given is not None:
         if given > _T5_MAX_TOKENS:
             raise ConfigError(f"max_sequence_length cannot be greater than {_T5_MAX_TOKENS} (FluxPipeline's limit), got {given}")
@@ -51,7 +51,7 @@ def max_sequence_length(transformer: torch.nn.Module, given: int | None) -> int:
     return call_default(FLUX_PIPELINES[0], "max_sequence_length") if config.guidance_embeds else FLUX_SCHNELL_MAX_SEQUENCE_LENGTH
 
 
-def flux_notes(spec: PipelineSpec, step: _Generate, transformer: torch.nn.Module) -> list[Assumption]:
+def flux_notes(spec: PipelineSpec, step: Generation, transformer: torch.nn.Module) -> list[Assumption]:
     """What the FLUX run assumes beyond the common pipeline notes."""
     config: Any = transformer.config
     tokens = step.run.max_sequence_length
@@ -83,7 +83,7 @@ def flux_notes(spec: PipelineSpec, step: _Generate, transformer: torch.nn.Module
     ]
 
 
-def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
+def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt``: CLIP's pooled output, T5's last hidden state and the text ids (zeros)."""
     ids, t5_ids = program.batch["input_ids"], program.batch["t5_input_ids"]
     n = step.run.num_images
@@ -102,11 +102,9 @@ def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
     return {"encoder_hidden_states": embeds, "pooled_projections": pooled, "txt_ids": text_ids}
 
 
-def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
+def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents`` (packed), the shifted sigmas, the transformer once per traced step; then the latents
     unpacked and shifted for the decode (``latents / scaling_factor + shift_factor``)."""
-    from vramsim.workload.diffusion.pipelines import pipeline_class
-
     pipeline = pipeline_class(FLUX_PIPELINES[0])  # first: importing its module quietly
     from diffusers.pipelines.flux.pipeline_flux import calculate_shift, retrieve_timesteps
 
@@ -156,7 +154,7 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     return (latents / vae_config.scaling_factor) + vae_config.shift_factor  # (n, 16, h, w)
 
 
-def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Tensor:
+def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """``vae.decode`` of the unpacked latents (no upcast in FluxPipeline), then ``postprocess``'s device part."""
     from diffusers.image_processor import VaeImageProcessor
 
@@ -171,7 +169,7 @@ def _vae_scale_factor(program: Program) -> int:
     return int(2 ** (len(vae_config.block_out_channels) - 1))
 
 
-def _latent_size(step: _Generate, program: Program) -> tuple[int, int]:
+def _latent_size(step: Generation, program: Program) -> tuple[int, int]:
     """``prepare_latents``: the latent side rounded down to whole 2x2 patches (the pipeline warns and rounds)."""
     scale = _vae_scale_factor(program)
     return 2 * (step.run.height // (scale * 2)), 2 * (step.run.width // (scale * 2))

@@ -1,6 +1,6 @@
 """LTXPipeline.__call__'s tensors: a T5 prompt with its mask, packed fp32 video latents, a timestep-aware decode.
 
-``pipelines.py`` drives every pipeline (components, offload, the report); this module holds what
+``pipelines.py`` builds every pipeline (components, offload) and ``generation.py`` runs its call; this module holds what
 LTX-Video text-to-video does differently (diffusers ``pipelines/ltx/pipeline_ltx.py``): T5 runs on
 the prompt padded to ``max_sequence_length`` (128) without a mask, and the mask (bool) goes to the
 transformer; guidance encodes the empty negative prompt and doubles the transformer's batch; the
@@ -20,10 +20,11 @@ import torch
 
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.report import Assumption
-from vramsim.workload.diffusion.pixart import guided_t5_prompt
+from vramsim.workload.diffusion.prompts import guided_t5_prompt
+from vramsim.workload.diffusion.spec import call_default, diffusers_version, pipeline_class
 
 if TYPE_CHECKING:
-    from vramsim.workload.diffusion.pipelines import _Generate
+    from vramsim.workload.diffusion.generation import Generation
     from vramsim.workload.program import Program
 
 __all__ = ["LTX_PIPELINES", "decode", "default_size", "denoise", "encode_prompt", "ltx_notes", "num_frames", "prompt_batch"]
@@ -33,15 +34,8 @@ LTX_PIPELINES = ("LTXPipeline",)
 
 
 def _default(argument: str) -> Any:
-    from vramsim.workload.diffusion.pipelines import call_default
-
+    """LTXPipeline.__call__'s default for ``argument``."""
     return call_default(LTX_PIPELINES[0], argument)
-
-
-def _diffusers_version() -> str:
-    import diffusers
-
-    return str(diffusers.__version__)
 
 
 def default_size() -> tuple[int, int]:
@@ -60,7 +54,7 @@ def prompt_batch(tokens: int) -> dict[str, torch.Tensor]:
     return {"input_ids": torch.zeros(1, tokens, dtype=torch.long), "attention_mask": torch.ones(1, tokens, dtype=torch.bool)}
 
 
-def ltx_notes(step: _Generate, vae: torch.nn.Module) -> list[Assumption]:
+def ltx_notes(step: Generation, vae: torch.nn.Module) -> list[Assumption]:
     """What the LTX run assumes beyond the common pipeline notes."""
     guidance = (
         "guidance encodes the empty negative prompt and doubles the transformer's batch"
@@ -86,7 +80,7 @@ def ltx_notes(step: _Generate, vae: torch.nn.Module) -> list[Assumption]:
     ]
 
 
-def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
+def _t5_embeds(step: Generation, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
     """``_get_t5_prompt_embeds``: T5's last hidden state (no mask given to T5), repeated per video, and the mask."""
     n = step.run.num_images
     encoder: Any = program.modules["text_encoder"]
@@ -102,29 +96,27 @@ def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.T
     return prompt_embeds, prompt_attention_mask
 
 
-def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
+def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt`` and ``__call__``'s concatenation (negative first); ``__call__`` keeps the negative embeddings
     as locals to the end, so they are returned too."""
     return guided_t5_prompt(step, program, _t5_embeds)
 
 
-def _latent_shape(step: _Generate, program: Program) -> tuple[int, int, int]:
+def _latent_shape(step: Generation, program: Program) -> tuple[int, int, int]:
     """(frames, height, width) of the latents, as ``__call__`` derives them; sizes the pipeline refuses are one line."""
     vae: Any = program.modules["vae"]
     if step.run.height % 32 or step.run.width % 32:
         raise ConfigError(f"LTXPipeline needs height and width divisible by 32, got {step.run.height}x{step.run.width}")
-    assert step.run.num_frames is not None, "_run sets LTX's num_frames"
+    assert step.run.num_frames is not None, "the pipeline call sets LTX's num_frames"
     if step.run.num_frames < 1:
         raise ConfigError(f"num_frames must be at least 1, got {step.run.num_frames}")
     spatial, temporal = vae.spatial_compression_ratio, vae.temporal_compression_ratio
     return (step.run.num_frames - 1) // temporal + 1, step.run.height // spatial, step.run.width // spatial
 
 
-def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
+def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents`` (fp32, packed), the shifted sigmas, the transformer on the doubled batch per traced step,
     the prediction upcast and guided, the scheduler's step; then unpacked and de-normalized for the decode."""
-    from vramsim.workload.diffusion.pipelines import pipeline_class
-
     pipeline = pipeline_class(LTX_PIPELINES[0])
     from diffusers.pipelines.ltx.pipeline_ltx import calculate_shift, retrieve_timesteps
 
@@ -182,7 +174,7 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     return latents.to(prompt_embeds.dtype)
 
 
-def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Tensor:
+def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """The decode noise and timestep where the VAE takes them, ``vae.decode(latents, timestep)``, then
     ``postprocess_video``'s device part per video (denormalize; each goes to the host before the next)."""
     from diffusers.video_processor import VideoProcessor
@@ -194,7 +186,7 @@ def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Te
         n = step.run.num_images
         if vae.use_slicing and n > 1:
             raise UnsupportedError(
-                f"LTXPipeline: vae_slicing with {n} videos fails in diffusers {_diffusers_version()} itself "
+                f"LTXPipeline: vae_slicing with {n} videos fails in diffusers {diffusers_version()} itself "
                 "(AutoencoderKLLTXVideo.decode pairs the latent slices with each other, not with the "
                 "timesteps); decode one video, or without slicing"
             )

@@ -1,6 +1,6 @@
 """PixArtSigmaPipeline.__call__'s tensors: one masked T5 prompt, resolution binning, a learned-sigma DiT.
 
-``pipelines.py`` drives every pipeline (components, offload, the report); this module holds what
+``pipelines.py`` builds every pipeline (components, offload) and ``generation.py`` runs its call; this module holds what
 PixArt-Sigma does differently (diffusers ``pipelines/pixart_alpha/pipeline_pixart_sigma.py``): the
 prompt goes through T5 alone, padded to ``max_sequence_length`` (300) with its attention mask;
 ``use_resolution_binning`` (on by default) generates at the aspect-ratio bin nearest the asked
@@ -11,16 +11,17 @@ predicts noise and variance (``out_channels`` twice the latent's) and the varian
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from vramsim.errors import ConfigError
 from vramsim.results.report import Assumption
+from vramsim.workload.diffusion.prompts import guided_t5_prompt
+from vramsim.workload.diffusion.spec import call_default, pipeline_class
 
 if TYPE_CHECKING:
-    from vramsim.workload.diffusion.pipelines import _Generate
+    from vramsim.workload.diffusion.generation import Generation
     from vramsim.workload.program import Program
 
 __all__ = [
@@ -29,14 +30,10 @@ __all__ = [
     "decode",
     "denoise",
     "encode_prompt",
-    "guided_t5_prompt",
     "max_sequence_length",
     "pixart_notes",
     "prompt_batch",
 ]
-
-T5Embeds = Callable[["_Generate", "Program"], tuple[torch.Tensor, torch.Tensor]]
-"""A pipeline's ``_get_t5_prompt_embeds``: the prompt's embeddings and attention mask."""
 
 PIXART_PIPELINES = ("PixArtSigmaPipeline",)
 """The pipeline classes this module runs."""
@@ -44,8 +41,6 @@ PIXART_PIPELINES = ("PixArtSigmaPipeline",)
 
 def max_sequence_length(given: int | None) -> int:
     """The T5 prompt's padded length: as given, else the pipeline's ``__call__`` default (300)."""
-    from vramsim.workload.diffusion.pipelines import call_default
-
     return int(call_default(PIXART_PIPELINES[0], "max_sequence_length")) if given is None else given
 
 
@@ -54,11 +49,9 @@ def prompt_batch(tokens: int) -> dict[str, torch.Tensor]:
     return {"input_ids": torch.zeros(1, tokens, dtype=torch.long), "attention_mask": torch.ones(1, tokens, dtype=torch.long)}
 
 
-def binned_size(step: _Generate, transformer: torch.nn.Module) -> tuple[int, int]:
+def binned_size(step: Generation, transformer: torch.nn.Module) -> tuple[int, int]:
     """``classify_height_width_bin``: the (height, width) the pipeline generates at, from the aspect-ratio bins its
     ``__call__`` picks by the transformer's ``sample_size``."""
-    from vramsim.workload.diffusion.pipelines import pipeline_class
-
     pipeline_class(PIXART_PIPELINES[0])  # importing its module quietly
     from diffusers.image_processor import PixArtImageProcessor
     from diffusers.pipelines.pixart_alpha import pipeline_pixart_alpha as alpha
@@ -78,7 +71,7 @@ def binned_size(step: _Generate, transformer: torch.nn.Module) -> tuple[int, int
     return PixArtImageProcessor.classify_height_width_bin(step.run.height, step.run.width, ratios=bins[config.sample_size])
 
 
-def pixart_notes(step: _Generate, transformer: torch.nn.Module) -> list[Assumption]:
+def pixart_notes(step: Generation, transformer: torch.nn.Module) -> list[Assumption]:
     """What the PixArt run assumes beyond the common pipeline notes."""
     height, width = binned_size(step, transformer)
     negative = " and the empty negative prompt (guidance doubles the transformer's batch)" if step.run.guidance_scale > 1 else ""
@@ -96,7 +89,7 @@ def pixart_notes(step: _Generate, transformer: torch.nn.Module) -> list[Assumpti
     ]
 
 
-def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
+def _t5_embeds(step: Generation, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
     """One prompt's T5 states and mask, repeated per image, as ``encode_prompt`` makes them."""
     n = step.run.num_images
     encoder: Any = program.modules["text_encoder"]
@@ -112,29 +105,13 @@ def _t5_embeds(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.T
     return prompt_embeds, prompt_attention_mask
 
 
-def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
+def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt`` and ``__call__``'s concatenation (negative first); ``__call__`` keeps the negative embeddings
     as locals through the decode, so they are returned too."""
     return guided_t5_prompt(step, program, _t5_embeds)
 
 
-def guided_t5_prompt(step: _Generate, program: Program, t5_embeds: T5Embeds) -> dict[str, torch.Tensor]:
-    """A T5-prompted pipeline's ``__call__`` (PixArt's, LTX's): the prompt's embeddings and mask from ``t5_embeds``
-    (the pipeline's own ``_get_t5_prompt_embeds``), and with guidance the empty negative prompt's, concatenated
-    negative first and kept too."""
-    prompt_embeds, prompt_attention_mask = t5_embeds(step, program)
-    if step.run.guidance_scale <= 1:
-        return {"encoder_hidden_states": prompt_embeds, "encoder_attention_mask": prompt_attention_mask}
-    negative_prompt_embeds, negative_prompt_attention_mask = t5_embeds(step, program)
-    return {
-        "encoder_hidden_states": torch.cat([negative_prompt_embeds, prompt_embeds], dim=0),
-        "encoder_attention_mask": torch.cat([negative_prompt_attention_mask, prompt_attention_mask], dim=0),
-        "negative_prompt_embeds": negative_prompt_embeds,
-        "negative_prompt_attention_mask": negative_prompt_attention_mask,
-    }
-
-
-def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
+def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents`` at the binned size, the transformer on the doubled batch per traced step, the noise half
     of its output to the scheduler."""
     transformer: Any = program.modules["transformer"]
@@ -171,7 +148,7 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     return latents
 
 
-def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Tensor:
+def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """``vae.decode(latents / scaling_factor)`` (no upcast in PixArtSigmaPipeline), the binned image resized and cropped
     to the asked size, then ``postprocess``'s device part."""
     from diffusers.image_processor import PixArtImageProcessor

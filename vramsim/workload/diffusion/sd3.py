@@ -1,6 +1,6 @@
 """StableDiffusion3Pipeline.__call__'s tensors: three text encoders joined into one prompt, the MMDiT, the VAE's shift.
 
-``pipelines.py`` drives every pipeline (components, offload, the report); this module holds what
+``pipelines.py`` builds every pipeline (components, offload) and ``generation.py`` runs its call; this module holds what
 SD3 and SD3.5 do differently (diffusers ``pipelines/stable_diffusion_3/pipeline_stable_diffusion_3.py``):
 ``encode_prompt`` runs CLIP-L and CLIP-G (both with projections) over 77 tokens, joins their
 penultimate hidden states, pads them to T5's width and appends T5's ``max_sequence_length`` tokens;
@@ -17,9 +17,10 @@ import torch
 
 from vramsim.errors import ConfigError
 from vramsim.results.report import Assumption
+from vramsim.workload.diffusion.spec import call_default, pipeline_class
 
 if TYPE_CHECKING:
-    from vramsim.workload.diffusion.pipelines import _Generate
+    from vramsim.workload.diffusion.generation import Generation
     from vramsim.workload.program import Program
 
 __all__ = ["SD3_PIPELINES", "decode", "denoise", "encode_prompt", "max_sequence_length", "sd3_notes"]
@@ -33,8 +34,6 @@ _T5_MAX_TOKENS = 512
 
 def max_sequence_length(given: int | None) -> int:
     """The T5 prompt's padded length: as given, else the pipeline's ``__call__`` default (256)."""
-    from vramsim.workload.diffusion.pipelines import call_default
-
     if given is None:
         return int(call_default(SD3_PIPELINES[0], "max_sequence_length"))
     if given > _T5_MAX_TOKENS:
@@ -44,7 +43,7 @@ def max_sequence_length(given: int | None) -> int:
     return given
 
 
-def sd3_notes(step: _Generate) -> list[Assumption]:
+def sd3_notes(step: Generation) -> list[Assumption]:
     """What the SD3 run assumes beyond the common pipeline notes."""
     clip = step.spec.max_tokens("tokenizer")
     tokens = step.run.max_sequence_length
@@ -63,7 +62,7 @@ def sd3_notes(step: _Generate) -> list[Assumption]:
     ]
 
 
-def _clip_embeds(step: _Generate, program: Program, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _clip_embeds(step: Generation, program: Program, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     """``_get_clip_prompt_embeds``: the penultimate hidden state and the projection, repeated per image."""
     ids = program.batch["input_ids"]
     n = step.run.num_images
@@ -81,7 +80,7 @@ def _clip_embeds(step: _Generate, program: Program, name: str) -> tuple[torch.Te
     return prompt_embeds, pooled_prompt_embeds
 
 
-def _t5_embeds(step: _Generate, program: Program) -> torch.Tensor:
+def _t5_embeds(step: Generation, program: Program) -> torch.Tensor:
     """``_get_t5_prompt_embeds``: T5's last hidden state over ``max_sequence_length`` tokens, repeated per image."""
     n = step.run.num_images
     step.use("text_encoder_3")
@@ -92,7 +91,7 @@ def _t5_embeds(step: _Generate, program: Program) -> torch.Tensor:
     return prompt_embeds.view(n, seq_len, -1)
 
 
-def _joint(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
+def _joint(step: Generation, program: Program) -> tuple[torch.Tensor, torch.Tensor]:
     """One prompt's (or the negative prompt's) joined embeddings, as ``encode_prompt`` builds them."""
     prompt_embed, pooled_prompt_embed = _clip_embeds(step, program, "text_encoder")
     prompt_2_embed, pooled_prompt_2_embed = _clip_embeds(step, program, "text_encoder_2")
@@ -105,7 +104,7 @@ def _joint(step: _Generate, program: Program) -> tuple[torch.Tensor, torch.Tenso
     return prompt_embeds, pooled_prompt_embeds
 
 
-def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
+def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt`` and ``__call__``'s concatenation: the negative embeddings first when guidance doubles the
     batch. ``__call__`` keeps the negative ones as locals through the decode, so they are returned too."""
     prompt_embeds, pooled_prompt_embeds = _joint(step, program)
@@ -120,11 +119,9 @@ def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
     }
 
 
-def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
+def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents``, the scheduler's timesteps, the transformer on the doubled batch per traced step; then the
     latents shifted for the decode (``latents / scaling_factor + shift_factor``)."""
-    from vramsim.workload.diffusion.pipelines import pipeline_class
-
     pipeline_class(SD3_PIPELINES[0])  # importing its module quietly
     from diffusers.pipelines.stable_diffusion_3.pipeline_stable_diffusion_3 import retrieve_timesteps
 
@@ -160,7 +157,7 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     return (latents / vae_config.scaling_factor) + vae_config.shift_factor
 
 
-def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Tensor:
+def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """``vae.decode`` of the shifted latents (no upcast in StableDiffusion3Pipeline), then ``postprocess``'s device part."""
     from diffusers.image_processor import VaeImageProcessor
 

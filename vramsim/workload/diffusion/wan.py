@@ -1,6 +1,6 @@
 """WanPipeline.__call__'s tensors: a masked UMT5 prompt, fp32 video latents, two transformer calls per step, a 3D decode.
 
-``pipelines.py`` drives every pipeline (components, offload, the report); this module holds what
+``pipelines.py`` builds every pipeline (components, offload) and ``generation.py`` runs its call; this module holds what
 Wan 2.1 text-to-video does differently (diffusers ``pipelines/wan/pipeline_wan.py``): the prompt
 goes through UMT5 alone, padded to ``max_sequence_length`` (512) with its mask, and is re-padded
 with zeros after its real tokens; the latents are fp32, ``(num_frames - 1) / 4 + 1`` frames of
@@ -19,9 +19,10 @@ import torch
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import WAN_VAE_DTYPE
 from vramsim.results.report import Assumption
+from vramsim.workload.diffusion.spec import call_default
 
 if TYPE_CHECKING:
-    from vramsim.workload.diffusion.pipelines import _Generate
+    from vramsim.workload.diffusion.generation import Generation
     from vramsim.workload.program import Program
 
 __all__ = ["WAN_PIPELINES", "decode", "default_size", "denoise", "encode_prompt", "num_frames", "wan_notes"]
@@ -32,16 +33,12 @@ WAN_PIPELINES = ("WanPipeline",)
 
 def default_size() -> tuple[int, int]:
     """WanPipeline.__call__'s own height and width defaults (480x832): it does not derive them from a sample size."""
-    from vramsim.workload.diffusion.pipelines import call_default
-
     return int(call_default(WAN_PIPELINES[0], "height")), int(call_default(WAN_PIPELINES[0], "width"))
 
 
 def num_frames(given: int | None, vae: torch.nn.Module) -> int:
     """Frames as given (else ``__call__``'s default, 81), rounded as the pipeline rounds them: ``num_frames - 1`` a
     multiple of the VAE's temporal factor."""
-    from vramsim.workload.diffusion.pipelines import call_default
-
     frames = int(call_default(WAN_PIPELINES[0], "num_frames")) if given is None else given
     vae_config: Any = vae.config
     temporal = int(vae_config.scale_factor_temporal)
@@ -50,7 +47,7 @@ def num_frames(given: int | None, vae: torch.nn.Module) -> int:
     return max(frames, 1)
 
 
-def wan_notes(step: _Generate) -> list[Assumption]:
+def wan_notes(step: Generation) -> list[Assumption]:
     """What the Wan run assumes beyond the common pipeline notes."""
     guidance = (
         "guidance runs the transformer twice per step (prompt, then the empty negative prompt), each on a batch of one video"
@@ -72,7 +69,7 @@ def wan_notes(step: _Generate) -> list[Assumption]:
     ]
 
 
-def _t5_embeds(step: _Generate, program: Program) -> torch.Tensor:
+def _t5_embeds(step: Generation, program: Program) -> torch.Tensor:
     """``_get_t5_prompt_embeds``: UMT5's last hidden state, the prompt's tokens re-padded with zeros, per video."""
     n = step.run.num_images
     encoder: Any = program.modules["text_encoder"]
@@ -90,7 +87,7 @@ def _t5_embeds(step: _Generate, program: Program) -> torch.Tensor:
     return prompt_embeds.view(n, seq_len, -1)
 
 
-def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
+def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt``: the prompt's embeddings and, under guidance, the empty negative prompt's (kept apart)."""
     dtype = next(program.modules["transformer"].parameters()).dtype
     prompt_embeds = _t5_embeds(step, program).to(dtype)
@@ -99,7 +96,7 @@ def encode_prompt(step: _Generate, program: Program) -> dict[str, torch.Tensor]:
     return {"encoder_hidden_states": prompt_embeds, "negative_prompt_embeds": _t5_embeds(step, program).to(dtype)}
 
 
-def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
+def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents`` (fp32), ``__call__``'s fp32 mask, the transformer on the prompt and on the negative prompt per
     traced step, the guidance combination, the scheduler's step."""
     transformer: Any = program.modules["transformer"]
@@ -112,7 +109,7 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     width = step.run.width // (spatial * patch[2]) * (spatial * patch[2])
     if not height or not width:
         raise ConfigError(f"WanPipeline needs height and width of at least {spatial * patch[1]} pixels")
-    assert step.run.num_frames is not None, "_run sets Wan's num_frames"
+    assert step.run.num_frames is not None, "the pipeline call sets Wan's num_frames"
     scheduler = step.scheduler
     scheduler.set_timesteps(step.run.num_inference_steps, device="cpu")  # kept on the host
     shape = (
@@ -151,7 +148,7 @@ def denoise(step: _Generate, program: Program, embeds: dict[str, torch.Tensor]) 
     return latents
 
 
-def decode(step: _Generate, program: Program, latents: torch.Tensor) -> torch.Tensor:
+def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """The latents cast to the VAE's dtype and de-normalized, ``vae.decode`` (frame by frame through its cache), then
     ``postprocess_video``'s device part per video (denormalize; each goes to the host before the next)."""
     from diffusers.video_processor import VideoProcessor

@@ -1,0 +1,69 @@
+"""A pipeline's attention as configured: sdpa (the pipelines' default), eager (scores materialised), or sliced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vramsim.config import SimulationConfig
+from vramsim.errors import ConfigError, UnsupportedError, first_line
+from vramsim.workload.diffusion.spec import PipelineSpec
+
+__all__ = ["eager_attention", "set_eager_attention", "slice_attention"]
+
+
+def eager_attention(spec: PipelineSpec, config: SimulationConfig) -> bool:
+    """``attn_implementation``: ``sdpa`` (the pipelines' default) or ``eager`` (``set_eager_attention``); the others
+    are refused."""
+    if config.attn_implementation in (None, "sdpa"):
+        return False
+    if config.attn_implementation != "eager":
+        raise UnsupportedError(
+            f"{spec.class_name}: attn_implementation={config.attn_implementation!r} is not modelled "
+            "for pipelines (sdpa, their default, and eager are)"
+        )
+    return True
+
+
+def set_eager_attention(spec: PipelineSpec, denoiser: Any, vae: Any) -> None:
+    """Attention with its scores materialised, besides the text encoders' own eager attention: diffusers' classic
+    ``AttnProcessor`` (``baddbmm``, softmax, ``bmm``) in place of ``AttnProcessor2_0`` (UNets, PixArt, the VAEs),
+    as ``set_attn_processor(AttnProcessor())`` sets it; where the processors go through diffusers' dispatcher
+    (FLUX, Wan), its ``_native_math`` backend (SDPA's math kernel), as ``set_attention_backend("_native_math")``
+    sets it. Other processors (SD3's joint attention) have no eager form here: refused."""
+    from diffusers.models.attention_processor import AttnProcessor
+
+    from vramsim.workload.quiet import quiet_attention_backend
+
+    for model in (denoiser, vae):
+        processors = list(getattr(model, "attn_processors", {}).values())
+        if processors and all(type(p).__name__ == "AttnProcessor2_0" for p in processors):
+            model.set_attn_processor(AttnProcessor())
+        elif processors and all(hasattr(p, "_attention_backend") for p in processors):
+            with quiet_attention_backend():
+                model.set_attention_backend("_native_math")
+        elif processors or model is denoiser:
+            kinds = ", ".join(sorted({type(p).__name__ for p in processors})) or "its own attention"
+            raise UnsupportedError(
+                f"{spec.class_name}: attn_implementation='eager' is not modelled for {type(model).__name__} "
+                f"({kinds}); sdpa, the default, is"
+            )
+        # a model with no attention processors (Wan's VAE) keeps its attention
+
+
+def slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], slicing: str) -> None:
+    """``pipe.enable_attention_slicing(slice_size)``: every component with ``set_attention_slice`` (a UNet) computes
+    its attention a slice of heads at a time (diffusers' ``SlicedAttnProcessor``)."""
+    size: str | int = int(slicing) if slicing.isdigit() else slicing
+    sliced: list[Any] = [m for m in modules.values() if hasattr(m, "set_attention_slice")]
+    if not sliced:
+        raise UnsupportedError(
+            f"{spec.class_name} has no component that slices its attention (diffusers' "
+            "set_attention_slice is a UNet's); attention_slicing applies to SD 1.5 and SDXL"
+        )
+    for model in sliced:
+        try:
+            model.set_attention_slice(size)
+        except ValueError as exc:  # a size larger than a layer's heads, as diffusers checks it
+            raise ConfigError(f"attention_slicing={slicing}: {first_line(exc)}") from None

@@ -1,0 +1,48 @@
+"""A pipeline's diffusers components built from their folders: the models, the scheduler, the VAE's config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vramsim.errors import ModelNotFoundError, UnsupportedError, first_line
+from vramsim.workload.diffusion.spec import PipelineSpec
+
+__all__ = ["diffusers_model", "load_scheduler", "vae_config", "vae_scale"]
+
+
+def diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dtype) -> Any:
+    """The component ``name`` built from its config on ``device``, in ``dtype``, in eval mode."""
+    import diffusers
+
+    library, class_name = spec.index[name]
+    cls = getattr(diffusers, class_name, None)
+    if library != "diffusers" or cls is None:
+        raise UnsupportedError(f"{spec.class_name}'s {name} is {library}.{class_name}, which vramsim does not build")
+    try:
+        with torch.device(device):
+            model = cls.from_config(cls.load_config(spec.component(name)))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ModelNotFoundError(f"{spec.component(name)} cannot be built as {class_name}: {first_line(exc)}") from exc
+    return torch.nn.Module.to(model, dtype).eval()  # ModelMixin.to warns about modules kept in fp32; these have none
+
+
+def load_scheduler(spec: PipelineSpec, class_name: str | None = None) -> Any:
+    """The pipeline's scheduler, or the scheduler class ``class_name`` built on the pipeline's scheduler config."""
+    import diffusers
+
+    cls = getattr(diffusers, class_name if class_name is not None else spec.index["scheduler"][1])
+    return cls.from_config(cls.load_config(spec.component("scheduler")))
+
+
+def vae_config(spec: PipelineSpec) -> dict[str, Any]:
+    """The VAE's config as its folder holds it, read without building the VAE."""
+    import diffusers
+
+    return dict(diffusers.AutoencoderKL.load_config(spec.component("vae")))
+
+
+def vae_scale(spec: PipelineSpec) -> int:
+    """How many pixels a latent spans on each side: 2 per VAE block after the first."""
+    return int(2 ** (len(vae_config(spec)["block_out_channels"]) - 1))

@@ -1,0 +1,96 @@
+"""What a pipeline's generation tells the report: the phase each component runs in, and what the run assumes."""
+
+from __future__ import annotations
+
+import torch
+
+from vramsim.results.report import Assumption
+from vramsim.workload.diffusion import flux, ltx, pixart, sd3, wan
+from vramsim.workload.diffusion.generation import Generation
+from vramsim.workload.diffusion.spec import diffusers_version
+from vramsim.workload.diffusion.stable_diffusion import upcasts_vae
+
+__all__ = ["COMPONENT_PHASES", "generation_notes", "generation_phases"]
+
+COMPONENT_PHASES = {
+    "text_encoder": "encode_prompt",
+    "text_encoder_2": "encode_prompt",
+    "text_encoder_3": "encode_prompt",
+    "unet": "denoise",
+    "transformer": "denoise",
+    "vae": "decode",
+}
+"""The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
+
+
+def generation_phases(modules: dict[str, torch.nn.Module]) -> dict[str, str]:
+    """The pipeline's components with the phase each runs in."""
+    return {name: COMPONENT_PHASES[name] for name in modules}
+
+
+def generation_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[Assumption]:
+    """What the pipeline run assumes, for the report."""
+    return [*_call_notes(step, modules), *_family_notes(step, modules), *_setup_notes(step, modules)]
+
+
+def _call_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[Assumption]:
+    """What every pipeline's call assumes: the pipeline driven, the steps traced, the scheduler kept on the host."""
+    spec, run = step.spec, step.run
+    dtype = str(next(modules[spec.denoiser].parameters()).dtype).removeprefix("torch.")
+    return [
+        Assumption(
+            name="pipeline",
+            detail=f"{spec.class_name}.__call__ driven component by component (diffusers "
+            f"{diffusers_version()}): weights in {dtype}, one prompt, {run.num_images} image(s), "
+            f"{run.height}x{run.width}" + ("" if spec.class_name in flux.FLUX_PIPELINES else f", guidance {run.guidance_scale}"),
+        ),
+        Assumption(
+            name="denoising_steps_traced",
+            detail=f"{step.steps_traced} of {run.num_inference_steps} denoising steps "
+            "traced: every step runs the same tensors (and the scheduler's history is full by then), so the "
+            "rest repeat the last one's memory",
+        ),
+        Assumption(
+            name="scheduler_on_host",
+            detail="the scheduler's timesteps and sigmas are kept on the host "
+            "(a few hundred bytes; the pipeline puts them on the device)",
+        ),
+    ]
+
+
+def _family_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[Assumption]:
+    """What the pipeline's own ``__call__`` assumes beyond every pipeline's (SD and SDXL: nothing more)."""
+    name, denoiser = step.spec.class_name, modules[step.spec.denoiser]
+    if name in flux.FLUX_PIPELINES:
+        return flux.flux_notes(step.spec, step, denoiser)
+    if name in sd3.SD3_PIPELINES:
+        return sd3.sd3_notes(step)
+    if name in pixart.PIXART_PIPELINES:
+        return pixart.pixart_notes(step, denoiser)
+    if name in wan.WAN_PIPELINES:
+        return wan.wan_notes(step)
+    if name in ltx.LTX_PIPELINES:
+        return ltx.ltx_notes(step, modules["vae"])
+    return []
+
+
+def _setup_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[Assumption]:
+    """What the components' setup assumes: no safety checker, the offload's hooks, the VAE's upcast."""
+    notes = []
+    if step.spec.has("safety_checker"):
+        notes.append(Assumption(name="no_safety_checker", detail="the safety checker is not loaded (safety_checker=None)"))
+    if step.residency is not None:
+        how = {
+            "model": "each component's weights are on the device only while it runs (enable_model_cpu_offload)",
+            "sequential": "each module's own weights are on the device only during its forward (enable_sequential_cpu_offload)",
+        }[step.residency.mode]
+        notes.append(Assumption(name="cpu_offload", detail=f"{how}; the copies' host memory and PCIe time are not counted"))
+    if upcasts_vae(modules["vae"], step.spec):
+        notes.append(
+            Assumption(
+                name="vae_upcast",
+                detail="the VAE is cast to fp32 for the decode and back "
+                "(config force_upcast, as the pipeline does for fp16 weights)",
+            )
+        )
+    return notes

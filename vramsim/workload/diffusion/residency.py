@@ -1,0 +1,67 @@
+"""CPU offload of a pipeline's components: their weights leave the device and come back as accelerate's hooks move them."""
+
+from __future__ import annotations
+
+import torch
+
+from vramsim.tracer.categories import Category
+from vramsim.workload.program import StepObserver
+
+__all__ = ["Residency"]
+
+
+class Residency:
+    """Which weights are on the device under CPU offload, as accelerate's hooks move them.
+
+    ``model`` (``enable_model_cpu_offload``): a component's weights come to the device when it is
+    called and leave when the next component is (the UNet stays for every step); after the call
+    none is left (``maybe_free_model_hooks``). ``sequential`` (``enable_sequential_cpu_offload``):
+    each module's own weights come for its forward and leave after it. Weights start on the host:
+    leaving frees their device storage, coming allocates it again.
+    """
+
+    def __init__(self, *, mode: str, modules: dict[str, torch.nn.Module]) -> None:
+        self.mode = mode
+        self.observer: StepObserver | None = None
+        self._modules = modules
+        self._shapes = {id(t): t.shape for m in modules.values() for t in (*m.parameters(), *m.buffers())}
+        self._current: str | None = None
+        self._placeholders: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+        for module in modules.values():
+            self._leave(module, recurse=True)
+            if mode == "sequential":
+                for sub in module.modules():
+                    if next(sub.parameters(recurse=False), None) is not None:
+                        sub.register_forward_pre_hook(lambda m, _: self._come(m, recurse=False))
+                        sub.register_forward_hook(lambda m, _, __: self._leave(m, recurse=False))
+
+    def use(self, name: str) -> None:
+        """Model offload: ``name`` is called next."""
+        if self.mode != "model" or self._current == name:
+            return
+        if self._current is not None:
+            self._leave(self._modules[self._current], recurse=True)
+        self._come(self._modules[name], recurse=True)
+        self._current = name
+
+    def release(self) -> None:
+        """The end of the call: every component back on the host."""
+        if self._current is not None:
+            self._leave(self._modules[self._current], recurse=True)
+            self._current = None
+
+    def _leave(self, module: torch.nn.Module, *, recurse: bool) -> None:
+        """Free the device copies; what stays keeps the shape and holds no memory (accelerate leaves a meta tensor,
+        whose shape the model may still read), here one shared element expanded."""
+        for tensor in (*module.parameters(recurse=recurse), *module.buffers(recurse=recurse)):
+            key = (tensor.dtype, tensor.device)
+            if key not in self._placeholders:
+                self._placeholders[key] = torch.empty((), dtype=tensor.dtype, device=tensor.device)
+            tensor.data = self._placeholders[key].expand(self._shapes[id(tensor)])
+
+    def _come(self, module: torch.nn.Module, *, recurse: bool) -> None:
+        tensors = [*module.parameters(recurse=recurse), *module.buffers(recurse=recurse)]
+        for tensor in tensors:
+            tensor.data = torch.empty(self._shapes[id(tensor)], dtype=tensor.dtype, device=tensor.device)
+        if self.observer is not None:
+            self.observer.mark(tensors, Category.PARAMETER)
