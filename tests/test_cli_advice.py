@@ -15,7 +15,7 @@ from cli_runs import run, saved_config
 import vramsim
 from vramsim.cli.main import NOT_FIT_EXIT, main
 from vramsim.search.advice import retraced_advice, retraced_options
-from vramsim.views.terminal import format_bytes
+from vramsim.views.units import format_bytes
 
 
 def _saving(line: str, report: vramsim.Report, rerun: vramsim.Report) -> None:

@@ -503,7 +503,7 @@ def _advice(analysis: Analysis, config: SimulationConfig, target: Target, memory
     checkpointing choices (training) and, over several GPUs, sharding the training state; nothing already set,
     nothing the target refuses (``_choices``), nothing that saves nothing. Changes that alter the traced
     program (weight dtype, optimizer, sizes) need another trace: ``vramsim/search/advice.py``, ``vramsim/search/fitting.py``."""
-    from vramsim.views.terminal import format_bytes  # the report's figures, as the terminal prints them
+    from vramsim.views.units import format_bytes  # the report's figures, as the terminal prints them
 
     variants: list[tuple[str, CheckpointPlan, Analysis]] = []
     if config.task == "train" and config.checkpointing != "all":

@@ -243,7 +243,7 @@ def _more_advice(model: str, report: Any, given: dict[str, Any], tell: Callable[
     optimizer, the largest batch size and sequence length), each traced."""
     from vramsim.search.advice import retraced_advice
     from vramsim.search.fitting import largest_fit
-    from vramsim.views.terminal import fit_advice
+    from vramsim.views.fit import fit_advice
 
     advice = [*report.advice, *retraced_advice(model, report, given, progress=tell)]
     if report.task != "generate" and not report.components and given["checkpointing"] != "all":
@@ -253,7 +253,7 @@ def _more_advice(model: str, report: Any, given: dict[str, Any], tell: Callable[
 
 def _trace(args: argparse.Namespace, console: Console) -> int:
     from vramsim.api import simulate
-    from vramsim.views.terminal import render_report
+    from vramsim.views.report import render_report
 
     given = _options(args)
     with _progress(args, f"tracing {args.model}") as tell:
@@ -292,7 +292,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             tasks = "generate or train" if spec is not None and spec.class_name in RECIPES else "generate"
             print(f"{pipeline_id}  (diffusion pipeline: --task {tasks})")
     elif args.command == "gpus":
-        from vramsim.views.terminal import render_devices
+        from vramsim.views.devices import render_devices
 
         render_devices(console)
     elif args.command == "trace":
@@ -300,7 +300,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     elif args.command == "fit":
         from vramsim.search.fitting import largest_fit
         from vramsim.search.strategy import cheapest_strategy
-        from vramsim.views.terminal import render_fit, render_strategies
+        from vramsim.views.fit import render_fit, render_strategies
 
         options = _options(args)
         with _progress(args, f"searching the largest fit of {args.model}") as tell:
@@ -320,7 +320,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 render_fit(fit, console)
     elif args.command == "checkpoint":
         from vramsim.checkpoints.checkpoint import checkpoint
-        from vramsim.views.terminal import render_checkpoint
+        from vramsim.views.checkpoint import render_checkpoint
 
         with _progress(args, f"tracing {args.model} and its checkpoint"):
             report = checkpoint(
@@ -333,14 +333,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         _show(args, report, render_checkpoint, console)
     elif args.command == "serve":
         from vramsim.serving.budget import serve
-        from vramsim.views.terminal import render_serve
+        from vramsim.views.serving import render_serve
 
         with _progress(args, f"tracing {args.model}"):
             served = serve(args.model, **{spec.name: getattr(args, spec.name) for spec, _ in serve_options()})
         _show(args, served, render_serve, console)
     elif args.command == "validate":
         from vramsim.validation.validate import validate
-        from vramsim.views.terminal import render_validations
+        from vramsim.views.validation import render_validations
 
         with _progress(args, f"running {args.model} for real on the cpu"):
             result = validate(args.model, **_options(args))
