@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_runs import run
 
-from vramsim.cli.main import main
+from vramsim.cli import main
 
 
 def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,26 +104,26 @@ def test_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_option_is_on_the_command_line_or_python_only() -> None:
     """Each SimulationConfig field is a flag of trace (or validate) unless its Option says Python-only."""
-    from vramsim.cli.main import _build_parser, _options
+    from vramsim.cli.arguments import build_parser, workload_options
     from vramsim.config.simulation import options
 
-    args = _build_parser().parse_args(["trace", "gpt2"])
-    given = _options(args)
+    args = build_parser().parse_args(["trace", "gpt2"])
+    given = workload_options(args)
     for spec, option in options():
         assert (spec.name in given) == option.cli, spec.name
         assert option.cli or spec.name in ("inputs", "loss", "steps", "zero_settings", "training_args"), spec.name
         if option.cli and spec.name != "device":
             assert given[spec.name] == spec.default, spec.name  # the CLI's default is the API's
-    assert _options(_build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"
-    assert "headroom" not in _options(_build_parser().parse_args(["validate", "gpt2"]))
+    assert workload_options(build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"
+    assert "headroom" not in workload_options(build_parser().parse_args(["validate", "gpt2"]))
 
 
 def test_lora_and_optimizer_flags_keep_their_meaning() -> None:
     """--lora-rank/--lora-targets build peft's arguments; --optimizer none is no optimizer."""
-    from vramsim.cli.main import _build_parser, _options
+    from vramsim.cli.arguments import build_parser, workload_options
 
-    args = _build_parser().parse_args(["trace", "gpt2", "--lora-rank", "4", "--lora-targets", "q,v", "--optimizer", "none"])
-    given = _options(args)
+    args = build_parser().parse_args(["trace", "gpt2", "--lora-rank", "4", "--lora-targets", "q,v", "--optimizer", "none"])
+    given = workload_options(args)
     assert given["lora"] == {"r": 4, "lora_alpha": 8, "target_modules": ["q", "v"]}
     assert given["optimizer"] is None
 

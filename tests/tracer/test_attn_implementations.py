@@ -9,7 +9,7 @@ import transformers
 
 import vramsim
 from vramsim.api import Analysis, build_and_trace
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.config.simulation import SimulationConfig
 from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.tracer.graph import build_graph
