@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,19 @@ def test_help_shows_every_default(capsys: pytest.CaptureFixture[str], monkeypatc
     assert out.count("(default: ") == out.count("\n  --")  # every flag (-h, --help is not one)
     for default in ("(default: train)", "(default: h100)", "(default: 0.1)", "(default: all-linear)", "(default: adamw)"):
         assert default in out
+
+
+def test_help_loads_neither_torch_nor_transformers() -> None:
+    """``vramsim --help`` and ``vramsim trace --help`` answer at once: the heavy libraries load only to trace."""
+    code = (
+        "import sys; from vramsim.cli import main\n"
+        "for argv in (['--help'], ['trace', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit as exit:\n        assert exit.code == 0, exit.code\n"
+        "heavy = sorted({'torch', 'transformers'} & set(sys.modules)); assert not heavy, heavy"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "usage: vramsim [-h]" in result.stdout and "usage: vramsim trace [-h]" in result.stdout
 
 
 def test_gpus_lists_the_catalog_by_segment(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
