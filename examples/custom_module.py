@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import vramsim
-from vramsim.views.terminal import format_bytes
+from vramsim.views.units import format_bytes
 
 VOCAB, WIDTH, LAYERS, HEADS, CONTEXT = 32_000, 1024, 22, 16, 512
 

@@ -10,7 +10,7 @@ recompute, then fewest bytes sent.
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.terminal import format_bytes
+from vramsim.views.units import format_bytes
 
 
 def main() -> None:

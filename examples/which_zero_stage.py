@@ -10,7 +10,7 @@ MixedPrecisionPolicy (fp32 shards gathered in bf16), DDP torch.autocast.
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.terminal import format_bytes
+from vramsim.views.units import format_bytes
 
 SETTINGS = {
     "DDP": {},

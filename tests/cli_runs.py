@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import transformers
 
-from vramsim.cli.main import main
+from vramsim.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

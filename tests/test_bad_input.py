@@ -1,6 +1,6 @@
 """Bad input through the CLI: each case exits non-zero with one ``vramsim: error:`` line and nothing else.
 
-Every case runs in-process through ``vramsim.cli.main.main`` under a time and memory watch: a bad
+Every case runs in-process through ``vramsim.cli.main`` under a time and memory watch: a bad
 input must be refused quickly, before anything large is built.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.workload.guards import MAX_LAYERS
 
 SECONDS = 60

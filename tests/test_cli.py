@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from cli_runs import run
 
-from vramsim.cli.main import main
+from vramsim.cli import main
 
 
 def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,26 +106,26 @@ def test_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_option_is_on_the_command_line_or_python_only() -> None:
     """Each SimulationConfig field is a flag of trace (or validate) unless its Option says Python-only."""
-    from vramsim.cli.main import _build_parser, _options
+    from vramsim.cli.arguments import build_parser, workload_options
     from vramsim.config import options
 
-    args = _build_parser().parse_args(["trace", "gpt2"])
-    given = _options(args)
+    args = build_parser().parse_args(["trace", "gpt2"])
+    given = workload_options(args)
     for spec, option in options():
         assert (spec.name in given) == option.cli, spec.name
         assert option.cli or spec.name in ("inputs", "loss", "steps", "zero_settings", "training_args"), spec.name
         if option.cli and spec.name != "device":
             assert given[spec.name] == spec.default, spec.name  # the CLI's default is the API's
-    assert _options(_build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"
-    assert "headroom" not in _options(_build_parser().parse_args(["validate", "gpt2"]))
+    assert workload_options(build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"
+    assert "headroom" not in workload_options(build_parser().parse_args(["validate", "gpt2"]))
 
 
 def test_lora_and_optimizer_flags_keep_their_meaning() -> None:
     """--lora-rank/--lora-targets build peft's arguments; --optimizer none is no optimizer."""
-    from vramsim.cli.main import _build_parser, _options
+    from vramsim.cli.arguments import build_parser, workload_options
 
-    args = _build_parser().parse_args(["trace", "gpt2", "--lora-rank", "4", "--lora-targets", "q,v", "--optimizer", "none"])
-    given = _options(args)
+    args = build_parser().parse_args(["trace", "gpt2", "--lora-rank", "4", "--lora-targets", "q,v", "--optimizer", "none"])
+    given = workload_options(args)
     assert given["lora"] == {"r": 4, "lora_alpha": 8, "target_modules": ["q", "v"]}
     assert given["optimizer"] is None
 
@@ -137,6 +139,19 @@ def test_help_shows_every_default(capsys: pytest.CaptureFixture[str], monkeypatc
     assert out.count("(default: ") == out.count("\n  --")  # every flag (-h, --help is not one)
     for default in ("(default: train)", "(default: h100)", "(default: 0.1)", "(default: all-linear)", "(default: adamw)"):
         assert default in out
+
+
+def test_help_loads_neither_torch_nor_transformers() -> None:
+    """``vramsim --help`` and ``vramsim trace --help`` answer at once: the heavy libraries load only to trace."""
+    code = (
+        "import sys; from vramsim.cli import main\n"
+        "for argv in (['--help'], ['trace', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit as exit:\n        assert exit.code == 0, exit.code\n"
+        "heavy = sorted({'torch', 'transformers'} & set(sys.modules)); assert not heavy, heavy"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "usage: vramsim [-h]" in result.stdout and "usage: vramsim trace [-h]" in result.stdout
 
 
 def test_gpus_lists_the_catalog_by_segment(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

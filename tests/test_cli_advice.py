@@ -13,9 +13,10 @@ import transformers
 from cli_runs import run, saved_config
 
 import vramsim
-from vramsim.cli.main import NOT_FIT_EXIT, main
+from vramsim.cli import main
+from vramsim.cli.arguments import NOT_FIT_EXIT
 from vramsim.search.advice import retraced_advice, retraced_options
-from vramsim.views.terminal import format_bytes
+from vramsim.views.units import format_bytes
 
 
 def _saving(line: str, report: vramsim.Report, rerun: vramsim.Report) -> None:
@@ -206,7 +207,7 @@ def test_cpu_target_says_host_memory(
 
 def test_bad_arguments_are_reported_before_torch_is_imported() -> None:
     script = (
-        "import sys\nfrom vramsim.cli.main import main\ntry:\n    main(['trace', 'gpt2', '--batch-size', 'two'])\n"
+        "import sys\nfrom vramsim.cli import main\ntry:\n    main(['trace', 'gpt2', '--batch-size', 'two'])\n"
         "except SystemExit:\n    print('torch' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
@@ -214,10 +215,10 @@ def test_bad_arguments_are_reported_before_torch_is_imported() -> None:
 
 
 def test_cli_words_leave_paths_and_signatures_alone() -> None:
-    from vramsim.cli.main import _in_cli_words
+    from vramsim.cli.wording import in_cli_words
 
     message = "/data/seq_len/config.json: seq_len 5 and task='train'; define def f(batch_size, seq_len) -> dict"
     assert (
-        _in_cli_words(message)
+        in_cli_words(message)
         == "/data/seq_len/config.json: --seq-len 5 and --task train; define def f(batch_size, seq_len) -> dict"
     )

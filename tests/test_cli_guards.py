@@ -14,7 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import vramsim
 from vramsim.tracer.data_dependent.shadows import SEEDS, SHADOW_LIMIT, forget_seeds
-from vramsim.views.terminal import format_bytes
+from vramsim.views.units import format_bytes
 from vramsim.workload.inputs import default_inputs
 
 # -- 1. never hurt the machine ------------------------------------------------------------------

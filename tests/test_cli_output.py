@@ -13,7 +13,7 @@ import pytest
 import transformers
 
 import vramsim
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.errors import ModelNotFoundError
 from vramsim.workload.models import load_config
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import vramsim
-from vramsim.cli.main import main
+from vramsim.cli import main
 
 MODEL_FILE = """
 import torch

@@ -12,7 +12,7 @@ import torch
 import transformers
 
 import vramsim
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.sharding import ZeroSettings

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import vramsim
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.workload.models import build_model
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vramsim import Report, simulate
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.errors import ConfigError, UnsupportedError
 
 TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")

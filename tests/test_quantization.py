@@ -11,7 +11,7 @@ from transformers import LlamaConfig
 import vramsim
 from vramsim import count_parameters, simulate
 from vramsim.analysis.traced import build_and_trace
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.config import SimulationConfig
 from vramsim.workload.targets import resolve_target
 

@@ -14,7 +14,8 @@ import vramsim
 from vramsim.errors import ConfigError
 from vramsim.results.report import LayerRow, Report
 from vramsim.views.folding import fold_layers
-from vramsim.views.terminal import format_bytes, render_report
+from vramsim.views.report import render_report
+from vramsim.views.units import format_bytes
 
 
 def row(module: str, parameters: int = 10, saved: int = 100, peak: int = 1000) -> LayerRow:

@@ -8,7 +8,7 @@ import pytest
 import torch
 import transformers
 
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.errors import UnsupportedError
 from vramsim.serving.budget import read_kv_cache, serve
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers
 
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.estimators.devices import get_device
 from vramsim.serving.budget import serve
 

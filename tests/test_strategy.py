@@ -154,7 +154,7 @@ def test_the_table_names_each_setting_with_its_peak() -> None:
     from rich.console import Console
 
     from vramsim.search.strategy import Candidate, StrategySearch
-    from vramsim.views.terminal import render_strategies
+    from vramsim.views.fit import render_strategies
 
     piped = Candidate(
         gpus=16,

@@ -80,7 +80,7 @@ def test_cli_takes_the_loop_flags(tiny_llama, tmp_path, capsys) -> None:  # type
     """``--grad-accum``, ``--max-grad-norm`` and ``--keep-outputs`` reach the program and the header."""
     import json
 
-    from vramsim.cli.main import main
+    from vramsim.cli import main
 
     tiny_llama.save_pretrained(tmp_path)
     argv = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import vramsim
-from vramsim.cli.main import main
+from vramsim.cli import main
 
 CASES = {
     "llama-train-adamw": ("tiny_llama", dict(task="train")),

@@ -10,7 +10,7 @@ import transformers
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
-from vramsim.cli.main import main
+from vramsim.cli import main
 from vramsim.config import SimulationConfig
 from vramsim.estimators.checkpointing import CheckpointPlan
 from vramsim.tracer.graph import build_graph

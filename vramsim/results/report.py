@@ -197,7 +197,7 @@ class Report:
 
     def __str__(self) -> str:
         """The summary ``vramsim trace`` prints first, then the warnings (which the CLI puts on stderr)."""
-        from vramsim.views.terminal import report_text
+        from vramsim.views.report import report_text
 
         return report_text(self, summary=True) + "".join(f"warning: {line}\n" for line in self.warnings)
 
@@ -206,7 +206,7 @@ class Report:
 
         ``layers="all"`` gives one row per layer (the CLI's ``--layers all``); ``width`` None: $COLUMNS, else 80.
         """
-        from vramsim.views.terminal import report_text
+        from vramsim.views.report import report_text
 
         if layers not in ("fold", "all"):
             raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")

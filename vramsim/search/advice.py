@@ -44,7 +44,7 @@ def retraced_advice(
     model: ModelSource, report: Report, options: dict[str, Any], *, progress: Callable[[str], None] | None = None
 ) -> list[str]:
     """Each of ``retraced_options`` simulated with the rest of ``options``: what it saves on this run."""
-    from vramsim.views.terminal import format_bytes  # the report's figures, as the terminal prints them
+    from vramsim.views.units import format_bytes  # the report's figures, as the terminal prints them
 
     lines = []
     for flag, change in retraced_options(report, options).items():

@@ -1,1 +1,1 @@
-"""Results turned into words: the terminal view."""
+"""Results turned into words: a terminal view per result, each module rendering one."""

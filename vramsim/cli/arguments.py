@@ -1,0 +1,212 @@
+"""The ``vramsim`` command line: its parser, and the ``simulate`` keywords read back from what it parsed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, NoReturn
+
+from vramsim.config import options
+from vramsim.config.options import COMMANDS
+from vramsim.config.quantization import lora_of_rank
+from vramsim.config.serving import serve_options
+from vramsim.errors import ConfigError
+
+__all__ = ["NOT_FIT_EXIT", "build_parser", "subparser", "workload_options"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line, like every other vramsim error."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"vramsim: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+class _Default(str):
+    """A default told apart from the same text given on the command line (by identity)."""
+
+
+_ALL_LINEAR = _Default("all-linear")
+
+
+def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The model, then one argument per ``SimulationConfig`` option the command takes."""
+    parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
+    for spec, option in options():
+        if not option.cli or command not in option.commands:
+            continue
+        flag = option.flag or "--" + spec.name.replace("_", "-")
+        default = option.defaults.get(command, spec.default)
+        if isinstance(spec.default, bool):
+            parser.add_argument(flag, dest=spec.name, action="store_true", help=option.help)
+        else:
+            metavar = flag.removeprefix("--").replace("-", "_").upper()
+            parser.add_argument(
+                flag, dest=spec.name, type=option.parse or str, default=default, metavar=metavar, help=option.help
+            )
+        if spec.name == "lora":
+            parser.add_argument(
+                "--lora-targets",
+                default=_ALL_LINEAR,
+                help="comma-separated module names for --lora-rank, or all-linear (peft's: every "
+                "linear layer but the output head)",
+            )
+            parser.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha (peft's lora_alpha); default 2r")
+            parser.add_argument("--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (lora_dropout)")
+            parser.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (peft's use_dora=True)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    if command == "trace":
+        parser.add_argument(
+            "--layers",
+            choices=("fold", "all"),
+            default="fold",
+            help="fold: alike layers in one row (model.layers.0-31 x32); all: a row for each",
+        )
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model, then one argument per ``ServeConfig`` option."""
+    parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
+    for spec, option in serve_options():
+        flag = option.flag or "--" + spec.name.replace("_", "-")
+        if isinstance(spec.default, bool):
+            parser.add_argument(flag, dest=spec.name, action="store_true", help=option.help)
+        else:
+            parser.add_argument(
+                flag,
+                dest=spec.name,
+                type=option.parse or str,
+                default=spec.default,
+                metavar=flag.removeprefix("--").replace("-", "_").upper(),
+                help=option.help,
+            )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _checkpoint_arguments(saved: argparse.ArgumentParser) -> None:
+    """How ``checkpoint`` saves and restores, beside the training workload it checkpoints."""
+    saved.add_argument(
+        "--save-format",
+        default=None,
+        metavar="SAVE_FORMAT",
+        help="trainer: the Hugging Face Trainer's folder (safetensors weights, optimizer.pt, ...); torch: "
+        'the plain loop\'s torch.save({"model": ..., "optimizer": ...}); dcp: torch.distributed.checkpoint, '
+        "a file per rank (the default with --fsdp; DDP too); deepspeed: DeepSpeed's ZeRO files (the default "
+        "with --zero); default: trainer",
+    )
+    saved.add_argument(
+        "--map-location",
+        default=None,
+        metavar="MAP_LOCATION",
+        help="where torch.load puts what it loads on restore: cpu or device (default: the Trainer's, "
+        "cpu on one GPU, the device with --gpus > 1; torch.load's own, the device, for --save-format "
+        "torch)",
+    )
+    saved.add_argument(
+        "--async-save", action="store_true", help="dcp.async_save: each rank's state is staged in host memory while it is written"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and its flags, built from the options' own specs so the CLI and the API agree."""
+    parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    helps = {
+        "trace": "trace a workload and report its peak memory",
+        "validate": "run the workload for real on the CPU and compare with the prediction",
+    }
+    for command in COMMANDS:
+        sub = commands.add_parser(command, help=helps[command], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        _workload_arguments(sub, command)
+        _run_arguments(sub, command)
+    fit = commands.add_parser(
+        "fit",
+        help="the largest batch size and sequence length that fit the target, each traced",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _workload_arguments(fit, "trace")
+    _run_arguments(fit, "fit")
+    saved = commands.add_parser(
+        "checkpoint",
+        help="a training checkpoint's files on disk, and the memory to save and restore it",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _workload_arguments(saved, "trace")
+    _checkpoint_arguments(saved)
+    _run_arguments(saved, "checkpoint")
+    serve = commands.add_parser(
+        "serve",
+        help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _serve_arguments(serve)
+    _run_arguments(serve, "serve")
+    commands.add_parser("models", help="list the bundled model configs")
+    commands.add_parser("gpus", help="list the target devices")
+    return parser
+
+
+NOT_FIT_EXIT = 3
+"""Exit status of ``trace --fail-if-not-fit`` when the job does not fit (1 is an error, 2 a bad argument)."""
+
+
+def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """How the command runs rather than what it simulates."""
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress display on stderr (none either when stderr is not a terminal)"
+    )
+    if command == "fit":
+        parser.add_argument(
+            "--strategies",
+            action="store_true",
+            help="with --gpus N: tensor, pipeline, context and expert parallel layouts, data-parallel "
+            "schemes and checkpointing choices (auto included) on 1, 2, 4, ... N GPUs, one trace per "
+            "tp/cp/ep degree, the cheapest that fits (fewest GPUs, least recompute and pipeline bubble, "
+            "least communication), then the largest sizes under it",
+        )
+    if command == "trace":
+        parser.add_argument(
+            "--fail-if-not-fit",
+            action="store_true",
+            help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)",
+        )
+        parser.add_argument(
+            "--no-search",
+            action="store_true",
+            help="a job that does not fit gets only the advice this trace gives (checkpointing): no "
+            "re-traced dtype, optimizer, batch size or sequence length",
+        )
+
+
+_USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}
+"""Options the command line names as path/to/file.py:function, with what the function must be."""
+
+
+def workload_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R."""
+    given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
+    from vramsim.workload.models import load_function
+
+    for name, signature in _USER_FUNCTIONS.items():
+        if name == "loss" and given[name] is not None and ".py" not in given[name]:
+            continue  # a named loss (vramsim/workload/losses.py), checked with the other options
+        if given[name] is not None:
+            given[name] = load_function(given[name], signature)
+    shaped = args.lora_targets is not _ALL_LINEAR or args.lora_alpha is not None or args.lora_dropout or args.dora
+    if given["lora"] is None and shaped:
+        raise ConfigError(
+            "--lora-targets, --lora-alpha, --lora-dropout and --dora shape LoRA adapters; give their rank with --lora-rank R"
+        )
+    if given["lora"] is not None:
+        given["lora"] = lora_of_rank(
+            given["lora"], args.lora_targets, alpha=args.lora_alpha, dropout=args.lora_dropout, dora=args.dora
+        )
+    return given
+
+
+def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand, whose ``--help`` lists what that command takes."""
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub: argparse.ArgumentParser = action.choices[command]
+    return sub

@@ -1,0 +1,252 @@
+"""A Report as the terminal shows it (rich), for ``vramsim trace`` and as text for ``str(report)`` and ``report.render()``."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from vramsim.results.report import AllocatorPressure, Report
+from vramsim.views.folding import PEFT_PREFIX, fold_layers
+from vramsim.views.units import format_bytes
+
+__all__ = ["render_report", "render_summary", "report_text"]
+
+
+def render_summary(report: Report, console: Console) -> None:
+    """The choices simulated, the peak, the verdict and the advice: ``print(report)`` in Python."""
+    opts = report.options
+    console.print(
+        Text.assemble(
+            (f"{report.model}", "bold"),
+            (
+                f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
+                f" checkpointing={opts.get('checkpointing')}"
+                + (f" attention={opts['attn_implementation']}" if opts.get("attn_implementation") else "")
+                if not report.components
+                else f"  task={report.task} target={report.target} {opts.get('height')}x{opts.get('width')}"
+                + (
+                    f" batch={opts.get('batch_size')} checkpointing={opts.get('checkpointing')}"
+                    if report.task == "train"
+                    else f" steps={opts.get('num_inference_steps')} images={opts.get('num_images')}"
+                    + (f" frames={opts['num_frames']}" if opts.get("num_frames") else "")
+                    + f" guidance={opts.get('guidance_scale')}"
+                )
+            )
+            + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
+            f"  parameters={report.parameters:,}",
+        )
+    )
+    if report.settings:
+        console.print("Simulated with: " + ", ".join(f"{name} {value}" for name, value in report.settings.items()))
+    at = report.peak_at
+    where = f"step {at.step}, {at.phase}, {at.op}" + (f" in {at.module}" if at.module else "")
+    console.print(
+        Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"), f"  at {where}")
+    )
+    console.print(
+        f"Reserved by the allocator: {format_bytes(report.reserved_bytes)}   "
+        f"{_device_label(report.target).capitalize()}: {format_bytes(report.device_bytes)}"
+    )
+    if report.fits is not None and report.capacity_bytes is not None:
+        usable = report.capacity_bytes * (1 - report.headroom)
+        verdict = "[bold green]FITS[/]" if report.fits else "[bold red]DOES NOT FIT[/]"
+        console.print(
+            f"{verdict} on {report.target}: {format_bytes(report.device_bytes)} of "
+            f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)"
+        )
+        if report.allocator_pressure is not None:
+            console.print(_pressure(report.allocator_pressure))
+        for hint in report.advice:
+            console.print(f"  try: {hint}")
+
+
+def render_report(report: Report, console: Console, *, fold: bool = True) -> None:
+    """What ``vramsim trace`` prints: the summary, the tables (alike layers folded unless ``fold`` is
+    False), the assumptions."""
+    render_summary(report, console)
+    if report.components:
+        console.print(_components(report))
+    if report.ranks is not None:
+        console.print(_ranks(report))
+    if report.checkpointing:
+        console.print(_checkpointing(report))
+    console.print(Group(_breakdown(report), _layers(report, console, fold)))
+    if report.assumptions:
+        console.print("Assumptions:")
+        for item in report.assumptions:
+            console.print(f"  - {item.name}: {item.detail}")
+    console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _device_label(target: str) -> str:
+    """What shows ``device_bytes`` on the target: nvidia-smi, rocm-smi, or the process on the cpu."""
+    from vramsim.estimators.devices import get_device
+
+    vendor = get_device(target).vendor
+    return {"cpu": "in host memory (the process)", "amd": "on the device (rocm-smi)"}.get(vendor, "on the device (nvidia-smi)")
+
+
+def report_text(report: Report, *, summary: bool, fold: bool = True, width: int | None = None) -> str:
+    """The terminal view as plain text (``str(report)``, ``report.render()``); ``width`` None: $COLUMNS, else 80."""
+    text = io.StringIO()
+    console = Console(file=text, width=width, color_system=None, highlight=False)
+    if summary:
+        render_summary(report, console)
+    else:
+        render_report(report, console, fold=fold)
+    return text.getvalue()
+
+
+def _components(report: Report) -> Table:
+    """A pipeline's components, each with the peak while it runs; the largest sets the pipeline's."""
+    top = max(report.components, key=lambda c: c.peak_bytes)
+    table = Table(title=f"Pipeline components (the peak is set by {top.name}, {top.phase})", title_justify="left")
+    for name in ("component", "phase", "peak while running", "weights"):
+        table.add_column(name, justify="left" if name in ("component", "phase") else "right", no_wrap=True)
+    for component in report.components:
+        table.add_row(component.name, component.phase, format_bytes(component.peak_bytes), format_bytes(component.weights_bytes))
+    return table
+
+
+def _ranks(report: Report) -> Table:
+    """One rank's figures: pure data parallelism gives every rank the same."""
+    ranks = report.ranks
+    assert ranks is not None
+    alike = "every rank holds the same; one rank's figures" if ranks.ranks_alike else "rank 0's figures"
+    if ranks.busiest_stage is not None:
+        alike = f"the busiest pipeline stage's figures: stage {ranks.busiest_stage}"
+    table = Table(title=f"Per rank: {ranks.scheme} over {ranks.gpus} GPUs ({alike})", title_justify="left")
+    table.add_column("per rank")
+    table.add_column("bytes", justify="right")
+    for category, nbytes in ranks.model_state.items():
+        table.add_row(
+            f"{category} (held between steps)" if category != "gradients" else "gradients (one step)", format_bytes(nbytes)
+        )
+    buckets = [nbytes for name, nbytes in ranks.buffers.items() if name.startswith("DDP bucket ")]
+    if buckets:  # one row for DDP's buckets (a large model has hundreds; --json lists each)
+        table.add_row(f"communication: DDP buckets x{len(buckets)} (kept for the run)", format_bytes(sum(buckets)))
+    for name, nbytes in ranks.buffers.items():
+        if not name.startswith("DDP bucket "):
+            table.add_row(f"communication: {name}", format_bytes(nbytes))
+    if ranks.gathered_elements:
+        table.add_row("most weight elements gathered at once", f"{ranks.gathered_elements:,}")
+    for kind, nbytes in ranks.host.items():
+        table.add_row(f"host memory (CPU offload, not on the device): {kind}", format_bytes(nbytes))
+    table.add_row("peak allocated", format_bytes(report.peak_bytes))
+    table.add_row(_device_label(report.target), format_bytes(report.device_bytes))
+    for stage in ranks.stages:
+        fits = "" if stage.fits is None else (", fits" if stage.fits else ", does not fit")
+        table.add_row(
+            f"stage {stage.rank}: {len(stage.layers)} layers, {format_bytes(stage.held_bytes)} held per "
+            f"micro-batch x {stage.in_flight:g} in flight",
+            f"{format_bytes(stage.device_bytes)}{fits}",
+        )
+    if report.fits is not None:
+        table.add_row("fits", "yes" if report.fits else "no")
+    return table
+
+
+def _checkpointing(report: Report) -> Table:
+    auto = report.options.get("checkpointing") == "auto"
+    title = (
+        "Activation checkpointing: auto's choice, per layer"
+        if auto
+        else "Activation checkpointing, each choice from this one trace"
+    )
+    table = Table(title=title, title_justify="left")
+    for name in ("choice", "peak", "device", "fits", "recomputed", "TFLOP", "to host"):
+        table.add_column(
+            name, justify="left" if name == "choice" else "right", no_wrap=name != "choice", overflow="fold"
+        )  # the choice gives way, folded whole
+    for choice in report.checkpointing:
+        fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
+        cost = choice.cost
+        table.add_row(
+            choice.checkpointing,
+            format_bytes(choice.peak_bytes),
+            format_bytes(choice.device_bytes),
+            fits,
+            f"{cost.recomputed_ops:,}",
+            f"{cost.recomputed_flops / 1e12:,.1f}",
+            format_bytes(cost.offloaded_bytes),
+        )
+    return table
+
+
+def _breakdown(report: Report) -> Table:
+    table = Table(title="At the peak (the same moment, counted as the peak is)", title_justify="left")
+    table.add_column("category")
+    table.add_column("bytes", justify="right")
+    table.add_column("share", justify="right")
+    for category, nbytes in report.breakdown.items():
+        table.add_row(category, format_bytes(nbytes), f"{nbytes / max(report.peak_bytes, 1):.1%}")
+    return table
+
+
+def _layers(report: Report, console: Console, fold: bool) -> Table:
+    """One row per module, alike layers folded (``folding.py``); the module column gives way to the numbers."""
+    rows = fold_layers(report.layers, fold=fold)
+    peft = bool(rows) and all(row.module.startswith(PEFT_PREFIX) for row in rows)
+    folded = "; xN: N alike layers, figures per layer" if any(row.count > 1 for row in rows) else ""
+    cells = [
+        (
+            f"{row.parameters:,}",
+            format_bytes(row.parameter_bytes),
+            _saved(*row.activation_bytes),
+            format_bytes(row.peak_bytes) if row.peak_bytes else "-",
+        )
+        for row in rows
+    ]
+    headers = ("parameters", "param\nbytes", "saved\nactivations", "peak while\nrunning")
+    widths = [
+        max([len(line) for line in header.split("\n")] + [len(cell[i]) for cell in cells]) for i, header in enumerate(headers)
+    ]
+    room = max(console.width - sum(widths) - 3 * (len(headers) + 1) - 1, _MODULE_MIN_WIDTH)
+    notes = ["\u2264: its layers differ, the most one saves"] if any("\u2264" in cell[2] for cell in cells) else []
+    notes += [f"module names without peft's {PEFT_PREFIX} prefix"] if peft else []
+    caption = "\n".join(notes) or None
+    table = Table(title=f"Per layer (steady-state step{folded})", title_justify="left", caption=caption, caption_justify="left")
+    table.add_column("module", overflow="fold")
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for row, cell in zip(rows, cells, strict=True):
+        table.add_row(_left_ellipsis(row.module.removeprefix(PEFT_PREFIX) if peft else row.module, room), *cell)
+    return table
+
+
+_MODULE_MIN_WIDTH = 12
+"""Below this the module column wraps rather than lose its name to the ellipsis."""
+
+
+def _left_ellipsis(name: str, width: int) -> str:
+    """The end of a module path is what tells rows apart (``...layers.0-31 x32``): cut from the left."""
+    return name if len(name) <= width else "…" + name[len(name) - width + 1 :]
+
+
+def _saved(least: int, most: int) -> str:
+    """One layer's saved bytes over a folded run; ``<=`` marks a run whose layers differ (layer 0's
+    input is the embedding's output), with the most one of them saves."""
+    most_text = format_bytes(most)
+    return most_text if format_bytes(least) == most_text else f"\u2264{most_text}"
+
+
+def _pressure(pressure: AllocatorPressure) -> str:
+    """What the caching allocator does within the usable memory, where the unlimited replay reserves more."""
+    within = f"within {format_bytes(pressure.limit_bytes)} for the allocator"
+    if pressure.oom_at is not None:
+        line = f"  out of memory at {pressure.oom_at} even after emptying the cache ({within})"
+    else:
+        line = (
+            f"  fits under allocator pressure: the cache is emptied {pressure.retries} time(s) to retry a cudaMalloc "
+            f"({within}); each is a device-wide synchronisation"
+        )
+    if pressure.expandable_retries is not None:
+        line += (
+            f"; --expandable-segments runs it with {pressure.expandable_retries} retries"
+            if pressure.expandable_retries
+            else "; --expandable-segments runs it without emptying the cache"
+        )
+    return line

@@ -1,0 +1,128 @@
+"""A ServeReport (``vramsim serve``) as the terminal shows it: the budget, the lines vLLM logs, the cache layers."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from vramsim.results.serving import ServeReport
+from vramsim.views.units import format_bytes
+
+__all__ = ["render_serve"]
+
+
+def render_serve(report: ServeReport, console: Console) -> None:
+    """The budget term by term, then the lines vLLM logs (``Available KV cache memory``,
+    ``GPU KV cache size``, ``Maximum concurrency``), then the layers and the assumptions."""
+    engine = "vLLM" if report.engine == "vllm" else "SGLang"
+    pipeline = f", pipeline parallel {report.pp}" if report.pp > 1 else ""
+    console.print(
+        Text.assemble(
+            (report.model, "bold"),
+            f"  {engine} on {report.gpus} x {report.target}, tensor parallel "
+            f"{report.tp}{pipeline}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
+            f"{report.kv_cache_dtype}  (per rank)",
+        )
+    )
+    console.print(_budget(report))
+    if report.stages:
+        console.print(_serve_stages(report))
+    console.print(f"Available KV cache memory: {format_bytes(report.kv_cache_bytes)}")
+    console.print(
+        f"KV cache: {report.kv_cache_tokens:,} tokens, {report.kv_blocks:,} blocks "
+        f"({report.block_size} tokens, {format_bytes(report.block_bytes)} each; "
+        f"{format_bytes(report.kv_bytes_per_token)} per token)"
+    )
+    console.print(
+        f"Maximum concurrency at {report.max_model_len:,} tokens per request: {report.max_concurrency:.2f}x "
+        f"({format_bytes(report.request_bytes)} per request)"
+    )
+    if report.kv_blocks == 0:
+        console.print(
+            '[bold red]No memory is left for the KV cache[/]: vLLM stops at start-up ("No available memory '
+            'for the cache blocks"); lower --max-num-batched-tokens, raise --tp or quantize the weights'
+        )
+    elif report.max_concurrency < 1:
+        console.print(
+            f"[bold red]One request of {report.max_model_len:,} tokens does not fit[/]: vLLM refuses to start "
+            "(max seq len larger than the KV cache); lower --max-model-len or raise --tp"
+        )
+    if report.concurrency is not None:
+        console.print(
+            f"Answer: {report.gpus} x {report.target} (tensor parallel {report.tp}, {report.replicas} "
+            f"replica{'s' if report.replicas > 1 else ''}) serve {report.concurrency:,} requests of "
+            f"{report.max_model_len:,} tokens"
+        )
+    console.print(_serve_layers(report))
+    console.print("Assumptions:")
+    for item in report.assumptions:
+        console.print(f"  - {item.name}: {item.detail}" + (f" ({format_bytes(item.bytes)})" if item.bytes else ""))
+    console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _budget(report: ServeReport) -> Table:
+    """The device's memory less each term the engine takes before the cache: what is left is the KV cache."""
+    share = "gpu_memory_utilization" if report.engine == "vllm" else "mem_fraction_static"
+    rows = [
+        ("total_memory of the device", report.total_bytes, ""),
+        (
+            f"usable: total x {share} {report.utilization:.2f}",
+            report.usable_bytes,
+            "" if report.engine == "vllm" else "total less the CUDA context, times the fraction",
+        ),
+        ("- weights (this rank's shard)", report.weights_bytes, "every parameter, as the allocator holds it"),
+        (
+            f"- activation peak of a profile forward over {report.max_num_batched_tokens:,} tokens",
+            report.activation_peak_bytes,
+            f"logits kept for {report.max_num_seqs:,} sequences",
+        ),
+        ("- memory outside torch (NCCL, custom all-reduce)", report.non_torch_bytes, "tensor or pipeline parallel only"),
+        ("- CUDA graph pool", report.cuda_graph_bytes, "0 with --enforce-eager"),
+        ("= KV cache", report.kv_cache_bytes, ""),
+    ]
+    table = Table(title="Budget", title_justify="left")
+    for name in ("term", "bytes", "why"):
+        table.add_column(name, justify="right" if name == "bytes" else "left")
+    for term, nbytes, why in rows:
+        table.add_row(term, format_bytes(nbytes), why)
+    return table
+
+
+def _serve_stages(report: ServeReport) -> Table:
+    """Each pipeline stage's own budget; every stage gets the fewest blocks (the budget above is that stage's)."""
+    table = Table(title="Pipeline stages (each gets the fewest blocks any stage holds)", title_justify="left")
+    for name in ("stage", "layers", "weights", "activation peak", "KV cache", "blocks"):
+        table.add_column(name, justify="right")
+    for stage in report.stages:
+        first, last = stage.layers
+        table.add_row(
+            str(stage.rank),
+            f"{first}-{last - 1}",
+            format_bytes(stage.weights_bytes),
+            format_bytes(stage.activation_peak_bytes),
+            format_bytes(stage.kv_cache_bytes),
+            f"{stage.kv_blocks:,}",
+        )
+    return table
+
+
+def _serve_layers(report: ServeReport) -> Table:
+    """Cache layers grouped by what they keep, as measured from the model's own cache."""
+    groups: dict[tuple[str, int, int | None, int, str], int] = {}
+    for layer in report.layers:
+        key = (layer.kind, layer.model_bytes_per_token, layer.window, layer.state_bytes, layer.cache_class)
+        groups[key] = groups.get(key, 0) + 1
+    table = Table(title="KV cache layers (measured from the model's cache)", title_justify="left")
+    for name in ("layers", "kind", "cache class", "per token (model cache)", "window", "state"):
+        table.add_column(name, justify="left" if name in ("kind", "cache class") else "right")
+    for (kind, per_token, window, state, cls), count in groups.items():
+        table.add_row(
+            str(count),
+            kind,
+            cls,
+            format_bytes(per_token),
+            "-" if window is None else f"{window:,}",
+            format_bytes(state) if state else "-",
+        )
+    return table
