@@ -11,7 +11,7 @@ passes it).
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 KERNELS = ("eager", "sdpa", "flash_attention_2")
 LENGTHS = (4096, 16384)

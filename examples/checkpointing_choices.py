@@ -8,7 +8,7 @@ tokens. One trace without checkpointing; every choice is computed from its graph
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 
 def main() -> None:

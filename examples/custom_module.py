@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 VOCAB, WIDTH, LAYERS, HEADS, CONTEXT = 32_000, 1024, 22, 16, 512
 
@@ -86,9 +86,9 @@ def main() -> None:
         f"the largest batch that fits is {fit.batch_size.value} ({format_bytes(fit.batch_size.device_bytes or 0)}, "
         f"traced; {fit.batch_size.over} does not fit)."
     )
-    for line in report.advice:
-        if "(fits)" in line:
-            print(f"At batch 32, {line}")
+    for advice in report.advice:
+        if advice.fits:
+            print(f"At batch 32, {vramsim.advice_line(advice)}")
     print(f"({fit.traces + 1} traces in {time.perf_counter() - started:.1f} s)")
 
 

@@ -12,7 +12,7 @@ It takes about 40 s on two cores.
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 CHOICES = {"as is": {"checkpointing": "none"}, "--gradient_checkpointing": {"checkpointing": "full"}}
 

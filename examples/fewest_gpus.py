@@ -10,7 +10,7 @@ recompute, then fewest bytes sent.
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 
 def main() -> None:

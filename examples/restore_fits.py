@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 RUN: dict[str, Any] = {"batch_size": 1, "seq_len": 2048, "device": "h100", "dtype": "bf16", "checkpointing": "full"}
 MODEL = "meta-llama/Llama-3.1-8B"

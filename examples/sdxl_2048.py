@@ -14,7 +14,7 @@ about 23 GiB reserved with no headroom left, which "fits" (10% headroom) counts 
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 OPTIONS = {"as is": {}, "--vae-tiling": {"vae_tiling": True}}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from vramsim.serving.budget import serve
+from vramsim import serve
 
 MODEL = "meta-llama/Llama-3.1-8B"
 MAX_MODEL_LEN = 8192

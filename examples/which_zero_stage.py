@@ -10,7 +10,7 @@ MixedPrecisionPolicy (fp32 shards gathered in bf16), DDP torch.autocast.
 from __future__ import annotations
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 SETTINGS = {
     "DDP": {},
@@ -29,7 +29,7 @@ def main() -> None:
     reports = vramsim.simulate_each(
         "meta-llama/Llama-3.1-70B",
         variants,
-        advise=False,
+        advice="none",
         task="train",
         seq_len=4096,
         device="h100",

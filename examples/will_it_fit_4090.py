@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import vramsim
-from vramsim.views.units import format_bytes
+from vramsim import format_bytes
 
 COMMON: dict[str, Any] = {
     "task": "train", "batch_size": 1, "seq_len": 2048, "device": "rtx-4090",

@@ -32,19 +32,21 @@ def test_sharding_advice_equals_a_run_sharded(tiny_llama: transformers.LlamaConf
     """Over several GPUs, each ZeRO stage and FSDP is computed from the same graph; none once one is set."""
     options = dict(batch_size=4, seq_len=64, gpus=4, headroom=0.999)
     report = vramsim.simulate(tiny_llama, **options)
-    lines = {line.split(":")[0]: line for line in report.advice if not line.startswith("--checkpointing")}
+    lines = {
+        line.split(":")[0]: line for line in map(vramsim.advice_line, report.advice) if not line.startswith("--checkpointing")
+    }
     assert lines and set(lines) <= {"--zero 1", "--zero 2", "--zero 3", "--fsdp full"}  # those that save
     for flag, line in lines.items():
         name, value = flag.removeprefix("--").split()
         _saving(line, report, vramsim.simulate(tiny_llama, **options, **{name: int(value) if name == "zero" else value}))
     sharded = vramsim.simulate(tiny_llama, **options, zero=1)
-    assert not any(line.startswith(("--zero", "--fsdp")) for line in sharded.advice)
+    assert not any(line.startswith(("--zero", "--fsdp")) for line in map(vramsim.advice_line, sharded.advice))
 
 
 def test_a_sweep_may_skip_the_advice(tiny_llama: transformers.LlamaConfig) -> None:
-    """``simulate_each(advise=False)``: the same figures, no advice lines (a sweep's what-ifs are its own)."""
+    """``simulate_each(advice="none")``: the same figures, no advice (a sweep's what-ifs are its own)."""
     options = dict(batch_size=4, seq_len=64, gpus=4, headroom=0.999)
-    advised, plain = (vramsim.simulate_each(tiny_llama, [{}], advise=advise, **options)[0] for advise in (True, False))
+    advised, plain = (vramsim.simulate_each(tiny_llama, [{}], advice=advice, **options)[0] for advice in ("graph", "none"))
     assert advised.advice and not plain.advice
     assert (advised.peak_bytes, advised.device_bytes) == (plain.peak_bytes, plain.device_bytes)
 
@@ -52,7 +54,7 @@ def test_a_sweep_may_skip_the_advice(tiny_llama: transformers.LlamaConfig) -> No
 def test_retraced_advice_equals_the_run_it_names(tiny_llama: transformers.LlamaConfig) -> None:
     options = dict(batch_size=4, seq_len=64, headroom=0.999, device="h100")
     report = vramsim.simulate(tiny_llama, **options)
-    lines = retraced_advice(tiny_llama, report, options)
+    lines = [vramsim.advice_line(advice) for advice in retraced_advice(tiny_llama, report, options)]
     assert lines and all(" (traced): " in line for line in lines)
     for line in lines:
         name, value = line.removeprefix("--").split()[:2]
@@ -77,19 +79,47 @@ def test_advice_offers_nothing_set_or_refused(options: dict[str, str], absent: s
 # -- --fail-if-not-fit and the trace's own search -----------------------------------------------------
 
 
-def test_fail_if_not_fit(tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fail_if_not_fit(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # each advice on one line
     model = saved_config(tmp_path, tiny_llama)
     assert run(capsys, "trace", model, "--seq-len", "16", "--fail-if-not-fit")[0] == 0
     code, out, _ = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999", "--fail-if-not-fit", "--json")
     advice = json.loads(out)["advice"]
     assert code == NOT_FIT_EXIT == 3
-    assert advice[-2].startswith("no --batch-size fits at --seq-len 16: 1 takes ") and advice[-2].endswith(" (traced)")
-    assert advice[-1].startswith("no --seq-len fits at --batch-size 1: 1 takes ")  # 16 is no multiple of 64: steps of 1
-    assert run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999")[0] == 0  # without the flag
+    assert [(each["largest"]["option"], each["changes"], each["traced"]) for each in advice[-2:]] == [
+        ("batch_size", {}, True),
+        ("seq_len", {}, True),
+    ]
+    code, out, _ = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999")  # without the flag
+    tries = [line.removeprefix("  try: ") for line in out.splitlines() if line.startswith("  try: ")]
+    assert code == 0
+    assert tries[-2].startswith("no --batch-size fits at --seq-len 16: 1 takes ") and tries[-2].endswith(" (traced)")
+    assert tries[-1].startswith("no --seq-len fits at --batch-size 1: 1 takes ")  # 16 is no multiple of 64: steps of 1
     code, out, _ = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999", "--no-search", "--json")
-    assert code == 0 and not any("(traced)" in line or line.startswith("no --") for line in json.loads(out)["advice"])
+    assert code == 0 and not any(each["traced"] for each in json.loads(out)["advice"])
     code, _, err = run(capsys, "trace", model, "--seq-len", "16", "--device", "cpu", "--fail-if-not-fit")
     assert code == 1 and "the cpu target has no fixed size" in err and err.count("\n") == 1
+
+
+def test_python_and_the_command_line_give_the_same_advice(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``simulate(advice="traced")`` is what ``vramsim trace`` asks: the same records, worded the same."""
+    monkeypatch.setenv("COLUMNS", "200")
+    model = saved_config(tmp_path, tiny_llama)
+    report = vramsim.simulate(model, advice="traced", batch_size=4, seq_len=64, headroom=0.999, device="h100")
+    flags = ("--batch-size", "4", "--seq-len", "64", "--headroom", "0.999", "--device", "h100")
+    code, out, _ = run(capsys, "trace", model, *flags)
+    tries = [line.removeprefix("  try: ") for line in out.splitlines() if line.startswith("  try: ")]
+    assert code == 0 and report.fits is False
+    assert {"checkpointing", "dtype", "optimizer"} <= {name for each in report.advice for name in each.changes}
+    assert [each.largest.option for each in report.advice if each.largest] == ["batch_size", "seq_len"]
+    assert tries == [vramsim.advice_line(each) for each in report.advice]
+    code, out, _ = run(capsys, "trace", model, *flags, "--json")
+    assert json.loads(out)["advice"] == report.to_dict()["advice"]
+    assert all(not each.traced for each in vramsim.simulate(model, batch_size=4, seq_len=64, headroom=0.999).advice)
 
 
 def test_fit_command(

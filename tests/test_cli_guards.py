@@ -257,7 +257,7 @@ def test_advice_states_what_each_choice_saves(tiny_llama: transformers.LlamaConf
     options = dict(batch_size=8, seq_len=256, headroom=0.999, checkpointing="every:2", optimizer="sgd")
     report = vramsim.simulate(tiny_llama, **options)
     assert report.fits is False
-    suggested = [line for line in report.advice if line.startswith("--checkpointing ")]
+    suggested = [line for line in map(vramsim.advice_line, report.advice) if line.startswith("--checkpointing ")]
     assert suggested and not any(line.startswith("--checkpointing every:2:") for line in suggested)
     for line in suggested:
         choice = line.split()[1].rstrip(":")

@@ -1,7 +1,9 @@
 """The public surface is small, sorted and pinned."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from vramsim import api, errors
 def test_all_is_sorted_and_pinned() -> None:
     assert vramsim.__all__ == sorted(vramsim.__all__)
     assert set(vramsim.__all__) == {
+        "Advice",
         "Assumption",
         "CheckpointReport",
         "ConfigError",
@@ -20,19 +23,34 @@ def test_all_is_sorted_and_pinned() -> None:
         "ModelNotFoundError",
         "PeakSite",
         "Report",
+        "ServeReport",
         "StrategySearch",
         "TraceError",
         "UnsupportedError",
         "Validation",
         "VramsimError",
+        "advice_line",
         "cheapest_strategy",
         "checkpoint",
         "count_parameters",
+        "format_bytes",
         "largest_fit",
+        "report_text",
+        "serve",
         "simulate",
         "simulate_each",
         "validate",
     }
+
+
+def test_examples_use_only_public_names() -> None:
+    """An example imports ``vramsim`` and its public names, never a module inside it."""
+    for script in sorted((Path(__file__).parents[1] / "examples").glob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vramsim"):
+                assert node.module == "vramsim" and {a.name for a in node.names} <= set(vramsim.__all__), script.name
+            if isinstance(node, ast.Import):
+                assert all(a.name == "vramsim" or not a.name.startswith("vramsim.") for a in node.names), script.name
 
 
 def test_every_public_name_resolves_to_its_home() -> None:

@@ -1,4 +1,4 @@
-"""The terminal view: folded layers, 80 columns, units, ``str(report)`` and ``report.render()``."""
+"""The terminal view: folded layers, 80 columns, units, ``vramsim.report_text``."""
 
 from __future__ import annotations
 
@@ -129,16 +129,16 @@ def test_every_table_fits_80_columns_with_its_numbers(lora_report: Report) -> No
     assert "\u2264: its layers differ, the most one saves" in render(lora_report)
 
 
-def test_str_is_the_summary_and_render_the_tables(lora_report: Report) -> None:
-    summary = str(lora_report)
+def test_report_text_is_the_summary_or_the_tables(lora_report: Report) -> None:
+    summary = vramsim.report_text(lora_report, summary=True)
     assert summary.startswith(lora_report.model) and "Peak allocated" in summary and "FITS on h100" in summary
     assert "Per layer" not in summary
-    text = lora_report.render()
+    text = vramsim.report_text(lora_report)
     assert text.startswith(summary) and "At the peak" in text and "model.layers.0-2 x3" in text
-    unfolded = lora_report.render(layers="all")
+    unfolded = vramsim.report_text(lora_report, layers="all")
     assert all(f"model.layers.{i} " in unfolded for i in range(3)) and "0-2 x3" not in unfolded
     with pytest.raises(ConfigError, match="unknown layers 'some'"):
-        lora_report.render(layers="some")  # type: ignore[arg-type]
+        vramsim.report_text(lora_report, layers="some")  # type: ignore[arg-type]
 
 
 def test_each_layer_of_a_list_is_one_row() -> None:

@@ -1,7 +1,9 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-The names below are imported on first use (PEP 562), so ``vramsim.estimators`` and
-``vramsim.errors`` load without torch or transformers.
+The entry points (``simulate``, ``simulate_each``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
+``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
+that word the records (``report_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
+(PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
 from __future__ import annotations
@@ -13,15 +15,22 @@ if TYPE_CHECKING:
     from vramsim.api import count_parameters, simulate, simulate_each
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
+    from vramsim.results.advice import Advice
     from vramsim.results.checkpoint import CheckpointReport
     from vramsim.results.fit import LargestFit
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
+    from vramsim.results.serving import ServeReport
     from vramsim.results.validation import Validation
     from vramsim.search.fitting import largest_fit
     from vramsim.search.strategy import StrategySearch, cheapest_strategy
+    from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
+    from vramsim.views.advice import advice_line
+    from vramsim.views.report import report_text
+    from vramsim.views.units import format_bytes
 
 __all__ = [
+    "Advice",
     "Assumption",
     "CheckpointReport",
     "ConfigError",
@@ -30,15 +39,20 @@ __all__ = [
     "ModelNotFoundError",
     "PeakSite",
     "Report",
+    "ServeReport",
     "StrategySearch",
     "TraceError",
     "UnsupportedError",
     "Validation",
     "VramsimError",
+    "advice_line",
     "cheapest_strategy",
     "checkpoint",
     "count_parameters",
+    "format_bytes",
     "largest_fit",
+    "report_text",
+    "serve",
     "simulate",
     "simulate_each",
     "validate",
@@ -46,13 +60,23 @@ __all__ = [
 
 _HOMES = {
     "count_parameters": "api", "simulate": "api", "simulate_each": "api",
-    "checkpoint": "checkpoints.checkpoint", "CheckpointReport": "results.checkpoint",
+    "checkpoint": "checkpoints.checkpoint",
+    "serve": "serving.budget",
+    "largest_fit": "search.fitting",
+    "cheapest_strategy": "search.strategy", "StrategySearch": "search.strategy",
+    "validate": "validation.validate",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",
-    "LargestFit": "results.fit", "largest_fit": "search.fitting",
-    "Assumption": "results.report", "LayerRow": "results.report", "PeakSite": "results.report", "Report": "results.report",
-    "StrategySearch": "search.strategy", "cheapest_strategy": "search.strategy",
-    "Validation": "results.validation", "validate": "validation.validate",
+    "Advice": "results.advice",
+    "Assumption": "results.report", "LayerRow": "results.report", "PeakSite": "results.report",
+    "Report": "results.report",
+    "CheckpointReport": "results.checkpoint",
+    "LargestFit": "results.fit",
+    "ServeReport": "results.serving",
+    "Validation": "results.validation",
+    "advice_line": "views.advice",
+    "format_bytes": "views.units",
+    "report_text": "views.report",
 }  # fmt: skip
 """The module each public name lives in."""
 

@@ -1,7 +1,75 @@
-"""The public entry points: ``simulate``, ``simulate_each`` and ``count_parameters``, from the analysis stage."""
+"""The public entry points: ``simulate``, ``simulate_each`` and ``count_parameters``, and the advice they give.
+
+``simulate`` is the analysis stage's, plus the advice that needs more traces (``advice="traced"``), which
+``vramsim trace`` asks for too: a job gets the same advice from Python and from the command line.
+"""
 
 from __future__ import annotations
 
-from vramsim.analysis.simulate import count_parameters, simulate, simulate_each
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Literal
 
-__all__ = ["count_parameters", "simulate", "simulate_each"]
+from vramsim.analysis import simulate as analysis
+from vramsim.analysis.simulate import count_parameters
+from vramsim.errors import ConfigError
+from vramsim.results.report import Report
+from vramsim.search.advice import traced_advice
+from vramsim.workload.models import ModelSource
+
+__all__ = ["ADVICE", "count_parameters", "simulate", "simulate_each"]
+
+AdviceDepth = Literal["none", "graph", "traced"]
+ADVICE = ("none", "graph", "traced")
+"""How much advice a job that does not fit gets: ``none``; ``graph``, what-ifs over its own trace (checkpointing,
+sharding: no further trace); ``traced``, those and the changes measured by more traces (weights' dtype,
+optimizer, the largest batch size and sequence length), as ``vramsim trace`` gives unless ``--no-search``."""
+
+
+def simulate(
+    model: ModelSource, *, advice: AdviceDepth = "graph", progress: Callable[[str], None] | None = None, **options: Any
+) -> Report:
+    """Trace one workload on the meta device and report its steady-state peak on ``device``.
+
+    ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
+    (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
+    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``tp``, ``pp``, ``lora``, ``inputs``,
+    ``loss``...); an unknown one is a ``ConfigError`` naming the choices. ``advice`` is one of ``ADVICE``;
+    ``progress`` is told each further trace the advice makes.
+
+    >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
+    >>> report.peak_bytes > 0
+    True
+    """
+    return simulate_each(model, [{}], advice=advice, progress=progress, **options)[0]
+
+
+def simulate_each(
+    model: ModelSource,
+    variants: list[dict[str, Any]],
+    *,
+    advice: AdviceDepth = "graph",
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
+) -> list[Report]:
+    """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
+    data and pipeline parallelism, headroom, expandable segments), which are what-ifs over the traced graph
+    (``tp`` changes the traced program, so it is fixed across variants). ``advice="none"`` leaves each
+    report's ``advice`` empty: its entries are further what-ifs for every variant that does not fit, which
+    a sweep reading only the figures does not need (they are most of its time).
+
+    >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
+    >>> reports[0].peak_bytes > reports[1].peak_bytes
+    True
+    """
+    if advice not in ADVICE:
+        raise ConfigError(f"unknown advice {advice!r}; choose one of: {', '.join(ADVICE)}")
+    reports = analysis.simulate_each(model, variants, advise=advice != "none", **options)
+    if advice != "traced":
+        return reports
+    return [
+        dataclasses.replace(report, advice=[*report.advice, *traced_advice(model, report, options | variant, progress=progress)])
+        if report.fits is False
+        else report
+        for report, variant in zip(reports, variants, strict=True)
+    ]

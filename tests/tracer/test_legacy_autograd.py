@@ -41,7 +41,7 @@ def _layer_saved(autograd: str, device: str, **options: object) -> int:
         model_class="AutoModelForSequenceClassification",
         inputs=_inputs,
         torch_autograd=autograd,
-        advise=False,
+        advice="none",
         **options,
     )
     return next(row.activation_bytes for row in report.layers if row.module == "bert.encoder.layer.0")

@@ -28,31 +28,13 @@ __all__ = ["count_parameters", "simulate", "simulate_each"]
 
 
 def simulate(model: ModelSource, **options: Any) -> Report:
-    """Trace one workload on the meta device and report its steady-state peak on ``device``.
-
-    ``options`` are keyword-only and are ``SimulationConfig``'s fields, each documented there
-    (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
-    ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``tp``, ``pp``, ``lora``, ``inputs``,
-    ``loss``...); an unknown one is a ``ConfigError`` naming the choices.
-
-    >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
-    >>> report.peak_bytes > 0
-    True
-    """
+    """One workload's report with the advice its own graph gives (``vramsim.simulate`` documents the options)."""
     return simulate_each(model, [{}], **options)[0]
 
 
 def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise: bool = True, **options: Any) -> list[Report]:
-    """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
-    data and pipeline parallelism, headroom, expandable segments), which are what-ifs over the traced graph
-    (``tp`` changes the traced program, so it is fixed across variants). ``advise=False`` leaves each
-    report's ``advice`` empty: its lines are further what-ifs for every variant that does not fit, which
-    a sweep reading only the figures does not need (they are most of its time).
-
-    >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
-    >>> reports[0].peak_bytes > reports[1].peak_bytes
-    True
-    """
+    """One trace, one report per variant (``vramsim.simulate_each`` documents it); ``advise=False`` leaves
+    out the advice, the what-ifs a job that does not fit gets from its graph."""
     config = SimulationConfig.from_options(**options)
     configs = [SimulationConfig.from_options(**{**options, **_analysis_variant(variant)}) for variant in variants]
     target = resolve_target(config.device)

@@ -1,12 +1,12 @@
-"""The result of a simulation: plain data, no tensors, nothing printed (``str`` and ``render`` return text)."""
+"""The result of a simulation: plain data, no tensors, nothing printed (``vramsim.report_text`` words it)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing import CheckpointCost
+from vramsim.results.advice import Advice
 
 __all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report", "StageMemory"]
 
@@ -161,8 +161,9 @@ class Report:
     fits: bool | None
     """Whether ``device_bytes`` fits in the capacity less the headroom; ``None`` for the cpu."""
     headroom: float
-    advice: list[str]
-    """What to change first when it does not fit."""
+    advice: list[Advice]
+    """What to change first when it does not fit: the what-ifs over this trace, least device memory first, then
+    (``advice="traced"``) the changes measured by further traces."""
     peak_at: PeakSite
     breakdown: dict[str, int]
     """Bytes by category at the moment of ``peak_bytes``, counted as ``peak_bytes`` counts them: sums to it."""
@@ -194,20 +195,3 @@ class Report:
 
     def __repr__(self) -> str:
         return f"<Report peak={self.peak_bytes / 2**30:.2f} GiB target={self.target}>"
-
-    def __str__(self) -> str:
-        """The summary ``vramsim trace`` prints first, then the warnings (which the CLI puts on stderr)."""
-        from vramsim.views.report import report_text
-
-        return report_text(self, summary=True) + "".join(f"warning: {line}\n" for line in self.warnings)
-
-    def render(self, *, layers: Literal["fold", "all"] = "fold", width: int | None = None) -> str:
-        """Everything ``vramsim trace`` prints, as text: the summary, the tables and the assumptions.
-
-        ``layers="all"`` gives one row per layer (the CLI's ``--layers all``); ``width`` None: $COLUMNS, else 80.
-        """
-        from vramsim.views.report import report_text
-
-        if layers not in ("fold", "all"):
-            raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")
-        return report_text(self, summary=False, fold=layers == "fold", width=width)

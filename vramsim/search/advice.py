@@ -4,7 +4,7 @@
 (``analysis/advice.py``). Weights in another dtype or another optimizer change the program itself, so
 each is simulated anew and offered only when it saves device memory on this run; an option
 already set, or one the target refuses (bf16 without bf16 support, bitsandbytes off NVIDIA),
-is never offered.
+is never offered. The largest batch size and sequence length that fit are searched by tracing too.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from typing import Any
 
 from vramsim.analysis.simulate import simulate
 from vramsim.config import SimulationConfig
+from vramsim.results.advice import Advice
 from vramsim.results.report import Report
+from vramsim.search.fitting import largest_fit
 from vramsim.workload.models import ModelSource
 from vramsim.workload.targets import resolve_target
 
-__all__ = ["retraced_advice", "retraced_options"]
+__all__ = ["retraced_advice", "retraced_options", "size_advice", "traced_advice"]
 
 _HEAVY_OPTIMIZERS = ("adamw", "adamw-foreach", "adam")
 """Optimizers keeping two full-precision states per parameter: a lighter one is worth a trace."""
@@ -42,17 +44,48 @@ def retraced_options(report: Report, options: dict[str, Any]) -> dict[str, dict[
 
 def retraced_advice(
     model: ModelSource, report: Report, options: dict[str, Any], *, progress: Callable[[str], None] | None = None
-) -> list[str]:
+) -> list[Advice]:
     """Each of ``retraced_options`` simulated with the rest of ``options``: what it saves on this run."""
-    from vramsim.views.units import format_bytes  # the report's figures, as the terminal prints them
-
-    lines = []
+    found = []
     for flag, change in retraced_options(report, options).items():
         if progress is not None:
             progress(f"tracing with {flag}")
         other = simulate(model, **{**options, **change})
         saved = report.device_bytes - other.device_bytes
         if saved > 0:
-            fits = " (fits)" if other.fits else ""
-            lines.append(f"{flag} (traced): {format_bytes(other.device_bytes)} on the device (-{format_bytes(saved)}){fits}")
-    return lines
+            found.append(Advice(changes=change, device_bytes=other.device_bytes, saved_bytes=saved, fits=other.fits, traced=True))
+    return found
+
+
+def size_advice(
+    model: ModelSource, report: Report, options: dict[str, Any], *, progress: Callable[[str], None] | None = None
+) -> list[Advice]:
+    """The largest batch size and sequence length that fit, each searched by tracing (none for a generation, a
+    pipeline or a table of checkpointing choices, whose sizes are not what a user changes first)."""
+    if report.task == "generate" or report.components or options.get("checkpointing") == "all":
+        return []
+    fit = largest_fit(model, traced=report, progress=progress, **options)
+    found = []
+    for largest, held in ((fit.batch_size, "seq_len"), (fit.seq_len, "batch_size")):
+        if largest is None:
+            continue
+        device_bytes = largest.device_bytes if largest.value is not None else largest.over_bytes
+        found.append(
+            Advice(
+                changes={} if largest.value is None else {largest.option: largest.value},
+                device_bytes=device_bytes or 0,
+                saved_bytes=report.device_bytes - (device_bytes or 0),
+                fits=largest.value is not None,
+                traced=True,
+                largest=largest,
+                held={held: fit.given[held]},
+            )
+        )
+    return found
+
+
+def traced_advice(
+    model: ModelSource, report: Report, options: dict[str, Any], *, progress: Callable[[str], None] | None = None
+) -> list[Advice]:
+    """Everything that needs another trace, in the order it is offered: another dtype or optimizer, then sizes."""
+    return [*retraced_advice(model, report, options, progress=progress), *size_advice(model, report, options, progress=progress)]

@@ -10,11 +10,11 @@ from vramsim.results.fit import Largest, LargestFit
 from vramsim.search.strategy import Candidate, StrategySearch
 from vramsim.views.units import format_bytes
 
-__all__ = ["fit_advice", "render_fit", "render_strategies"]
+__all__ = ["largest_line", "render_fit", "render_strategies"]
 
 
-def _largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
-    """One searched option: its largest fitting value and the traced value after it."""
+def largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
+    """One searched option: its largest fitting value and the traced value after it (``advice``: worded as a change)."""
     flag = "--" + largest.option.replace("_", "-")
     if largest.value is None:
         smallest = f"{largest.over or 1:,} takes {format_bytes(largest.over_bytes or 0)}"
@@ -33,12 +33,7 @@ def _largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
 
 def _largest_lines(fit: LargestFit, *, advice: bool = False) -> list[str]:
     held = {"batch_size": f"--seq-len {fit.given['seq_len']:,}", "seq_len": f"--batch-size {fit.given['batch_size']:,}"}
-    return [_largest_line(each, held[each.option], advice=advice) for each in (fit.batch_size, fit.seq_len) if each]
-
-
-def fit_advice(fit: LargestFit) -> list[str]:
-    """The largest batch size and sequence length as advice lines, saying they were traced."""
-    return _largest_lines(fit, advice=True)
+    return [largest_line(each, held[each.option], advice=advice) for each in (fit.batch_size, fit.seq_len) if each]
 
 
 def render_fit(fit: LargestFit, console: Console) -> None:

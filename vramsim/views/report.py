@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import io
+from typing import Literal
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from vramsim.errors import ConfigError
 from vramsim.results.report import AllocatorPressure, Report
+from vramsim.views.advice import advice_line
 from vramsim.views.folding import PEFT_PREFIX, fold_layers
 from vramsim.views.units import format_bytes
 
@@ -59,8 +62,8 @@ def render_summary(report: Report, console: Console) -> None:
         )
         if report.allocator_pressure is not None:
             console.print(_pressure(report.allocator_pressure))
-        for hint in report.advice:
-            console.print(f"  try: {hint}")
+        for advice in report.advice:
+            console.print(f"  try: {advice_line(advice)}")
 
 
 def render_report(report: Report, console: Console, *, fold: bool = True) -> None:
@@ -89,14 +92,21 @@ def _device_label(target: str) -> str:
     return {"cpu": "in host memory (the process)", "amd": "on the device (rocm-smi)"}.get(vendor, "on the device (nvidia-smi)")
 
 
-def report_text(report: Report, *, summary: bool, fold: bool = True, width: int | None = None) -> str:
-    """The terminal view as plain text (``str(report)``, ``report.render()``); ``width`` None: $COLUMNS, else 80."""
+def report_text(
+    report: Report, *, summary: bool = False, layers: Literal["fold", "all"] = "fold", width: int | None = None
+) -> str:
+    """What ``vramsim trace`` prints, as text: the summary, the tables and the assumptions; ``summary``: the
+    lines above the tables, then the warnings (which the CLI puts on stderr). ``layers="all"`` gives one row per
+    layer (the CLI's ``--layers all``); ``width`` None: $COLUMNS, else 80. ``print(vramsim.report_text(report))``
+    in Python shows what the command line shows."""
+    if layers not in ("fold", "all"):
+        raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")
     text = io.StringIO()
     console = Console(file=text, width=width, color_system=None, highlight=False)
     if summary:
         render_summary(report, console)
-    else:
-        render_report(report, console, fold=fold)
+        return text.getvalue() + "".join(f"warning: {line}\n" for line in report.warnings)
+    render_report(report, console, fold=layers == "fold")
     return text.getvalue()
 
 
