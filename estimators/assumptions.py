@@ -642,7 +642,7 @@ COMPILE_MODELLED = (
     "table leaves them out)"
 )
 """What ``--compile`` runs of torch's own compile stack (vramsim/workload/compiled.py). On the CPU the
-saved set matches the partitioned graphs' real run exactly (tests/test_compile.py)."""
+saved set matches the partitioned graphs' real run exactly (tests/workload/test_compile.py)."""
 
 COMPILE_FUSION = (
     "inductor's buffers are modelled from its lowering tables, not from its scheduler: a pointwise op (or "

@@ -14,11 +14,11 @@ from vramsim import Report, simulate
 from vramsim.cli import main
 from vramsim.errors import ConfigError, UnsupportedError
 
-TINY = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
-TINY_FLUX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-flux")
-TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
-TINY_PIXART = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-pixart")
-TINY_WAN = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-wan")
+TINY = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-sdxl")
+TINY_FLUX = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-flux")
+TINY_SD3 = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-sd3")
+TINY_PIXART = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-pixart")
+TINY_WAN = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-wan")
 _RUN = {"task": "generate", "num_inference_steps": 2, "device": "cpu"}
 
 
@@ -300,7 +300,7 @@ def test_attention_slicing_slices_the_unet_heads() -> None:
         simulate(TINY, attention_slicing="half", **options)
 
 
-TINY_LTX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-ltx")
+TINY_LTX = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-ltx")
 _LTX = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "num_frames": 9, "device": "cpu"}
 
 

@@ -12,8 +12,8 @@ from vramsim import Report, simulate
 from vramsim.cli import main
 from vramsim.errors import ConfigError, UnsupportedError
 
-TINY_SDXL = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sdxl")
-TINY_FLUX = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-flux")
+TINY_SDXL = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-sdxl")
+TINY_FLUX = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-flux")
 _FLUX = {"task": "train", "device": "cpu", "height": 64, "width": 64, "max_sequence_length": 32}
 
 
@@ -125,7 +125,7 @@ def test_a_stable_diffusion_pipeline_trains_its_unet_as_measured_on_the_cpu(tmp_
     assert [c.name for c in predicted.components] == ["text_encoder", "unet", "vae"]
 
 
-TINY_SD3 = str(Path(__file__).parent / "ground_truth" / "pipelines" / "tiny-sd3")
+TINY_SD3 = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-sd3")
 _SD3 = {"task": "train", "device": "cpu", "height": 64, "width": 64, "cache_latents": True}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from math import ceil
 from pathlib import Path
@@ -17,11 +16,9 @@ import torch.distributed as dist
 import transformers
 
 from tests.cli_runs import run, saved_config
+from tests.profiled import allocation_trace, memory_profile
 from vramsim.checkpoints import dcp as dcp_files
 from vramsim.checkpoints.checkpoint import checkpoint
-
-sys.path.insert(0, str(Path(__file__).parent))
-from profiled import allocation_trace, memory_profile
 
 _SEQ = 8
 

@@ -3,7 +3,7 @@
 The fast test measures the partitioned graphs run eagerly on the CPU (the partitioner's saved
 set, eager kernels: exactly what vramsim models). The inductor test compiles for real with a C++
 compiler, which takes minutes on two cores; it runs only with ``VRAMSIM_INDUCTOR_TESTS=1``.
-Forward and generate are refused with ``--compile`` (tests/test_bad_input.py).
+Forward and generate are refused with ``--compile`` (tests/cli/test_bad_input.py).
 """
 
 from __future__ import annotations
