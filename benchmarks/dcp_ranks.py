@@ -22,6 +22,7 @@ import transformers
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.test_sharded_checkpoint import _SEQ, _config, _sharded, _step
+
 from vramsim.checkpoints import dcp as dcp_files
 from vramsim.checkpoints.checkpoint import checkpoint
 

@@ -31,7 +31,7 @@ def graph_advice(analysis: Analysis, config: SimulationConfig, target: Target, m
         variants += [
             ({"checkpointing": p.spec}, p, analysis) for p in checkpointing_choices(target) if p.spec != config.checkpointing
         ]
-        if config.sharding.gpus > 1 and not config.zero and config.fsdp == "no" and not config.pipeline.active:
+        if config.sharding.gpus > 1 and not config.zero and config.fsdp == "no" and not config.pipeline_parallel.active:
             for change in SHARDING_CHANGES:
                 variants.append((change, plan, analysis.with_config(dataclasses.replace(config, **change))))
     computed = []

@@ -102,7 +102,7 @@ def _report(
             chosen.timeline,
             gpus=config.gpus,
             tp=config.tp,
-            pipeline=config.pipeline,
+            pipeline=config.pipeline_parallel,
             stages=chosen.stages,
             ep=config.ep,
             cp=config.cp,
@@ -135,7 +135,7 @@ def _assumptions(config: SimulationConfig, target: Target, traced: Traced, chose
         *attention_notes(config.attn_implementation),
         *(traced.program.notes or run_notes(config, traced.program, target)),
         *(sharding_notes(chosen.sharded) if chosen.sharded else []),
-        *model_parallel_notes(config.tp, config.pipeline, config.ep, config.cp),
+        *model_parallel_notes(config.tp, config.pipeline_parallel, config.ep, config.cp),
         *(Assumption(name="data_dependent", detail=note) for note in traced.trace.notes),
         *([traced.derived.note] if traced.derived is not None else []),
     ]

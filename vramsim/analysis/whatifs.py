@@ -18,7 +18,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointPlan, WhatIf, budgeted_plan, parse_checkpointing, what_if
 from vramsim.estimators.context_parallel import ring_buffers
 from vramsim.estimators.expert_parallel import all_to_all_buffers
-from vramsim.estimators.pipeline import PipelineSplit
+from vramsim.estimators.pipeline_parallel import PipelineSplit
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.report import CheckpointChoice, StageMemory
@@ -43,7 +43,7 @@ class Outcome:
 
 class Analysis:
     """Checkpointing what-ifs over one traced graph, then the config's pipeline stages (each,
-    ``estimators/pipeline.py``) or data parallelism (one rank of it, ``estimators/sharding/shard.py``),
+    ``estimators/pipeline_parallel.py``) or data parallelism (one rank of it, ``estimators/sharding/shard.py``),
     each replayed on the target."""
 
     def __init__(
@@ -79,7 +79,7 @@ class Analysis:
         key = (
             plan.spec,
             config.sharding,
-            config.pipeline,
+            config.pipeline_parallel,
             config.expandable_segments,
             config.gpus,
             config.headroom,
@@ -157,7 +157,7 @@ class Analysis:
             except NotImplementedError as exc:
                 raise UnsupportedError(str(exc)) from None
             outcome = dataclasses.replace(outcome, timeline=ringed)
-        if self._config.pipeline.active:
+        if self._config.pipeline_parallel.active:
             return dataclasses.replace(self._pipeline(outcome), exchange_bytes=exchange)
         sharding = self._config.sharding
         sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
@@ -181,7 +181,7 @@ class Analysis:
     def _pipeline(self, outcome: WhatIf) -> Outcome:
         """Each pipeline stage replayed, under data parallelism as one data-parallel rank of that stage's
         weights; the busiest (most device memory) is the one reported."""
-        plan, sharding = self._config.pipeline, self._config.sharding
+        plan, sharding = self._config.pipeline_parallel, self._config.sharding
         try:
             split = PipelineSplit(self._graph, outcome.timeline, plan)
         except ValueError as exc:

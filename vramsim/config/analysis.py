@@ -11,7 +11,7 @@ from vramsim.config.workload import WorkloadOptions
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import ModuleLoading
 from vramsim.estimators.checkpointing import parse_checkpointing
-from vramsim.estimators.pipeline import PipelinePlan, pipeline_plan
+from vramsim.estimators.pipeline_parallel import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan
 
 __all__ = ["ANALYSIS_OPTIONS", "AnalysisOptions"]
@@ -116,7 +116,8 @@ class AnalysisOptions:
     pp: int = field(
         default=1,
         metadata=option(
-            help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last (estimators/pipeline.py)",
+            help="pipeline stages: the decoder layers split evenly, embedding first, head and loss last "
+            "(estimators/pipeline_parallel.py)",
             parse=int,
             report=as_is,
             commands=("trace",),
@@ -150,7 +151,7 @@ class AnalysisOptions:
     )
 
     @property
-    def pipeline(self) -> PipelinePlan:
+    def pipeline_parallel(self) -> PipelinePlan:
         """The pipeline plan of ``pp``, ``pp_schedule`` and ``micro_batches`` (checked in ``__post_init__``)."""
         return pipeline_plan(self.pp, self.pp_schedule, self.micro_batches, self.pp_virtual_stages)
 
@@ -189,7 +190,7 @@ class AnalysisOptions:
     def _check_pipeline(self, workload: WorkloadOptions) -> None:
         """The pipeline is a training what-if, over data-parallel ranks as DeepSpeed allows."""
         try:
-            plan = self.pipeline
+            plan = self.pipeline_parallel
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.pp_schedule = plan.schedule

@@ -106,7 +106,7 @@ class RankMemory:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageMemory:
-    """One pipeline rank (``estimators/pipeline.py``)."""
+    """One pipeline rank (``estimators/pipeline_parallel.py``)."""
 
     rank: int
     layers: list[str]
