@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from vramsim.results.fit import LargestFit
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
     from vramsim.results.serving import ServeReport
+    from vramsim.results.strategy import StrategySearch
     from vramsim.results.validation import Validation
     from vramsim.search.fitting import largest_fit
-    from vramsim.search.strategy import StrategySearch, cheapest_strategy
+    from vramsim.search.strategy import cheapest_strategy
     from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
@@ -63,7 +64,8 @@ _HOMES = {
     "checkpoint": "checkpoints.checkpoint",
     "serve": "serving.budget",
     "largest_fit": "search.fitting",
-    "cheapest_strategy": "search.strategy", "StrategySearch": "search.strategy",
+    "cheapest_strategy": "search.strategy",
+    "StrategySearch": "results.strategy",
     "validate": "validation.validate",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",

@@ -10,9 +10,10 @@ import transformers
 import vramsim
 from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN
+from vramsim.results.strategy import SCHEMES
 from vramsim.search import strategy, strategy_space
 from vramsim.search.strategy import cheapest_strategy
-from vramsim.search.strategy_space import PIPELINE_SCHEMES, SCHEMES, settings
+from vramsim.search.strategy_space import PIPELINE_SCHEMES, settings
 
 _MiB = 1 << 20
 
@@ -153,7 +154,7 @@ def test_the_table_names_each_setting_with_its_peak() -> None:
     """The CLI's table: the cheapest setting as flags, then each setting measured with its peak and device bytes."""
     from rich.console import Console
 
-    from vramsim.search.strategy import Candidate, StrategySearch
+    from vramsim.results.strategy import Candidate, StrategySearch
     from vramsim.views.fit import render_strategies
 
     piped = Candidate(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -32,7 +32,8 @@ from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import parse_checkpointing, what_if
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
-from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, SCHEMES, Setting, layer_shape, settings
+from vramsim.results.strategy import SCHEMES, Candidate, StrategySearch
+from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, Setting, layer_shape, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
 from vramsim.workload.models import ModelSource, model_name
@@ -40,76 +41,10 @@ from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["CHECKPOINTING_BY_RECOMPUTE", "SCHEMES", "Candidate", "StrategySearch", "cheapest_strategy"]
+__all__ = ["cheapest_strategy"]
 
 _CHOSEN = frozenset({"gpus", "checkpointing", "gradient_checkpointing", "tp", "pp", "cp", "ep", "zero", "fsdp", "pp_schedule"})
 """Options the search sets itself (``_check`` refuses the ones a user may not fix)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Candidate:
-    """One setting and what one rank of it (a pipeline's busiest stage) takes."""
-
-    gpus: int
-    tp: int
-    pp: int
-    pp_schedule: str | None
-    cp: int
-    ep: int
-    scheme: str
-    """A name of ``SCHEMES``; ``one GPU`` or ``one replica`` without data parallelism."""
-    checkpointing: str
-    """As tried: a uniform choice or ``auto``."""
-    plan: str
-    """The checkpointing run: ``auto``'s per-layer plan, else ``checkpointing``."""
-    device_bytes: int
-    peak_bytes: int
-    fits: bool
-    recomputed: float
-    """Recomputed FLOPs as a share of the step's (forward and backward)."""
-    recomputed_ops: float
-    """Recomputed ops as a share of the step's: what tells a selective choice (its FLOPs about 0) from none."""
-    bubble: float
-    """The pipeline's idle time as a share of its ideal step (``PIPELINE_BUBBLE``)."""
-    communication: float
-    """Bytes one rank sends per micro-batch, every axis added (``estimators/communication.py``)."""
-
-    @property
-    def key(self) -> tuple[float, ...]:
-        """The order of cost beyond memory (the module's docstring)."""
-        return self.gpus, round(self.recomputed + self.bubble, 9), self.recomputed_ops, self.communication, self.device_bytes
-
-    def options(self) -> dict[str, Any]:
-        """As ``simulate`` options."""
-        return _setting(self).options()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StrategySearch:
-    """Every candidate measured, cheapest first, and the first that fits."""
-
-    model: str
-    target: str
-    usable_bytes: int
-    max_gpus: int
-    candidates: list[Candidate]
-    cheapest: Candidate | None
-    """None when none fits on up to ``max_gpus`` GPUs."""
-    traces: int
-    """Programs traced: one, plus one per tensor-, context- or expert-parallel degree a measured candidate ran."""
-    skipped: int
-    """Candidates not measured: their group's ``full`` checkpointing does not fit, or a cheaper one fit first."""
-    notes: list[str] = field(default_factory=list)
-    """Layouts the model or vramsim refuses, each once, with the reason."""
-    trace_seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data; ``vramsim fit --strategies --json`` prints it under ``strategies``."""
-        return asdict(self)
-
-    def options(self) -> dict[str, Any]:
-        """The cheapest candidate as ``simulate`` options (empty when none fits)."""
-        return {} if self.cheapest is None else self.cheapest.options()
 
 
 def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearch:
@@ -359,19 +294,6 @@ class _Search:
 
 def _fields(setting: Setting) -> dict[str, Any]:
     return {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
-
-
-def _setting(candidate: Candidate) -> Setting:
-    return Setting(
-        gpus=candidate.gpus,
-        tp=candidate.tp,
-        pp=candidate.pp,
-        cp=candidate.cp,
-        ep=candidate.ep,
-        pp_schedule=candidate.pp_schedule,
-        scheme=candidate.scheme,
-        checkpointing=candidate.checkpointing,
-    )
 
 
 def _describe(setting: Setting) -> str:

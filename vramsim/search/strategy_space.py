@@ -21,20 +21,11 @@ from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN, GPUS_PER_NODE
 from vramsim.estimators.communication import LayerShape
 from vramsim.estimators.expert_parallel import expert_weight
+from vramsim.results.strategy import SCHEMES, layout_options
 from vramsim.workload.parallel.expert import EP_EXPERT_COUNTS
 from vramsim.workload.parallel.tensor import TP_MODEL_TYPES
 
-__all__ = ["CHECKPOINTING_BY_RECOMPUTE", "CHOICES", "PIPELINE_SCHEMES", "SCHEMES", "Setting", "layer_shape", "settings"]
-
-SCHEMES: dict[str, dict[str, Any]] = {
-    "DDP": {"zero": 0, "fsdp": "no"},
-    "ZeRO-1": {"zero": 1, "fsdp": "no"},
-    "ZeRO-2": {"zero": 2, "fsdp": "no"},
-    "FSDP2 grad-op": {"zero": 0, "fsdp": "grad-op"},
-    "ZeRO-3": {"zero": 3, "fsdp": "no"},
-    "FSDP2 full": {"zero": 0, "fsdp": "full"},
-}
-"""The data-parallel schemes tried over more than one data-parallel rank, as ``simulate`` options."""
+__all__ = ["CHECKPOINTING_BY_RECOMPUTE", "CHOICES", "PIPELINE_SCHEMES", "Setting", "layer_shape", "settings"]
 
 PIPELINE_SCHEMES = ("DDP", "ZeRO-1", "FSDP2 grad-op", "FSDP2 full")
 """The schemes a pipeline runs under: DeepSpeed's PipelineEngine refuses ZeRO-2 and -3."""
@@ -81,13 +72,7 @@ class Setting:
 
     def options(self) -> dict[str, Any]:
         """As ``simulate`` options."""
-        given: dict[str, Any] = {"gpus": self.gpus}
-        for name in ("tp", "pp", "pp_schedule", "cp", "ep"):
-            value = getattr(self, name)
-            if value not in (1, None):
-                given[name] = value
-        given |= {k: v for k, v in SCHEMES.get(self.scheme, {}).items() if v not in (0, "no")}  # DDP: the default
-        return given | {"checkpointing": self.checkpointing}
+        return layout_options(self)
 
 
 def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShape, Any]:

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vramsim.results.fit import Largest, LargestFit
-from vramsim.search.strategy import Candidate, StrategySearch
+from vramsim.results.strategy import Candidate, StrategySearch
 from vramsim.views.units import format_bytes
 
 __all__ = ["largest_line", "render_fit", "render_strategies"]

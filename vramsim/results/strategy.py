@@ -1,0 +1,108 @@
+"""The result of ``vramsim fit --strategies``: every parallel setting measured, cheapest first."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["SCHEMES", "Candidate", "Layout", "StrategySearch", "layout_options"]
+
+SCHEMES: dict[str, dict[str, Any]] = {
+    "DDP": {"zero": 0, "fsdp": "no"},
+    "ZeRO-1": {"zero": 1, "fsdp": "no"},
+    "ZeRO-2": {"zero": 2, "fsdp": "no"},
+    "FSDP2 grad-op": {"zero": 0, "fsdp": "grad-op"},
+    "ZeRO-3": {"zero": 3, "fsdp": "no"},
+    "FSDP2 full": {"zero": 0, "fsdp": "full"},
+}
+"""The data-parallel schemes tried over more than one data-parallel rank, as ``simulate`` options."""
+
+
+class Layout(Protocol):
+    """A parallel setting's layout: what its ``simulate`` options are made of."""
+
+    gpus: int
+    tp: int
+    pp: int
+    pp_schedule: str | None
+    cp: int
+    ep: int
+    scheme: str
+    checkpointing: str
+
+
+def layout_options(layout: Layout) -> dict[str, Any]:
+    """A layout as ``simulate`` options: its degrees above 1, its scheme's sharding (DDP is the default)."""
+    given: dict[str, Any] = {"gpus": layout.gpus}
+    for name in ("tp", "pp", "pp_schedule", "cp", "ep"):
+        value = getattr(layout, name)
+        if value not in (1, None):
+            given[name] = value
+    given |= {k: v for k, v in SCHEMES.get(layout.scheme, {}).items() if v not in (0, "no")}
+    return given | {"checkpointing": layout.checkpointing}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """One setting and what one rank of it (a pipeline's busiest stage) takes."""
+
+    gpus: int
+    tp: int
+    pp: int
+    pp_schedule: str | None
+    cp: int
+    ep: int
+    scheme: str
+    """A name of ``SCHEMES``; ``one GPU`` or ``one replica`` without data parallelism."""
+    checkpointing: str
+    """As tried: a uniform choice or ``auto``."""
+    plan: str
+    """The checkpointing run: ``auto``'s per-layer plan, else ``checkpointing``."""
+    device_bytes: int
+    peak_bytes: int
+    fits: bool
+    recomputed: float
+    """Recomputed FLOPs as a share of the step's (forward and backward)."""
+    recomputed_ops: float
+    """Recomputed ops as a share of the step's: what tells a selective choice (its FLOPs about 0) from none."""
+    bubble: float
+    """The pipeline's idle time as a share of its ideal step (``PIPELINE_BUBBLE``)."""
+    communication: float
+    """Bytes one rank sends per micro-batch, every axis added (``estimators/communication.py``)."""
+
+    @property
+    def key(self) -> tuple[float, ...]:
+        """The order of cost beyond memory (the module's docstring)."""
+        return self.gpus, round(self.recomputed + self.bubble, 9), self.recomputed_ops, self.communication, self.device_bytes
+
+    def options(self) -> dict[str, Any]:
+        """As ``simulate`` options."""
+        return layout_options(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StrategySearch:
+    """Every candidate measured, cheapest first, and the first that fits."""
+
+    model: str
+    target: str
+    usable_bytes: int
+    max_gpus: int
+    candidates: list[Candidate]
+    cheapest: Candidate | None
+    """None when none fits on up to ``max_gpus`` GPUs."""
+    traces: int
+    """Programs traced: one, plus one per tensor-, context- or expert-parallel degree a measured candidate ran."""
+    skipped: int
+    """Candidates not measured: their group's ``full`` checkpointing does not fit, or a cheaper one fit first."""
+    notes: list[str] = field(default_factory=list)
+    """Layouts the model or vramsim refuses, each once, with the reason."""
+    trace_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; ``vramsim fit --strategies --json`` prints it under ``strategies``."""
+        return asdict(self)
+
+    def options(self) -> dict[str, Any]:
+        """The cheapest candidate as ``simulate`` options (empty when none fits)."""
+        return {} if self.cheapest is None else self.cheapest.options()
