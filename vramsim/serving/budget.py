@@ -108,6 +108,7 @@ def _rank_budget(
     started: float,
 ) -> ServeReport:
     """Without pipeline parallel: one rank's cache, profile run and budget, every rank alike."""
+    assert config.tp is not None
     encoder_decoder = bool(getattr(source, "is_encoder_decoder", False))
     layers = state_per_rank(
         source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len), config.tp
