@@ -42,6 +42,21 @@ def option_warnings(config: SimulationConfig, trace: Trace) -> list[str]:
 
 
 def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[Assumption]:
+    """The assumptions a run's report lists, from its options, its program and its target."""
+    notes = _step_notes(config)
+    if isinstance(config.loss, str):
+        model_config = getattr(program.model, "config", None)
+        notes += loss_notes(
+            parse_loss(config.loss), getattr(model_config, "vocab_size", None), getattr(model_config, "hidden_size", None)
+        )
+    notes += _trainer_notes(config, target)
+    notes += _program_notes(program)
+    notes += _precision_notes(config, program, target)
+    return notes
+
+
+def _step_notes(config: SimulationConfig) -> list[Assumption]:
+    """Which step's peak is reported, how checkpointing is computed, what a training step holds."""
     notes = [
         Assumption(
             name="steady_state",
@@ -81,11 +96,12 @@ def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[As
                     "a training step reads no KV cache",
                 )
             )
-    if isinstance(config.loss, str):
-        model_config = getattr(program.model, "config", None)
-        notes += loss_notes(
-            parse_loss(config.loss), getattr(model_config, "vocab_size", None), getattr(model_config, "hidden_size", None)
-        )
+    return notes
+
+
+def _trainer_notes(config: SimulationConfig, target: Target) -> list[Assumption]:
+    """The trainer and autograd behaviours an option asks for (empty_cache steps, PyTorch 1.10's autograd)."""
+    notes = []
     if config.torch_empty_cache_steps is not None and target.profile.vendor != "cpu":
         notes.append(
             Assumption(
@@ -104,6 +120,12 @@ def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[As
                 "of that release are not modelled",
             )
         )
+    return notes
+
+
+def _program_notes(program: Any) -> list[Assumption]:
+    """What the program built brings: compilation, paged optimizer states, the fp16 grad scaler."""
+    notes = []
     if program.compiled is not None:
         notes.append(Assumption(name="compile_partitioned", detail=f"{COMPILE_MODELLED} ({program.compiled.describe()})"))
         notes.append(Assumption(name="compile_fusion", detail=COMPILE_FUSION))
@@ -117,6 +139,12 @@ def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[As
                 "its scale, growth tracker, found_inf and inverse scale are traced",
             )
         )
+    return notes
+
+
+def _precision_notes(config: SimulationConfig, program: Any, target: Target) -> list[Assumption]:
+    """How the weights and autocast run: bf16 emulated, quantized weights, the weights' dtype when none was given."""
+    notes = []
     profile = target.profile
     if config.mixed_precision == torch.bfloat16 and profile.vendor == "nvidia" and not profile.supports_bf16:
         notes.append(

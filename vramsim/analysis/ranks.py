@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vramsim.estimators import assumptions as a
 from vramsim.estimators.pipeline_parallel import PipelinePlan
-from vramsim.estimators.sharding import Sharded
+from vramsim.estimators.sharding import Sharded, ShardingPlan
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.report import Assumption, RankMemory, StageMemory
 from vramsim.workload.parallel.expert import EP_NOT_TRACED
@@ -147,8 +147,19 @@ _OFFLOAD = (
 def sharding_notes(sharded: Sharded) -> list[Assumption]:
     """Every figure and policy the rank's memory rests on, with its source."""
     plan = sharded.plan
-    buffers = sharded.buffers
-    notes = [
+    return [
+        _data_parallel_note(plan),
+        *_ddp_notes(plan, sharded.buffers),
+        *_zero_notes(plan, sharded.buffers),
+        *_fsdp_notes(plan),
+        *_offload_notes(sharded),
+        *(Assumption(name="sharding", detail=note) for note in sharded.notes),
+    ]
+
+
+def _data_parallel_note(plan: ShardingPlan) -> Assumption:
+    """How the data-parallel ranks relate: alike, or each pipeline stage's group over its own weights."""
+    return (
         Assumption(
             name="pipeline_data_parallel",
             detail=f"{plan.scheme} over the {plan.gpus} data-parallel ranks of each pipeline stage, on that stage's "
@@ -164,7 +175,12 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
             detail=f"{plan.scheme} over {plan.gpus} GPUs is pure data parallelism: every rank runs the same program on "
             "its own micro-batch and holds the same bytes, so the figures are one rank's",
         )
-    ]
+    )
+
+
+def _ddp_notes(plan: ShardingPlan, buffers: dict[str, int]) -> list[Assumption]:
+    """DDP's gradient buckets."""
+    notes = []
     if plan.scheme == "DDP":
         notes.append(
             Assumption(
@@ -180,6 +196,12 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
                 bytes=sum(buffers.values()),
             )
         )
+    return notes
+
+
+def _zero_notes(plan: ShardingPlan, buffers: dict[str, int]) -> list[Assumption]:
+    """DeepSpeed ZeRO's fp32 master copy and reduce bucket, and ZeRO-3's gathers."""
+    notes = []
     if plan.zero:
         notes.append(
             Assumption(
@@ -205,6 +227,12 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
                 "buffer of the rank's partitions made at start-up (stage3.py grad_partitions_flat_buffer)",
             )
         )
+    return notes
+
+
+def _fsdp_notes(plan: ShardingPlan) -> list[Assumption]:
+    """FSDP2's per-block gathers and reduce-scatters, and HSDP's shard groups."""
+    notes = []
     if plan.fsdp != "no":
         notes.append(
             Assumption(
@@ -227,6 +255,13 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
                 "(_fsdp_collectives.py foreach_reduce), adding no buffer",
             )
         )
+    return notes
+
+
+def _offload_notes(sharded: Sharded) -> list[Assumption]:
+    """The model states offloaded to host memory."""
+    plan = sharded.plan
+    notes = []
     if plan.offload != "none":
         notes.append(
             Assumption(
@@ -240,5 +275,4 @@ def sharding_notes(sharded: Sharded) -> list[Assumption]:
                 bytes=sum(sharded.host.values()),
             )
         )
-    notes.extend(Assumption(name="sharding", detail=note) for note in sharded.notes)
     return notes

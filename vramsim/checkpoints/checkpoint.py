@@ -6,7 +6,7 @@ import dataclasses
 import time
 from typing import Any
 
-from vramsim.analysis.device_memory import device_memory
+from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.checkpoints.files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
@@ -22,6 +22,7 @@ from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
 from vramsim.workload.models import ModelSource, model_name
 from vramsim.workload.optimizers import check_target, describe_optimizer
+from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
 __all__ = ["MAP_LOCATIONS", "SAVE_FORMATS", "checkpoint"]
@@ -76,7 +77,20 @@ def checkpoint(
             program, outcome.timeline, config, target, dcp=given == "dcp", async_save=async_save, train=outcome.memory
         )
         return dataclasses.replace(report, model=model_name(model), trace_seconds=round(time.perf_counter() - started, 3))
-    train = outcome.memory
+    return _unsharded_checkpoint(model, program, outcome.memory, config, target, layout, location, started)
+
+
+def _unsharded_checkpoint(
+    model: ModelSource,
+    program: Program,
+    train: DeviceMemory,
+    config: SimulationConfig,
+    target: Target,
+    layout: Layout,
+    location: MapLocation,
+    started: float,
+) -> CheckpointReport:
+    """The Trainer's folder or the plain loop's torch.save: its files, and the memory of saving and restoring them."""
     host = target.profile.vendor == "cpu"
     device = "cpu" if host else "cuda:0"
     if layout == "trainer":

@@ -34,31 +34,9 @@ def sharded_checkpoint(
     assert program.optimizer is not None, "a training program has an optimizer (checked by the caller)"
     on_gpu = target.profile.vendor != "cpu"
     if dcp:
-        ranks, metadata = dcp_save(program, gpus=config.gpus, sharded=config.fsdp != "no", on_gpu=on_gpu)
-        files = [
-            CheckpointFile(
-                name=f"__{r.rank}_0.distcp",
-                bytes=r.file_bytes,
-                holds="the rank's shards (DCP)",
-                tensor_bytes=r.tensor_bytes,
-                rank=r.rank,
-            )
-            for r in ranks
-        ]
-        files.append(CheckpointFile(name=".metadata", bytes=metadata, holds="DCP metadata (every chunk's file and offset)"))
-        save_host = max(r.staged_bytes if async_save else r.copy_ahead_bytes for r in ranks) if on_gpu else 0
-        restore_host = max((max(r.loaded, default=0) for r in ranks), default=0) if on_gpu else 0
-        loaded = [] if on_gpu else ranks[0].loaded
+        files, save_host, restore_host, loaded = _dcp_files(program, config, on_gpu=on_gpu, async_save=async_save)
     else:
-        low = config.mixed_precision if isinstance(config.mixed_precision, torch.dtype) else None
-        files, largest = deepspeed_files(
-            program, config.sharding, weight_dtype=low, bf16=low == torch.bfloat16, device="cuda:0" if on_gpu else "cpu"
-        )
-        save_host = largest if on_gpu else 0
-        module = sum(f.tensor_bytes for f in files if "model_states" in f.name and f.rank in (None, 0))
-        optim = max(f.tensor_bytes for f in files if "optim_states" in f.name)
-        restore_host = module + optim if on_gpu else 0
-        loaded = []
+        files, save_host, restore_host, loaded = _deepspeed_files(program, config, on_gpu=on_gpu)
     zeros = None
     if dcp and config.gradient_as_bucket_view:  # .grad views DDP's buckets: a fresh zeros_like per trainable parameter
         zeros = [p.untyped_storage().nbytes() for p in program.model.parameters() if p.requires_grad]
@@ -92,6 +70,43 @@ def sharded_checkpoint(
             *target.notes,
         ],
     )
+
+
+def _dcp_files(
+    program: Program, config: SimulationConfig, *, on_gpu: bool, async_save: bool
+) -> tuple[list[CheckpointFile], int, int, list[int]]:
+    """DCP's files, the host bytes of one rank's save and restore, and what a CPU rank's restore loads."""
+    ranks, metadata = dcp_save(program, gpus=config.gpus, sharded=config.fsdp != "no", on_gpu=on_gpu)
+    files = [
+        CheckpointFile(
+            name=f"__{r.rank}_0.distcp",
+            bytes=r.file_bytes,
+            holds="the rank's shards (DCP)",
+            tensor_bytes=r.tensor_bytes,
+            rank=r.rank,
+        )
+        for r in ranks
+    ]
+    files.append(CheckpointFile(name=".metadata", bytes=metadata, holds="DCP metadata (every chunk's file and offset)"))
+    save_host = max(r.staged_bytes if async_save else r.copy_ahead_bytes for r in ranks) if on_gpu else 0
+    restore_host = max((max(r.loaded, default=0) for r in ranks), default=0) if on_gpu else 0
+    loaded = [] if on_gpu else ranks[0].loaded
+    return files, save_host, restore_host, loaded
+
+
+def _deepspeed_files(
+    program: Program, config: SimulationConfig, *, on_gpu: bool
+) -> tuple[list[CheckpointFile], int, int, list[int]]:
+    """DeepSpeed ZeRO's files and the host bytes of one rank's save and restore (no CPU-rank loads to list: empty)."""
+    low = config.mixed_precision if isinstance(config.mixed_precision, torch.dtype) else None
+    files, largest = deepspeed_files(
+        program, config.sharding, weight_dtype=low, bf16=low == torch.bfloat16, device="cuda:0" if on_gpu else "cpu"
+    )
+    save_host = largest if on_gpu else 0
+    module = sum(f.tensor_bytes for f in files if "model_states" in f.name and f.rank in (None, 0))
+    optim = max(f.tensor_bytes for f in files if "optim_states" in f.name)
+    restore_host = module + optim if on_gpu else 0
+    return files, save_host, restore_host, []
 
 
 def _assumptions(dcp: bool, async_save: bool, gpus: int) -> list[Assumption]:

@@ -16,10 +16,10 @@ from transformers import PretrainedConfig
 from vramsim.config import DiffusionOptions, SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpointing import parse_checkpointing
+from vramsim.estimators.checkpointing import CheckpointPlan, parse_checkpointing
 from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
-from vramsim.workload.checkpointing import apply_checkpointing, install_unit_marker, saved_tensor_context
+from vramsim.workload.checkpointing import UnitMarker, apply_checkpointing, install_unit_marker, saved_tensor_context
 from vramsim.workload.compiled import compile_model
 from vramsim.workload.inputs import default_inputs
 from vramsim.workload.losses import install_loss, liger_run
@@ -88,68 +88,16 @@ def build_program(
             pipeline, config, device=device, emulation=emulation, foreach=foreach, checkpointing=checkpointing
         )
     _refuse_pipeline_options(config)
-    if isinstance(source, (str, Path)):
-        source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
-    if config.tp > 1:
-        if not isinstance(source, PretrainedConfig):
-            raise UnsupportedError("tp splits a transformers decoder by its config; give a model id or a config")
-        source = rank_config(source, config.tp)
-    if config.ep > 1:
-        if not isinstance(source, PretrainedConfig):
-            raise UnsupportedError("ep splits a transformers MoE decoder by its config; give a model id or a config")
-        source = expert_rank_config(source, config.ep)
-    if isinstance(source, PretrainedConfig):
-        source = copy.deepcopy(source)  # building a model writes its dtype into the config
-        dtype: torch.dtype | None = weight_dtype(config, source)
-        stored = getattr(source, "dtype", None)
-        from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
-        weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
-    else:
-        assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
-        dtype = config.dtype
-        weights = "given" if dtype is not None else "as built"
-    model = build_model(
-        source,
-        device=device,
-        dtype=dtype,
-        model_class=config.model_class,
-        trust_remote_code=config.trust_remote_code,
-        task=config.task,
-        attn_implementation=config.attn_implementation,
-    )
-    if config.quantization is not None:
-        quantization = quantization_config(config.quantization, _first_float_dtype(model))
-        check_quantized_target(quantization, target=config.device, train=config.task == "train", lora=config.lora is not None)
-        quantize_model(model, quantization, device=device, target=config.device, train=config.task == "train")
-    if config.task == "generate":
-        check_can_generate(model)
-    warnings = []
+    source, dtype, weights = _weights_dtype(_rank_source(source, config), config)
+    model = _built_model(source, config, device, dtype)
+    warnings = _position_warnings(model, config)
     seq_len = config.seq_len // config.cp  # a context-parallel rank's tokens
-    if config.inputs is None:  # the user's own inputs say their own length
-        warning = check_positions(model, seq_len=config.seq_len, new_tokens=config.max_new_tokens or 0)
-        warnings += [warning] if warning else []
     train = config.task == "train"
     model.train(train)
     plan = parse_checkpointing(config.checkpointing)
-    units = None
-    if checkpointing == "marked":
-        units = install_unit_marker(model) if train and not config.compile else None
-    elif plan.kind == "all":
-        raise ConfigError("checkpointing='all' compares the choices from one trace; a real run takes one choice")
-    else:
-        apply_checkpointing(model, plan, emulation)
-    _install_named_loss(model, config, device)
-    if config.lora is not None:
-        if config.quantization is not None and train and is_bitsandbytes(model):
-            _prepare_for_kbit_training(model)
-        model = _apply_lora(model, config.lora)
-    with torch.device(device):
-        if config.inputs is None:
-            batch = default_inputs(model, config.batch_size, seq_len, train=train)
-            if callable(config.loss):  # the user's loss replaces the model's: no labels, so no second loss
-                batch.pop("labels", None)
-        else:
-            batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
+    units = _checkpoint(model, config, plan, emulation, checkpointing)
+    model = _finish_model(model, config, device)
+    batch = _batch(model, config, device, seq_len)
     compiled = compile_model(model, device=device) if config.compile else None
     optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
     mixed = config.mixed_precision
@@ -175,6 +123,102 @@ def build_program(
         keep_outputs=config.keep_outputs,
         compiled=compiled,
     )
+
+
+def _rank_source(source: ModelSource, config: SimulationConfig) -> ModelSource:
+    """The source loaded, and cut to one rank's shard under tensor or expert parallel."""
+    if isinstance(source, (str, Path)):
+        source = load_builder(str(source)) or load_config(source, trust_remote_code=config.trust_remote_code)
+    if config.tp > 1:
+        if not isinstance(source, PretrainedConfig):
+            raise UnsupportedError("tp splits a transformers decoder by its config; give a model id or a config")
+        source = rank_config(source, config.tp)
+    if config.ep > 1:
+        if not isinstance(source, PretrainedConfig):
+            raise UnsupportedError("ep splits a transformers MoE decoder by its config; give a model id or a config")
+        source = expert_rank_config(source, config.ep)
+    return source
+
+
+def _weights_dtype(source: ModelSource, config: SimulationConfig) -> tuple[ModelSource, torch.dtype | None, str]:
+    """The source to build (a config copied), the weights' dtype, and where that dtype came from."""
+    if isinstance(source, PretrainedConfig):
+        source = copy.deepcopy(source)  # building a model writes its dtype into the config
+        dtype: torch.dtype | None = weight_dtype(config, source)
+        stored = getattr(source, "dtype", None)
+        from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
+        weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
+    else:
+        assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
+        dtype = config.dtype
+        weights = "given" if dtype is not None else "as built"
+    return source, dtype, weights
+
+
+def _built_model(source: ModelSource, config: SimulationConfig, device: str, dtype: torch.dtype | None) -> torch.nn.Module:
+    """The model built on ``device``, its weights quantized when asked, checked able to generate when it must."""
+    model = build_model(
+        source,
+        device=device,
+        dtype=dtype,
+        model_class=config.model_class,
+        trust_remote_code=config.trust_remote_code,
+        task=config.task,
+        attn_implementation=config.attn_implementation,
+    )
+    if config.quantization is not None:
+        quantization = quantization_config(config.quantization, _first_float_dtype(model))
+        check_quantized_target(quantization, target=config.device, train=config.task == "train", lora=config.lora is not None)
+        quantize_model(model, quantization, device=device, target=config.device, train=config.task == "train")
+    if config.task == "generate":
+        check_can_generate(model)
+    return model
+
+
+def _position_warnings(model: torch.nn.Module, config: SimulationConfig) -> list[str]:
+    """A warning when the sequence outruns the model's positions; the user's own inputs say their own length."""
+    if config.inputs is None:
+        warning = check_positions(model, seq_len=config.seq_len, new_tokens=config.max_new_tokens or 0)
+        return [warning] if warning else []
+    return []
+
+
+def _checkpoint(
+    model: torch.nn.Module,
+    config: SimulationConfig,
+    plan: CheckpointPlan,
+    emulation: KernelEmulation | None,
+    checkpointing: Literal["marked", "applied"],
+) -> UnitMarker | None:
+    """Checkpointing applied to ``model``, or its units marked for the graph to choose from (those returned)."""
+    if checkpointing == "marked":
+        return install_unit_marker(model) if config.task == "train" and not config.compile else None
+    if plan.kind == "all":
+        raise ConfigError("checkpointing='all' compares the choices from one trace; a real run takes one choice")
+    apply_checkpointing(model, plan, emulation)
+    return None
+
+
+def _finish_model(model: torch.nn.Module, config: SimulationConfig, device: str) -> torch.nn.Module:
+    """The named loss installed, then the LoRA adapters (k-bit training prepared first)."""
+    _install_named_loss(model, config, device)
+    if config.lora is not None:
+        if config.quantization is not None and config.task == "train" and is_bitsandbytes(model):
+            _prepare_for_kbit_training(model)
+        model = _apply_lora(model, config.lora)
+    return model
+
+
+def _batch(model: torch.nn.Module, config: SimulationConfig, device: str, seq_len: int) -> dict[str, Any]:
+    """The step's inputs on ``device``: the model's defaults for a rank's tokens, or the user's own."""
+    with torch.device(device):
+        if config.inputs is None:
+            batch = default_inputs(model, config.batch_size, seq_len, train=config.task == "train")
+            if callable(config.loss):  # the user's loss replaces the model's: no labels, so no second loss
+                batch.pop("labels", None)
+        else:
+            batch = _user_batch(call_user(config.inputs, config.batch_size, config.seq_len), device)
+    return batch
 
 
 def _install_named_loss(model: torch.nn.Module, config: SimulationConfig, device: str) -> None:

@@ -1,0 +1,156 @@
+"""The assumptions a serving budget lists: the memory it takes as given and what its traces leave out."""
+
+from __future__ import annotations
+
+from vramsim.config.serving import ServeConfig
+from vramsim.estimators import serving
+from vramsim.estimators.kv_cache import LayerCache
+from vramsim.results.report import Assumption
+from vramsim.serving.profile_run import VLLM_QUANTIZED_LAYERS
+
+__all__ = ["budget_assumptions", "encoder_note", "hybrid_note", "pipeline_note"]
+
+
+def budget_assumptions(
+    config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: int, context: int, notes: list[str]
+) -> list[Assumption]:
+    """Every budget's assumptions: the memory outside the traces, the weights' format, what the traces measure."""
+    return [
+        *_memory_notes(config, non_torch, graphs, context),
+        *_quantization_notes(config),
+        *_trace_notes(config, notes),
+    ]
+
+
+def _memory_notes(config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: int, context: int) -> list[Assumption]:
+    """The memory no trace holds: outside torch, the CUDA graph pool, the CUDA context."""
+    found = [Assumption(name=name, detail=source, bytes=nbytes) for name, nbytes, source in non_torch]
+    if graphs:
+        found.append(
+            Assumption(
+                name="cuda_graph_pool",
+                bytes=graphs,
+                detail="estimators/serving.py "
+                "VLLM_CUDA_GRAPH_BYTES: 0.21 GiB measured for Llama-3.2-1B (vllm#11349); subtracted "
+                "as vLLM >= 0.19 does; --enforce-eager drops it",
+            )
+        )
+    found.append(
+        Assumption(
+            name="cuda_context",
+            bytes=context,
+            detail="estimators/assumptions.py "
+            "cuda_context_bytes (context and loaded kernels); "
+            "vLLM's first snapshot already holds it, so it must fit in what utilization leaves out"
+            if config.engine == "vllm"
+            else "SGLang's mem_fraction_static applies to the memory free after it",
+        )
+    )
+    return found
+
+
+def _quantization_notes(config: ServeConfig) -> list[Assumption]:
+    """How the quantized weights vLLM holds are counted (the trace side's layers, or FP8's bytes)."""
+    if config.quantization in VLLM_QUANTIZED_LAYERS:
+        return [
+            Assumption(
+                name=f"{config.quantization}_weights",
+                detail=f"vLLM --quantization {config.quantization} "
+                f"as the trace side's {VLLM_QUANTIZED_LAYERS[config.quantization]} layers hold it "
+                "(vramsim/serving/profile_run.py VLLM_QUANTIZED_LAYERS); vLLM fuses q/k/v and gate/up into one "
+                "layer each, so it holds fewer per-layer workspaces and rounds fewer tensors",
+            )
+        ]
+    if config.quantization == "fp8":
+        return [
+            Assumption(
+                name="fp8_weights",
+                detail="linear weights (not the LM head or MoE routers) and fused "
+                "expert weights in one byte per element plus one fp32 scale per weight (per expert), "
+                "as vLLM's Fp8LinearMethod / Fp8MoEMethod store them; the profile forward is "
+                "traced with the model's dtype, so FP8 GEMMs' input-quantization copies are not "
+                "counted",
+            )
+        ]
+    return []
+
+
+def _trace_notes(config: ServeConfig, notes: list[str]) -> list[Assumption]:
+    """What the profile forward and the cache probes measure, and the trace's own notes."""
+    return [
+        Assumption(
+            name="profile_forward",
+            detail="one sequence of max_num_batched_tokens tokens keeping "
+            "logits for max_num_seqs rows; vLLM's sampler warm-up and attention-backend metadata "
+            "buffers are not traced"
+            if config.engine == "vllm"
+            else "SGLang subtracts no profile forward from its token pool",
+        ),
+        Assumption(
+            name="kv_layers",
+            detail="bytes per token per layer measured from the cache transformers "
+            "builds at three prompt lengths; sliding layers need their window plus one step's tokens "
+            "per request (SlidingWindowSpec), state layers their state once; MLA layers store the "
+            "compressed latent (kv_a_proj_with_mqa output)",
+        ),
+        *(Assumption(name="data_dependent", detail=note) for note in dict.fromkeys(notes)),
+    ]
+
+
+def pipeline_note(pp: int, bounds: list[tuple[int, int]]) -> Assumption:
+    """How a pipeline-parallel budget's stages are traced, and which stage its figures are."""
+    return Assumption(
+        name="pipeline_stages",
+        detail=f"{pp} stages of decoder layers "
+        f"{', '.join(f'{a}-{b - 1}' for a, b in bounds)} (vLLM's get_pp_indices); each stage's profile "
+        "forward is traced as a model of its layers with the embedding lookup and the logits, which "
+        "vLLM's middle stages replace by receiving hidden states and residual; the figures are the "
+        "stage with the fewest blocks",
+    )
+
+
+def hybrid_note(hybrid: serving.HybridGroups | None, layers: list[LayerCache]) -> list[Assumption]:
+    """vLLM's KV cache groups where layers differ, and the Mamba page attention blocks are sized to."""
+    if hybrid is None:
+        return []
+    padding = f", {hybrid.padding_layers} of them padding that takes pages too" if hybrid.padding_layers else ""
+    kinds = " and ".join(dict.fromkeys(layer.kind for layer in layers))
+    found = [
+        Assumption(
+            name="kv_cache_groups",
+            detail=f"vLLM's hybrid KV cache manager: the {len(layers)} {kinds} "
+            f"layers in {len(hybrid.groups)} groups of {hybrid.group_size}{padding}; blocks of one "
+            "layer's page shared by every group, tokens as vLLM's log prints them (blocks // groups x "
+            "block size)",
+        )
+    ]
+    if hybrid.mamba is not None:
+        mamba = hybrid.mamba
+        found.append(
+            Assumption(
+                name="mamba_page",
+                bytes=mamba.page_bytes,
+                detail=f"attention block size set to "
+                f"{mamba.block_size} tokens so one attention page holds one Mamba state of "
+                f"{mamba.mamba_page_bytes:,} B (conv state of conv_kernel - 1 columns plus SSM state), "
+                f"padded by {mamba.padding_percent:.2f}% (HybridAttentionMambaModelConfig); each "
+                "request takes one page per Mamba group",
+            )
+        )
+    return found
+
+
+def encoder_note(encoder_decoder: bool, tokens: int) -> list[Assumption]:
+    """How an encoder-decoder's cross-attention and profile forward are counted."""
+    if not encoder_decoder:
+        return []
+    return [
+        Assumption(
+            name="encoder_decoder",
+            detail="cross-attention layers hold the encoder's tokens, measured from "
+            "the traced cache (CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, block_size) blocks per "
+            "request); the profile forward runs the encoder on one input of the encoder's length and the "
+            f"decoder on {tokens} tokens in one sequence (its positions stop at max_target_positions), where "
+            "vLLM's dummy run feeds max_num_batched_tokens tokens",
+        )
+    ]

@@ -1,0 +1,130 @@
+"""The KV budget assembly: one rank's budget terms, the engine's arithmetic over them, and the report.
+
+The arithmetic is ``estimators/serving.py``'s, with vLLM's KV cache groups where layers differ: full
+and sliding attention, attention and Mamba state (pages unified: ``serving.MambaAlignment``),
+Whisper's self- and cross-attention.
+"""
+
+from __future__ import annotations
+
+import time
+
+from vramsim.config.serving import ServeConfig
+from vramsim.errors import UnsupportedError
+from vramsim.estimators import serving
+from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for
+from vramsim.estimators.kv_cache import LayerCache
+from vramsim.results.report import Assumption
+from vramsim.results.serving import ServeReport
+from vramsim.workload.targets import Target
+
+__all__ = ["budget_inputs", "engine_budget", "serve_report"]
+
+
+def budget_inputs(
+    config: ServeConfig, target: Target, weights: int, activation: int, layers: list[LayerCache], tokens: int
+) -> tuple[serving.BudgetInputs, list[tuple[str, int, str]]]:
+    """One rank's budget terms, and the memory outside torch among them."""
+    profile = target.profile
+    assert profile.memory_bytes is not None and config.tp is not None
+    element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
+    non_torch = _non_torch(target, config.tp, config.engine, config.pp)
+    graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
+    utilization = config.gpu_memory_utilization or (
+        serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp)
+    )
+    inputs = serving.BudgetInputs(
+        total_bytes=profile.memory_bytes,
+        utilization=utilization,
+        weights_bytes=weights,
+        activation_peak_bytes=activation if config.engine == "vllm" else 0,
+        non_torch_bytes=sum(b for _, b, _ in non_torch),
+        cuda_graph_bytes=graphs,
+        context_bytes=cuda_context_bytes(profile, training=False),
+        layers=layers,
+        kv_element_bytes=element,
+        block_size=serving.VLLM_BLOCK_SIZE if config.engine == "vllm" else 1,
+        max_model_len=config.max_model_len,
+        max_num_batched_tokens=tokens,
+    )
+    return inputs, non_torch
+
+
+def engine_budget(name: str, engine: str, inputs: serving.BudgetInputs) -> tuple[serving.Budget, serving.HybridGroups | None]:
+    """The engine's budget over ``inputs`` and vLLM's KV cache groups; an estimator's refusal worded for ``name``."""
+    try:
+        budget = serving.vllm_budget(inputs) if engine == "vllm" else serving.sglang_budget(inputs)
+        hybrid = serving.hybrid_groups(inputs.layers, inputs.kv_element_bytes, inputs.block_size) if engine == "vllm" else None
+    except ValueError as error:
+        raise UnsupportedError(f"{name}: {error}") from None
+    return budget, hybrid
+
+
+def serve_report(
+    name: str,
+    config: ServeConfig,
+    target: Target,
+    inputs: serving.BudgetInputs,
+    budget: serving.Budget,
+    tokens: int,
+    seqs: int,
+    started: float,
+    *,
+    assumptions: list[Assumption],
+) -> ServeReport:
+    """The report of a rank's budget: under pipeline parallel, the stage's whose blocks every stage gets."""
+    assert config.gpus is not None and config.tp is not None
+    layers = inputs.layers
+    return ServeReport(
+        model=name,
+        engine=config.engine,
+        target=target.name,
+        gpus=config.gpus,
+        tp=config.tp,
+        pp=config.pp,
+        max_model_len=config.max_model_len,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        kv_cache_dtype=config.kv_cache_dtype,
+        utilization=inputs.utilization,
+        total_bytes=inputs.total_bytes,
+        usable_bytes=budget.usable_bytes,
+        weights_bytes=inputs.weights_bytes,
+        activation_peak_bytes=inputs.activation_peak_bytes,
+        non_torch_bytes=inputs.non_torch_bytes,
+        cuda_graph_bytes=inputs.cuda_graph_bytes,
+        context_bytes=inputs.context_bytes,
+        kv_cache_bytes=budget.kv_cache_bytes,
+        kv_bytes_per_token=serving.token_bytes(layers, inputs.kv_element_bytes),
+        block_size=budget.block_size,
+        block_bytes=budget.block_bytes,
+        kv_blocks=budget.kv_blocks,
+        kv_cache_tokens=budget.kv_cache_tokens,
+        request_bytes=budget.request_bytes,
+        max_concurrency=budget.max_concurrency,
+        layers=layers,
+        assumptions=assumptions,
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _non_torch(target: Target, tp: int, engine: str, pp: int) -> list[tuple[str, int, str]]:
+    """Memory outside torch an engine adds after its first snapshot: the NCCL buffers of each group a rank
+    belongs to (tensor parallel; pipeline parallel's, which sends the hidden states on) and vLLM's
+    custom all-reduce buffer, with tensor parallel."""
+    found = [
+        (f"{o.name} ({kind} group)" if pp > 1 else o.name, o.bytes, o.source)
+        for kind, size in (("tensor-parallel", tp), ("pipeline", pp))
+        if size > 1
+        for o in overheads_for(target.profile, world_size=size)
+        if "NCCL" in o.name or "RCCL" in o.name
+    ]
+    if tp > 1 and engine == "vllm":
+        found.append(
+            (
+                "vLLM custom all-reduce buffer",
+                serving.VLLM_CUSTOM_ALLREDUCE_BYTES,
+                "custom_all_reduce.py max_size=8192*1024, cudaMalloc outside torch",
+            )
+        )
+    return found

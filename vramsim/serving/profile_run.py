@@ -1,0 +1,133 @@
+"""vLLM's profile run traced on one rank: the weights it holds and the activation peak over them.
+
+One forward over ``max_num_batched_tokens`` tokens keeping logits for ``max_num_seqs`` of them; its
+steady-state peak over the weights is the activation peak.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import PretrainedConfig
+
+from vramsim.analysis.device_memory import device_memory
+from vramsim.config import SimulationConfig
+from vramsim.estimators.checkpointing import parse_checkpointing, what_if
+from vramsim.tracer.categories import Category
+from vramsim.tracer.graph import build_graph
+from vramsim.tracer.records import BEFORE_TRACE
+from vramsim.workload.targets import Target
+
+__all__ = ["VLLM_QUANTIZED_LAYERS", "profile_run"]
+
+VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "bitsandbytes": "nf4-dq"}
+"""vLLM's ``--quantization`` -> the trace side's layers holding the same tensors (``vramsim/workload/quantization/weights.py``).
+
+- gptq, awq: vLLM runs them as ``gptq_marlin`` / ``awq_marlin`` on GPUs of compute capability 8.0+
+  (``GPTQMarlinLinearMethod``, ``AWQMarlinLinearMethod`` with ``MarlinLinearKernel``): the packed
+  int32 ``qweight`` repacked for Marlin (same bytes), ``scales`` [groups, out] in the model's dtype,
+  AWQ's packed ``qzeros``, act order's ``g_idx`` and sort indices, an int32 workspace per layer;
+  the layers ``marlin_linear.MarlinLinear`` holds (4 bits, groups of 128, as the common checkpoints).
+- bitsandbytes: vLLM's in-flight quantization (``bitsandbytes_loader.py``: ``quantize_4bit(...,
+  compress_statistics=True, quant_type="nf4")``): NF4 with double-quantized absmax, the layers
+  bitsandbytes' ``Linear4bit`` holds.
+
+Under tensor parallel each rank's layers are built at its shard's shape (``rank_config``), so each
+rank packs its own shard, as vLLM's column- and row-parallel layers load it."""
+
+_ALLOCATION_ROUND = 512
+"""The CUDA caching allocator rounds every block up to 512 B (``kMinBlockSize``)."""
+
+
+def profile_run(
+    rank: PretrainedConfig,
+    target: Target,
+    dtype: torch.dtype | None,
+    tokens: int,
+    seqs: int,
+    quantization: str | None,
+    *,
+    encoder_decoder: bool = False,
+    embedding: bool = True,
+    head: bool = True,
+) -> tuple[int, int, list[str]]:
+    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``; a pipeline
+    stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
+    encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
+    encoder budget of ``profile_run`` (1500 tokens, one 30-s clip) allows, keeping its output for a
+    decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence."""
+    from vramsim.analysis.traced import build_and_trace
+
+    def inputs(batch: int, length: int) -> dict[str, Any]:
+        # vLLM's profile run writes no KV cache: no transformers cache either
+        return {"input_ids": torch.zeros(batch, length, dtype=torch.long), "logits_to_keep": seqs, "use_cache": False}
+
+    def encoder_decoder_inputs(batch: int, length: int) -> dict[str, Any]:
+        # one 30-s clip: Whisper's feature extractor pads to 2 x max_source_positions mel frames
+        frames = 2 * rank.max_source_positions
+        return {
+            "input_features": torch.zeros(batch, rank.num_mel_bins, frames, dtype=dtype),
+            "decoder_input_ids": torch.zeros(batch, length, dtype=torch.long),
+            "use_cache": False,
+        }
+
+    config = SimulationConfig(
+        task="forward",
+        batch_size=1,
+        seq_len=tokens,
+        device=target.name,
+        dtype=dtype,
+        inputs=encoder_decoder_inputs if encoder_decoder else inputs,
+        optimizer=None,
+        quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""),
+    )
+    program, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
+    outcome = what_if(build_graph(trace), parse_checkpointing("none"))
+    memory = device_memory(outcome.timeline, target, training=False)
+    resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
+    weights = sum(
+        _rounded(s.nbytes)
+        for s in trace.storages
+        if s.alloc_clock == BEFORE_TRACE and s.free_clock is None and s.category in (Category.PARAMETER, Category.BUFFER)
+    )
+    if quantization == "fp8":
+        weights -= _fp8_savings(program.model)
+    weights -= _unheld(program.model, embedding=embedding, head=head)
+    return weights, memory.peak_bytes - resident, list(trace.notes)
+
+
+def _unheld(model: Any, *, embedding: bool, head: bool) -> int:
+    """Bytes of the input embedding and the output head a pipeline stage does not hold (a tied pair is one
+    tensor: dropped only when the stage holds neither)."""
+    pairs = [
+        (m.weight, held)
+        for m, held in ((model.get_input_embeddings(), embedding), (model.get_output_embeddings(), head))
+        if m is not None
+    ]
+    kept = {id(weight) for weight, held in pairs if held}
+    dropped = {id(weight): weight for weight, held in pairs if not held and id(weight) not in kept}
+    return sum(_rounded(w.numel() * w.element_size()) for w in dropped.values())
+
+
+def _fp8_savings(model: torch.nn.Module) -> int:
+    """Bytes FP8 weights save, as vLLM's ``Fp8LinearMethod`` and ``Fp8MoEMethod`` store them: linear
+    weights (not the LM head, not MoE routers) and fused expert weights in one byte per element plus
+    one fp32 scale per weight (per expert); embeddings, norms and routers keep their dtype."""
+    getter = getattr(model, "get_output_embeddings", None)
+    output = getter() if callable(getter) else None
+    saved = 0
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            if module is output or name.endswith((".gate", ".router")):
+                continue
+            weights = [(module.weight, 1)]
+        else:  # fused experts: (experts, out, in) parameters
+            weights = [(p, p.shape[0]) for p in module.parameters(recurse=False) if p.dim() == 3]
+        for weight, scales in weights:
+            saved += _rounded(weight.numel() * weight.element_size()) - _rounded(weight.numel()) - _rounded(4 * scales)
+    return saved
+
+
+def _rounded(nbytes: int) -> int:
+    return -(-nbytes // _ALLOCATION_ROUND) * _ALLOCATION_ROUND
