@@ -1,6 +1,6 @@
 """KV cache per layer, read from the cache a traced prefill and decode really built.
 
-The torch side (``vramsim/serving/budget.py``) runs the model's own cache at three prompt lengths and
+The torch side (``vramsim/serving/probes.py``) runs the model's own cache at three prompt lengths and
 records, per cache layer, the shapes and dtypes of its tensors (``CacheSample``). This module
 turns those samples into bytes per token per layer (``LayerCache``) by difference, so nothing
 is derived from a formula over the config:
