@@ -72,7 +72,7 @@ def test_bf16_matmul_scratchpad_is_the_kernels(shape: tuple[int, int, int, bool,
     from vramsim.tracer.kernels.cpu_kernels import matmul_workspaces, onednn_brgemm_isa
 
     if onednn_brgemm_isa() is None:
-        pytest.skip("the oneDNN scratchpad is modelled for avx512_core_bf16 CPUs only")
+        pytest.skip("the oneDNN bf16 matmul scratchpad is modelled for AVX-512 CPUs without AMX only")
     m, n, k, a_t, b_t, bias = shape
     a = torch.randn(k, m, dtype=torch.bfloat16).t() if a_t else torch.randn(m, k, dtype=torch.bfloat16)
     b = torch.randn(n, k, dtype=torch.bfloat16).t() if b_t else torch.randn(k, n, dtype=torch.bfloat16)

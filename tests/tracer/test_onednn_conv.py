@@ -3,13 +3,15 @@ peak c10's CPU allocator held inside that op above its outputs (torch.profiler).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 from profiled import transient_bytes
 
-from vramsim.tracer.kernels.cpu_kernels import conv_backend
+from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces, conv_backend
 from vramsim.tracer.kernels.onednn_conv import onednn_conv_isa, onednn_conv_workspaces
 
 pytestmark = pytest.mark.skipif(onednn_conv_isa() is None, reason="formats are modelled for AVX-512 CPUs without AMX")
@@ -53,13 +55,51 @@ def _operands(shape: tuple[int, ...], channels_last: bool) -> tuple[torch.Tensor
     return x, weight, bias, params  # type: ignore[return-value]
 
 
+def _thnn_when_single_threaded(shape: tuple[int, ...]) -> bool:
+    """aten/src/ATen/native/ConvUtils.h ``ConvParams::use_mkldnn``: an fp32 1x1 convolution with unit
+    stride and dilation and a batch under 16 stays off oneDNN on one thread ("THNN is faster when
+    single-threaded"); the tests run on one thread (conftest.py)."""
+    n, _, _, _, k, stride, _ = shape
+    return k == 1 and stride == 1 and n < 16
+
+
+@contextlib.contextmanager
+def _onednn_threads(shape: tuple[int, ...]) -> Iterator[None]:
+    """The kernels on a thread count where the selector picks oneDNN: two for the shapes it keeps off
+    oneDNN on one thread (``_thnn_when_single_threaded``), the suite's one otherwise."""
+    before = torch.get_num_threads()
+    if _thnn_when_single_threaded(shape):
+        torch.set_num_threads(max(2, before))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("shape", _SHAPES, ids=_IDS)
 def test_contiguous_forward_is_the_kernels(shape: tuple[int, ...]) -> None:
     """nChw16c reorders of source, weights and destination, then the dense output."""
     x, weight, bias, params = _operands(shape, channels_last=False)
-    assert conv_backend(x, weight, *params) == torch._C._ConvBackend.Mkldnn
     args = (x, weight, bias, *params)
-    assert _predicted(_CONV, args) == _measured(_CONV, args) > 0
+    with _onednn_threads(shape):
+        assert conv_backend(x, weight, *params) == torch._C._ConvBackend.Mkldnn
+        assert _predicted(_CONV, args) == _measured(_CONV, args) > 0
+
+
+@pytest.mark.parametrize("shape", [s for s in _SHAPES if _thnn_when_single_threaded(s)], ids=lambda s: "n{}-{}to{}".format(*s))
+def test_single_threaded_1x1_takes_slow2d(shape: tuple[int, ...]) -> None:
+    """On one thread the selector sends those 1x1 convolutions to Slow2d: the oneDNN rule adds nothing,
+    and Slow2d's columns are a view of the input, so the real kernel holds nothing inside the op either."""
+    x, weight, bias, params = _operands(shape, channels_last=False)
+    args = (x, weight, bias, *params)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert conv_backend(x, weight, *params) == torch._C._ConvBackend.Slow2d
+        assert _predicted(_CONV, args) == 0
+        assert sum(conv2d_workspaces(_CONV, args, {})) == _measured(_CONV, args) == 0
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("shape", [s for s in _SHAPES if s[5] == 1 and s[0] < 4], ids=lambda s: "n{}-{}to{}".format(*s))
@@ -70,7 +110,9 @@ def test_backward_is_the_kernels(shape: tuple[int, ...], channels_last: bool) ->
     x, weight, bias, params = _operands(shape, channels_last=channels_last)
     grad_output = torch.randn_like(_CONV(x, weight, bias, *params))
     args = (grad_output, x, weight, [shape[2]], *params, [shape[1] > 3, True, True])
-    assert _predicted(_CONV_BACKWARD, args) == _measured(_CONV_BACKWARD, args) > 0
+    with _onednn_threads(shape):
+        assert conv_backend(x, weight, *params) == torch._C._ConvBackend.Mkldnn
+        assert _predicted(_CONV_BACKWARD, args) == _measured(_CONV_BACKWARD, args) > 0
 
 
 def test_channels_last_forward_misses_only_the_brgemm_scratchpad() -> None:

@@ -7,16 +7,17 @@ v3.12 it bundles, git 80afa71049); nothing is fitted to measurements.
 
 Rules:
     ``matmul_workspaces``   aten.mm / aten.addmm: operand copies made by ``addmm_impl_cpu_``
-                            and the oneDNN brgemm matmul scratchpad of the bf16 path.
+                            and the scratchpad of the oneDNN matmul the bf16 path runs.
     ``conv2d_workspaces``   aten.convolution / convolution_backward on the "slow" (im2col,
                             vol2col for 3-D) CPU backends: the unfolded-input buffer (oneDNN
                             convolutions: onednn_conv.py).
 
 Known limitations:
-    - The oneDNN scratchpad is modelled for the ``avx512_core_bf16`` brgemm implementation
-      (AVX-512 with native bf16, no AMX), the one oneDNN picks on such CPUs. On CPUs with AMX or
-      without AVX512-BF16, oneDNN picks other implementations whose blocking differs; no
-      scratchpad is added there (see ``onednn_brgemm_isa``).
+    - The oneDNN scratchpad is modelled for the two implementations oneDNN picks for bf16 on
+      AVX-512 CPUs without AMX: ``brg_matmul:avx512_core_bf16`` where the CPU has AVX512-BF16,
+      ``gemm:jit:bf16`` (bf16 emulated on ``avx512_core``) where it has not. On CPUs with AMX,
+      AVX-512 FP16 or AVX10, or bf16 on AVX2 (``avx2_vnni_2``), oneDNN picks other
+      implementations; no scratchpad is added there (see ``onednn_brgemm_isa``).
     - bf16/fp16 ``bmm`` through ``mkldnn_matmul`` is not modelled yet.
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "brgemm_matmul_scratchpad",
     "conv2d_workspaces",
     "conv_backend",
+    "gemm_bf16_matmul_scratchpad",
     "matmul_workspaces",
     "onednn_brgemm_isa",
 ]
@@ -42,13 +44,23 @@ __all__ = [
 
 @lru_cache(maxsize=1)
 def onednn_brgemm_isa() -> str | None:
-    """The oneDNN ISA whose brgemm matmul serves bf16 GEMMs on this CPU, if it is modelled.
+    """The oneDNN ISA whose bf16 matmul implementation serves bf16 GEMMs on this CPU, if it is modelled.
 
-    oneDNN dispatches to the best ISA the CPU has (src/cpu/x64/cpu_isa_traits.hpp): AMX
-    machines take ``avx512_core_amx`` (another blocking heuristic, not modelled), CPUs with
-    AVX512-BF16 and VNNI take ``avx512_core_bf16``.
+    PyTorch sends a bf16 GEMM to oneDNN only when ``mkldnn_bf16_device_check()`` holds
+    (aten/src/ATen/native/mkldnn/Utils.h, ``ideep::has_bf16_type_support``: oneDNN's ISA is at
+    least ``avx512_core``; exposed as ``torch.ops.mkldnn._is_mkldnn_bf16_supported``). oneDNN then
+    takes the first implementation in src/cpu/matmul/cpu_matmul_list.cpp that accepts it, for the
+    best ISA the CPU has (src/cpu/x64/cpu_isa_traits.hpp):
+      - AMX, AVX-512 FP16 or AVX10 machines: ``avx512_core_amx`` / ``avx512_core_fp16`` brgemm,
+        whose blocking is not modelled: None.
+      - AVX512-BF16 (with VNNI): ``brg_matmul:avx512_core_bf16``: ``"avx512_core_bf16"``.
+      - AVX-512 without AVX512-BF16 (Skylake, Cascade Lake, Ice Lake servers): every brgemm
+        matmul declines bf16 (``brgemm_matmul_t<avx512_core_bf16>`` needs that ISA, the
+        ``avx512_core_vnni`` one is int8, the ``avx512_core`` one f32), and
+        src/cpu/matmul/gemm_bf16_matmul.cpp ``gemm_bf16_matmul_t<bf16>`` (``gemm:jit:bf16``,
+        ``x64::mayiuse(avx512_core)``, bf16 emulated) takes it: ``"avx512_core"``.
     """
-    if not torch.backends.mkldnn.is_available():
+    if not torch.backends.mkldnn.is_available() or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return None
     caps = torch._C._cpu._get_cpu_capability()
     if caps.get("amx_tile") or caps.get("amx_bf16") or caps.get("avx10_2") or caps.get("avx512_fp16"):
@@ -56,7 +68,34 @@ def onednn_brgemm_isa() -> str | None:
     core = all(caps.get(k) for k in ("avx512_f", "avx512_bw", "avx512_vl", "avx512_dq"))
     if core and caps.get("avx512_vnni") and caps.get("avx512_bf16"):
         return "avx512_core_bf16"
+    if core and not caps.get("avx512_bf16"):
+        return "avx512_core"
     return None
+
+
+def gemm_bf16_matmul_scratchpad(M: int, N: int, *, nthr: int, batch: int = 1) -> int:
+    """Bytes of the scratchpad of oneDNN's ``gemm:jit:bf16`` for a bf16 matmul ``dst[batch, M, N]``
+    with a bf16 destination and user scratchpad mode.
+
+    src/cpu/matmul/gemm_bf16_matmul.cpp ``pd_t::init``: the destination is bf16, so it is not the
+    f32 accumulator (``dst_is_acc_`` false) and ``gemm_based::book_acc_scratchpad``
+    (src/cpu/matmul/gemm_based_common.hpp) books ``key_matmul_dst_in_acc_dt`` of
+    ``get_scratchpad_num_elements`` f32 elements. Unlike gemm_f32_matmul.cpp, the bf16 matmul never
+    sets ``use_single_gemm_call_optimization_`` (false in ``params_t``), so that is one block per
+    thread, ``get_scratchpad_block_elements``: of the ``div_up(batch * M * N, nthr)`` outputs a
+    thread computes, whole rows of N (at most M * N) or, below one row, all of them, rounded up to
+    64; and no less than the one-thread block. No scales are booked (PyTorch passes none). The
+    booking pads by 128 bytes (src/common/memory_tracking.hpp). The jit GEMM's own packing buffers
+    (src/cpu/x64/gemm/gemm_driver.cpp) are oneDNN's ``malloc``, not c10's allocator: not counted.
+    """
+
+    def block(threads: int) -> int:
+        work_per_thr = _div_up(batch * M * N, threads)
+        size = min(M * N, work_per_thr // N * N) if work_per_thr >= N else work_per_thr
+        return _rnd_up(size, 64)
+
+    elements = max(block(nthr) * nthr, block(1))
+    return elements * 4 + 128
 
 
 def _f32(value: float) -> float:
@@ -231,7 +270,8 @@ def matmul_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     lda = a_strides[1 if transpose_a == transpose_c else 0]
     ldb = b_strides[1 if transpose_b == transpose_c else 0]
     scratch = 0
-    if m1.dtype == torch.bfloat16 and alpha != 0 and onednn_brgemm_isa() and torch.backends.mkldnn.enabled:
+    isa = onednn_brgemm_isa()
+    if m1.dtype == torch.bfloat16 and alpha != 0 and isa and torch.backends.mkldnn.enabled:
         # normalize_last_dims: degenerate leading dimensions are rewritten
         if transpose_a:
             lda = k if m == 1 else lda
@@ -241,7 +281,9 @@ def matmul_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             ldb = n if k == 1 else ldb
         elif n == 1:
             ldb = k
-        if m * n * k > 16 * 16 * 16:
+        if m * n * k > 16 * 16 * 16 and isa == "avx512_core":
+            scratch = gemm_bf16_matmul_scratchpad(n, m, nthr=torch.get_num_threads())
+        elif m * n * k > 16 * 16 * 16:
             # ideep src = b as {n, k} with strides {ldb, 1} (swapped if transposed);
             # ideep weights = a as {k, m} with strides {lda, 1} (swapped if transposed).
             scratch = brgemm_matmul_scratchpad(
