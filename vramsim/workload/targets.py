@@ -174,7 +174,7 @@ def _cpu_notes() -> tuple[Assumption, ...]:
     )
     unmodelled = []
     if onednn_brgemm_isa() is None:
-        unmodelled.append("bf16 matmul scratch (modelled for AVX512-BF16 CPUs without AMX)")
+        unmodelled.append("bf16 matmul scratch (modelled for AVX-512 CPUs without AMX)")
     if onednn_conv_isa() is None:
         unmodelled.append("oneDNN fp32 convolution reorder buffers (modelled for AVX-512 CPUs without AMX)")
     if not unmodelled:
