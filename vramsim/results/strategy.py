@@ -19,16 +19,24 @@ SCHEMES: dict[str, dict[str, Any]] = {
 
 
 class Layout(Protocol):
-    """A parallel setting's layout: what its ``simulate`` options are made of."""
+    """A parallel setting's layout: what its ``simulate`` options are made of (read-only, as frozen records are)."""
 
-    gpus: int
-    tp: int
-    pp: int
-    pp_schedule: str | None
-    cp: int
-    ep: int
-    scheme: str
-    checkpointing: str
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def pp_schedule(self) -> str | None: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def scheme(self) -> str: ...
+    @property
+    def checkpointing(self) -> str: ...
 
 
 def layout_options(layout: Layout) -> dict[str, Any]:
