@@ -51,12 +51,10 @@ import torch
 from vramsim.errors import UnsupportedError
 from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.data_dependent.shadows import SHADOW_LIMIT
+from vramsim.workload.audio_config import AUDIO_HOP, conv_hop, feature_extractor, frame_layout, mel_bins, silence
 from vramsim.workload.image_text_inputs import SplicedImage, spliced_image
 
 __all__ = ["default_inputs"]
-
-AUDIO_HOP = 320
-"""Waveform samples per encoder frame when a model names none (wav2vec2's conv strides: 5*2**6)."""
 
 
 def default_inputs(model: torch.nn.Module, batch_size: int, seq_len: int, *, train: bool) -> dict[str, Any]:
@@ -215,7 +213,7 @@ class _Maker:
         features, extra = self.audio_features(main_input)
         batch: dict[str, Any] = {main_input: features, **extra}
         if main_input == "input_features" and "attention_mask" in self.params and not extra:
-            frames = features.shape[-1] if features.shape[1] == _mel_bins(self.config) else features.shape[1]
+            frames = features.shape[-1] if features.shape[1] == mel_bins(self.config) else features.shape[1]
             batch["attention_mask"] = self._mask(self.batch, frames)
         decoder = self.decoder_ids()
         if decoder is not None:
@@ -289,15 +287,15 @@ class _Maker:
         main input and the masks it returns by default that ``forward`` takes), else the shape the
         config and the extractor's stated frame layout imply."""
         frames = frames or self.seq
-        extractor = _feature_extractor(self.config)
+        extractor = feature_extractor(self.config)
         # raw-audio encoders subsample by their conv strides; spectrogram ones by the extractor's hop
         strided = isinstance(getattr(self.config, "conv_stride", None), (list, tuple))
-        hop = _conv_hop(self.config) if strided else int(getattr(extractor, "hop_length", 0) or AUDIO_HOP)
+        hop = conv_hop(self.config) if strided else int(getattr(extractor, "hop_length", 0) or AUDIO_HOP)
         if extractor is not None:
             rate = int(getattr(extractor, "sampling_rate", 16_000) or 16_000)
             try:
                 with torch.device("cpu"):
-                    made = extractor([_silence(frames * hop)] * self.batch, sampling_rate=rate, return_tensors="pt")
+                    made = extractor([silence(frames * hop)] * self.batch, sampling_rate=rate, return_tensors="pt")
                 value = made.get(main_input)
                 if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() >= 2:
                     extra = {
@@ -313,12 +311,12 @@ class _Maker:
                 pass
         if main_input in ("input_values", "inputs"):
             return torch.randn(self.batch, frames * hop), {}
-        bins = _mel_bins(self.config)
+        bins = mel_bins(self.config)
         channels = int(getattr(self.config, "input_channels", 1) or 1)
         source = getattr(self.config, "max_source_positions", None)
         if "whisper" in getattr(self.config, "model_type", "") and source:
             return torch.randn(self.batch, int(bins), 2 * int(source)), {}
-        stacking, expansion = _frame_layout(self.config)
+        stacking, expansion = frame_layout(self.config)
         if stacking * expansion > 1:  # the extractor stacks frames (its backend is missing): its layout, its mask
             frames = -(-frames // stacking)
             extra = {"attention_mask": self._mask(self.batch, frames)} if "attention_mask" in self.params else {}
@@ -382,79 +380,6 @@ def _first(config: Any, fallback: Any, *, names: tuple[str, ...], default: Any) 
             if value:
                 return value
     return default
-
-
-def _mel_bins(config: Any, default: Any = 80) -> Any:
-    """Feature bins the audio encoder expects: in the config or its encoder / audio sub-config."""
-    names = ("feature_projection_input_dim", "num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "input_dim")
-    nested = (getattr(config, name, None) for name in ("encoder_config", "audio_config", "encoder"))
-    for source in (config, *nested):
-        if source is not None:
-            for name in names:
-                value = getattr(source, name, None)
-                if isinstance(value, int) and value > 0:
-                    return value
-    return default
-
-
-def _conv_hop(config: Any) -> int:
-    strides = getattr(config, "conv_stride", None)
-    if isinstance(strides, (list, tuple)) and strides and all(isinstance(s, int) for s in strides):
-        hop = 1
-        for stride in strides:
-            hop *= stride
-        return hop
-    return AUDIO_HOP
-
-
-def _extractor_class(config: Any) -> Any:
-    """The model type's feature extractor class, if it has one. Where its backend (torchaudio,
-    librosa) is missing, transformers exports a placeholder; the class itself is read from its module."""
-    import importlib
-
-    import transformers
-    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
-
-    name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(getattr(config, "model_type", ""))
-    if not isinstance(name, str):
-        return None
-    cls = getattr(transformers, name, None)
-    if cls is not None and getattr(cls, "is_dummy", False):
-        cls = getattr(importlib.import_module(cls.__module__), name, None)
-    return cls
-
-
-def _frame_layout(config: Any) -> tuple[int, int]:
-    """``(frame_stacking, delta_expansion)`` that the feature extractor states: consecutive mel
-    frames stacked into one encoder frame, each with its deltas (Granite Speech 5: 2 and 2)."""
-    try:
-        cls = _extractor_class(config)
-    except Exception:  # an extractor module that does not import states no layout
-        return 1, 1
-    layout = (getattr(cls, "frame_stacking", 1), getattr(cls, "delta_expansion", 1))
-    return tuple(v if isinstance(v, int) and v > 0 else 1 for v in layout)  # type: ignore[return-value]
-
-
-def _feature_extractor(config: Any) -> Any:
-    """The model type's feature extractor with its defaults (processor defaults), if it has one."""
-    try:
-        cls = _extractor_class(config)
-        if cls is None:
-            return None
-        kwargs: dict[str, Any] = {}
-        bins = _mel_bins(config, default=None)
-        accepted = inspect.signature(cls.__init__).parameters
-        if bins and "feature_size" in accepted:
-            kwargs["feature_size"] = bins
-        return cls(**kwargs)
-    except Exception:
-        return None
-
-
-def _silence(samples: int) -> Any:
-    import numpy as np
-
-    return np.zeros(max(samples, 1), dtype=np.float32)
 
 
 def _as_pair(value: Any) -> tuple[int, int]:
