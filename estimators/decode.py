@@ -211,6 +211,35 @@ def _carry(events: list[tuple[int, bool]], carried: dict[int, int]) -> list[tupl
     return [(key if is_alloc else carried.get(key, key), is_alloc) for key, is_alloc in events]
 
 
+def _traced_allocations(timeline: Timeline, step: _Step) -> tuple[dict[tuple[int, int], int], dict[int, tuple[int, int]]]:
+    """The traced decode steps' allocations both ways: ``(decode step, position)`` to block key, and back."""
+    keys: dict[tuple[int, int], int] = {}
+    made: dict[int, tuple[int, int]] = {}
+    for decode, (begin, end) in enumerate(itertools.pairwise(step.bounds), start=1):
+        allocated = [key for key, is_alloc in timeline.events[begin:end] if is_alloc]
+        for position, key in enumerate(allocated):
+            keys[decode, position] = key
+            made[key] = (decode, position)
+    return keys, made
+
+
+def _derived_blocks(lines: list[tuple[int, int, int | None]], roles: list[Block], decode: int) -> list[Block]:
+    """The blocks of derived decode step ``decode``: each template block's size on its line, capped where it stops growing."""
+    return [
+        Block(
+            nbytes=base + growth * decode if cap is None else min(base + growth * decode, cap),
+            category=role.category,
+            module=role.module,
+            phase=role.phase,
+            op=role.op,
+            step=role.step,
+            alloc_at=role.alloc_at,
+            free_at=None,
+        )
+        for (base, growth, cap), role in zip(lines, roles, strict=True)
+    ]
+
+
 def _emit_step(
     timeline: Timeline,
     step: _Step,
@@ -225,13 +254,7 @@ def _emit_step(
     ``new_tokens - 1``, then the head's loop end with its frees moved to the last decode steps' blocks.
     Returns, for what later events may free, each traced decode block's stand-in among the last ones."""
     traced = len(step.bounds) - 1
-    keys: dict[tuple[int, int], int] = {}
-    made: dict[int, tuple[int, int]] = {}
-    for decode, (begin, end) in enumerate(itertools.pairwise(step.bounds), start=1):
-        allocated = [key for key, is_alloc in timeline.events[begin:end] if is_alloc]
-        for position, key in enumerate(allocated):
-            keys[decode, position] = key
-            made[key] = (decode, position)
+    keys, made = _traced_allocations(timeline, step)
     events.extend(_carry(timeline.events[step.first : step.bounds[-1]], carried))
     lines = [alloc.line() for alloc in allocs]
     roles = [alloc.block for alloc in allocs]
@@ -243,19 +266,7 @@ def _emit_step(
     reach = max((back for _, back, _ in compiled), default=0)
     for decode in range(traced + 1, new_tokens):
         starts[decode] = len(blocks)
-        blocks.extend(
-            Block(
-                nbytes=base + growth * decode if cap is None else min(base + growth * decode, cap),
-                category=role.category,
-                module=role.module,
-                phase=role.phase,
-                op=role.op,
-                step=role.step,
-                alloc_at=role.alloc_at,
-                free_at=None,
-            )
-            for (base, growth, cap), role in zip(lines, roles, strict=True)
-        )
+        blocks.extend(_derived_blocks(lines, roles, decode))
         if decode - reach > traced:  # every block it frees was derived: one offset each
             events.extend([(starts[decode - back] + position, alloc) for alloc, back, position in compiled])
             continue

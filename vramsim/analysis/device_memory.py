@@ -68,24 +68,7 @@ def device_memory(
     pressure = None
     if usable_bytes is not None and device > usable_bytes:
         limit = usable_bytes - (added.device - added.allocated)
-
-        def replay(expandable: bool) -> tuple[int, str | None]:
-            limited = CachingAllocator(
-                AllocatorConfig(platform=platform, expandable_segments=expandable, memory_limit_bytes=max(limit, 1))
-            )
-            failed = replay_under_limit(timeline, limited, overhead_bytes=added.allocated, cache_releases=releases)
-            return limited.stats().alloc_retries, None if failed is None else _failing(timeline, failed)
-
-        beyond = next((i for i, allocated in enumerate(live.allocated) if allocated > limit), None)
-        if beyond is not None:  # the blocks in use alone pass the limit: no cache to give back, no replay needed
-            pressure = AllocatorPressure(limit_bytes=limit, retries=0, oom_at=_failing(timeline, beyond))
-        else:
-            retries, oom_at = replay(expandable_segments)
-            alternative = None
-            if not expandable_segments and (retries or oom_at):
-                expandable_retries, expandable_oom = replay(True)
-                alternative = None if expandable_oom else expandable_retries
-            pressure = AllocatorPressure(limit_bytes=limit, retries=retries, oom_at=oom_at, expandable_retries=alternative)
+        pressure = _pressure(timeline, live, limit, platform, expandable_segments, added.allocated, releases)
     return DeviceMemory(
         live=live,
         peak_bytes=peak,
@@ -95,6 +78,36 @@ def device_memory(
         overheads=overheads,
         pressure=pressure,
     )
+
+
+def _pressure(
+    timeline: Timeline,
+    live: Liveness,
+    limit: int,
+    platform: Literal["cuda", "rocm"],
+    expandable_segments: bool,
+    overhead_bytes: int,
+    releases: frozenset[int],
+) -> AllocatorPressure:
+    """The timeline replayed within ``limit`` allocated bytes: the allocator's retries, where it runs
+    out, and, without expandable segments, the retries it would make with them."""
+
+    def replay(expandable: bool) -> tuple[int, str | None]:
+        limited = CachingAllocator(
+            AllocatorConfig(platform=platform, expandable_segments=expandable, memory_limit_bytes=max(limit, 1))
+        )
+        failed = replay_under_limit(timeline, limited, overhead_bytes=overhead_bytes, cache_releases=releases)
+        return limited.stats().alloc_retries, None if failed is None else _failing(timeline, failed)
+
+    beyond = next((i for i, allocated in enumerate(live.allocated) if allocated > limit), None)
+    if beyond is not None:  # the blocks in use alone pass the limit: no cache to give back, no replay needed
+        return AllocatorPressure(limit_bytes=limit, retries=0, oom_at=_failing(timeline, beyond))
+    retries, oom_at = replay(expandable_segments)
+    alternative = None
+    if not expandable_segments and (retries or oom_at):
+        expandable_retries, expandable_oom = replay(True)
+        alternative = None if expandable_oom else expandable_retries
+    return AllocatorPressure(limit_bytes=limit, retries=retries, oom_at=oom_at, expandable_retries=alternative)
 
 
 def _failing(timeline: Timeline, event: int) -> str:

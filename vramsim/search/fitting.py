@@ -80,6 +80,29 @@ def largest_fit(
         nbytes = reports[batch_size, seq_len].device_bytes
         return nbytes, nbytes <= usable  # within the usable memory, not by the allocator emptying its cache
 
+    batch, seq = _search_sizes(model, config, sizes, measure, usable)
+    return LargestFit(
+        model=next(iter(reports.values())).model,
+        target=next(iter(reports.values())).target,
+        headroom=config.headroom,
+        usable_bytes=usable,
+        batch_size=batch,
+        seq_len=seq,
+        given=given,
+        traces=len(reports) - (traced is not None),
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _search_sizes(
+    model: ModelSource,
+    config: SimulationConfig,
+    sizes: tuple[str, ...],
+    measure: Callable[[int, int], tuple[int, bool]],
+    usable: int,
+) -> tuple[Largest | None, Largest | None]:
+    """The largest batch size and sequence length searched for (``None`` for a size not in ``sizes``),
+    each with the other held at its given value."""
     batch = seq = None
     if "batch_size" in sizes:
         batch = _largest(
@@ -101,17 +124,7 @@ def largest_fit(
             usable=usable,
             step=SEQ_STEP,
         )
-    return LargestFit(
-        model=next(iter(reports.values())).model,
-        target=next(iter(reports.values())).target,
-        headroom=config.headroom,
-        usable_bytes=usable,
-        batch_size=batch,
-        seq_len=seq,
-        given=given,
-        traces=len(reports) - (traced is not None),
-        trace_seconds=round(time.perf_counter() - started, 3),
-    )
+    return batch, seq
 
 
 def _check(model: ModelSource, config: SimulationConfig) -> int:
