@@ -13,7 +13,7 @@ import transformers
 
 import vramsim
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.pipeline_parallel import in_flight, pipeline_plan
+from vramsim.estimators.pipeline_schedule import in_flight, pipeline_plan
 from vramsim.workload.models import build_model
 
 OPTIONS: dict[str, Any] = {"task": "train", "batch_size": 2, "seq_len": 16, "device": "cpu"}

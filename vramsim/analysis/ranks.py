@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vramsim.estimators import assumptions as a
-from vramsim.estimators.pipeline_parallel import PipelinePlan
+from vramsim.estimators.pipeline_schedule import PipelinePlan
 from vramsim.estimators.sharding import Sharded, ShardingPlan
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.report import Assumption, RankMemory, StageMemory
