@@ -38,32 +38,32 @@ Not modelled (their defaults are assumed): ``max_split_size_mb`` (unlimited),
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from vramsim.errors import ConfigError
 
+from .allocator_blocks import (
+    ADDRESS_SPACE,
+    SMALL_SIZE,
+    Block,
+    ExpandableSegment,
+    Pool,
+    allocation_size,
+    cut,
+    insert_free,
+    insert_unmapped,
+    merge,
+    remove_free,
+    remove_unmapped,
+    round_size,
+    split,
+    take_cached,
+)
+
 __all__ = ["AllocEvent", "AllocatorConfig", "AllocatorStats", "CachingAllocator", "simulate"]
 
-_MIN_BLOCK_SIZE = 512
-"""``kMinBlockSize``: every size rounds up to a multiple of this (CUDACachingAllocator.cpp)."""
-_SMALL_SIZE = 1 << 20
-"""``kSmallSize``: largest request served by the small pool."""
-_SMALL_BUFFER = 2 << 20
-"""``kSmallBuffer``: small-pool segment size, and the small pool's page with expandable segments."""
-_LARGE_BUFFER = 20 << 20
-"""``kLargeBuffer``: segment for 1-10 MiB requests, and the large pool's page with expandable segments."""
-_MIN_LARGE_ALLOC = 10 << 20
-"""``kMinLargeAlloc``: requests from here on get a segment of their own size."""
-_ROUND_LARGE = 2 << 20
-"""``kRoundLarge``: granularity of those own-size segments."""
-_ADDRESS_SPACE = 1 << 48
-"""Virtual range of one expandable segment (the real one is 1.125 x device memory, never the limit);
-also where the first plain segment ends, the next ones lying below it."""
-_KEY_STRIDE = 1 << 62
-"""Free blocks sort by ``size * _KEY_STRIDE + address``: size first, then address, as one int."""
 _ROCM_EXPANDABLE_MIN = (7, 0)
 """First ROCm release on which PyTorch honours ``expandable_segments`` (CUDAAllocatorConfig.h)."""
 
@@ -141,89 +141,6 @@ class AllocatorStats:
     """Whether expandable segments were in effect (see ``AllocatorConfig.uses_expandable_segments``)."""
 
 
-class _Block:
-    """A contiguous range of one segment: allocated, cached free, or (expandable) unmapped."""
-
-    __slots__ = ("allocated", "mapped", "next", "pool", "prev", "ptr", "segment", "size")
-
-    def __init__(self, ptr: int, size: int, pool: _Pool, segment: _Expandable | None, *, mapped: bool = True):
-        self.ptr = ptr
-        self.size = size
-        self.pool = pool
-        self.segment = segment
-        self.mapped = mapped
-        self.allocated = False
-        self.prev: _Block | None = None
-        self.next: _Block | None = None
-
-
-class _Pool:
-    """Free blocks of one size class, sorted for best-fit, plus its unmapped ranges."""
-
-    __slots__ = ("free", "free_keys", "page", "segment", "small", "unmapped", "unmapped_ptrs")
-
-    def __init__(self, *, small: bool) -> None:
-        self.small = small
-        self.page = _SMALL_BUFFER if small else _LARGE_BUFFER
-        self.free_keys: list[int] = []
-        self.free: dict[int, _Block] = {}
-        self.unmapped_ptrs: list[int] = []
-        self.unmapped: dict[int, _Block] = {}
-        self.segment: _Expandable | None = None
-
-
-class _Expandable:
-    """One expandable segment: which pages are mapped, and how many contiguous mapped runs."""
-
-    __slots__ = ("base", "page", "pages", "runs")
-
-    def __init__(self, base: int, page: int) -> None:
-        self.base = base
-        self.page = page
-        self.pages = bytearray()
-        self.runs = 0
-
-    def mark(self, ptr: int, size: int, *, mapped: bool) -> None:
-        """Record pages [ptr, ptr+size) as mapped or unmapped, keeping the run count."""
-        first = (ptr - self.base) // self.page
-        last = first + size // self.page
-        pages = self.pages
-        if last > len(pages):
-            pages.extend(bytes(last - len(pages)))
-        joins = (first > 0 and pages[first - 1]) + (last < len(pages) and pages[last])
-        if mapped:
-            self.runs += 1 - joins
-            pages[first:last] = b"\x01" * (last - first)
-        else:
-            self.runs += joins - 1
-            pages[first:last] = bytes(last - first)
-
-
-def _cut(block: _Block, size: int, *, mapped: bool) -> _Block:
-    """Shrink ``block`` to ``size`` bytes; the rest becomes its next neighbour in the segment."""
-    rest = _Block(block.ptr + size, block.size - size, block.pool, block.segment, mapped=mapped)
-    rest.prev, rest.next = block, block.next
-    if block.next is not None:
-        block.next.prev = rest
-    block.next = rest
-    block.size = size
-    return rest
-
-
-def _round_size(nbytes: int) -> int:
-    """``round_size``: up to a multiple of 512 B, at least 512 B."""
-    return max(_MIN_BLOCK_SIZE, -(-nbytes // _MIN_BLOCK_SIZE) * _MIN_BLOCK_SIZE)
-
-
-def _allocation_size(size: int) -> int:
-    """``get_allocation_size``: the segment ``cudaMalloc`` gets for a request of ``size``."""
-    if size <= _SMALL_SIZE:
-        return _SMALL_BUFFER
-    if size < _MIN_LARGE_ALLOC:
-        return _LARGE_BUFFER
-    return -(-size // _ROUND_LARGE) * _ROUND_LARGE
-
-
 class CachingAllocator:
     """The caching allocator of one device, driven one call at a time; each call is one event."""
 
@@ -231,10 +148,10 @@ class CachingAllocator:
         self.config = config or AllocatorConfig()
         self._expandable = self.config.uses_expandable_segments
         self._limit = self.config.memory_limit_bytes
-        self._small = _Pool(small=True)
-        self._large = _Pool(small=False)
-        self._live: dict[int, _Block | None] = {}
-        self._next_ptr = _ADDRESS_SPACE
+        self._small = Pool(small=True)
+        self._large = Pool(small=False)
+        self._live: dict[int, Block | None] = {}
+        self._next_ptr = ADDRESS_SPACE
         self._event = -1
         self._allocated = 0
         self._reserved = 0
@@ -257,9 +174,9 @@ class CachingAllocator:
         if nbytes == 0:
             self._live[key] = None  # NativeCachingAllocator::allocate skips malloc for size 0
             return True
-        size = _round_size(nbytes)
-        pool = self._small if size <= _SMALL_SIZE else self._large
-        block = self._take_cached(pool, size)
+        size = round_size(nbytes)
+        pool = self._small if size <= SMALL_SIZE else self._large
+        block = take_cached(pool, size, expandable=self._expandable)
         if block is None:
             block = self._new_block(pool, size)
             if block is None:
@@ -269,7 +186,7 @@ class CachingAllocator:
                 if block is None:
                     self._oom_event = self._event
                     return False
-        self._split(block, size)
+        split(block, size, expandable=self._expandable)
         block.allocated = True
         self._live[key] = block
         self._allocated += block.size
@@ -308,9 +225,9 @@ class CachingAllocator:
             return
         block.allocated = False
         self._allocated -= block.size
-        self._merge(block, block.prev)
-        self._merge(block, block.next)
-        self._insert_free(block)
+        merge(block, block.prev)
+        merge(block, block.next)
+        insert_free(block)
 
     def stats(self) -> AllocatorStats:
         """The counters so far, as ``torch.cuda.memory_stats()`` would report them."""
@@ -328,84 +245,6 @@ class CachingAllocator:
             expandable_segments=self._expandable,
         )
 
-    # -- pools ----------------------------------------------------------------------------------
-
-    def _insert_free(self, block: _Block) -> None:
-        """Put a mapped free block into its pool's best-fit order."""
-        key = block.size * _KEY_STRIDE + block.ptr
-        insort(block.pool.free_keys, key)
-        block.pool.free[key] = block
-
-    def _remove_free(self, block: _Block) -> None:
-        """Take a mapped free block out of its pool (before its size or address changes)."""
-        pool = block.pool
-        key = block.size * _KEY_STRIDE + block.ptr
-        del pool.free_keys[bisect_left(pool.free_keys, key)]
-        del pool.free[key]
-
-    def _insert_unmapped(self, block: _Block) -> None:
-        """Record an unmapped range, kept in address order for ``find_expandable_block``."""
-        insort(block.pool.unmapped_ptrs, block.ptr)
-        block.pool.unmapped[block.ptr] = block
-
-    def _remove_unmapped(self, block: _Block) -> None:
-        """Forget an unmapped range (before it is mapped or merged)."""
-        pool = block.pool
-        del pool.unmapped_ptrs[bisect_left(pool.unmapped_ptrs, block.ptr)]
-        del pool.unmapped[block.ptr]
-
-    def _take_cached(self, pool: _Pool, size: int) -> _Block | None:
-        """``get_free_block``: the best-fitting cached block, taken out of the pool."""
-        keys = pool.free_keys
-        index = bisect_left(keys, size * _KEY_STRIDE)
-        if index == len(keys):
-            return None
-        if self._expandable:
-            # Best fit counts a block at the mapped end by what it can grow to, so a block with an
-            # unmapped neighbour loses to the next larger block that has none (get_free_block).
-            reach = self._reach(pool.free[keys[index]])
-            for later in range(index + 1, len(keys)):
-                later_reach = self._reach(pool.free[keys[later]])
-                if later_reach >= reach:
-                    break
-                index, reach = later, later_reach
-        block = pool.free.pop(keys[index])
-        del keys[index]
-        return block
-
-    @staticmethod
-    def _reach(block: _Block) -> int:
-        """``expandable_size``: a block's size plus the unmapped range right after it."""
-        after = block.next
-        return block.size + (after.size if after is not None and not after.mapped else 0)
-
-    def _merge(self, block: _Block, other: _Block | None) -> None:
-        """``try_merge_blocks``: absorb a free neighbour in the same mapped state into ``block``."""
-        if other is None or other.allocated or other.mapped != block.mapped:
-            return
-        if other.mapped:
-            self._remove_free(other)
-        else:
-            self._remove_unmapped(other)
-        if other is block.prev:
-            block.ptr = other.ptr
-            block.prev = other.prev
-            if other.prev is not None:
-                other.prev.next = block
-        else:
-            block.next = other.next
-            if other.next is not None:
-                other.next.prev = block
-        block.size += other.size
-
-    def _split(self, block: _Block, size: int) -> None:
-        """``alloc_found_block``: cut ``size`` off the front; the rest goes back to the pool."""
-        remaining = block.size - size
-        split = remaining >= _MIN_BLOCK_SIZE if block.pool.small or self._expandable else remaining > _SMALL_SIZE
-        if not split:
-            return
-        self._insert_free(_cut(block, size, mapped=True))
-
     # -- growing and shrinking ------------------------------------------------------------------
 
     def _fits(self, nbytes: int) -> bool:
@@ -420,15 +259,15 @@ class CachingAllocator:
             self._peak_reserved_event = self._event
             self._segments_at_peak = self._segments
 
-    def _new_block(self, pool: _Pool, size: int) -> _Block | None:
+    def _new_block(self, pool: Pool, size: int) -> Block | None:
         """``alloc_block``: a fresh segment, or (expandable) newly mapped pages; None if it won't fit."""
         if self._expandable:
             return self._grow_expandable(pool, size)
-        nbytes = _allocation_size(size)
+        nbytes = allocation_size(size)
         if not self._fits(nbytes):
             return None
         self._next_ptr -= nbytes  # below the segments before it, where cudaMalloc puts it
-        block = _Block(self._next_ptr, nbytes, pool, None)
+        block = Block(self._next_ptr, nbytes, pool, None)
         self._segments += 1
         self._grew(nbytes)
         return block
@@ -440,13 +279,13 @@ class CachingAllocator:
                 if self._expandable:
                     self._unmap(block)
                 elif block.prev is None and block.next is None:
-                    self._remove_free(block)
+                    remove_free(block)
                     self._reserved -= block.size
                     self._segments -= 1
 
     # -- expandable segments --------------------------------------------------------------------
 
-    def _grow_expandable(self, pool: _Pool, size: int) -> _Block | None:
+    def _grow_expandable(self, pool: Pool, size: int) -> Block | None:
         """``try_allocate_expandable_block``: map pages until a free run of ``size`` bytes exists."""
         block = self._expandable_candidate(pool, size)
         if not block.mapped and not self._map(block, min(block.size, size)):
@@ -457,49 +296,49 @@ class CachingAllocator:
             if not self._map(after, min(size - block.size, after.size)):
                 return None
             block = after
-        self._remove_free(block)
+        remove_free(block)
         return block
 
-    def _expandable_candidate(self, pool: _Pool, size: int) -> _Block:
+    def _expandable_candidate(self, pool: Pool, size: int) -> Block:
         """``find_expandable_block``: the lowest free-or-unmapped run of ``size`` bytes."""
         for ptr in pool.unmapped_ptrs:
             start = pool.unmapped[ptr]
             if start.prev is not None and not start.prev.allocated:
                 start = start.prev
             room = 0  # has_available_address_space: free or unmapped blocks from start on
-            walk: _Block | None = start
+            walk: Block | None = start
             while room < size and walk is not None and not walk.allocated:
                 room += walk.size
                 walk = walk.next
             if room >= size:
                 return start
-        segment = _Expandable(self._next_ptr, pool.page)  # the pool's first use: its range is never full
-        self._next_ptr += _ADDRESS_SPACE
+        segment = ExpandableSegment(self._next_ptr, pool.page)  # the pool's first use: its range is never full
+        self._next_ptr += ADDRESS_SPACE
         pool.segment = segment
-        whole = _Block(segment.base, _ADDRESS_SPACE, pool, segment, mapped=False)
-        self._insert_unmapped(whole)
+        whole = Block(segment.base, ADDRESS_SPACE, pool, segment, mapped=False)
+        insert_unmapped(whole)
         return whole
 
-    def _map(self, block: _Block, nbytes: int) -> bool:
+    def _map(self, block: Block, nbytes: int) -> bool:
         """``map_block``: back the first ``nbytes`` (rounded up to pages) of an unmapped block."""
         segment = block.segment
         assert segment is not None
         mapped = -(-nbytes // segment.page) * segment.page
         if not self._fits(mapped):
             return False
-        self._remove_unmapped(block)
+        remove_unmapped(block)
         block.mapped = True
         if mapped < block.size:
-            self._insert_unmapped(_cut(block, mapped, mapped=False))
+            insert_unmapped(cut(block, mapped, mapped=False))
         segment.mark(block.ptr, mapped, mapped=True)
-        self._merge(block, block.prev)
-        self._merge(block, block.next)
-        self._insert_free(block)
+        merge(block, block.prev)
+        merge(block, block.next)
+        insert_free(block)
         self._segments = self._runs()
         self._grew(mapped)
         return True
 
-    def _unmap(self, block: _Block) -> None:
+    def _unmap(self, block: Block) -> None:
         """``unmap_block``: release the whole pages inside a free block; partial pages stay mapped."""
         segment = block.segment
         assert segment is not None
@@ -508,26 +347,26 @@ class CachingAllocator:
         last = base + (end - base) // page * page
         if first >= last:
             return
-        self._remove_free(block)
+        remove_free(block)
         if first > block.ptr:
-            before = _Block(block.ptr, first - block.ptr, block.pool, segment)
+            before = Block(block.ptr, first - block.ptr, block.pool, segment)
             before.prev, before.next = block.prev, block
             if block.prev is not None:
                 block.prev.next = before
             block.prev = before
-            self._insert_free(before)
+            insert_free(before)
         if last < end:
-            after = _Block(last, end - last, block.pool, segment)
+            after = Block(last, end - last, block.pool, segment)
             after.prev, after.next = block, block.next
             if block.next is not None:
                 block.next.prev = after
             block.next = after
-            self._insert_free(after)
+            insert_free(after)
         block.ptr, block.size, block.mapped = first, last - first, False
         segment.mark(first, last - first, mapped=False)
-        self._merge(block, block.prev)
-        self._merge(block, block.next)
-        self._insert_unmapped(block)
+        merge(block, block.prev)
+        merge(block, block.next)
+        insert_unmapped(block)
         self._reserved -= last - first
         self._segments = self._runs()
 
