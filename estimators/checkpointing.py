@@ -1,28 +1,11 @@
 """Activation checkpointing as a what-if over the traced program's graph.
 
-The choices (``--checkpointing``):
-
-- ``none``: autograd keeps every saved activation until its backward.
-- ``full``: every decoder layer is checkpointed (``gradient_checkpointing_enable``).
-- ``every:K``: every K-th layer is checkpointed (``torch.utils.checkpoint`` around it).
-- ``selective``: every layer is checkpointed, but matmul and attention outputs are saved and only
-  the cheap ops are recomputed (``create_selective_checkpoint_contexts`` with a save-the-matmuls policy,
-  PyTorch's SAC example).
-- ``selective:torchtitan``: torchtitan's op-level selective AC (``mode="selective"``,
-  ``selective_ac_option="op"``): its save list, but every second ``aten.mm`` of each block recomputed.
-- ``first:F`` and ``first:F+selective:S``: the first F decoder layers checkpointed in full (Megatron-LM's
-  ``--recompute-method block --recompute-num-layers F``), the next S selectively, the rest not at all.
-- ``auto``: the ``first:F+selective:S`` that fits the device with the least recompute
-  (``budgeted_plan``), the per-layer choice PyTorch's ``sac_ilp.py`` makes under a memory budget, each
-  candidate's memory taken from the graph's what-if.
-- ``offload``: saved activations are copied to host memory and fetched back in backward
-  (``torch.autograd.graph.save_on_cpu``).
-- ``all``: every fixed choice above, from one trace, as a table.
+``what_if`` applies a ``CheckpointPlan`` (the choices and their parsing: ``checkpoint_plan.py``) to one trace
+without checkpointing: the frees it moves, the recomputed and fetched blocks it adds, and what it costs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import networkx as nx
@@ -30,116 +13,10 @@ import networkx as nx
 from vramsim.tracer.graph import saved_edges, storage_nodes
 from vramsim.tracer.records import UnitRecord
 
+from .checkpoint_plan import CheckpointPlan
 from .timeline import Block, Position, Timeline, derive_timeline
 
-__all__ = [
-    "CHECKPOINTING_CHOICES", "SELECTIVE_SAVED_OPS", "CheckpointCost", "CheckpointPlan", "WhatIf",
-    "budgeted_plan", "first_layers", "parse_checkpointing", "what_if",
-]  # fmt: skip
-
-CHECKPOINTING_CHOICES = (
-    "none",
-    "full",
-    "every:K",
-    "selective",
-    "selective:torchtitan",
-    "first:F[+selective[:torchtitan]:S]",
-    "auto",
-    "offload",
-    "all",
-)
-
-SELECTIVE_SAVED_OPS = frozenset(
-    "aten.mm aten.addmm aten.bmm aten.baddbmm aten._scaled_mm aten.convolution "
-    "aten._scaled_dot_product_flash_attention aten._scaled_dot_product_efficient_attention "
-    "aten._scaled_dot_product_cudnn_attention aten._flash_attention_forward aten._efficient_attention_forward "
-    "vramsim_flash_attn.fa2_forward vramsim_flash_attn.fa3_forward".split()
-)
-"""Ops whose outputs ``selective`` keeps (matmuls, convolutions, fused attention, flash-attn's
-included): the costly FLOPs; everything else in a checkpointed block is recomputed."""
-
-TORCHTITAN_SAVED_OPS = frozenset(
-    "aten.mm aten._scaled_dot_product_efficient_attention aten._scaled_dot_product_flash_attention "
-    "aten._scaled_dot_product_cudnn_attention aten._scaled_dot_product_attention_math "
-    "aten._scaled_dot_product_fused_attention_overrideable _c10d_functional.reduce_scatter_tensor "
-    "_c10d_functional.all_to_all_single aten.max".split()
-)
-"""torchtitan's ``_op_sac_save_list`` (torchtitan/models/llama3/infra/parallelize.py): what
-``selective:torchtitan`` keeps, except every second ``aten.mm`` of a block (its policy counts the
-block's matmuls afresh in each forward and each recompute, and recomputes the even ones)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointPlan:
-    """One checkpointing choice, parsed."""
-
-    kind: str
-    """``none``, ``full``, ``every``, ``selective``, ``first``, ``auto``, ``offload`` or ``all``."""
-    every: int = 1
-    """For ``every``: checkpoint layers 0, K, 2K, ... (``full`` is ``every:1``)."""
-    torchtitan: bool = False
-    """For ``selective`` (and ``first``'s selective layers): torchtitan's policy (``TORCHTITAN_SAVED_OPS``, every
-    second matmul recomputed)."""
-    full_layers: int = 0
-    """For ``first``: layers 0 .. F-1 checkpointed in full."""
-    selective_layers: int = 0
-    """For ``first``: the S layers after those checkpointed selectively (``SELECTIVE_SAVED_OPS`` kept)."""
-
-    @property
-    def spec(self) -> str:
-        if self.kind == "every":
-            return f"every:{self.every}"
-        if self.kind == "first":
-            policy = "torchtitan:" if self.torchtitan else ""
-            tail = f"+selective:{policy}{self.selective_layers}" if self.selective_layers else ""
-            return f"first:{self.full_layers}{tail}"
-        return "selective:torchtitan" if self.torchtitan else self.kind
-
-    def selective_at(self, layer: int) -> bool:
-        """Whether decoder layer ``layer`` is checkpointed selectively (its saved ops kept, ``saves``)."""
-        if self.kind == "first":
-            return self.full_layers <= layer < self.full_layers + self.selective_layers
-        return self.kind == "selective"
-
-    def saves(self, op: str, matmuls: int) -> bool:
-        """Whether a ``selective`` checkpoint keeps the output of ``op``, the block's ``matmuls``-th ``aten.mm`` so far."""
-        if not self.torchtitan:
-            return op in SELECTIVE_SAVED_OPS
-        return op in TORCHTITAN_SAVED_OPS and not (op == "aten.mm" and matmuls % 2 == 0)
-
-    def checkpointed(self, layer: int) -> bool:
-        """Whether decoder layer ``layer`` (0-based) runs inside a checkpoint."""
-        if self.kind in ("full", "selective"):
-            return True
-        if self.kind == "first":
-            return layer < self.full_layers + self.selective_layers
-        return self.kind == "every" and layer % self.every == 0
-
-
-def first_layers(full: int, selective: int = 0, *, torchtitan: bool = False) -> CheckpointPlan:
-    """``first:F+selective:S`` (``first:F+selective:torchtitan:S``); with no layer at all, ``none``."""
-    if not full + selective:
-        return CheckpointPlan("none")
-    return CheckpointPlan("first", full_layers=full, selective_layers=selective, torchtitan=torchtitan and selective > 0)
-
-
-def parse_checkpointing(value: object) -> CheckpointPlan:
-    """One of ``CHECKPOINTING_CHOICES``; ``ValueError`` naming the choices otherwise."""
-    text = str(value).strip().lower()
-    if text in ("none", "full", "selective", "auto", "offload", "all"):
-        return CheckpointPlan(text)
-    if text == "selective:torchtitan":
-        return CheckpointPlan("selective", torchtitan=True)
-    head, _, count = text.partition(":")
-    if head == "every" and count.isdigit() and int(count) >= 1:
-        return CheckpointPlan("full") if int(count) == 1 else CheckpointPlan("every", int(count))
-    if head == "first":
-        full, _, selective = count.partition("+selective:")
-        titan = selective.startswith("torchtitan:")
-        selective = selective.removeprefix("torchtitan:")
-        if full.isdigit() and (selective.isdigit() or "+" not in count):
-            return first_layers(int(full), int(selective or 0), torchtitan=titan)
-    raise ValueError(f"unknown checkpointing {value!r}; choose one of: {', '.join(CHECKPOINTING_CHOICES)}")
+__all__ = ["CheckpointCost", "WhatIf", "what_if"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,55 +40,10 @@ class WhatIf:
     cost: CheckpointCost
 
 
-def budgeted_plan(layers: int, measure: Callable[[CheckpointPlan], tuple[bool, int]]) -> CheckpointPlan:
-    """``auto``: the ``first:F+selective:S`` that fits with the fewest recomputed FLOPs, ``measure`` giving a
-    plan's fit and recomputed FLOPs (its what-if on the device).
-
-    As in PyTorch's ``sac_ilp.py``, each layer takes one of a few discrete choices (none, a selective
-    policy, full) and the least recompute that brings the step under the memory budget wins. For each
-    selective policy (``selective``'s and torchtitan's), memory falls as a layer moves from none to
-    selective to full, so two binary searches find the plan: the least F for which
-    ``first:F+selective:(L-F)`` fits, then the least S for that F (about 2 log2 L what-ifs each); the
-    policy whose plan recomputes fewer FLOPs wins. Layers are checkpointed from the first on (Megatron-LM's
-    block method): their recompute runs last in backward, when the least is live. The caching
-    allocator's rounding can break the monotony by a segment near the budget. Nothing fits: ``full``.
-    """
-    if measure(CheckpointPlan("none"))[0]:
-        return CheckpointPlan("none")
-    if not measure(CheckpointPlan("full"))[0]:
-        return CheckpointPlan("full")
-    found = [_searched(layers, measure, torchtitan) for torchtitan in (False, True)]
-    return min(found, key=lambda plan: (measure(plan)[1], plan.selective_layers))
-
-
-def _searched(layers: int, measure: Callable[[CheckpointPlan], tuple[bool, int]], torchtitan: bool) -> CheckpointPlan:
-    """``budgeted_plan``'s two binary searches with one selective policy."""
-
-    def plan(full: int, selective: int) -> CheckpointPlan:
-        if full == layers:
-            return CheckpointPlan("full")
-        if selective == layers:
-            return CheckpointPlan("selective", torchtitan=torchtitan)
-        return first_layers(full, selective, torchtitan=torchtitan)
-
-    full = _least(lambda f: measure(plan(f, layers - f))[0], layers)
-    return plan(full, _least(lambda s: measure(plan(full, s))[0], layers - full))
-
-
-def _least(ok: Callable[[int], bool], high: int) -> int:
-    """The least n in [0, high] with ``ok(n)``, ``ok`` monotone and ``ok(high)`` true."""
-    low = 0
-    while low < high:
-        middle = (low + high) // 2
-        if ok(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return low
-
-
 @dataclass(slots=True, kw_only=True)
 class _Hold:
+    """One saved-for-backward edge of the trace: who saved which storage, and when autograd packs, unpacks and lets go."""
+
     sid: int
     op: int
     ops_before: int
@@ -252,6 +84,7 @@ class _Schedule:
         alloc_at: Position | None,
         copy_of: int | None = None,
     ) -> int:
+        """A block the traced program did not make (a recompute, a fetch, a stashed RNG state); its key."""
         assert alloc_at is not None
         self.added.append(
             Block(
@@ -283,6 +116,7 @@ class _Schedule:
         )
 
     def free_added(self, key: int, at: Position | None) -> None:
+        """When added block ``key`` is let go of; ``None`` for never."""
         self.added[key - self._first_added].free_at = at
 
     def program_free(self, sid: int) -> Position | None:
@@ -291,6 +125,7 @@ class _Schedule:
         return attrs["free_at"] if attrs["unreferenced"] is None else self.at(attrs["unreferenced"])
 
     def timeline(self) -> Timeline:
+        """The traced timeline with the moved frees and added blocks in place."""
         return derive_timeline(self.graph, free_at=self.free_at, added=self.added, category=self.category)
 
 
@@ -401,6 +236,7 @@ class _Checkpoints:
                 self.kept.setdefault(hold.sid, []).append(schedule.at(hold.release))
 
     def apply(self) -> CheckpointCost:
+        """Checkpoint every unit, then move each storage's free to the last moment something still holds it."""
         ops = flops = 0
         for index, unit in self.units.items():
             unit_ops, unit_flops = self._unit(unit, self.unit_holds.get(index, []))
@@ -417,9 +253,11 @@ class _Checkpoints:
         return CheckpointCost(recomputed_ops=ops, recomputed_flops=flops)
 
     def _hold_extra(self, sid: int, at: Position | None) -> None:
+        """Record that a checkpoint holds traced storage ``sid`` until ``at``."""
         self.extra.setdefault(sid, []).append(at)
 
     def _unit(self, unit: UnitRecord, holds: list[_Hold]) -> tuple[int, int]:
+        """Checkpoint one unit: hold its inputs (and RNG state), replay it in backward; its recomputed ops and FLOPs."""
         schedule = self.schedule
         releases = [hold.release for hold in holds]
         death = None if None in releases else schedule.at(max([unit.last_clock, *releases]))  # type: ignore[type-var]
@@ -508,6 +346,7 @@ class _Checkpoints:
             schedule.free_added(rng_key, schedule.at(trigger))
 
     def _drop(self, key: int, sid: int, at: Position | None, cached: dict[int, int]) -> None:
+        """Let go of a replayed block at ``at``; a cached output is held by the checkpoint instead."""
         if sid in cached:
             self._hold_extra(sid, at)
         else:
