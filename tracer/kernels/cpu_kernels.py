@@ -142,6 +142,14 @@ def _imbalance(
     return _f32(total / 5)
 
 
+_A_DT = _B_DT = 2
+"""Bytes of a bf16 source or weight element."""
+_ACC_DT = 4
+"""Bytes of the f32 accumulator element."""
+_WEI_N_BLK = 64
+"""``get_default_n_block``: the copy-B buffer's N block."""
+
+
 def brgemm_matmul_scratchpad(
     M: int, N: int, K: int, *, src_transposed: bool, wei_transposed: bool, nthr: int, batch: int = 1
 ) -> int:
@@ -161,23 +169,39 @@ def brgemm_matmul_scratchpad(
       - ``init_scratchpad`` books batch elements, buffers A, B and C; every booking pads by
         128 bytes (src/common/memory_tracking.hpp ``registry_t::book``, ``get_alignment``).
     """
-    a_dt, b_dt, acc_dt = 2, 2, 4
     treat_a_as_plain = M == 1
     transposed_a = src_transposed and not treat_a_as_plain
     use_buffer_a = transposed_a
-    wei_n_blk = 64
-    n_blk = min(wei_n_blk, N)
-    prefer_copy_a = (not transposed_a) and _is_pow2(K) and 8192 // a_dt <= K and M >= 1024
+    n_blk = min(_WEI_N_BLK, N)
+    prefer_copy_a = (not transposed_a) and _is_pow2(K) and 8192 // _A_DT <= K and M >= 1024
     use_buffer_a = use_buffer_a or prefer_copy_a
+    k_blk = min(K, 1024 if K > 1024 and not src_transposed else 512)  # use_extended_k_blk
+    m_blk, n_chunk_size, nthr_k = _brgemm_blocking(
+        M, N, K, src_transposed=src_transposed, use_buffer_a=use_buffer_a, n_blk=n_blk, k_blk=k_blk, nthr=nthr, batch=batch
+    )
+    del wei_transposed  # plain and transposed B both take the copy-B buffer for bf16
+    buffer_a, buffer_b, buffer_c = _brgemm_buffers(
+        M, N, K, m_blk=m_blk, n_blk=n_blk, k_blk=k_blk, n_chunk_size=n_chunk_size, nthr_k=nthr_k, use_buffer_a=use_buffer_a
+    )
+    batch_elements = 16 * 1  # brgemm_batch_element_per_thr_sz = 16 * brgemm_batch_size
 
-    # compute_blocking_heuristic_avx512 (bf16: need_large_m_blk, k-partitioning and large m
-    # blocking are f32-only; n_blk is fixed because B's layout is given, not "any").
+    # init_scratchpad; sizeof(brgemm_batch_element_t) = 40 (brgemm_types.hpp)
+    bookings = [nthr * batch_elements * 40, nthr * buffer_a, nthr * buffer_b, nthr * buffer_c]
+    return sum(size + 128 for size in bookings if size > 0)
+
+
+def _brgemm_blocking(
+    M: int, N: int, K: int, *, src_transposed: bool, use_buffer_a: bool, n_blk: int, k_blk: int, nthr: int, batch: int
+) -> tuple[int, int, int]:
+    """``compute_blocking_heuristic_avx512``'s search: the M block, N chunk and K threads of least imbalance.
+
+    bf16: need_large_m_blk, k-partitioning and large m blocking are f32-only; n_blk is fixed
+    because B's layout is given, not "any".
+    """
     max_m_blk = min(256, M)
     min_m_blk = min(32, M)
     n_chunks_total = _div_up(N, n_blk)
     n_chunks_start = min(16 if use_buffer_a else 1, n_chunks_total)
-    use_extended_k_blk = K > 1024 and not src_transposed
-    k_blk = min(K, 1024 if use_extended_k_blk else 512)
     start_nthr_k = 1
     if nthr > batch * n_chunks_total:  # low_parallel_work
         min_m_blk = min(M, 16)
@@ -200,29 +224,29 @@ def brgemm_matmul_scratchpad(
             if score < best[0]:
                 best = (score, min_m_blk, 1, nthr_k)
     _, m_blk, n_chunk_size, nthr_k = best
+    return m_blk, n_chunk_size, nthr_k
 
-    # update_configuration + init_aux_values
+
+def _brgemm_buffers(
+    M: int, N: int, K: int, *, m_blk: int, n_blk: int, k_blk: int, n_chunk_size: int, nthr_k: int, use_buffer_a: bool
+) -> tuple[int, int, int]:
+    """``update_configuration`` and ``init_aux_values``: one thread's copy-A, copy-B and accumulator buffers."""
     k_blk_conf = k_blk  # required_k_granularity is 1 off AMX
     ldc = n_blk  # use_buffer_c (always for bf16 dst) and nthr_k <= 1 -> N_blk; else LDD
     if nthr_k > 1:
         ldc = N
-    buffer_c_chunk = acc_dt * ldc * (M if nthr_k > 1 else m_blk)
+    buffer_c_chunk = _ACC_DT * ldc * (M if nthr_k > 1 else m_blk)
     buffer_c = buffer_c_chunk if (nthr_k > 1 or k_blk_conf >= K) else buffer_c_chunk * n_chunk_size
     buffer_a = 0
     if use_buffer_a:
-        lda = _rnd_up(k_blk_conf, 64 // a_dt)  # get_actual_lda
+        lda = _rnd_up(k_blk_conf, 64 // _A_DT)  # get_actual_lda
         if lda >= 512 and _is_pow2(lda):
-            lda += 64 // a_dt
-        buffer_a = a_dt * m_blk * lda
+            lda += 64 // _A_DT
+        buffer_a = _A_DT * m_blk * lda
     wei_k_blk = 16 * 2  # get_wei_k_blk: 16 x bf16 VNNI granularity
-    ldb = wei_n_blk  # get_actual_LDB with use_buffer_b
-    buffer_b = b_dt * _rnd_up(n_blk, ldb) * _rnd_up(k_blk_conf, wei_k_blk)
-    batch_elements = 16 * 1  # brgemm_batch_element_per_thr_sz = 16 * brgemm_batch_size
-    del wei_transposed  # plain and transposed B both take the copy-B buffer for bf16
-
-    # init_scratchpad; sizeof(brgemm_batch_element_t) = 40 (brgemm_types.hpp)
-    bookings = [nthr * batch_elements * 40, nthr * buffer_a, nthr * buffer_b, nthr * buffer_c]
-    return sum(size + 128 for size in bookings if size > 0)
+    ldb = _WEI_N_BLK  # get_actual_LDB with use_buffer_b
+    buffer_b = _B_DT * _rnd_up(n_blk, ldb) * _rnd_up(k_blk_conf, wei_k_blk)
+    return buffer_a, buffer_b, buffer_c
 
 
 # -- addmm_impl_cpu_ -> cpublas::gemm -> mkldnn_bf16_gemm ---------------------------------------
@@ -243,14 +267,10 @@ def matmul_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     The scratchpad ideep allocates for it goes through c10's CPU allocator
     (aten/src/ATen/native/mkldnn/IDeepRegistration.cpp).
     """
-    if func is _MM:
-        m1, m2 = args[0], args[1]
-        alpha = 1.0
-    elif func is _ADDMM:
-        m1, m2 = args[1], args[2]
-        alpha = kwargs.get("alpha", args[4] if len(args) > 4 else 1)
-    else:
+    operands = _mm_operands(func, args, kwargs)
+    if operands is None:
         return []
+    m1, m2, alpha = operands
     if not isinstance(m1, torch.Tensor) or m1.dim() != 2 or m2.dim() != 2:
         return []
     rows, cols = m1.shape[0], m2.shape[1]
@@ -272,30 +292,45 @@ def matmul_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     scratch = 0
     isa = onednn_brgemm_isa()
     if m1.dtype == torch.bfloat16 and alpha != 0 and isa and torch.backends.mkldnn.enabled:
-        # normalize_last_dims: degenerate leading dimensions are rewritten
-        if transpose_a:
-            lda = k if m == 1 else lda
-        elif k == 1:
-            lda = m
-        if transpose_b:
-            ldb = n if k == 1 else ldb
-        elif n == 1:
-            ldb = k
-        if m * n * k > 16 * 16 * 16 and isa == "avx512_core":
-            scratch = gemm_bf16_matmul_scratchpad(n, m, nthr=torch.get_num_threads())
-        elif m * n * k > 16 * 16 * 16:
-            # ideep src = b as {n, k} with strides {ldb, 1} (swapped if transposed);
-            # ideep weights = a as {k, m} with strides {lda, 1} (swapped if transposed).
-            scratch = brgemm_matmul_scratchpad(
-                n,
-                m,
-                k,
-                src_transposed=_is_transposed_2d((n, k), (1, ldb) if transpose_b else (ldb, 1)),
-                wei_transposed=_is_transposed_2d((k, m), (1, lda) if transpose_a else (lda, 1)),
-                nthr=torch.get_num_threads(),
-            )
+        scratch = _bf16_gemm_scratchpad(isa, m, n, k, transpose_a=transpose_a, lda=lda, transpose_b=transpose_b, ldb=ldb)
     total = workspace + scratch
     return [total] if total else []
+
+
+def _mm_operands(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any] | None:
+    """``mm``'s or ``addmm``'s two matrices and ``alpha``; None for any other op."""
+    if func is _MM:
+        return args[0], args[1], 1.0
+    if func is _ADDMM:
+        return args[1], args[2], kwargs.get("alpha", args[4] if len(args) > 4 else 1)
+    return None
+
+
+def _bf16_gemm_scratchpad(isa: str, m: int, n: int, k: int, *, transpose_a: bool, lda: int, transpose_b: bool, ldb: int) -> int:
+    """``mkldnn_bf16_gemm``'s oneDNN scratchpad for the column-major GEMM ``m x n x k``; 0 where it skips oneDNN."""
+    # normalize_last_dims: degenerate leading dimensions are rewritten
+    if transpose_a:
+        lda = k if m == 1 else lda
+    elif k == 1:
+        lda = m
+    if transpose_b:
+        ldb = n if k == 1 else ldb
+    elif n == 1:
+        ldb = k
+    if m * n * k <= 16 * 16 * 16:
+        return 0
+    if isa == "avx512_core":
+        return gemm_bf16_matmul_scratchpad(n, m, nthr=torch.get_num_threads())
+    # ideep src = b as {n, k} with strides {ldb, 1} (swapped if transposed);
+    # ideep weights = a as {k, m} with strides {lda, 1} (swapped if transposed).
+    return brgemm_matmul_scratchpad(
+        n,
+        m,
+        k,
+        src_transposed=_is_transposed_2d((n, k), (1, ldb) if transpose_b else (ldb, 1)),
+        wei_transposed=_is_transposed_2d((k, m), (1, lda) if transpose_a else (lda, 1)),
+        nthr=torch.get_num_threads(),
+    )
 
 
 def _gemm_operand(t: torch.Tensor, transpose_c: bool, rows_first: int, inner: int) -> tuple[bool, tuple[int, int], int]:
