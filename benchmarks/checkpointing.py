@@ -14,7 +14,7 @@ import time
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.config import SimulationConfig
-from vramsim.estimators.checkpoint_plan import parse_checkpointing
+from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
 

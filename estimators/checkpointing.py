@@ -1,6 +1,6 @@
 """Activation checkpointing as a what-if over the traced program's graph.
 
-``what_if`` applies a ``CheckpointPlan`` (the choices and their parsing: ``checkpoint_plan.py``) to one trace
+``what_if`` applies a ``CheckpointPlan`` (the choices and their parsing: ``checkpointing_plan.py``) to one trace
 without checkpointing: the frees it moves, the recomputed and fetched blocks it adds, and what it costs.
 """
 
@@ -13,7 +13,7 @@ import networkx as nx
 from vramsim.tracer.graph import saved_edges, storage_nodes
 from vramsim.tracer.records import UnitRecord
 
-from .checkpoint_plan import CheckpointPlan
+from .checkpointing_plan import CheckpointPlan
 from .timeline import Block, Position, Timeline, derive_timeline
 
 __all__ = ["CheckpointCost", "WhatIf", "what_if"]

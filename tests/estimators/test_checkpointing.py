@@ -20,7 +20,7 @@ from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
-from vramsim.estimators.checkpoint_plan import CheckpointPlan, parse_checkpointing
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
 

@@ -18,7 +18,7 @@ from vramsim.analysis.whatifs import Analysis
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
-from vramsim.estimators.checkpoint_plan import CheckpointPlan
+from vramsim.estimators.checkpointing_plan import CheckpointPlan
 from vramsim.estimators.sharding.plan import ddp_bucket_sizes, sharding_plan
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import build_graph

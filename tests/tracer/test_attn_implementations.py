@@ -12,7 +12,7 @@ from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.cli import main
 from vramsim.config import SimulationConfig
-from vramsim.estimators.checkpoint_plan import CheckpointPlan
+from vramsim.estimators.checkpointing_plan import CheckpointPlan
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import StorageRecord, Trace
 from vramsim.workload.targets import resolve_target

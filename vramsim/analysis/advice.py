@@ -9,7 +9,7 @@ from vramsim.analysis.device_memory import DeviceMemory
 from vramsim.analysis.whatifs import Analysis, checkpointing_choices
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpoint_plan import CheckpointPlan, parse_checkpointing
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
 from vramsim.results.advice import Advice
 from vramsim.workload.targets import Target
 

@@ -15,7 +15,7 @@ from vramsim.analysis.whatifs import Analysis, Outcome, checkpointing_choices
 from vramsim.config import ANALYSIS_OPTIONS, SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError
-from vramsim.estimators.checkpoint_plan import CheckpointPlan, parse_checkpointing
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
 from vramsim.results.report import Assumption, Report
 from vramsim.workload.attention import attention_in_force, attention_notes, check_attention
 from vramsim.workload.losses import check_loss_target

@@ -15,8 +15,8 @@ from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.analysis.ranks import held_state
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpoint_plan import CheckpointPlan, budgeted_plan, parse_checkpointing
 from vramsim.estimators.checkpointing import WhatIf, what_if
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, budgeted_plan, parse_checkpointing
 from vramsim.estimators.context_parallel import ring_buffers
 from vramsim.estimators.expert_parallel import all_to_all_buffers
 from vramsim.estimators.pipeline_parallel import PipelineSplit

@@ -15,7 +15,7 @@ from vramsim.checkpoints.sharded import sharded_checkpoint
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import TRAINER_LOG_HISTORY
-from vramsim.estimators.checkpoint_plan import parse_checkpointing
+from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.results.checkpoint import CheckpointReport
 from vramsim.results.report import Assumption
 from vramsim.tracer.graph import build_graph

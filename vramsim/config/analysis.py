@@ -10,7 +10,7 @@ from vramsim.config.options import as_is, option
 from vramsim.config.workload import WorkloadOptions
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import ModuleLoading
-from vramsim.estimators.checkpoint_plan import parse_checkpointing
+from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.estimators.pipeline_schedule import PipelinePlan, pipeline_plan
 from vramsim.estimators.sharding import MAX_GPUS, ShardingPlan
 

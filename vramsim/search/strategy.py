@@ -30,8 +30,8 @@ from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpoint_plan import parse_checkpointing
 from vramsim.estimators.checkpointing import what_if
+from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
 from vramsim.results.strategy import SCHEMES, Candidate, StrategySearch
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, Setting, layer_shape, settings

@@ -13,8 +13,8 @@ from transformers import PretrainedConfig
 
 from vramsim.analysis.device_memory import device_memory
 from vramsim.config import SimulationConfig
-from vramsim.estimators.checkpoint_plan import parse_checkpointing
 from vramsim.estimators.checkpointing import what_if
+from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.tracer.categories import Category
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import BEFORE_TRACE

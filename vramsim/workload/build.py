@@ -16,7 +16,7 @@ from transformers import PretrainedConfig
 from vramsim.config import DiffusionOptions, SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpoint_plan import CheckpointPlan, parse_checkpointing
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
 from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.workload.checkpointing import UnitMarker, apply_checkpointing, install_unit_marker, saved_tensor_context

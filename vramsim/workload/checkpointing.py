@@ -23,7 +23,7 @@ import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpoint_plan import CheckpointPlan
+from vramsim.estimators.checkpointing_plan import CheckpointPlan
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.tracer.leaves import tensor_leaves
 

@@ -26,7 +26,7 @@ import torch
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import SCRIPT_MAX_GRAD_NORM
-from vramsim.estimators.checkpoint_plan import parse_checkpointing
+from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.workload.checkpointing import UnitMarker, apply_checkpointing, install_unit_marker
 from vramsim.workload.diffusion.components import diffusers_model, load_scheduler
