@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from vramsim.analysis import simulate as analysis
 from vramsim.analysis.simulate import count_parameters
@@ -20,7 +20,7 @@ from vramsim.workload.models import ModelSource
 __all__ = ["ADVICE", "count_parameters", "simulate", "simulate_each"]
 
 AdviceDepth = Literal["none", "graph", "traced"]
-ADVICE = ("none", "graph", "traced")
+ADVICE: tuple[str, ...] = get_args(AdviceDepth)
 """How much advice a job that does not fit gets: ``none``; ``graph``, what-ifs over its own trace (checkpointing,
 sharding: no further trace); ``traced``, those and the changes measured by more traces (weights' dtype,
 optimizer, the largest batch size and sequence length), as ``vramsim trace`` gives unless ``--no-search``."""

@@ -16,7 +16,7 @@ from vramsim.config import ANALYSIS_OPTIONS, SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
-from vramsim.results.report import Assumption, Report
+from vramsim.results.report import Assumption, CheckpointChoice, Report
 from vramsim.workload.attention import attention_in_force, attention_notes, check_attention
 from vramsim.workload.losses import check_loss_target
 from vramsim.workload.models import ModelSource, build_model, load_config, model_name
@@ -119,7 +119,7 @@ def _report(
     )
 
 
-def _checkpointing_rows(analysis: Analysis, plan: CheckpointPlan, chosen: Outcome, target: Target) -> list[Any]:
+def _checkpointing_rows(analysis: Analysis, plan: CheckpointPlan, chosen: Outcome, target: Target) -> list[CheckpointChoice]:
     """``all``: every choice's row from this trace; ``auto``: the plan it chose; else none."""
     if plan.kind == "all":
         return [analysis.choice(analysis.run(p)) for p in checkpointing_choices(target)]

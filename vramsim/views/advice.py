@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vramsim.results.advice import Advice
-from vramsim.views.fit import largest_line
+from vramsim.views.fit import held_flag, largest_line
 from vramsim.views.units import format_bytes
 
 __all__ = ["advice_line", "flags"]
@@ -18,7 +18,7 @@ def advice_line(advice: Advice) -> str:
     """One advice as a line: the change, then its device memory and saving, marked when another trace measured it."""
     if advice.largest is not None and advice.held is not None:
         ((held, value),) = advice.held.items()
-        return largest_line(advice.largest, f"--{held.replace('_', '-')} {value:,}", advice=True)
+        return largest_line(advice.largest, held_flag(held, value), advice=True)
     traced = " (traced)" if advice.traced else ""
     fits = " (fits)" if advice.fits else ""
     saving = f"{format_bytes(advice.device_bytes)} on the device (-{format_bytes(advice.saved_bytes)})"

@@ -10,7 +10,7 @@ from vramsim.results.fit import Largest, LargestFit
 from vramsim.results.strategy import Candidate, StrategySearch
 from vramsim.views.units import format_bytes
 
-__all__ = ["largest_line", "render_fit", "render_strategies"]
+__all__ = ["held_flag", "largest_line", "render_fit", "render_strategies"]
 
 
 def largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
@@ -31,8 +31,13 @@ def largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
     return f"{line}; {largest.over:,} takes {format_bytes(largest.over_bytes or 0)}{between or step}"
 
 
+def held_flag(name: str, value: int) -> str:
+    """The size a search held at its given value, as the command line spells it: ``--seq-len 2,048``."""
+    return f"--{name.replace('_', '-')} {value:,}"
+
+
 def _largest_lines(fit: LargestFit, *, advice: bool = False) -> list[str]:
-    held = {"batch_size": f"--seq-len {fit.given['seq_len']:,}", "seq_len": f"--batch-size {fit.given['batch_size']:,}"}
+    held = {"batch_size": held_flag("seq_len", fit.given["seq_len"]), "seq_len": held_flag("batch_size", fit.given["batch_size"])}
     return [largest_line(each, held[each.option], advice=advice) for each in (fit.batch_size, fit.seq_len) if each]
 
 
