@@ -58,7 +58,7 @@ def pipeline_index(source: object) -> PipelineIndex | None:
     try:
         index = json.loads(index_file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelNotFoundError(f"{index_file} is not a readable model_index.json: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"{index_file} is not a readable model_index.json", quoted=first_line(exc)) from exc
     return PipelineIndex(folder=folder, index=index)
 
 
@@ -91,7 +91,7 @@ def load_function(source: str, signature: str) -> Callable[..., Any]:
         spec.loader.exec_module(module)
     except Exception as exc:  # the user's own code: any failure is theirs to see, in one line
         where = f"{exc.filename}:{exc.lineno}: " if isinstance(exc, SyntaxError) else _user_frame(exc)
-        raise ModelNotFoundError(f"importing {path} failed: {where}{type(exc).__name__}: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"importing {path} failed", quoted=f"{where}{type(exc).__name__}: {first_line(exc)}") from exc
     function = getattr(module, name, None)
     if not callable(function):
         raise ModelNotFoundError(f"{path} has no callable {name!r}; define {signature.format(name=name)}")
@@ -121,7 +121,7 @@ def load_config(source: str | Path, *, trust_remote_code: bool = False) -> Pretr
             f"{hint}pass a local folder or a config.json path instead"
         ) from exc
     except ValueError as exc:
-        raise ModelNotFoundError(f"cannot load the config of {text!r}: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"cannot load the config of {text!r}", quoted=first_line(exc)) from exc
 
 
 _HUB_PROBE_SECONDS = 3.0
@@ -208,10 +208,10 @@ def build_model(
     except ValueError as exc:
         # transformers' refusal: "X does not support Flash Attention 2 yet"
         if attn_implementation is not None and "does not support" in str(exc):
-            raise UnsupportedError(f"attn_implementation={attn_implementation!r}: {first_line(exc).split('. ')[0]}") from exc
-        raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
+            raise UnsupportedError(f"attn_implementation={attn_implementation!r}", quoted=first_line(exc).split(". ")[0]) from exc
+        raise TraceError(f"{model_cls.__name__} could not be built from its config", quoted=first_line(exc)) from exc
     except (TypeError, KeyError, AttributeError, RuntimeError, ArithmeticError) as exc:
-        raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
+        raise TraceError(f"{model_cls.__name__} could not be built from its config", quoted=first_line(exc)) from exc
     if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model.to("meta")  # some models create a tensor on the CPU explicitly; on meta it must hold no memory
     return model
@@ -245,7 +245,7 @@ def call_user(function: Callable[..., Any], *args: Any) -> Any:
     except VramsimError:
         raise
     except Exception as exc:  # the user's own code: any failure is theirs to see, in one line
-        raise ConfigError(f"{_user_frame(exc)}{type(exc).__name__}: {first_line(exc)}") from exc
+        raise ConfigError(quoted=f"{_user_frame(exc)}{type(exc).__name__}: {first_line(exc)}") from exc
 
 
 def _user_frame(exc: BaseException) -> str:
@@ -265,13 +265,13 @@ def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfi
     try:
         data = json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelNotFoundError(f"{file} is not a readable config.json: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"{file} is not a readable config.json", quoted=first_line(exc)) from exc
     if not isinstance(data, dict) or "model_type" not in data:
         raise ModelNotFoundError(f"{file} has no 'model_type'; is it a Hugging Face config.json?")
     try:
         return AutoConfig.from_pretrained(str(file.parent if path.is_dir() else file), trust_remote_code=trust_remote_code)
     except Exception as exc:  # transformers raises many kinds (validation, unknown model_type, ...)
-        raise ModelNotFoundError(f"{file} cannot be loaded as a config: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"{file} cannot be loaded as a config", quoted=first_line(exc)) from exc
 
 
 _TASK_AUTO_CLASS = {"train": "AutoModelForCausalLM", "forward": "AutoModelForCausalLM", "generate": "AutoModelForCausalLM"}
