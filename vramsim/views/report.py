@@ -66,9 +66,9 @@ def render_summary(report: Report, console: Console) -> None:
             console.print(f"  try: {advice_line(advice)}")
 
 
-def render_report(report: Report, console: Console, *, fold: bool = True) -> None:
+def render_report(report: Report, console: Console, *, fold: bool = True, took: tuple[float, int] | None = None) -> None:
     """What ``vramsim trace`` prints: the summary, the tables (alike layers folded unless ``fold`` is
-    False), the assumptions."""
+    False), the assumptions; last, with ``took``, the whole command's seconds and traces, else this trace's."""
     render_summary(report, console)
     if report.components:
         console.print(_components(report))
@@ -81,7 +81,10 @@ def render_report(report: Report, console: Console, *, fold: bool = True) -> Non
         console.print("Assumptions:")
         for item in report.assumptions:
             console.print(f"  - {item.name}: {item.detail}")
-    console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+    if took is None:
+        console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+    else:
+        console.print(f"[dim]{took[0]:.1f} s in all, {took[1]} trace{'s' if took[1] > 1 else ''}[/dim]")
 
 
 def _device_label(target: str) -> str:
