@@ -77,7 +77,7 @@ BAD_INPUTS = {
     "config without model_type": (_no_model_type, [], "no 'model_type'"),
     "negative batch": (lambda _: "gpt2", ["--batch-size", "-1"], "--batch-size must be between"),
     "unknown task": (lambda _: "gpt2", ["--task", "serve"], "unknown task 'serve'"),
-    "unknown dtype": (lambda _: "gpt2", ["--dtype", "int3"], "unsupported dtype 'int3'"),
+    "unknown dtype": (lambda _: "gpt2", ["--dtype", "int3"], "unsupported --dtype int3"),
     "unknown device": (lambda _: "gpt2", ["--device", "tpu9"], "unknown device 'tpu9'"),
     "zero and fsdp together": (lambda _: "gpt2", ["--gpus", "8", "--zero", "3", "--fsdp", "full"], "choose one"),
     "no gpus": (lambda _: "gpt2", ["--gpus", "0"], "gpus must be an integer between 1 and 65536, got 0"),

@@ -52,7 +52,7 @@ class PrecisionOptions:
         for name, names in (("dtype", _DTYPE_NAMES), ("mixed_precision", _MIXED_NAMES)):
             value = getattr(self, name)
             if isinstance(value, str) and value.lower().removeprefix("torch.") not in names:
-                raise ConfigError(f"unsupported {name} {value!r}; choose one of: {', '.join(names)}")
+                raise ConfigError(f"unsupported {name}={value!r}; choose one of: {', '.join(names)}")
 
     def resolve_precision(self) -> None:
         """A dtype name becomes its torch dtype: torch loads here, the last step of the checks."""
@@ -83,4 +83,4 @@ def _dtype(name: str, value: Any, names: dict[str, str]) -> torch.dtype | None:
         return value
     if isinstance(value, str) and value.lower().removeprefix("torch.") in choices:
         return choices[value.lower().removeprefix("torch.")]
-    raise ConfigError(f"unsupported {name} {value!r}; choose one of: {', '.join(choices)}")
+    raise ConfigError(f"unsupported {name}={value!r}; choose one of: {', '.join(choices)}")
