@@ -98,7 +98,7 @@ def test_offload_states_is_now_offload(capsys: pytest.CaptureFixture[str]) -> No
     new = parser.parse_args(["trace", "gpt2", "--gpus", "2", "--zero", "2", "--offload", "optimizer"])
     assert workload_options(old) == workload_options(new)
     assert workload_options(new)["offload_states"] == "optimizer" and workload_options(new)["offload"] == "no"
-    code, out, err = run(
+    code, _, err = run(
         capsys, "trace", "no-such-org/no-such-model", "--gpus", "2", "--zero", "2", "--offload-states", "optimizer"
     )
     assert code == 1 and err.splitlines()[0] == ("vramsim: warning: --offload-states is now --offload; give --offload optimizer")
@@ -106,7 +106,7 @@ def test_offload_states_is_now_offload(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_serve_bitsandbytes_is_now_nf4_dq(capsys: pytest.CaptureFixture[str]) -> None:
     """``serve --quantization`` names vLLM's bitsandbytes as trace names its format, nf4-dq; the old name warns."""
-    code, out, err = run(capsys, "serve", "no-such-org/no-such-model", "--quantization", "bitsandbytes")
+    code, _, err = run(capsys, "serve", "no-such-org/no-such-model", "--quantization", "bitsandbytes")
     assert code == 1 and err.splitlines()[0] == ("vramsim: warning: --quantization bitsandbytes is now --quantization nf4-dq")
     assert ServeConfig(quantization="nf4-dq").quantization == ServeConfig(quantization="bitsandbytes").quantization
     with pytest.raises(ConfigError, match="choose one of: fp8, gptq, awq, nf4-dq"):

@@ -38,7 +38,7 @@ WARNED = {
 @pytest.mark.parametrize("case", sorted(WARNED))
 def test_each_misreadable_option_warns_in_one_line(case: str, capsys: pytest.CaptureFixture[str]) -> None:
     argv, line = WARNED[case]
-    code, out, err = run(capsys, "trace", MISSING, *argv)
+    code, _, err = run(capsys, "trace", MISSING, *argv)
     lines = err.splitlines()
     assert code == 1 and len(lines) == 2 and lines[0].startswith(line) and lines[1].startswith("vramsim: error: ")
 

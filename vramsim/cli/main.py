@@ -11,6 +11,7 @@ from rich.console import Console
 from vramsim.cli import checkpoint, fit, listing, serve, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
 from vramsim.cli.command import Command, check_command
+from vramsim.cli.output import TrimmedLines
 from vramsim.cli.wording import cli_message, in_cli_words
 from vramsim.errors import ConfigError, VramsimError
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     for warning in command.warnings:
         print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
     try:
-        return _RUNS[args.command](command, Console())
+        return _RUNS[args.command](command, Console(file=TrimmedLines(sys.stdout)))
     except VramsimError as exc:
         return _error(exc, 1)
     except MemoryError:
