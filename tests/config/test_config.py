@@ -15,7 +15,7 @@ from vramsim.workload.quantization.weights import QUANTIZATION_ARGUMENTS
 
 def test_option_order_names_every_field_once() -> None:
     """The CLI and the report list the options in ``OPTION_ORDER``: a field left out of it would never be offered."""
-    assert sorted(OPTION_ORDER) == sorted(f.name for f in fields(SimulationConfig))
+    assert sorted(OPTION_ORDER) == sorted(f.name for f in fields(SimulationConfig) if f.init)  # not its warnings
     assert len(set(OPTION_ORDER)) == len(OPTION_ORDER)
 
 

@@ -62,6 +62,11 @@ OFFLOADS = ("none", "model", "sequential", *_STATE_OFFLOADS)
 """``--offload``: one flag for both CPU offloads, a pipeline's (``offload``) and sharded training's (``offload_states``)."""
 
 
+def _as_given(text: str) -> str:
+    """A flag's text as it is; a str default too, which argparse passes through ``type`` (``_Default`` kept)."""
+    return text
+
+
 def _offload_flag(text: str) -> str:
     """``--offload``'s value, ``no`` (a pipeline's old spelling) being ``none``."""
     value = text.strip().lower()
@@ -106,8 +111,8 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         else:
             metavar = flag.removeprefix("--").replace("-", "_").upper()
             parser.add_argument(
-                flag, dest=spec.name, type=option.parse, default=default, metavar=metavar, help=option.help
-            )  # no parse: the text itself, and a default as it is (argparse parses a str default by ``type``)
+                flag, dest=spec.name, type=option.parse or _as_given, default=default, metavar=metavar, help=option.help
+            )
         if spec.name == "lora":
             parser.add_argument(
                 "--lora-targets",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from typing import TextIO, cast
 
 from rich.console import Console
 
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     for warning in command.warnings:
         print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
     try:
-        return _RUNS[args.command](command, Console(file=TrimmedLines(sys.stdout)))
+        out = cast(TextIO, TrimmedLines(sys.stdout))  # a text stream, if not typeshed's IO[str]
+        return _RUNS[args.command](command, Console(file=out))
     except VramsimError as exc:
         return _error(exc, 1)
     except MemoryError:

@@ -35,7 +35,8 @@ class _OldFlag(argparse.Action):
     """Sets the new flag's option, parsed as the new flag parses it, and notes the old spelling."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, *, new: argparse.Action, **kwargs: Any) -> None:
-        super().__init__(option_strings, new.dest, type=new.type, metavar=new.metavar, help=argparse.SUPPRESS, **kwargs)
+        parse = new.type if callable(new.type) else None
+        super().__init__(option_strings, new.dest, type=parse, metavar=new.metavar, help=argparse.SUPPRESS, **kwargs)
         self.new = new
 
     def __call__(

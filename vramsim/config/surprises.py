@@ -31,10 +31,11 @@ def device_warning(name: str) -> str | None:
         return None
     chosen = DEVICES[ALIASES[alias]]
     family = _fold(alias.split("-")[0])
+    least = SMALLER_SHARE * (chosen.memory_bytes or 0)
     smaller = [
         key
         for key, profile in DEVICES.items()
-        if _fold(key.removeprefix("rtx-")).startswith(family) and profile.memory_bytes < SMALLER_SHARE * chosen.memory_bytes
+        if _fold(key.removeprefix("rtx-")).startswith(family) and (profile.memory_bytes or 0) < least
     ]
     if not smaller:
         return None
