@@ -5,16 +5,15 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO, cast
 
 from rich.console import Console
 
 from vramsim.cli import checkpoint, fit, listing, serve, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
 from vramsim.cli.command import Command, check_command
-from vramsim.cli.output import TrimmedLines
 from vramsim.cli.wording import cli_message, in_cli_words
 from vramsim.errors import ConfigError, VramsimError
+from vramsim.views.trimmed import trimmed_lines
 
 __all__ = ["main"]
 
@@ -47,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     for warning in command.warnings:
         print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
     try:
-        out = cast(TextIO, TrimmedLines(sys.stdout))  # a text stream, if not typeshed's IO[str]
-        return _RUNS[args.command](command, Console(file=out))
+        return _RUNS[args.command](command, Console(file=trimmed_lines(sys.stdout)))
     except VramsimError as exc:
         return _error(exc, 1)
     except MemoryError:

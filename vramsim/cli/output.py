@@ -3,47 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any
 
 from rich.console import Console
 
 from vramsim.cli.command import Command
 
-__all__ = ["PROGRESS_LINES_AFTER", "Progress", "TrimmedLines", "progress", "show"]
+__all__ = ["PROGRESS_LINES_AFTER", "Progress", "progress", "show"]
 
 PROGRESS_LINES_AFTER = 5.0
 """Seconds into a command after which stderr that is not a terminal (a pipe, a CI log) gets a line per stage:
 a quick command prints nothing there, a long one says what it is doing."""
-
-
-class TrimmedLines(io.TextIOBase):
-    """stdout for the views' console, each line without the spaces rich leaves where it wraps or pads a line
-    (invisible on a terminal, noise in a file, a diff or a test)."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out, self._partial = out, ""
-
-    def write(self, text: str) -> int:
-        *lines, self._partial = (self._partial + text).split("\n")
-        for line in lines:
-            self._out.write(line.rstrip(" ") + "\n")
-        return len(text)
-
-    def flush(self) -> None:
-        self._out.flush()
-
-    def isatty(self) -> bool:
-        return self._out.isatty()
-
-    def fileno(self) -> int:
-        return self._out.fileno()
 
 
 class Progress:

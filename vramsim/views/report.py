@@ -13,6 +13,7 @@ from vramsim.errors import ConfigError
 from vramsim.results.report import AllocatorPressure, Report
 from vramsim.views.advice import advice_line
 from vramsim.views.folding import PEFT_PREFIX, fold_layers
+from vramsim.views.trimmed import trimmed_lines
 from vramsim.views.units import format_bytes
 
 __all__ = ["render_report", "render_summary", "report_text"]
@@ -105,7 +106,7 @@ def report_text(
     if layers not in ("fold", "all"):
         raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")
     text = io.StringIO()
-    console = Console(file=text, width=width, color_system=None, highlight=False)
+    console = Console(file=trimmed_lines(text), width=width, color_system=None, highlight=False)
     if summary:
         render_summary(report, console)
         return text.getvalue() + "".join(f"warning: {line}\n" for line in report.warnings)
