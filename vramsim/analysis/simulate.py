@@ -133,6 +133,8 @@ def _placement(program: Program, config: SimulationConfig, target: Target) -> De
         return None
     if list(program.modules) != [""]:
         raise UnsupportedError(f"device_map over a diffusion pipeline ({program.name}) is not modelled; give one model")
+    if config.quantization is not None:
+        raise UnsupportedError("device_map with quantization is not modelled yet (the quantizer changes max_memory)")
     return device_placement(program.model, config.device_map, config.gpus, config.max_memory, target)  # type: ignore[arg-type]
 
 

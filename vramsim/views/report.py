@@ -160,7 +160,7 @@ def _ranks(report: Report) -> Table:
         fits = "" if device.fits is None else (", fits" if device.fits else ", does not fit")
         table.add_row(
             f"GPU {device.device}: {len(device.modules)} modules, weights {format_bytes(device.parameter_bytes)}, "
-            f"KV cache {format_bytes(device.kv_cache_bytes)} (of {format_bytes(device.max_memory_bytes)} placed against)",
+            f"KV cache {format_bytes(device.kv_cache_bytes)} ({format_bytes(device.max_memory_bytes)} offered)",
             f"{format_bytes(device.device_bytes)}{fits}",
         )
     if report.fits is not None:
