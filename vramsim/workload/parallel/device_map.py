@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import accelerate
+import accelerate  # type: ignore[import-untyped]
 
 from vramsim.errors import UnsupportedError
 from vramsim.estimators.assumptions import CUDA_CONTEXT_BYTES, HIP_CONTEXT_BYTES
@@ -77,8 +77,8 @@ def _balanced_memory() -> Any:
     """The ``get_balanced_memory`` from_pretrained calls: transformers' own since 5.0, accelerate's before."""
     try:
         from transformers.integrations.accelerate import get_balanced_memory
-    except ImportError:
-        from accelerate.utils import get_balanced_memory
+    except ImportError:  # transformers 4 calls accelerate's
+        return accelerate.utils.get_balanced_memory
     return get_balanced_memory
 
 
