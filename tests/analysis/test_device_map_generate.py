@@ -14,7 +14,9 @@ OPTIONS = {"task": "generate", "batch_size": 2, "seq_len": 32, "max_new_tokens":
 
 @pytest.fixture(scope="module")
 def gpt2() -> transformers.GPT2Config:
-    return transformers.GPT2Config(n_layer=6, n_embd=256, n_head=4, vocab_size=2000, n_positions=128)
+    return transformers.GPT2Config(
+        n_layer=6, n_embd=256, n_head=4, vocab_size=2000, n_positions=128, bos_token_id=0, eos_token_id=0
+    )
 
 
 @pytest.fixture(scope="module")
