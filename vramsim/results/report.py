@@ -8,7 +8,17 @@ from typing import Any
 from vramsim.estimators.checkpointing import CheckpointCost
 from vramsim.results.advice import Advice
 
-__all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report", "StageMemory"]
+__all__ = [
+    "Assumption",
+    "CheckpointChoice",
+    "ComponentPeak",
+    "LayerRow",
+    "PeakSite",
+    "PlacedDevice",
+    "RankMemory",
+    "Report",
+    "StageMemory",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +112,28 @@ class RankMemory:
     """The pipeline rank with the most device memory, whose figures the report gives."""
     host: dict[str, int] = field(default_factory=dict)
     """Bytes kept in host memory under CPU offload, by kind; not device memory and not in any device figure."""
+    devices: list[PlacedDevice] = field(default_factory=list)
+    """With a device map: every GPU; the report's figures are the busiest one's (``busiest_device``)."""
+    busiest_device: int | None = None
+    """The GPU with the most device memory under a device map."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacedDevice:
+    """One GPU of an inference model placed by a device map (``vramsim/analysis/placement.py``)."""
+
+    device: int
+    modules: list[str]
+    """The device map's entries placed on it, in the model's order."""
+    max_memory_bytes: int
+    """What accelerate's ``infer_auto_device_map`` could place on it (balanced for ``auto``)."""
+    parameter_bytes: int
+    """The weights and buffers it holds, as allocated."""
+    kv_cache_bytes: int
+    """Its layers' KV cache at its peak, counted as the peak is (layer i's cache is on layer i's GPU)."""
+    peak_bytes: int
+    device_bytes: int
+    fits: bool | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

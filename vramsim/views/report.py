@@ -128,6 +128,8 @@ def _ranks(report: Report) -> Table:
     alike = "every rank holds the same; one rank's figures" if ranks.ranks_alike else "rank 0's figures"
     if ranks.busiest_stage is not None:
         alike = f"the busiest pipeline stage's figures: stage {ranks.busiest_stage}"
+    if ranks.busiest_device is not None:
+        alike = f"the busiest GPU's figures: GPU {ranks.busiest_device}"
     table = Table(title=f"Per rank: {ranks.scheme} over {ranks.gpus} GPUs ({alike})", title_justify="left")
     table.add_column("per rank")
     table.add_column("bytes", justify="right")
@@ -153,6 +155,13 @@ def _ranks(report: Report) -> Table:
             f"stage {stage.rank}: {len(stage.layers)} layers, {format_bytes(stage.held_bytes)} held per "
             f"micro-batch x {stage.in_flight:g} in flight",
             f"{format_bytes(stage.device_bytes)}{fits}",
+        )
+    for device in ranks.devices:
+        fits = "" if device.fits is None else (", fits" if device.fits else ", does not fit")
+        table.add_row(
+            f"GPU {device.device}: {len(device.modules)} modules, weights {format_bytes(device.parameter_bytes)}, "
+            f"KV cache {format_bytes(device.kv_cache_bytes)} ({format_bytes(device.max_memory_bytes)} offered)",
+            f"{format_bytes(device.device_bytes)}{fits}",
         )
     if report.fits is not None:
         table.add_row("fits", "yes" if report.fits else "no")
