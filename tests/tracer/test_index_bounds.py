@@ -104,3 +104,21 @@ def test_bounds_follow_shapes_without_values(rows: int, make: Callable[[int], to
 def test_unknown_bounds_never_raise(make: Callable[[int], torch.Tensor]) -> None:
     """Where the greatest index is not certain, the trace goes on: no false alarm."""
     assert _forward(LONG, make).peak_bytes > 0
+
+
+class MaskThenIndex(torch.nn.Module):
+    """``x[mask, i]``: the 2-D mask indexes dims 0 and 1, so ``i`` (6) indexes dim 2 (7 long), not dim 1 (5)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.proj(torch.ones(3, 5, 7, 4, device=idx.device))
+        mask = torch.ones(3, 5, dtype=torch.bool, device=idx.device)
+        return x[mask, torch.full((1,), 6, device=idx.device)]
+
+
+def test_a_mask_indexes_as_many_dims_as_it_has() -> None:
+    report = vramsim.simulate(MaskThenIndex, task="forward", inputs=tokens, seq_len=8, device="cpu", advice="none")
+    assert report.peak_bytes > 0

@@ -189,8 +189,6 @@ def check_lookup(func: Any, args: tuple[Any, ...], known: Known, module: str) ->
     for rows, indices, what in _lookups(func, args):
         if not isinstance(indices, torch.Tensor) or indices.numel() == 0 or not _integral(indices):
             continue
-        if indices.dtype is torch.uint8:  # a mask, in advanced indexing
-            continue
         reach = known(indices)
         if reach is not None and reach.high >= rows:
             shape = "x".join(map(str, indices.shape))
@@ -205,8 +203,13 @@ def _lookups(func: Any, args: tuple[Any, ...]) -> list[tuple[int, Any, str]]:
     if func is aten.embedding.default:
         return [(args[0].shape[0], args[1], "nn.Embedding")]
     if func is aten.index.Tensor:
-        table = args[0]
-        return [(table.shape[d], i, "the indexed tensor") for d, i in enumerate(args[1][: table.dim()]) if i is not None]
+        table, found, dim = args[0], [], 0
+        for index in args[1]:
+            if index is not None and index.dtype not in (torch.bool, torch.uint8) and dim < table.dim():
+                found.append((table.shape[dim], index, "the indexed tensor"))
+            masked = index is not None and index.dtype in (torch.bool, torch.uint8)
+            dim += index.dim() if masked else 1  # a mask indexes as many dims as it has
+        return found
     table, dim, index = args[0], args[1], args[2]
     if table.dim() == 0:
         return []
