@@ -64,7 +64,10 @@ class WorkloadOptions:
         ),
     )
     # The report's options name the implementation in force (the model's config after the build), not this request.
-    trust_remote_code: bool = field(default=False, metadata=option(help="allow code from the model's Hub repository"))
+    trust_remote_code: bool = field(
+        default=False,
+        metadata=option(help="run the model's own code (config.json's auto_map), from its Hub repository or folder"),
+    )
     torch_autograd: TorchAutograd = field(
         default="installed",
         metadata=option(
