@@ -22,7 +22,17 @@ from vramsim import model_zoo
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
 
-__all__ = ["ModelSource", "PipelineIndex", "build_model", "call_user", "load_config", "meta_copy", "model_name", "pipeline_index"]
+__all__ = [
+    "ModelSource",
+    "PipelineIndex",
+    "build_model",
+    "call_user",
+    "load_config",
+    "meta_copy",
+    "model_name",
+    "pipeline_index",
+    "with_default_task",
+]
 
 ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
 
@@ -60,6 +70,14 @@ def pipeline_index(source: object) -> PipelineIndex | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelNotFoundError(f"{index_file} is not a readable model_index.json: {first_line(exc)}") from exc
     return PipelineIndex(folder=folder, index=index)
+
+
+def with_default_task(source: object, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a task where none is given: ``generate`` for a diffusion pipeline, whose question is
+    the memory of an image (``task="train"`` trains its denoiser), ``train`` for a model."""
+    if options.get("task") is not None:
+        return options
+    return {**options, "task": "generate" if pipeline_index(source) is not None else "train"}
 
 
 def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:
