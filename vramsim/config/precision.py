@@ -36,7 +36,9 @@ class PrecisionOptions:
     dtype: torch.dtype | str | None = field(
         default=None,
         metadata=option(
-            help="weight dtype: fp32, bf16, fp16; none given: float32 to train, the config's torch_dtype for inference",
+            help="weight dtype: fp32, bf16, fp16; none given: what from_pretrained loads when a script passes none (the "
+            "checkpoint config's dtype; to train, float32 where the installed transformers loads torch's default, as 4 "
+            "does), float32 when the config names none",
             report=_dtype_name,
         ),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import importlib.util
 import json
 import traceback
@@ -28,6 +29,7 @@ __all__ = [
     "build_model",
     "call_user",
     "load_config",
+    "loads_checkpoint_dtype",
     "meta_copy",
     "model_name",
     "pipeline_index",
@@ -178,6 +180,33 @@ def _close_ids(text: str) -> list[str]:
 DTYPE_KEYWORD = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
 """What ``from_config`` calls the weights' dtype: transformers 4 (4.42, the oldest vramsim runs on) reads
 ``torch_dtype`` and passes an unknown ``dtype`` on to the model's ``__init__``."""
+
+
+@functools.cache
+def loads_checkpoint_dtype() -> bool:
+    """Whether the installed transformers' ``from_pretrained`` loads a checkpoint in its config's dtype when the
+    script passes none (transformers 5 defaults to ``dtype="auto"``), rather than in torch's default dtype
+    (transformers 4): found by loading a one-weight model whose config says bfloat16, so it is the installed
+    version's own behaviour, not a guess from its number."""
+    from transformers.utils import logging
+
+    class _OneWeight(transformers.PreTrainedModel):
+        config_class = PretrainedConfig
+
+        def __init__(self, config: PretrainedConfig) -> None:
+            super().__init__(config)
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+            self.post_init()
+
+    config = PretrainedConfig(**{DTYPE_KEYWORD: torch.bfloat16})
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()  # "Loading weights" for one weight
+    try:
+        loaded = _OneWeight.from_pretrained(None, config=config, state_dict={"weight": torch.zeros(1, dtype=torch.bfloat16)})
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+    return loaded.weight.dtype == torch.bfloat16
 
 
 def build_model(
