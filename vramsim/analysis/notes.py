@@ -171,7 +171,7 @@ def _precision_notes(config: SimulationConfig, program: Any, target: Target) -> 
 
 
 def _default_weights(weights: str, config: SimulationConfig, program: Any) -> str:
-    """Where the weights' dtype comes from when none is given (``workload.build.weights_source``)."""
+    """Where the weights' dtype comes from when none is given (``Program.weights_from``, set by ``workload/build.py``)."""
     loader = f"transformers {transformers.__version__}'s from_pretrained"
     if program.weights_from == "the checkpoint's config" and config.task == "train":
         return (

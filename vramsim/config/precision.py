@@ -36,9 +36,8 @@ class PrecisionOptions:
     dtype: torch.dtype | str | None = field(
         default=None,
         metadata=option(
-            help="weight dtype: fp32, bf16, fp16; none given: what from_pretrained loads when a script passes none (the "
-            "checkpoint config's dtype; to train, float32 where the installed transformers loads torch's default, as 4 "
-            "does), float32 when the config names none",
+            help="weight dtype: fp32, bf16, fp16; none given: what the installed transformers' from_pretrained loads "
+            "with none passed (5: the config's dtype; 4 trains float32), float32 where the config names none",
             report=_dtype_name,
         ),
     )

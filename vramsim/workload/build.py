@@ -42,15 +42,15 @@ from vramsim.workload.quantization.weights import check_quantized_target, is_bit
 from vramsim.workload.quiet import quiet_peft
 from vramsim.workload.targets import resolve_target
 
-__all__ = ["build_program", "check_can_generate", "weight_dtype", "weights_source"]
+__all__ = ["build_program", "check_can_generate", "weight_dtype"]
 
 
 def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
-    """The weights' dtype (``weights_source`` says where it comes from)."""
-    return weights_source(config, model_config)[0]
+    """The weights' dtype (``_weights_source`` says where it comes from)."""
+    return _weights_source(config, model_config)[0]
 
 
-def weights_source(config: SimulationConfig, model_config: Any) -> tuple[torch.dtype, str]:
+def _weights_source(config: SimulationConfig, model_config: Any) -> tuple[torch.dtype, str]:
     """The weights' dtype and where it comes from: ``given``; else ``the checkpoint's config`` (its ``dtype``),
     which inference loads and training too where transformers' ``from_pretrained`` loads it when a script
     passes no dtype (``loads_checkpoint_dtype``); else ``default``, float32."""
@@ -58,8 +58,7 @@ def weights_source(config: SimulationConfig, model_config: Any) -> tuple[torch.d
     if config.dtype is not None:
         return config.dtype, "given"
     stored = getattr(model_config, "dtype", None)  # transformers 5's name; torch_dtype is its deprecated alias
-    loaded = isinstance(stored, torch.dtype) and stored.is_floating_point
-    if loaded and (config.task != "train" or loads_checkpoint_dtype()):
+    if isinstance(stored, torch.dtype) and stored.is_floating_point and (config.task != "train" or loads_checkpoint_dtype()):
         return stored, "the checkpoint's config"
     return torch.float32, "default"
 
@@ -159,7 +158,7 @@ def _weights_dtype(source: ModelSource, config: SimulationConfig) -> tuple[Model
     """The source to build (a config copied), the weights' dtype, and where that dtype came from."""
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
-        dtype, weights = weights_source(config, source)
+        dtype, weights = _weights_source(config, source)
         return source, dtype, weights
     assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
     return source, config.dtype, "given" if config.dtype is not None else "as built"

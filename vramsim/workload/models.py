@@ -198,7 +198,8 @@ def loads_checkpoint_dtype() -> bool:
             self.weight = torch.nn.Parameter(torch.zeros(1))
             self.post_init()
 
-    config = PretrainedConfig(**{DTYPE_KEYWORD: torch.bfloat16})
+    config = PretrainedConfig()
+    setattr(config, DTYPE_KEYWORD, torch.bfloat16)
     shown = logging.is_progress_bar_enabled()
     logging.disable_progress_bar()  # "Loading weights" for one weight
     try:

@@ -38,3 +38,10 @@ def test_simulate_without_a_task_generates_a_pipeline_and_trains_a_model() -> No
     """``simulate`` defaults as the command line does: the pipeline's generation, a model's training step."""
     assert simulate(TINY, height=64, width=64, num_inference_steps=1, device="cpu").task == "generate"
     assert simulate("gpt2", seq_len=8, device="cpu").task == "train"
+
+
+def test_fit_on_a_pipeline_says_why_whatever_the_task(capsys: pytest.CaptureFixture[str]) -> None:
+    """``vramsim fit`` on a pipeline (generate by default): the search is for a single model, not for a generation."""
+    assert main(["fit", TINY, "--device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert "a diffusion pipeline has no --seq-len" in err and err.count("\n") == 1
