@@ -137,8 +137,9 @@ def test_help_shows_every_default(capsys: pytest.CaptureFixture[str], monkeypatc
         main(["trace", "--help"])
     out = capsys.readouterr().out
     assert out.count("(default: ") == out.count("\n  --")  # every flag (-h, --help is not one)
-    for default in ("(default: train)", "(default: h100)", "(default: 0.1)", "(default: all-linear)", "(default: adamw)"):
+    for default in ("(default: h100)", "(default: 0.1)", "(default: all-linear)", "(default: adamw)"):
         assert default in out
+    assert "none given: generate for a diffusion pipeline, else train (default: None)" in out  # the model decides
 
 
 def test_help_loads_neither_torch_nor_transformers() -> None:

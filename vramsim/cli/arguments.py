@@ -185,8 +185,11 @@ _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": 
 
 def workload_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R."""
-    given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
-    from vramsim.workload.models import load_function
+    from vramsim.workload.models import load_function, with_default_task
+
+    given = with_default_task(
+        args.model, {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
+    )
 
     for name, signature in _USER_FUNCTIONS.items():
         if name == "loss" and given[name] is not None and ".py" not in given[name]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vramsim.config.checks import check_count
-from vramsim.config.options import as_is, option
+from vramsim.config.options import COMMANDS, as_is, option
 from vramsim.errors import ConfigError
 
 __all__ = ["ATTN_IMPLEMENTATIONS", "MAX_BATCH", "MAX_SEQ_LEN", "TASKS", "Task", "TorchAutograd", "WorkloadOptions"]
@@ -26,7 +26,14 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3
 class WorkloadOptions:
     """The workload every other group is checked against: ``task`` decides what the others may ask for."""
 
-    task: Task = field(default="train", metadata=option(help="train, forward or generate"))
+    task: Task = field(
+        default="train",
+        metadata=option(
+            help="train, forward or generate; none given: generate for a diffusion pipeline, else train",
+            defaults=dict.fromkeys(COMMANDS),
+        ),
+    )
+    """The command line's and ``simulate``'s default depends on the model: ``workload.models.with_default_task``."""
     batch_size: int = field(default=1, metadata=option(help="sequences per step", parse=int, report=as_is))
     seq_len: int = field(default=512, metadata=option(help="tokens per sequence", parse=int, report=as_is))
     device: str = field(
@@ -64,7 +71,10 @@ class WorkloadOptions:
         ),
     )
     # The report's options name the implementation in force (the model's config after the build), not this request.
-    trust_remote_code: bool = field(default=False, metadata=option(help="allow code from the model's Hub repository"))
+    trust_remote_code: bool = field(
+        default=False,
+        metadata=option(help="run the model's own code (config.json's auto_map), from its Hub repository or folder"),
+    )
     torch_autograd: TorchAutograd = field(
         default="installed",
         metadata=option(

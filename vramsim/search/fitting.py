@@ -129,12 +129,12 @@ def _search_sizes(
 
 def _check(model: ModelSource, config: SimulationConfig) -> int:
     """The target's capacity, once the run is one the search applies to."""
+    if pipeline_index(model) is not None:  # first: a pipeline's default task is generate
+        raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
     if config.task == "generate":
         raise UnsupportedError(
             "task='generate' has no largest fit searched (its length is max_new_tokens); search a train or forward run"
         )
-    if pipeline_index(model) is not None:
-        raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
     if config.checkpointing == "all":
         raise ConfigError("checkpointing='all' compares choices; the largest fit is searched for one choice")
     capacity = resolve_target(config.device).profile.memory_bytes
