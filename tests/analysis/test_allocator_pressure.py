@@ -44,12 +44,19 @@ def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: i
     outside = totals(overheads_for(target.profile, world_size=1, training=False))
     usable = allocator_mib * _MiB + outside.device  # the allocator may reserve its workspace plus allocator_mib
     memory = device_memory(_timeline(), target, training=False, usable_bytes=usable)
-    assert memory.reserved_bytes - (outside.reserved - outside.allocated) == 50 * _MiB + outside.allocated
+    unlimited = 50 * _MiB + outside.allocated + (outside.reserved - outside.allocated)
     if retries is None:
         assert memory.pressure is None  # 50 MiB reserved fits: nothing to replay
+        assert memory.reserved_bytes == unlimited
         return
     assert memory.pressure is not None
     assert (memory.pressure.retries, memory.pressure.oom_at) == (retries, oom)
+    assert memory.pressure.unlimited_reserved_bytes == unlimited
+    if oom is None:  # the 20 MiB segment given back before the 30 MiB one is made: 30 MiB reserved at most
+        assert memory.reserved_bytes == unlimited - 20 * _MiB
+        assert memory.device_bytes <= usable < memory.pressure.unlimited_device_bytes
+    else:  # nothing runs within the limit: the figures stay the unlimited replay's, beyond the usable memory
+        assert memory.reserved_bytes == unlimited and memory.device_bytes > usable
 
 
 def test_weights_that_alone_pass_the_limit_fail_while_loading() -> None:
