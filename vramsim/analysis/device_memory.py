@@ -35,6 +35,12 @@ class DeviceMemory:
     pressure: AllocatorPressure | None = None
     """The replay within ``usable_bytes`` where the unlimited one's device figure exceeds it; ``None`` otherwise."""
 
+    @property
+    def unlimited_device_bytes(self) -> int:
+        """The device figure of the replay without a limit: what a search that does not count on the
+        allocator emptying its cache compares with the usable memory."""
+        return self.device_bytes if self.pressure is None else self.pressure.unlimited_device_bytes
+
 
 def device_memory(
     timeline: Timeline,
