@@ -96,6 +96,7 @@ def _report(
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
+        model_parameters=_whole_model_parameters(model, config),
         trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
         if config.task == "train"
         else None,
@@ -136,6 +137,13 @@ def _placement(program: Program, config: SimulationConfig, target: Target) -> De
     if config.quantization is not None:
         raise UnsupportedError("device_map with quantization is not modelled yet (the quantizer changes max_memory)")
     return device_placement(program.model, config.device_map, config.gpus, config.max_memory, target)  # type: ignore[arg-type]
+
+
+def _whole_model_parameters(model: ModelSource, config: SimulationConfig) -> int | None:
+    """The unsharded model's count where one rank builds a shard of it (tensor or expert parallel)."""
+    if config.tp == 1 and config.ep == 1:
+        return None
+    return count_parameters(model, model_class=config.model_class, trust_remote_code=config.trust_remote_code)
 
 
 def _checkpointing_rows(analysis: Analysis, plan: CheckpointPlan, chosen: Outcome, target: Target) -> list[CheckpointChoice]:

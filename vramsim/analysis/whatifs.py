@@ -249,13 +249,12 @@ class Analysis:
         return Outcome(outcome, memory, timeline, devices=rows)
 
     def fits(self, memory: DeviceMemory) -> bool | None:
-        """Within the usable memory, or beyond it only in cache the allocator gives back before an OOM."""
+        """Within the usable memory: where the unlimited replay passes it, the device figure is the replay's
+        within it (the allocator gives back its cache before an OOM), so a job that runs there fits."""
         capacity = self._target.profile.memory_bytes
         if capacity is None:
             return None
-        return memory.device_bytes <= capacity * (1 - self._config.headroom) or (
-            memory.pressure is not None and memory.pressure.oom_at is None
-        )
+        return memory.device_bytes <= capacity * (1 - self._config.headroom)
 
     def choice(self, outcome: Outcome) -> CheckpointChoice:
         return CheckpointChoice(

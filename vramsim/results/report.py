@@ -170,6 +170,15 @@ class AllocatorPressure:
     oom_at: str | None
     """Where an allocation still failed (the op, its module and phase, or the model's loading): an
     out-of-memory error; ``None`` if the job runs."""
+    unlimited_reserved_bytes: int
+    """``max_memory_reserved`` of the replay without a limit (an allocator never made to give back its
+    cache), reserved overheads included: what made this replay necessary."""
+    unlimited_device_bytes: int
+    """The device figure of the replay without a limit; above the usable memory."""
+    reserved_bytes: int | None = None
+    """The allocator's own reserved peak over the last step within ``limit_bytes`` (allocated overheads
+    included, reserved-only ones not); ``None`` where it runs out of memory. The report's
+    ``reserved_bytes`` and ``device_bytes`` come from it where it runs."""
     expandable_retries: int | None = None
     """With ``expandable_segments:True`` instead, where it was not set: its retries, or ``None`` if it OOMs too."""
 
@@ -185,13 +194,15 @@ class Report:
     """Steady-state peak of allocated bytes over the last step (``max_memory_allocated``): on a GPU
     each tensor counts its caching-allocator block (rounded up), plus allocated overheads."""
     reserved_bytes: int
-    """``max_memory_reserved``: what the caching allocator holds at its peak (= peak_bytes on the cpu)."""
+    """``max_memory_reserved``: what the caching allocator holds at its peak (= peak_bytes on the cpu); under
+    allocator pressure that runs, the replay within the usable memory's (``allocator_pressure`` keeps the
+    unlimited one's)."""
     device_bytes: int
     """What nvidia-smi would show: reserved plus CUDA/ROCm context and communication buffers."""
     capacity_bytes: int | None
     """The target's memory; ``None`` for the cpu."""
     fits: bool | None
-    """Whether ``device_bytes`` fits in the capacity less the headroom; ``None`` for the cpu."""
+    """Whether ``device_bytes`` is within the capacity less the headroom; ``None`` for the cpu."""
     headroom: float
     advice: list[Advice]
     """What to change first when it does not fit: the what-ifs over this trace, least device memory first, then
@@ -200,7 +211,11 @@ class Report:
     breakdown: dict[str, int]
     """Bytes by category at the moment of ``peak_bytes``, counted as ``peak_bytes`` counts them: sums to it."""
     parameters: int
-    """Parameter count (tied weights once)."""
+    """Parameter count (tied weights once): under tensor or expert parallel one rank's share, the model one
+    rank builds (``model_parameters`` is the whole model's)."""
+    model_parameters: int | None = None
+    """Under tensor or expert parallel, the whole model's parameter count (its unsharded config built on
+    meta, tied weights once, no adapters); ``None`` where ``parameters`` is already the whole model's."""
     trainable_parameters: int | None = None
     """Parameters that get gradients and optimizer states (``requires_grad``: with LoRA the adapters and
     ``modules_to_save`` copies), tied ones once; ``None`` unless training."""

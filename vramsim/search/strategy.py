@@ -216,9 +216,9 @@ class _Search:
             scheme=setting.scheme,
             checkpointing=setting.checkpointing,
             plan=plan.spec,
-            device_bytes=outcome.memory.device_bytes,
+            device_bytes=outcome.memory.unlimited_device_bytes,  # not counting on the cache being emptied
             peak_bytes=outcome.memory.peak_bytes,
-            fits=outcome.memory.device_bytes <= self.usable,
+            fits=outcome.memory.unlimited_device_bytes <= self.usable,
             recomputed=round(share, 9),
             recomputed_ops=ops,
             bubble=self._bubble(setting),
