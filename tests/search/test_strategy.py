@@ -221,3 +221,48 @@ def test_the_table_fits_80_columns_and_folds_what_was_not_tried() -> None:
     joined = " ".join(line.strip() for line in listed)  # a line over 80 columns wraps
     assert "not tried: TP 8 x PP 16, DDP on 32 GPUs: pp=16: 126 layers over 16 stages x 2 virtual" in joined
     assert "  not tried: TP 8 (every setting): tp=8: too many" in listed and sum("not tried" in x for x in listed) == 7
+
+
+# Sixteen thin layers at 64 x 2,048 tokens: full checkpointing keeps each layer's hidden-sized input (1 GiB in all),
+# which tensor parallelism leaves whole and context parallelism halves.
+_THIN = transformers.LlamaConfig(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=16,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    vocab_size=256,
+    max_position_embeddings=4096,
+)
+
+
+def test_context_parallel_is_tried_below_long_sequences(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 405B case in small (issue: 128 H100s at 8,192 tokens were told nothing fits while TP 8 x CP 4 fits): at
+    2,048 tokens only CP 2 holds the step (2,432.81 MiB with full checkpointing) in 2,600 MiB: not one GPU
+    (2,882.81 MiB), not DDP, FSDP2 full or TP 2 on two (3,208.81, 3,156.81, 3,104.81 MiB). The search finds it, the
+    setting found fits when traced, and the lower bound that rules settings out untraced is below every figure
+    measured."""
+    asked = {"seq_len": 2048, "batch_size": 64, "device": "h100", "mixed_precision": "bf16"}
+    headroom = _headroom(_THIN, 2600 * _MiB, **asked)
+    bounds: list[Any] = []
+    real = strategy.FloorBound.of
+    monkeypatch.setattr(strategy.FloorBound, "of", lambda *a, **k: bounds.append(real(*a, **k)) or bounds[-1])
+    found = cheapest_strategy(_THIN, gpus=2, headroom=headroom, **asked)
+    best = found.cheapest
+    assert best is not None and best.gpus == 2 and best.cp == 2 and best.tp == 1
+    traced = vramsim.simulate(_THIN, headroom=headroom, **asked, **best.options())
+    assert traced.device_bytes == best.device_bytes <= found.usable_bytes
+    others = vramsim.simulate_each(
+        _THIN,
+        [{"gpus": g, "checkpointing": "full", **s} for g, s in ((1, {}), (2, {}), (2, {"fsdp": "full"}))],
+        headroom=headroom,
+        **asked,
+    )
+    tensor = vramsim.simulate(_THIN, gpus=2, tp=2, checkpointing="full", headroom=headroom, **asked)
+    assert all(r.device_bytes > found.usable_bytes for r in (*others, tensor))  # one GPU, DDP, FSDP2 full, TP 2: none fits
+    (bound,) = bounds
+    for c in found.candidates:
+        setting = strategy_space.Setting(
+            **{k: getattr(c, k) for k in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
+        )
+        assert bound.bytes(setting) <= c.device_bytes

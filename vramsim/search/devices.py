@@ -25,7 +25,6 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import overheads_for, totals
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.estimators.devices import DEVICES, DeviceProfile
-from vramsim.estimators.sharding import MAX_GPUS
 from vramsim.results.advice import Advice
 from vramsim.results.device_fit import DeviceFit, DeviceVerdict
 from vramsim.workload.attention import check_attention
@@ -34,7 +33,11 @@ from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["ANY_DEVICE", "device_fit"]
+__all__ = ["ANY_DEVICE", "MOST_GPUS", "device_fit"]
+
+MOST_GPUS = 1024
+"""The most GPUs the advice tries FSDP2 full on (powers of two): a search limit, as ``MAX_TRACES`` is the size
+search's; past it the advice says the job does not fit there either."""
 
 ANY_DEVICE = "any"
 """The ``device`` that asks which catalog GPUs hold the job."""
@@ -127,9 +130,9 @@ def _advice(measure: Callable[[SimulationConfig], int], options: dict[str, Any],
 
     found = []
     if asked.gpus == 1 and asked.zero == 0 and asked.fsdp == "no":
-        for gpus in (1 << i for i in range(1, MAX_GPUS.bit_length())):
+        for gpus in (1 << i for i in range(1, MOST_GPUS.bit_length())):
             more = advice({"gpus": gpus, "fsdp": "full"})
-            if more.fits or gpus * 2 > MAX_GPUS:
+            if more.fits or gpus == MOST_GPUS:
                 found.append(more)
                 break
     if asked.offload_states == "none" and asked.task == "train" and asked.pp == 1:
