@@ -128,8 +128,9 @@ def test_layouts_follow_the_model() -> None:
 
 
 def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nodes of one GPU: a pipeline on 2; nothing fits, so every group's full checkpointing is measured, each
-    pipeline's bubble is (p - 1) / m, or (p - 1) / (v m) interleaved, and its figure is simulate's."""
+    """Nodes of one GPU: a pipeline on 2; nothing fits (the lower bound says so untraced), and where every group's
+    full checkpointing is measured, each pipeline's bubble is (p - 1) / m, or (p - 1) / (v m) interleaved, and its
+    figure is simulate's."""
     monkeypatch.setattr(strategy_space, "GPUS_PER_NODE", 1)
     tiny = transformers.LlamaConfig(
         hidden_size=64,
@@ -141,8 +142,13 @@ def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) 
         max_position_embeddings=256,
     )
     asked = {"seq_len": 64, "device": "h100", "micro_batches": 4}
-    found = cheapest_strategy(tiny, gpus=2, headroom=_headroom(tiny, 64 * _MiB, **asked), **asked)
-    assert found.cheapest is None and found.traces == 1
+    headroom = _headroom(tiny, 64 * _MiB, **asked)
+    found = cheapest_strategy(tiny, gpus=2, headroom=headroom, **asked)  # the CUDA context alone passes 64 MiB
+    every = sum(1 for n in (1, 2) for _ in settings(n, tiny, SimulationConfig(task="train", seq_len=64, device="h100")))
+    assert found.cheapest is None and found.candidates == [] and found.ruled_out == every == 75 and found.traces == 1
+    monkeypatch.setattr(strategy.FloorBound, "bytes", lambda self, setting: 0)  # none ruled out: each group measured
+    found = cheapest_strategy(tiny, gpus=2, headroom=headroom, **asked)
+    assert found.cheapest is None and found.traces == 2  # the one-rank program and the CP 2 rank's
     piped = {c.pp_schedule: c for c in found.candidates if c.pp == 2}
     assert set(piped) == {"1f1b", "interleaved-1f1b"} and all(c.checkpointing == "full" for c in piped.values())
     assert (piped["1f1b"].bubble, piped["interleaved-1f1b"].bubble) == (1 / 4, 1 / 8)

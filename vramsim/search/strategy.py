@@ -76,7 +76,7 @@ def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | N
         max_gpus=config.gpus,
         candidates=sorted(search.measured.values(), key=lambda c: (*c.key, c.checkpointing == "auto")),
         cheapest=cheapest,
-        traces=len(search.traces),
+        traces=sum(traced is not None for traced in search.traces.values()),
         skipped=search.skipped,
         ruled_out=search.ruled_out,
         refused=list(dict.fromkeys(search.refused)),
