@@ -204,6 +204,14 @@ class _Search:
         traced = self._traced(setting.trace_key)
         if traced is None:
             return None
+        if self.progress is not None:
+            degrees = [
+                f"{name.upper()} {getattr(setting, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(setting, name) > 1
+            ]
+            self.progress(
+                f"measuring {' x '.join([*degrees, setting.scheme])} on {setting.gpus} GPU(s), checkpointing "
+                f"{setting.checkpointing} ({len(self.measured)} measured, {len(self.traces)} traced so far)"
+            )
         try:
             config = SimulationConfig.from_options(**self.base, **setting.options())
             outcome = Analysis(traced.graph, self.target, config, routed=traced.routed).run(
