@@ -253,9 +253,12 @@ def test_context_parallel_is_tried_below_long_sequences(monkeypatch: pytest.Monk
     bounds: list[Any] = []
     real = strategy.FloorBound.of
     monkeypatch.setattr(strategy.FloorBound, "of", lambda *a, **k: bounds.append(real(*a, **k)) or bounds[-1])
-    found = cheapest_strategy(_THIN, gpus=2, headroom=headroom, **asked)
+    told: list[str] = []
+    found = cheapest_strategy(_THIN, gpus=2, headroom=headroom, progress=told.append, **asked)
     best = found.cheapest
     assert best is not None and best.gpus == 2 and best.cp == 2 and best.tp == 1
+    assert [m.split(":")[0] for m in told if m.startswith("weighing")] == ["weighing 1 GPU(s)", "weighing 2 GPU(s)"]
+    assert any(m.startswith("measuring CP 2 x ") for m in told) and any("for tp=1 ep=1 cp=2" in m for m in told)
     traced = vramsim.simulate(_THIN, headroom=headroom, **asked, **best.options())
     assert traced.device_bytes == best.device_bytes <= found.usable_bytes
     others = vramsim.simulate_each(
