@@ -138,7 +138,7 @@ def test_fit_command(
     assert lines[1].startswith("  largest --batch-size ") and " at --seq-len 64: " in lines[1] and " takes " in lines[1]
     assert lines[2].startswith("  largest --seq-len 128 at --batch-size 1: ") and "max_position_embeddings" in lines[2]
     assert lines[-1].startswith("each figure from a trace: ")
-    code, _, err = run(capsys, "fit", model, "--task", "generate")
+    code, _, err = run(capsys, "fit", model, "--task", "generate", "--device", "h100")
     assert code == 1 and "--task generate has no largest fit searched (its length is --max-new-tokens)" in err
 
 

@@ -88,6 +88,7 @@ class Analysis:
             plan = self._budgeted()
         key = (
             plan.spec,
+            self._target.name,  # one trace judged on several devices (``vramsim fit`` without --device)
             config.sharding,
             config.pipeline_parallel,
             config.expandable_segments,

@@ -12,7 +12,7 @@ from vramsim.config.quantization import lora_of_rank
 from vramsim.config.serving import serve_options
 from vramsim.errors import ConfigError
 
-__all__ = ["NOT_FIT_EXIT", "build_parser", "subparser", "workload_options"]
+__all__ = ["ANY_DEVICE_DEFAULT", "NOT_FIT_EXIT", "build_parser", "subparser", "workload_options"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,6 +28,9 @@ class _Default(str):
 
 
 _ALL_LINEAR = _Default("all-linear")
+
+ANY_DEVICE_DEFAULT = _Default("any")
+"""``fit``'s device when none is given: every GPU of the catalog judged (told apart from ``--device any``)."""
 
 
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -127,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _workload_arguments(fit, "trace")
     _run_arguments(fit, "fit")
+    device = next(action for action in fit._actions if action.dest == "device")
+    device.default = ANY_DEVICE_DEFAULT
+    device.help = f"{device.help}; any: the smallest GPUs of the catalog that hold the job (with --strategies: h100)"
     saved = commands.add_parser(
         "checkpoint",
         help="a training checkpoint's files on disk, and the memory to save and restore it",
@@ -164,6 +170,9 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             "schemes and checkpointing choices (auto included) on 1, 2, 4, ... N GPUs, one trace per "
             "tp/cp/ep degree, the cheapest that fits (fewest GPUs, least recompute and pipeline bubble, "
             "least communication), then the largest sizes under it",
+        )
+        parser.add_argument(
+            "--verbose", action="store_true", help="with --strategies: list each layout not tried, not only the count per reason"
         )
     if command == "trace":
         parser.add_argument(
