@@ -22,7 +22,7 @@ CHOICES = ("none", "full", "every:2", "selective", "offload")
 
 
 def main() -> None:
-    config = SimulationConfig(task="train", seq_len=8192, device="h100", mixed_precision="bf16")
+    config = SimulationConfig(task="train", seq_len=8192, device="h100", dtype="fp32", mixed_precision="bf16")
     target = resolve_target(config.device)
     started = time.perf_counter()
     _, _, trace = build_and_trace("meta-llama/Llama-3.1-8B", config, target, checkpointing="marked")

@@ -20,7 +20,7 @@ from vramsim.search.strategy import cheapest_strategy
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
 
-OPTIONS = {"task": "train", "seq_len": 4096, "device": "h100", "mixed_precision": "bf16"}
+OPTIONS = {"task": "train", "seq_len": 4096, "device": "h100", "dtype": "fp32", "mixed_precision": "bf16"}
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ _TITAN_8B: dict[str, Any] = dict(
     task="train",
     batch_size=2,
     seq_len=8192,
+    dtype="fp32",  # torchtitan builds the model in fp32; FSDP2's MixedPrecisionPolicy gathers bf16
     mixed_precision="bf16",
     fsdp="full",
     checkpointing="selective:torchtitan",

@@ -22,7 +22,6 @@ from .devices import Architecture, DeviceProfile
 __all__ = [
     "COMPILE_FUSION",
     "COMPILE_MODELLED",
-    "CONTEXT_PARALLEL_FROM_SEQ_LEN",
     "CUBLAS_WORKSPACE_BYTES_DEFAULT",
     "CUBLAS_WORKSPACE_BYTES_SM90_PLUS",
     "CUDA_CONTEXT_BYTES",
@@ -302,14 +301,6 @@ dispatch and combine of torchtitan's ``ExpertParallel`` (``_token_dispatch``, ``
 rows each time (balanced routing); a layer checkpointed in full runs its forward ones again. The
 expert-parallel ranks are data-parallel ranks: their gradients' synchronisation is the data-parallel
 scheme's (``DATA_PARALLEL_COMMUNICATION``, the experts' over dp / ep ranks)."""
-
-CONTEXT_PARALLEL_FROM_SEQ_LEN = 16_384
-"""The strategy search tries context parallelism from this sequence length on: torchtitan's context-parallel
-runs and documentation train with it at 32K tokens and beyond, and below the activations it splits are
-what tensor parallelism and checkpointing already shrink (each cp degree is another trace). The K/V ring
-it costs per attention call (torch 2.13 ``_templated_ring_attention``): forward sends the rank's K/V
-chunk cp - 1 times, backward again cp - 1 times plus the K/V gradients cp times in float32
-(``convert_to_f32``); a layer checkpointed in full sends its forward ring again."""
 
 GPUS_PER_NODE = 8
 """GPUs one server joins with NVLink (DGX/HGX). The strategy search keeps tensor parallelism within a node and

@@ -196,6 +196,13 @@ def _offload(schedule: _Schedule, holds: list[_Hold]) -> int:
     return moved
 
 
+_UNSAVED = frozenset({"temporaries", "outputs"})
+"""Traced roles of a storage no op saved for backward. A checkpoint saves its unit's inputs itself
+(``_NoopSaveInputs``'s ``ctx.save_for_backward`` in torch/utils/checkpoint.py), so one it holds is an
+activation even where nothing of the traced program saved it: a bf16 residual stream that the next
+RMSNorm upcasts before saving, or an embedding's output that needs no gradient."""
+
+
 class _Checkpoints:
     """Non-reentrant ``torch.utils.checkpoint`` around each unit (torch/utils/checkpoint.py):
 
@@ -250,6 +257,8 @@ class _Checkpoints:
             self.schedule.free_at[sid] = _latest([self.schedule.program_free(sid), *moments])
             if not moments:
                 self.schedule.category[sid] = "temporaries"
+            elif sid in self.extra and self.nodes[("storage", sid)]["category"] in _UNSAVED:
+                self.schedule.category[sid] = "activations"  # saved by the checkpoint, if by no op of the trace
         return CheckpointCost(recomputed_ops=ops, recomputed_flops=flops)
 
     def _hold_extra(self, sid: int, at: Position | None) -> None:

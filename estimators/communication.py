@@ -77,7 +77,9 @@ def communication_bytes(
         total += ((forward + backward) * layers + forward * recomputed) * 2 * _ring(tp) * activation
     if pp > 1:
         total += PIPELINE_SENDS_PER_CHUNK * virtual * activation
-    if cp > 1:
+    if cp > 1:  # torch 2.13 _templated_ring_attention: forward sends the rank's K/V chunk cp - 1 times, backward
+        # again cp - 1 times plus the K/V gradients cp times in float32 (convert_to_f32); a layer checkpointed in
+        # full sends its forward ring again
         kv = 2 * tokens * shape.kv_width / tp  # K and V of the rank's chunk, elements
         total += (layers * (2 * (cp - 1) * shape.activation_bytes + cp * 4) + recomputed * (cp - 1) * shape.activation_bytes) * kv
     if ep > 1:

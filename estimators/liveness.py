@@ -104,11 +104,15 @@ def replay_under_limit(
 ) -> int | None:
     """Replay ``timeline`` through ``allocator`` (given a memory limit) until an allocation fails even
     after the cache is emptied (``num_alloc_retries`` counts those retries); the failing event's index,
-    or ``None`` when the whole timeline runs. ``cache_releases``: as in ``liveness``."""
+    or ``None`` when the whole timeline runs. ``cache_releases``: as in ``liveness``; as there, peaks restart
+    where the last step begins."""
     sizes = [block.nbytes for block in timeline.blocks]
+    last_step_first = timeline.steps[-1][0] if timeline.steps else 0
     for index, (key, is_alloc) in enumerate(timeline.events):
         if index == timeline.preexisting and overhead_bytes and not allocator.malloc(_OVERHEAD_KEY, overhead_bytes):
             return index
+        if index == last_step_first:
+            allocator.reset_peak_stats()
         if index in cache_releases:
             allocator.empty_cache()
         if not is_alloc:

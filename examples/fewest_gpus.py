@@ -15,7 +15,7 @@ from vramsim import format_bytes
 
 def main() -> None:
     search = vramsim.cheapest_strategy(
-        "meta-llama/Llama-3.2-1B", gpus=8, task="train", seq_len=2048, mixed_precision="bf16", device="rtx-4090"
+        "meta-llama/Llama-3.2-1B", gpus=8, task="train", seq_len=2048, dtype="fp32", mixed_precision="bf16", device="rtx-4090"
     )
     print(
         f"{len(search.candidates)} settings measured ({search.skipped} skipped) from {search.traces} traces in "

@@ -33,6 +33,7 @@ def main() -> None:
         task="train",
         seq_len=4096,
         device="h100",
+        dtype="fp32",
         mixed_precision="bf16",
         checkpointing="full",
     )

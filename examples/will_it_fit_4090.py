@@ -19,7 +19,7 @@ COMMON: dict[str, Any] = {
 }  # fmt: skip
 LORA = {"r": 16, "lora_alpha": 32, "target_modules": "all-linear"}
 RECIPES: dict[str, dict[str, Any]] = {
-    "full fine-tuning": {},
+    "full fine-tuning": {"dtype": "fp32"},
     "LoRA r=16": {"dtype": "bf16", "lora": LORA},
     "QLoRA r=16 (NF4)": {"dtype": "bf16", "lora": LORA, "quantization": "nf4-dq"},
 }

@@ -15,7 +15,7 @@ from vramsim.analysis.simulate import count_parameters
 from vramsim.errors import ConfigError
 from vramsim.results.report import Report
 from vramsim.search.advice import traced_advice
-from vramsim.workload.models import ModelSource
+from vramsim.workload.models import ModelSource, with_default_task
 
 __all__ = ["ADVICE", "count_parameters", "simulate", "simulate_each"]
 
@@ -64,6 +64,7 @@ def simulate_each(
     """
     if advice not in ADVICE:
         raise ConfigError(f"unknown advice {advice!r}; choose one of: {', '.join(ADVICE)}")
+    options = with_default_task(model, options)
     reports = analysis.simulate_each(model, variants, advise=advice != "none", **options)
     if advice != "traced":
         return reports

@@ -155,3 +155,32 @@ def test_a_later_backward_holds_the_accumulated_gradients_and_the_micro_batches_
         assert stage.peak_bytes >= sum(stage.model_state.values()) + stage.held_bytes * stage.in_flight
     for staged, piped in zip(onef1b.stages, gpipe.stages, strict=True):  # GPipe holds more micro-batches, never less
         assert piped.peak_bytes >= staged.peak_bytes
+
+
+def test_tp_generate_on_a_moe_decoder_splits_each_expert_and_keeps_the_router_whole() -> None:
+    """Mixtral as its transformers base_model_tp_plan splits it: attention and each expert's gate_up/down by tp, the
+    vocabulary chunked, norms and router (mlp.gate) whole; traced as the generation one rank runs."""
+    mixtral = transformers.MixtralConfig(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        vocab_size=301,
+        max_position_embeddings=64,
+    )
+    tp = 2
+    expected = 0
+    for name, p in build_model(mixtral, device="meta", dtype=None).named_parameters():
+        if "norm" in name or name.endswith("mlp.gate.weight"):
+            expected += 4 * p.numel()
+        elif name.endswith(("embed_tokens.weight", "lm_head.weight")):
+            expected += 4 * ceil(p.shape[0] / tp) * p.shape[1]
+        else:
+            expected += 4 * p.numel() // tp
+    report = vramsim.simulate(mixtral, tp=tp, task="generate", max_new_tokens=3, seq_len=16, device="cpu")
+    ranks = report.ranks
+    assert ranks is not None and ranks.scheme == "TP 2" and ranks.gpus == tp
+    assert ranks.model_state["parameters"] == expected

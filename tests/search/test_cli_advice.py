@@ -56,9 +56,10 @@ def test_retraced_advice_equals_the_run_it_names(tiny_llama: transformers.LlamaC
     report = vramsim.simulate(tiny_llama, **options)
     lines = [vramsim.advice_line(advice) for advice in retraced_advice(tiny_llama, report, options)]
     assert lines and all(" (traced): " in line for line in lines)
+    assert any(line.startswith("--mixed-precision bf16 (traced): ") for line in lines), lines  # fp32 weights, no autocast
     for line in lines:
         name, value = line.removeprefix("--").split()[:2]
-        _saving(line, report, vramsim.simulate(tiny_llama, **{**options, name: value}))
+        _saving(line, report, vramsim.simulate(tiny_llama, **{**options, name.replace("-", "_"): value}))
 
 
 @pytest.mark.parametrize(
@@ -68,6 +69,9 @@ def test_retraced_advice_equals_the_run_it_names(tiny_llama: transformers.LlamaC
         ({"optimizer": "sgd"}, "--optimizer"),  # already light
         ({"device": "v100-32gb"}, "--dtype bf16"),  # no bf16 on Volta: fp16 weights cannot train either
         ({"device": "mi300x"}, "--optimizer adamw8bit"),  # bitsandbytes' kernels are CUDA's
+        ({"mixed_precision": "bf16"}, "--mixed-precision"),  # already set
+        ({"device": "v100-32gb"}, "--mixed-precision"),  # no bf16 on Volta
+        ({"task": "forward"}, "--mixed-precision"),  # autocast is offered for training
     ],
 )
 def test_advice_offers_nothing_set_or_refused(options: dict[str, str], absent: str, tiny_llama: transformers.LlamaConfig) -> None:
@@ -134,7 +138,7 @@ def test_fit_command(
     assert lines[1].startswith("  largest --batch-size ") and " at --seq-len 64: " in lines[1] and " takes " in lines[1]
     assert lines[2].startswith("  largest --seq-len 128 at --batch-size 1: ") and "max_position_embeddings" in lines[2]
     assert lines[-1].startswith("each figure from a trace: ")
-    code, _, err = run(capsys, "fit", model, "--task", "generate")
+    code, _, err = run(capsys, "fit", model, "--task", "generate", "--device", "h100")
     assert code == 1 and "--task generate has no largest fit searched (its length is --max-new-tokens)" in err
 
 

@@ -9,7 +9,6 @@ import transformers
 
 import vramsim
 from vramsim.config import SimulationConfig
-from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN
 from vramsim.results.strategy import SCHEMES
 from vramsim.search import strategy, strategy_space
 from vramsim.search.strategy import cheapest_strategy
@@ -112,24 +111,26 @@ def test_auto_is_never_worse_than_a_uniform_choice() -> None:
 
 def test_layouts_follow_the_model() -> None:
     """Expert parallelism only for experts, tensor parallelism only for dense decoders it splits, context
-    parallelism only at long sequences, pipelines only across nodes."""
+    parallelism wherever its 2 x cp chunks divide the sequence (not with ep), pipelines only across nodes."""
     short = SimulationConfig(task="train", seq_len=1024, device="h100")
-    long = SimulationConfig(task="train", seq_len=CONTEXT_PARALLEL_FROM_SEQ_LEN, device="h100")
+    odd = SimulationConfig(task="train", seq_len=1000, device="h100")  # 2 x 4 divides 1,000, 2 x 8 does not
     dense = [s for n in (1, 2, 4, 8, 16) for s in settings(n, _WIDE_VOCAB, short)]
     moe = [s for n in (1, 2, 4, 8) for s in settings(n, _MIXTRAL, short)]
-    assert all(s.ep == 1 and s.cp == 1 for s in dense) and {s.tp for s in dense} == {1, 2, 4, 8}
+    assert all(s.ep == 1 for s in dense) and {s.tp for s in dense} == {1, 2, 4, 8}
+    assert {s.cp for s in dense} == {1, 2, 4, 8, 16} and {s.cp for s in settings(16, _WIDE_VOCAB, odd)} == {1, 2, 4}
     assert {s.ep for s in moe} == {1, 2, 4} and all(s.tp == 1 for s in moe)  # 8 experts, top 2: at most 4 ranks
+    assert {s.cp for s in moe if s.ep == 1} == {1, 2, 4, 8} and all(s.cp == 1 for s in moe if s.ep > 1)
     assert all(s.dp % s.ep == 0 for s in moe) and any(s.ep == 2 and s.dp == 8 for s in moe)  # EP among the DP ranks
     assert {s.scheme for s in moe if s.ep > 1} == set(SCHEMES)  # the ep ranks run their own tokens: always data parallel
     assert {s.pp for s in dense if s.gpus <= 8} == {1} and {s.pp for s in dense if s.gpus == 16} == {1, 2}
     assert all(s.scheme in PIPELINE_SCHEMES for s in dense if s.pp > 1 and s.dp > 1)
-    assert {s.cp for n in (2, 4) for s in settings(n, _WIDE_VOCAB, long)} == {1, 2, 4}
     assert {s.checkpointing for s in dense} == {"none", "selective", "every:2", "full", "auto"}
 
 
 def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nodes of one GPU: a pipeline on 2; nothing fits, so every group's full checkpointing is measured, each
-    pipeline's bubble is (p - 1) / m, or (p - 1) / (v m) interleaved, and its figure is simulate's."""
+    """Nodes of one GPU: a pipeline on 2; nothing fits (the lower bound says so untraced), and where every group's
+    full checkpointing is measured, each pipeline's bubble is (p - 1) / m, or (p - 1) / (v m) interleaved, and its
+    figure is simulate's."""
     monkeypatch.setattr(strategy_space, "GPUS_PER_NODE", 1)
     tiny = transformers.LlamaConfig(
         hidden_size=64,
@@ -141,8 +142,13 @@ def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) 
         max_position_embeddings=256,
     )
     asked = {"seq_len": 64, "device": "h100", "micro_batches": 4}
-    found = cheapest_strategy(tiny, gpus=2, headroom=_headroom(tiny, 64 * _MiB, **asked), **asked)
-    assert found.cheapest is None and found.traces == 1
+    headroom = _headroom(tiny, 64 * _MiB, **asked)
+    found = cheapest_strategy(tiny, gpus=2, headroom=headroom, **asked)  # the CUDA context alone passes 64 MiB
+    every = sum(1 for n in (1, 2) for _ in settings(n, tiny, SimulationConfig(task="train", seq_len=64, device="h100")))
+    assert found.cheapest is None and found.candidates == [] and found.ruled_out == every == 75 and found.traces == 1
+    monkeypatch.setattr(strategy.FloorBound, "bytes", lambda self, setting: 0)  # none ruled out: each group measured
+    found = cheapest_strategy(tiny, gpus=2, headroom=headroom, **asked)
+    assert found.cheapest is None and found.traces == 2  # the one-rank program and the CP 2 rank's
     piped = {c.pp_schedule: c for c in found.candidates if c.pp == 2}
     assert set(piped) == {"1f1b", "interleaved-1f1b"} and all(c.checkpointing == "full" for c in piped.values())
     assert (piped["1f1b"].bubble, piped["interleaved-1f1b"].bubble) == (1 / 4, 1 / 8)
@@ -150,46 +156,122 @@ def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) 
     assert report.device_bytes == piped["1f1b"].device_bytes
 
 
-def test_the_table_names_each_setting_with_its_peak() -> None:
-    """The CLI's table: the cheapest setting as flags, then each setting measured with its peak and device bytes."""
+def test_the_table_fits_80_columns_and_folds_what_was_not_tried() -> None:
+    """The CLI's table at 80 columns: the cheapest setting as flags, each setting's figures whole (no cut, no line over
+    80, no trailing space), the layouts not tried counted by reason; ``verbose`` lists each."""
     from rich.console import Console
 
-    from vramsim.results.strategy import Candidate, StrategySearch
+    from vramsim.results.strategy import Candidate, Refusal, StrategySearch
     from vramsim.views.fit import render_strategies
 
     piped = Candidate(
-        gpus=16,
+        gpus=128,
         tp=8,
-        pp=2,
-        pp_schedule="1f1b",
-        cp=1,
+        pp=16,
+        pp_schedule="interleaved-1f1b",
+        cp=4,
         ep=1,
-        scheme="ZeRO-1",
+        scheme="FSDP2 grad-op",
         checkpointing="auto",
-        plan="first:3",
-        device_bytes=70 << 30,
+        plan="first:100+selective:torchtitan:26",
+        device_bytes=(1 << 30) - (1 << 20),
         peak_bytes=66 << 30,
         fits=True,
         recomputed=0.01,
         recomputed_ops=0.02,
         bubble=0.125,
-        communication=float(3 << 30),
+        communication=1.03 * (1 << 40),
     )
+    refused = [
+        Refusal(gpus=g, tp=8, pp=16, cp=1, ep=1, scheme=scheme, reason="pp=16: 126 layers over 16 stages x 2 virtual")
+        for g in (16, 32, 64)
+        for scheme in ("DDP", "ZeRO-1")
+    ]
     search = StrategySearch(
-        model="m",
+        model="meta-llama/Llama-3.1-405B",
         target="h100-sxm",
         usable_bytes=71 << 30,
-        max_gpus=16,
+        max_gpus=128,
         candidates=[piped],
         cheapest=piped,
         traces=2,
         skipped=5,
-        notes=["tp=16: too many"],
+        ruled_out=2500,
+        refused=[*refused, Refusal(gpus=None, tp=8, pp=1, cp=1, ep=1, scheme=None, reason="tp=8: too many")],
         trace_seconds=1.0,
     )
-    console = Console(width=200, record=True)
-    render_strategies(search, console)
-    text = console.export_text()
-    assert "cheapest that fits: --gpus 16 --tp 8 --pp 2 --pp-schedule 1f1b --zero 1 --checkpointing auto" in text
-    assert "TP 8 x PP 2 (1f1b)" in text and "auto: first:3" in text and "66.00 GiB" in text and "13.5%" in text
-    assert "not tried: tp=16: too many" in text and "1 settings measured (5 skipped" in text and "2 trace(s)" in text
+
+    def rendered(verbose: bool) -> list[str]:
+        console = Console(width=80, record=True)
+        render_strategies(search, console, verbose=verbose)
+        lines = console.export_text().splitlines()
+        assert all(len(line) <= 80 and line == line.rstrip() for line in lines)
+        return lines
+
+    lines = rendered(False)
+    text = "\n".join(lines)
+    assert lines[2:4] == [
+        "    --gpus 128 --tp 8 --pp 16 --pp-schedule interleaved-1f1b --cp 4 --fsdp",
+        "    grad-op --checkpointing auto",
+    ]
+    row = next(line for line in lines if line.startswith(" 128 "))
+    assert "1023.00 MiB" in row and "13.5%" in row and "1.03 TiB" in row and row.endswith("yes")
+    header = next(line for line in lines if line.startswith("GPUs "))
+    start, end = header.index("checkpointing"), header.index("device") - len("1023.00 MiB") + len("device")
+    cells = lines[lines.index(row) : lines.index(row) + 4]
+    assert "".join(cell[start:end].strip() for cell in cells) == "auto:first:100+selective:torchtitan:26"  # wrapped, whole
+    assert "  not tried (6 layouts): pp=16: 126 layers over 16 stages x 2 virtual" in lines
+    assert "  not tried (1 layout): tp=8: too many" in lines and "2500 ruled out untraced" in text
+    assert sum("not tried" in line for line in lines) == 3 and lines[-4] == "  (--verbose lists each layout not tried)"
+    listed = rendered(True)
+    joined = " ".join(line.strip() for line in listed)  # a line over 80 columns wraps
+    assert "not tried: TP 8 x PP 16, DDP on 32 GPUs: pp=16: 126 layers over 16 stages x 2 virtual" in joined
+    assert "  not tried: TP 8 (every setting): tp=8: too many" in listed and sum("not tried" in x for x in listed) == 7
+
+
+# Sixteen thin layers at 64 x 2,048 tokens: full checkpointing keeps each layer's hidden-sized input (1 GiB in all),
+# which tensor parallelism leaves whole and context parallelism halves.
+_THIN = transformers.LlamaConfig(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=16,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    vocab_size=256,
+    max_position_embeddings=4096,
+)
+
+
+def test_context_parallel_is_tried_below_long_sequences(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 405B case in small (issue: 128 H100s at 8,192 tokens were told nothing fits while TP 8 x CP 4 fits): at
+    2,048 tokens only CP 2 holds the step (2,432.81 MiB with full checkpointing) in 2,600 MiB: not one GPU
+    (2,882.81 MiB), not DDP, FSDP2 full or TP 2 on two (3,208.81, 3,156.81, 3,104.81 MiB). The search finds it, the
+    setting found fits when traced, and the lower bound that rules settings out untraced is below every figure
+    measured."""
+    asked = {"seq_len": 2048, "batch_size": 64, "device": "h100", "mixed_precision": "bf16"}
+    headroom = _headroom(_THIN, 2600 * _MiB, **asked)
+    bounds: list[Any] = []
+    real = strategy.FloorBound.of
+    monkeypatch.setattr(strategy.FloorBound, "of", lambda *a, **k: bounds.append(real(*a, **k)) or bounds[-1])
+    told: list[str] = []
+    found = cheapest_strategy(_THIN, gpus=2, headroom=headroom, progress=told.append, **asked)
+    best = found.cheapest
+    assert best is not None and best.gpus == 2 and best.cp == 2 and best.tp == 1
+    assert [m.split(":")[0] for m in told if m.startswith("weighing")] == ["weighing 1 GPU(s)", "weighing 2 GPU(s)"]
+    assert any(m.startswith("measuring CP 2 x ") for m in told) and any("for tp=1 ep=1 cp=2" in m for m in told)
+    traced = vramsim.simulate(_THIN, headroom=headroom, **asked, **best.options())
+    assert traced.device_bytes == best.device_bytes <= found.usable_bytes
+    others = vramsim.simulate_each(
+        _THIN,
+        [{"gpus": g, "checkpointing": "full", **s} for g, s in ((1, {}), (2, {}), (2, {"fsdp": "full"}))],
+        headroom=headroom,
+        **asked,
+    )
+    tensor = vramsim.simulate(_THIN, gpus=2, tp=2, checkpointing="full", headroom=headroom, **asked)
+    assert all(r.device_bytes > found.usable_bytes for r in (*others, tensor))  # one GPU, DDP, FSDP2 full, TP 2: none fits
+    (bound,) = bounds
+    for c in found.candidates:
+        setting = strategy_space.Setting(
+            **{k: getattr(c, k) for k in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
+        )
+        assert bound.bytes(setting) <= c.device_bytes

@@ -119,7 +119,7 @@ def test_whisper_budget_counts_cross_attention_blocks_for_the_encoder_length() -
     ("argv", "message"),
     [
         (["google-t5/t5-base"], "is an encoder-decoder (t5) that vLLM V1 does not serve"),
-        (["openai/whisper-small", "--max-model-len", "8192"], "decoder holds 448 positions"),
+        (["openai/whisper-small", "--max-model-len", "8192"], "whisper-small's 448 positions (max_target_positions)"),
         (["openai/whisper-small", "--max-model-len", "448", "--engine", "sglang"], "SGLang budgets for encoder-decoders"),
     ],
 )

@@ -54,3 +54,43 @@ def test_op_without_meta_kernel_names_itself() -> None:
 
     with pytest.raises(vramsim.TraceError, match=r"calls vramsim_test::cpu_only at .*register_fake"):
         vramsim.simulate(UsesCpuOnlyOp, inputs=feed, loss=lambda out: out.sum(), device="cpu")
+
+
+class ReturnsItsLoss(torch.nn.Module):
+    """A training module in nanoGPT's manner: ``forward`` takes the targets and returns the loss
+    itself, as a 0-dim tensor or in a dict."""
+
+    def __init__(self, as_dict: bool = False) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 16)
+        self.head = torch.nn.Linear(16, 64, bias=False)
+        self.as_dict = as_dict
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        logits = self.head(self.embed(idx))  # (B, T, vocab)
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return {"loss": loss, "logits": logits} if self.as_dict else loss
+
+
+def tokens(batch: int, seq: int) -> dict[str, torch.Tensor]:
+    return {"idx": torch.randint(0, 64, (batch, seq)), "targets": torch.randint(0, 64, (batch, seq))}
+
+
+@pytest.mark.parametrize("as_dict", [False, True], ids=["0-dim", "dict"])
+def test_a_returned_loss_is_trained_on(as_dict: bool) -> None:
+    """No ``loss=``: the loss the forward returns is the one backward runs from, and the prediction is
+    the real CPU run's peak."""
+    validation = vramsim.validate(lambda: ReturnsItsLoss(as_dict), inputs=tokens, batch_size=2, seq_len=32)
+    assert validation.measured_bytes > 0
+    assert validation.predicted_bytes == validation.measured_bytes, validation
+
+
+def test_a_returned_tensor_that_is_no_loss_is_refused() -> None:
+    """A forward returning logits (not 0-dim) is no loss: one line saying what to pass."""
+    with pytest.raises(vramsim.UnsupportedError, match=r"returned no loss to train on \(a 0-dim tensor"):
+        vramsim.simulate(UsesNoLoss, inputs=feed, device="cpu")
+
+
+class UsesNoLoss(torch.nn.Sequential):
+    def __init__(self) -> None:
+        super().__init__(torch.nn.Linear(8, 4))

@@ -1,8 +1,9 @@
 """Values a meta tensor does not have: the stated assumptions a traced program runs on.
 
-``routing`` states MoE routing, ``shadows`` keeps the values vramsim knows, ``policy`` runs ops
-and answers reads under these assumptions, ``fallbacks`` are the fake kernels of data-dependent
-ops over unknown values.
+``routing`` states MoE routing, ``shadows`` keeps the values vramsim knows, ``bounds`` the least and
+greatest values of integer indices that follow from shapes (and refuses a lookup past its table),
+``policy`` runs ops and answers reads under these assumptions, ``fallbacks`` are the fake kernels of
+data-dependent ops over unknown values.
 
 A meta tensor has a shape and no values, so three things a real program does cannot happen on
 it: reading a value (``.item()``, ``.tolist()``, ``if t:``, ``.cpu()``), ops whose output size

@@ -15,9 +15,10 @@ from vramsim.errors import UnsupportedError
 from ..categories import Phase
 from ..kernels.torchao_int4 import tinygemm_mm_on_meta
 from ..leaves import tensor_leaves
+from .bounds import Bound, Bounds, check_lookup
 from .fallbacks import FALLBACKS, grouped_mm_shape
 from .routing import parse_routing
-from .shadows import SEEDS, SHADOW_LIMIT, Shadows
+from .shadows import NOTE_INPUTS, SEEDS, SHADOW_LIMIT, Shadows
 
 __all__ = ["NOTE_BOOL", "NOTE_SELECT_ALL", "DataDependentPolicy"]
 
@@ -59,6 +60,7 @@ class DataDependentPolicy:
         self._notes = notes
         self.routing = parse_routing(moe_routing)
         self._shadows = Shadows()
+        self._bounds = Bounds()
         self._writes: dict[Any, tuple[int, ...]] = {}
 
     # -- entry points ------------------------------------------------------------------------
@@ -78,7 +80,14 @@ class DataDependentPolicy:
         raise UnsupportedError(_unknown_read(tensor, self._scope))
 
     def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``func(*args, **kwargs)``, with meta-device gaps filled by the stated assumptions."""
+        """``func(*args, **kwargs)``, with meta-device gaps filled by the stated assumptions; a lookup
+        past its table is refused and the bounds of index values followed (``bounds.py``)."""
+        check_lookup(func, args, self._bound, self._scope.module)
+        out = self._run(func, args, kwargs)
+        self._bounds.follow(func, args, kwargs, out, self._bound)
+        return out
+
+    def _run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if func is aten._grouped_mm.default:
             return self._grouped_mm(func, args, kwargs)
         if func is aten._weight_int4pack_mm.default and args[0].device.type == "meta":
@@ -127,6 +136,18 @@ class DataDependentPolicy:
         return out
 
     # -- shadows -----------------------------------------------------------------------------
+
+    def _bound(self, tensor: torch.Tensor) -> Bound | None:
+        """The least and greatest of ``tensor``'s values, where they follow from shapes or are held."""
+        followed = self._bounds.get(tensor)
+        if followed is not None:
+            return followed
+        known = self._values(tensor)
+        if known is None or known[0].numel() == 0:
+            return None
+        values, origins = known
+        source = "the synthesised token ids" if NOTE_INPUTS in origins else "values known on meta"
+        return Bound(int(values.min()), int(values.max()), source)
 
     def _known(self, tensor: torch.Tensor) -> bool:
         return self._shadows.has(tensor) or SEEDS.has(tensor)

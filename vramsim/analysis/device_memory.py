@@ -26,12 +26,20 @@ class DeviceMemory:
     peak_index: int
     """The event at which it is reached: the moment the breakdown and the peak site describe."""
     reserved_bytes: int
-    """``max_memory_reserved()``: segments the caching allocator holds, plus reserved overheads."""
+    """``max_memory_reserved()``: segments the caching allocator holds, plus reserved overheads; where the
+    replay within ``usable_bytes`` runs (``pressure``), that replay's."""
     device_bytes: int
-    """What nvidia-smi would show: reserved plus context and communication buffers."""
+    """What nvidia-smi would show: reserved plus context and communication buffers (as ``reserved_bytes``,
+    the replay within the usable memory's where it runs)."""
     overheads: list[Overhead]
     pressure: AllocatorPressure | None = None
-    """The replay within ``usable_bytes`` where the device figure exceeds it; ``None`` otherwise."""
+    """The replay within ``usable_bytes`` where the unlimited one's device figure exceeds it; ``None`` otherwise."""
+
+    @property
+    def unlimited_device_bytes(self) -> int:
+        """The device figure of the replay without a limit: what a search that does not count on the
+        allocator emptying its cache compares with the usable memory."""
+        return self.device_bytes if self.pressure is None else self.pressure.unlimited_device_bytes
 
 
 def device_memory(
@@ -48,7 +56,9 @@ def device_memory(
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
     > 1 adds NCCL's buffers. Where the device figure passes ``usable_bytes``, the timeline is
-    replayed again within it (``AllocatorPressure``). ``empty_cache_steps`` N: the HF Trainer's
+    replayed again within it (``AllocatorPressure``), and where that replay runs its reserved and device
+    figures are the ones a real run would show (an allocator never reserves past the card: it empties
+    its cache first), the unlimited ones kept apart in the pressure record. ``empty_cache_steps`` N: the HF Trainer's
     ``torch_empty_cache_steps``, the cache emptied before backward in the steps whose index (the
     Trainer's ``global_step``, 0 for the first traced step) is a multiple of N."""
     first, last = timeline.steps[-1]
@@ -68,7 +78,10 @@ def device_memory(
     pressure = None
     if usable_bytes is not None and device > usable_bytes:
         limit = usable_bytes - (added.device - added.allocated)
-        pressure = _pressure(timeline, live, limit, platform, expandable_segments, added.allocated, releases)
+        pressure = _pressure(timeline, live, limit, platform, expandable_segments, added.allocated, releases, (reserved, device))
+        if pressure.oom_at is None and pressure.reserved_bytes is not None:
+            reserved = pressure.reserved_bytes + (added.reserved - added.allocated)
+            device = reserved + (added.device - added.reserved)
     return DeviceMemory(
         live=live,
         peak_bytes=peak,
@@ -88,26 +101,44 @@ def _pressure(
     expandable_segments: bool,
     overhead_bytes: int,
     releases: frozenset[int],
+    unlimited: tuple[int, int],
 ) -> AllocatorPressure:
-    """The timeline replayed within ``limit`` allocated bytes: the allocator's retries, where it runs
-    out, and, without expandable segments, the retries it would make with them."""
+    """The timeline replayed within ``limit`` allocated bytes: the allocator's retries, its reserved peak
+    over the last step, where it runs out, and, without expandable segments, the retries it would make
+    with them. ``unlimited``: the reserved and device figures of the replay without a limit."""
 
-    def replay(expandable: bool) -> tuple[int, str | None]:
+    def replay(expandable: bool) -> tuple[int, int, str | None]:
         limited = CachingAllocator(
             AllocatorConfig(platform=platform, expandable_segments=expandable, memory_limit_bytes=max(limit, 1))
         )
         failed = replay_under_limit(timeline, limited, overhead_bytes=overhead_bytes, cache_releases=releases)
-        return limited.stats().alloc_retries, None if failed is None else _failing(timeline, failed)
+        stats = limited.stats()
+        return stats.alloc_retries, stats.peak_reserved_bytes, None if failed is None else _failing(timeline, failed)
 
+    reserved, device = unlimited
     beyond = next((i for i, allocated in enumerate(live.allocated) if allocated > limit), None)
     if beyond is not None:  # the blocks in use alone pass the limit: no cache to give back, no replay needed
-        return AllocatorPressure(limit_bytes=limit, retries=0, oom_at=_failing(timeline, beyond))
-    retries, oom_at = replay(expandable_segments)
+        return AllocatorPressure(
+            limit_bytes=limit,
+            retries=0,
+            oom_at=_failing(timeline, beyond),
+            unlimited_reserved_bytes=reserved,
+            unlimited_device_bytes=device,
+        )
+    retries, limited_reserved, oom_at = replay(expandable_segments)
     alternative = None
     if not expandable_segments and (retries or oom_at):
-        expandable_retries, expandable_oom = replay(True)
+        expandable_retries, _, expandable_oom = replay(True)
         alternative = None if expandable_oom else expandable_retries
-    return AllocatorPressure(limit_bytes=limit, retries=retries, oom_at=oom_at, expandable_retries=alternative)
+    return AllocatorPressure(
+        limit_bytes=limit,
+        retries=retries,
+        oom_at=oom_at,
+        reserved_bytes=None if oom_at else limited_reserved,
+        unlimited_reserved_bytes=reserved,
+        unlimited_device_bytes=device,
+        expandable_retries=alternative,
+    )
 
 
 def _failing(timeline: Timeline, event: int) -> str:

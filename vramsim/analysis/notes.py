@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import transformers
 
 from vramsim.config import SimulationConfig, options
 from vramsim.config.choices import parse_loss
@@ -13,6 +14,7 @@ from vramsim.results.report import Assumption
 from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.records import Trace
 from vramsim.workload.losses import loss_notes
+from vramsim.workload.models import loads_checkpoint_dtype
 from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer
 from vramsim.workload.program import Program
 from vramsim.workload.quantization.weights import quantization_notes
@@ -162,8 +164,27 @@ def _precision_notes(config: SimulationConfig, program: Any, target: Target) -> 
         )
     weights = next((p.dtype for module in program.modules.values() for p in module.parameters()), None)
     if weights is not None and config.dtype is None:
-        notes.append(Assumption(name="weight_dtype", detail=f"weights in {str(weights).removeprefix('torch.')} (no dtype given)"))
+        notes.append(
+            Assumption(name="weight_dtype", detail=_default_weights(str(weights).removeprefix("torch."), config, program))
+        )
     return notes
+
+
+def _default_weights(weights: str, config: SimulationConfig, program: Any) -> str:
+    """Where the weights' dtype comes from when none is given (``Program.weights_from``, set by ``workload/build.py``)."""
+    loader = f"transformers {transformers.__version__}'s from_pretrained"
+    if program.weights_from == "the checkpoint's config" and config.task == "train":
+        return (
+            f"weights in {weights} (no dtype given): the checkpoint config's dtype, which {loader} loads when a script "
+            "passes none (dtype='auto'); --dtype fp32 trains fp32 weights"
+        )
+    if program.weights_from == "the checkpoint's config":
+        return f"weights in {weights} (no dtype given): the checkpoint config's dtype"
+    if program.weights_from == "default" and config.task == "train" and not loads_checkpoint_dtype():
+        return f"weights in {weights} (no dtype given): {loader} loads torch's default dtype when a script passes none"
+    if program.weights_from == "default":
+        return f"weights in {weights} (no dtype given, and the model's config names none)"
+    return f"weights in {weights} (no dtype given)"
 
 
 def _paged_bytes(program: Program) -> int:

@@ -6,7 +6,7 @@ from vramsim.estimators import assumptions as a
 from vramsim.estimators.pipeline_schedule import PipelinePlan
 from vramsim.estimators.sharding import Sharded, ShardingPlan
 from vramsim.estimators.timeline import Timeline
-from vramsim.results.report import Assumption, RankMemory, StageMemory
+from vramsim.results.report import Assumption, PlacedDevice, RankMemory, StageMemory
 from vramsim.workload.parallel.expert import EP_NOT_TRACED
 from vramsim.workload.parallel.tensor import TP_NOT_TRACED
 
@@ -24,10 +24,15 @@ def rank_memory(
     ep: int = 1,
     cp: int = 1,
     exchange_bytes: int = 0,
+    devices: list[PlacedDevice] | None = None,
+    device_map: str | None = None,
 ) -> RankMemory:
     """The report's ``ranks``: the data-parallel rank ``sharded`` describes, or one tensor- or expert-parallel
-    rank of ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage)."""
-    parts = [f"TP {tp}"] if tp > 1 else []
+    rank of ``timeline``; with a pipeline, the busiest stage's (``stages`` lists every stage); with a device map,
+    the busiest GPU's (``devices`` lists every GPU)."""
+    devices = devices or []
+    parts = [f"device_map {device_map}"] if devices else []
+    parts += [f"TP {tp}"] if tp > 1 else []
     parts += [f"EP {ep}"] if ep > 1 else []
     parts += [f"CP {cp}"] if cp > 1 else []
     if pipeline.active:
@@ -37,11 +42,12 @@ def rank_memory(
     elif sharded is not None:  # data parallelism over the model-parallel groups
         parts.append(f"{sharded.plan.scheme} {sharded.plan.gpus}")
     busiest = max(stages, key=lambda stage: stage.device_bytes).rank if stages else None
+    busiest_device = max(devices, key=lambda device: device.device_bytes).device if devices else None
     held = held_state(timeline) if sharded is None or pipeline.active else dict(sharded.model_state)
     return RankMemory(
         scheme=" x ".join(parts),
         gpus=gpus,
-        ranks_alike=not pipeline.active,
+        ranks_alike=not pipeline.active and not devices,
         model_state=held,
         gathered_elements=sharded.gathered_elements if sharded else 0,
         buffers=(dict(sharded.buffers) if sharded else {}) | _exchange(exchange_bytes, cp),
@@ -52,6 +58,8 @@ def rank_memory(
         stages=stages,
         busiest_stage=busiest,
         host=dict(sharded.host) if sharded else {},
+        devices=devices,
+        busiest_device=busiest_device,
     )
 
 
@@ -112,7 +120,9 @@ def model_parallel_notes(tp: int, pipeline: PipelinePlan, ep: int = 1, cp: int =
                 name="tensor_parallel_rank",
                 detail=f"one of {tp} tensor-parallel ranks traced as the decoder it runs: heads, kv heads, intermediate size "
                 "and vocabulary divided by tp (rank 0's vocabulary slice, the largest), hidden size and norms whole "
-                "(Megatron's split, DTensor ColwiseParallel/RowwiseParallel with loss_parallel); " + TP_NOT_TRACED,
+                "(Megatron's split, DTensor ColwiseParallel/RowwiseParallel with loss_parallel); in a MoE decoder each "
+                "expert's intermediate size divided by tp, the router and a shared expert whole (transformers' "
+                "base_model_tp_plan, moe_tp_experts); " + TP_NOT_TRACED,
             )
         )
     if pipeline.active:

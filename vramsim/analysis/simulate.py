@@ -8,20 +8,23 @@ from typing import Any
 from vramsim.analysis import generation, summary
 from vramsim.analysis.advice import graph_advice
 from vramsim.analysis.notes import option_warnings, report_options, run_notes
+from vramsim.analysis.placement import placement_note
 from vramsim.analysis.ranks import model_parallel_notes, rank_memory, sharding_notes
 from vramsim.analysis.settings import run_settings
 from vramsim.analysis.traced import Traced, trace_workload
 from vramsim.analysis.whatifs import Analysis, Outcome, checkpointing_choices
 from vramsim.config import ANALYSIS_OPTIONS, SimulationConfig
 from vramsim.config.choices import parse_loss
-from vramsim.errors import ConfigError
+from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
 from vramsim.results.report import Assumption, CheckpointChoice, Report
 from vramsim.workload.attention import attention_in_force, attention_notes, check_attention
 from vramsim.workload.losses import check_loss_target
 from vramsim.workload.models import ModelSource, build_model, load_config, model_name
 from vramsim.workload.optimizers import check_target
+from vramsim.workload.parallel.device_map import DevicePlacement, device_placement
 from vramsim.workload.parallel.expert import routed_rows
+from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
 __all__ = ["count_parameters", "simulate", "simulate_each"]
@@ -64,12 +67,14 @@ def _report(
     program = traced.program
     plan = parse_checkpointing(config.checkpointing)
     started = time.perf_counter()
+    placement = _placement(program, config, target)
     analysis = Analysis(
         traced.graph,
         target,
         config,
         timeline=None if traced.derived is None else traced.derived.timeline,
         routed=routed_rows(program.model, config) if config.ep > 1 else None,
+        placement=placement,
     )
     chosen = analysis.run(CheckpointPlan("none") if plan.kind == "all" else plan)
     steady = summary.steady_peak(chosen.timeline, chosen.memory)
@@ -89,12 +94,14 @@ def _report(
         peak_at=steady.site,
         breakdown=steady.breakdown,
         parameters=summary.count_parameters(*program.modules.values()),
+        model_parameters=_whole_model_parameters(model, config),
         trainable_parameters=summary.count_parameters(*program.modules.values(), trainable=True)
         if config.task == "train"
         else None,
         layers=summary.layer_rows(traced.specs, chosen.timeline, memory),
         checkpointing=_checkpointing_rows(analysis, plan, chosen, target),
-        assumptions=_assumptions(config, target, traced, chosen),
+        assumptions=_assumptions(config, target, traced, chosen)
+        + ([placement_note(str(config.device_map), placement)] if placement else []),
         ranks=rank_memory(
             chosen.sharded,
             chosen.timeline,
@@ -105,6 +112,8 @@ def _report(
             ep=config.ep,
             cp=config.cp,
             exchange_bytes=chosen.exchange_bytes,
+            devices=chosen.devices,
+            device_map=config.device_map,
         )
         if chosen.sharded or config.gpus > 1
         else None,
@@ -115,6 +124,24 @@ def _report(
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
         allocator_pressure=memory.pressure,
     )
+
+
+def _placement(program: Program, config: SimulationConfig, target: Target) -> DevicePlacement | None:
+    """The device map of ``config.device_map`` for the traced model, or None without one."""
+    if config.device_map is None:
+        return None
+    if list(program.modules) != [""]:
+        raise UnsupportedError(f"device_map over a diffusion pipeline ({program.name}) is not modelled; give one model")
+    if config.quantization is not None:
+        raise UnsupportedError("device_map with quantization is not modelled yet (the quantizer changes max_memory)")
+    return device_placement(program.model, config.device_map, config.gpus, config.max_memory, target)  # type: ignore[arg-type]
+
+
+def _whole_model_parameters(model: ModelSource, config: SimulationConfig) -> int | None:
+    """The unsharded model's count where one rank builds a shard of it (tensor or expert parallel)."""
+    if config.tp == 1 and config.ep == 1:
+        return None
+    return count_parameters(model, model_class=config.model_class, trust_remote_code=config.trust_remote_code)
 
 
 def _checkpointing_rows(analysis: Analysis, plan: CheckpointPlan, chosen: Outcome, target: Target) -> list[CheckpointChoice]:

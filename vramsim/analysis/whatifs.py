@@ -12,6 +12,7 @@ import networkx as nx
 import torch
 
 from vramsim.analysis.device_memory import DeviceMemory, device_memory
+from vramsim.analysis.placement import device_timelines
 from vramsim.analysis.ranks import held_state
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
@@ -22,7 +23,8 @@ from vramsim.estimators.expert_parallel import all_to_all_buffers
 from vramsim.estimators.pipeline_parallel import PipelineSplit
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
-from vramsim.results.report import CheckpointChoice, StageMemory
+from vramsim.results.report import CheckpointChoice, PlacedDevice, StageMemory
+from vramsim.workload.parallel.device_map import DevicePlacement
 from vramsim.workload.targets import Target
 
 __all__ = ["Analysis", "Outcome", "checkpointing_choices"]
@@ -40,6 +42,8 @@ class Outcome:
     exchange_bytes: int = 0
     """With expert parallelism: one all-to-all buffer's bytes (each exchange holds two for its moment); with context
     parallelism: the largest SDPA call's K/V ring (three chunks)."""
+    devices: list[PlacedDevice] = field(default_factory=list)
+    """With a device map: every GPU; ``memory`` and ``timeline`` are the busiest one's."""
 
 
 class Analysis:
@@ -55,12 +59,15 @@ class Analysis:
         *,
         timeline: Timeline | None = None,
         routed: tuple[int, int] | None = None,
+        placement: DevicePlacement | None = None,
     ) -> None:
         """``timeline``: a derived generation's, standing for the traced one (``vramsim/analysis/generation.py``);
-        ``routed``: under expert parallelism, the routed rows of an experts call and their width."""
+        ``routed``: under expert parallelism, the routed rows of an experts call and their width; ``placement``:
+        an inference model's device map over the GPUs (``vramsim/workload/parallel/device_map.py``)."""
         self._graph = graph
         self._timeline = timeline
         self._routed = routed
+        self._placement = placement
         self._target = target
         self._config = config
         # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
@@ -68,7 +75,9 @@ class Analysis:
 
     def with_config(self, config: SimulationConfig) -> Analysis:
         """The same trace under other analysis options (``ANALYSIS_OPTIONS``: sharding, headroom...)."""
-        return Analysis(self._graph, self._target, config, timeline=self._timeline, routed=self._routed)
+        return Analysis(
+            self._graph, self._target, config, timeline=self._timeline, routed=self._routed, placement=self._placement
+        )
 
     def run(self, plan: CheckpointPlan) -> Outcome:
         """``plan`` on this trace under this config's parallelism and allocator. Outcomes are kept with the
@@ -79,6 +88,7 @@ class Analysis:
             plan = self._budgeted()
         key = (
             plan.spec,
+            self._target.name,  # one trace judged on several devices (``vramsim fit`` without --device)
             config.sharding,
             config.pipeline_parallel,
             config.expandable_segments,
@@ -160,6 +170,8 @@ class Analysis:
             outcome = dataclasses.replace(outcome, timeline=ringed)
         if self._config.pipeline_parallel.active:
             return dataclasses.replace(self._pipeline(outcome), exchange_bytes=exchange)
+        if self._placement is not None:
+            return self._placed(outcome, self._placement)
         sharding = self._config.sharding
         sharded = shard(self._graph, outcome.timeline, sharding) if sharding.active else None
         timeline = outcome.timeline if sharded is None else sharded.timeline
@@ -173,7 +185,7 @@ class Analysis:
             self._target,
             training=self._config.task == "train",
             expandable_segments=self._config.expandable_segments,
-            world_size=self._config.gpus,
+            world_size=1 if self._placement is not None else self._config.gpus,  # a device map's copies need no NCCL
             usable_bytes=usable,
             empty_cache_steps=self._config.torch_empty_cache_steps,
             module_loading=self._config.cuda_module_loading,
@@ -214,14 +226,36 @@ class Analysis:
         stage, sharded, memory = max(staged, key=lambda item: item[2].device_bytes)
         return Outcome(outcome, memory, stage.timeline, sharded, rows)
 
+    def _placed(self, outcome: WhatIf, placement: DevicePlacement) -> Outcome:
+        """Each GPU of the device map replayed on its own; the busiest (most device memory) is the one reported."""
+        replayed = [
+            (gpu, timeline, self._replay(timeline))
+            for gpu, timeline in enumerate(device_timelines(self._graph, outcome.timeline, placement))
+            if timeline.blocks
+        ]
+        rows = [
+            PlacedDevice(
+                device=gpu,
+                modules=[name for name, device in placement.device_map.items() if device == gpu],
+                max_memory_bytes=placement.max_memory[gpu],
+                parameter_bytes=sum(b.nbytes for b in timeline.blocks if b.category in ("parameters", "buffers")),
+                kv_cache_bytes=memory.live.breakdown(timeline, memory.peak_index).get("kv_cache", 0),
+                peak_bytes=memory.peak_bytes,
+                device_bytes=memory.device_bytes,
+                fits=self.fits(memory),
+            )
+            for gpu, timeline, memory in replayed
+        ]
+        _, timeline, memory = max(replayed, key=lambda item: item[2].device_bytes)
+        return Outcome(outcome, memory, timeline, devices=rows)
+
     def fits(self, memory: DeviceMemory) -> bool | None:
-        """Within the usable memory, or beyond it only in cache the allocator gives back before an OOM."""
+        """Within the usable memory: where the unlimited replay passes it, the device figure is the replay's
+        within it (the allocator gives back its cache before an OOM), so a job that runs there fits."""
         capacity = self._target.profile.memory_bytes
         if capacity is None:
             return None
-        return memory.device_bytes <= capacity * (1 - self._config.headroom) or (
-            memory.pressure is not None and memory.pressure.oom_at is None
-        )
+        return memory.device_bytes <= capacity * (1 - self._config.headroom)
 
     def choice(self, outcome: Outcome) -> CheckpointChoice:
         return CheckpointChoice(

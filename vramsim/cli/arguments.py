@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from dataclasses import fields
@@ -13,10 +14,19 @@ from vramsim.config import DiffusionOptions, options
 from vramsim.config.options import COMMANDS
 from vramsim.config.quantization import lora_of_rank
 from vramsim.config.serving import serve_options
+from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError
 from vramsim.estimators.sharding.plan import OFFLOAD_CHOICES
 
-__all__ = ["BAD_ARGUMENT_EXIT", "NOT_FIT_EXIT", "argument_warnings", "build_parser", "subparser", "workload_options"]
+__all__ = [
+    "ANY_DEVICE_DEFAULT",
+    "BAD_ARGUMENT_EXIT",
+    "NOT_FIT_EXIT",
+    "argument_warnings",
+    "build_parser",
+    "subparser",
+    "workload_options",
+]
 
 BAD_ARGUMENT_EXIT = 2
 """Exit status of a bad argument: one argparse refuses, or an option value the config's checks refuse."""
@@ -32,11 +42,11 @@ class _Parser(argparse.ArgumentParser):
 
 class _HelpFormatter(argparse.HelpFormatter):
     """Each flag's default after its help, unless it has none to tell (``None``, a switch) or its help already
-    says what applies when it is not given (``default: ...``, ``none given: ...``)."""
+    says what applies when it is not given (``default: ...``, ``none given: ...``, ``...; default 2r``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        told = "default" in text or "none given" in text
+        told = re.search(r"\bdefault:|\bnone given\b|; default \S+$", text) is not None
         if not action.option_strings or action.default in (None, False, argparse.SUPPRESS) or told:
             return text
         return f"{text} (default: %(default)s)"
@@ -89,6 +99,10 @@ def _offload_argument(parser: argparse.ArgumentParser, *, pipelines: bool) -> No
         "offload_optimizer: fp32 master, gradients, optimizer states on the host) or params (also the weights: "
         "ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy); or none",
     )
+
+
+ANY_DEVICE_DEFAULT = _Default("any")
+"""``fit``'s device when none is given: every GPU of the catalog judged (told apart from ``--device any``)."""
 
 
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -200,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _workload_arguments(fit, "fit")
     _run_arguments(fit, "fit")
+    device = next(action for action in fit._actions if action.dest == "device")
+    device.default = ANY_DEVICE_DEFAULT
+    device.help = f"{device.help}; any: the smallest GPUs of the catalog that hold the job (with --strategies: h100)"
     saved = commands.add_parser(
         "checkpoint",
         help="a training checkpoint's files on disk, and the memory to save and restore it",
@@ -250,6 +267,9 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             "tp/cp/ep degree, the cheapest that fits (fewest GPUs, least recompute and pipeline bubble, "
             "least communication), then the largest sizes under it",
         )
+        parser.add_argument(
+            "--verbose", action="store_true", help="with --strategies: list each layout not tried, not only the count per reason"
+        )
     if command == "trace":
         parser.add_argument(
             "--fail-if-not-fit",
@@ -270,8 +290,11 @@ _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": 
 
 def workload_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R, ``--offload``
-    the option of its kind, a ``path/to/file.py:function`` the function (importing the user's file)."""
+    the option of its kind, a ``path/to/file.py:function`` the function (importing the user's file); the task,
+    where none is given, the model's (``config.workload.default_task``, read without torch)."""
     given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
+    if given.get("task") is None:
+        given["task"] = default_task(args.model)
     if hasattr(args, "offload"):  # one flag, two options: a pipeline's offload and sharded training's
         states = args.offload in _STATE_OFFLOADS
         given["offload"] = "no" if states or args.offload == "none" else args.offload

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from vramsim.cli.arguments import argument_warnings, workload_options
+from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.config import SimulationConfig
 from vramsim.config.serving import ServeConfig, serve_options
@@ -39,5 +39,6 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
     else:
         given = workload_options(args)
         warnings += argument_warnings(args)
-        warnings += SimulationConfig.from_options(**given).warnings
+        checked = {**given, "device": "h100"} if given["device"] == ANY_DEVICE_DEFAULT else given  # fit: each GPU
+        warnings += SimulationConfig.from_options(**checked).warnings
     return Command(args=args, options=given, warnings=tuple(warnings), started=started)

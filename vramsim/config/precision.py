@@ -36,7 +36,8 @@ class PrecisionOptions:
     dtype: torch.dtype | str | None = field(
         default=None,
         metadata=option(
-            help="weight dtype: fp32, bf16, fp16; none given: float32 to train, the config's torch_dtype for inference",
+            help="weight dtype: fp32, bf16, fp16; none given: what the installed transformers' from_pretrained loads "
+            "with none passed (5: the config's dtype; 4 trains float32), float32 where the config names none",
             report=_dtype_name,
         ),
     )

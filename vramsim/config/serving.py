@@ -55,8 +55,20 @@ class ServeConfig:
             report=_same,
         ),
     )
-    max_model_len: int = field(
-        default=8192, metadata=_option(help="tokens per request (prompt + output)", parse=int, report=_same)
+    max_model_len: int | None = field(
+        default=None,
+        metadata=_option(
+            help="tokens per request, prompt + output (default: the model's, as the engine derives it from the config)",
+            parse=int,
+            report=_same,
+        ),
+    )
+    allow_long_max_model_len: bool = field(
+        default=False,
+        metadata=_option(
+            help="accept --max-model-len past the model's positions, as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+            "(SGLang: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1) does"
+        ),
     )
     gpu_memory_utilization: float | None = field(
         default=None,
@@ -111,7 +123,7 @@ class ServeConfig:
             ):
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         length = self.max_model_len
-        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_SEQ_LEN:
+        if length is not None and (isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_SEQ_LEN):
             raise ConfigError(f"max_model_len must be between 1 and {MAX_SEQ_LEN}, got {self.max_model_len!r}")
         utilization = self.gpu_memory_utilization
         if utilization is not None and (

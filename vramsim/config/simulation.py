@@ -25,6 +25,7 @@ OPTION_ORDER = (
     "gradient_checkpointing", "grad_accum", "max_grad_norm", "keep_outputs", "lora", "quantization", "max_new_tokens",
     "cache_implementation", "inputs", "loss", "model_class", "attn_implementation", "torch_empty_cache_steps",
     "trust_remote_code", "compile", "expandable_segments", "cuda_module_loading", "torch_autograd", "headroom", "gpus",
+    "device_map", "max_memory",
     "dp", "zero", "fsdp", "gradient_as_bucket_view", "offload_states", "shard_group_size", "training_args", "deepspeed",
     "accelerate_config", "zero_settings", "tp", "ep", "cp", "pp", "pp_schedule", "micro_batches", "pp_virtual_stages",
     "moe_routing", "height", "width", "num_inference_steps", "max_sequence_length", "guidance_scale", "num_images",
@@ -64,9 +65,10 @@ class SimulationConfig(
 
     @property
     def sharding(self) -> ShardingPlan:
-        """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``)."""
+        """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``); a device map
+        is one model over the GPUs, no data-parallel ranks."""
         return sharding_plan(
-            self.gpus // (self.tp * self.pp),
+            1 if self.device_map else self.gpus // (self.tp * self.pp),
             self.zero,
             self.fsdp,
             self.gradient_as_bucket_view,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+from vramsim import model_zoo
 from vramsim.config.checks import check_count
-from vramsim.config.options import as_is, option
+from vramsim.config.options import COMMANDS, as_is, option
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.devices import get_device
 
@@ -20,6 +22,7 @@ __all__ = [
     "Task",
     "TorchAutograd",
     "WorkloadOptions",
+    "default_task",
 ]
 
 Task = Literal["train", "forward", "generate"]
@@ -37,11 +40,29 @@ UNTRACED_ATTENTION = {
 """transformers' other names, each with why it is not modelled."""
 
 
+def default_task(source: object) -> Task:
+    """The task when none is given: ``generate`` for a diffusion pipeline (a bundled pipeline id or a folder with a
+    ``model_index.json``), whose question is the memory of an image; ``train`` for a model. Read without torch."""
+    if isinstance(source, (str, Path)):
+        text = str(source)
+        folder = model_zoo.find_pipeline(text) or Path(text).expanduser()
+        if (folder / "model_index.json").is_file():
+            return "generate"
+    return "train"
+
+
 @dataclass(kw_only=True)
 class WorkloadOptions:
     """The workload every other group is checked against: ``task`` decides what the others may ask for."""
 
-    task: Task = field(default="train", metadata=option(help="train, forward or generate"))
+    task: Task = field(
+        default="train",
+        metadata=option(
+            help="train, forward or generate; none given: generate for a diffusion pipeline, else train",
+            defaults=dict.fromkeys(COMMANDS),
+        ),
+    )
+    """The command line's and ``simulate``'s default depends on the model: ``workload.models.with_default_task``."""
     batch_size: int = field(default=1, metadata=option(help="sequences per step", parse=int, report=as_is))
     seq_len: int = field(default=512, metadata=option(help="tokens per sequence", parse=int, report=as_is))
     device: str = field(
@@ -79,7 +100,10 @@ class WorkloadOptions:
         ),
     )
     # The report's options name the implementation in force (the model's config after the build), not this request.
-    trust_remote_code: bool = field(default=False, metadata=option(help="allow code from the model's Hub repository"))
+    trust_remote_code: bool = field(
+        default=False,
+        metadata=option(help="run the model's own code (config.json's auto_map), from its Hub repository or folder"),
+    )
     torch_autograd: TorchAutograd = field(
         default="installed",
         metadata=option(

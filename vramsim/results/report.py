@@ -8,7 +8,17 @@ from typing import Any
 from vramsim.estimators.checkpointing import CheckpointCost
 from vramsim.results.advice import Advice
 
-__all__ = ["Assumption", "CheckpointChoice", "ComponentPeak", "LayerRow", "PeakSite", "RankMemory", "Report", "StageMemory"]
+__all__ = [
+    "Assumption",
+    "CheckpointChoice",
+    "ComponentPeak",
+    "LayerRow",
+    "PeakSite",
+    "PlacedDevice",
+    "RankMemory",
+    "Report",
+    "StageMemory",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +112,28 @@ class RankMemory:
     """The pipeline rank with the most device memory, whose figures the report gives."""
     host: dict[str, int] = field(default_factory=dict)
     """Bytes kept in host memory under CPU offload, by kind; not device memory and not in any device figure."""
+    devices: list[PlacedDevice] = field(default_factory=list)
+    """With a device map: every GPU; the report's figures are the busiest one's (``busiest_device``)."""
+    busiest_device: int | None = None
+    """The GPU with the most device memory under a device map."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacedDevice:
+    """One GPU of an inference model placed by a device map (``vramsim/analysis/placement.py``)."""
+
+    device: int
+    modules: list[str]
+    """The device map's entries placed on it, in the model's order."""
+    max_memory_bytes: int
+    """What accelerate's ``infer_auto_device_map`` could place on it (balanced for ``auto``)."""
+    parameter_bytes: int
+    """The weights and buffers it holds, as allocated."""
+    kv_cache_bytes: int
+    """Its layers' KV cache at its peak, counted as the peak is (layer i's cache is on layer i's GPU)."""
+    peak_bytes: int
+    device_bytes: int
+    fits: bool | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +170,15 @@ class AllocatorPressure:
     oom_at: str | None
     """Where an allocation still failed (the op, its module and phase, or the model's loading): an
     out-of-memory error; ``None`` if the job runs."""
+    unlimited_reserved_bytes: int
+    """``max_memory_reserved`` of the replay without a limit (an allocator never made to give back its
+    cache), reserved overheads included: what made this replay necessary."""
+    unlimited_device_bytes: int
+    """The device figure of the replay without a limit; above the usable memory."""
+    reserved_bytes: int | None = None
+    """The allocator's own reserved peak over the last step within ``limit_bytes`` (allocated overheads
+    included, reserved-only ones not); ``None`` where it runs out of memory. The report's
+    ``reserved_bytes`` and ``device_bytes`` come from it where it runs."""
     expandable_retries: int | None = None
     """With ``expandable_segments:True`` instead, where it was not set: its retries, or ``None`` if it OOMs too."""
 
@@ -153,13 +194,15 @@ class Report:
     """Steady-state peak of allocated bytes over the last step (``max_memory_allocated``): on a GPU
     each tensor counts its caching-allocator block (rounded up), plus allocated overheads."""
     reserved_bytes: int
-    """``max_memory_reserved``: what the caching allocator holds at its peak (= peak_bytes on the cpu)."""
+    """``max_memory_reserved``: what the caching allocator holds at its peak (= peak_bytes on the cpu); under
+    allocator pressure that runs, the replay within the usable memory's (``allocator_pressure`` keeps the
+    unlimited one's)."""
     device_bytes: int
     """What nvidia-smi would show: reserved plus CUDA/ROCm context and communication buffers."""
     capacity_bytes: int | None
     """The target's memory; ``None`` for the cpu."""
     fits: bool | None
-    """Whether ``device_bytes`` fits in the capacity less the headroom; ``None`` for the cpu."""
+    """Whether ``device_bytes`` is within the capacity less the headroom; ``None`` for the cpu."""
     headroom: float
     advice: list[Advice]
     """What to change first when it does not fit: the what-ifs over this trace, least device memory first, then
@@ -168,7 +211,11 @@ class Report:
     breakdown: dict[str, int]
     """Bytes by category at the moment of ``peak_bytes``, counted as ``peak_bytes`` counts them: sums to it."""
     parameters: int
-    """Parameter count (tied weights once)."""
+    """Parameter count (tied weights once): under tensor or expert parallel one rank's share, the model one
+    rank builds (``model_parameters`` is the whole model's)."""
+    model_parameters: int | None = None
+    """Under tensor or expert parallel, the whole model's parameter count (its unsharded config built on
+    meta, tied weights once, no adapters); ``None`` where ``parameters`` is already the whole model's."""
     trainable_parameters: int | None = None
     """Parameters that get gradients and optimizer states (``requires_grad``: with LoRA the adapters and
     ``modules_to_save`` copies), tied ones once; ``None`` unless training."""

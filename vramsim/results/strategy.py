@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["SCHEMES", "Candidate", "Layout", "StrategySearch", "layout_options"]
+__all__ = ["SCHEMES", "Candidate", "Layout", "Refusal", "StrategySearch", "layout_options"]
 
 SCHEMES: dict[str, dict[str, Any]] = {
     "DDP": {"zero": 0, "fsdp": "no"},
@@ -89,6 +89,22 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """A layout not tried: vramsim or the model refuses it (tracing its rank, or analysing one setting of it)."""
+
+    gpus: int | None
+    """None when the rank's trace is refused: every GPU count of the layout."""
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    scheme: str | None
+    """None when the rank's trace is refused: every scheme."""
+    reason: str
+    """The error vramsim raised, as it words it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StrategySearch:
     """Every candidate measured, cheapest first, and the first that fits."""
 
@@ -103,7 +119,10 @@ class StrategySearch:
     """Programs traced: one, plus one per tensor-, context- or expert-parallel degree a measured candidate ran."""
     skipped: int
     """Candidates not measured: their group's ``full`` checkpointing does not fit, or a cheaper one fit first."""
-    notes: list[str] = field(default_factory=list)
+    ruled_out: int
+    """Candidates never traced nor measured: the least memory any rank of theirs holds (``search/bounds.py``) is
+    above the usable memory."""
+    refused: list[Refusal] = field(default_factory=list)
     """Layouts the model or vramsim refuses, each once, with the reason."""
     trace_seconds: float
 

@@ -1,7 +1,7 @@
 """Advice that needs another trace: options that change the traced program, each re-traced.
 
 ``simulate`` computes from its one trace what checkpointing and sharding would save
-(``analysis/advice.py``). Weights in another dtype or another optimizer change the program itself, so
+(``analysis/advice.py``). Weights in another dtype, bf16 autocast or another optimizer change the program itself, so
 each is simulated anew and offered only when it saves device memory on this run; an option
 already set, or one the target refuses (bf16 without bf16 support, bitsandbytes off NVIDIA),
 is never offered. The largest batch size and sequence length that fit are searched by tracing too.
@@ -36,6 +36,8 @@ def retraced_options(report: Report, options: dict[str, Any]) -> dict[str, dict[
             changes["--dtype bf16"] = {"dtype": "bf16"}
         elif config.task != "train":  # fp16 weights cannot train under a GradScaler; inference runs them
             changes["--dtype fp16"] = {"dtype": "fp16"}
+    if config.task == "train" and config.mixed_precision is None and profile.supports_bf16 and not config.compile:
+        changes["--mixed-precision bf16"] = {"mixed_precision": "bf16"}  # autocast: bf16 activations, fp32 master weights
     if config.task == "train" and config.optimizer in _HEAVY_OPTIMIZERS:
         for lighter in ("adafactor", "adamw8bit") if profile.vendor == "nvidia" else ("adafactor",):  # bitsandbytes: CUDA
             changes[f"--optimizer {lighter}"] = {"optimizer": lighter}

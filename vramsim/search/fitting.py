@@ -7,9 +7,10 @@ it: the answer is the largest traced size that fits, with the next size traced a
 never an extrapolation. Each search traces at most ``MAX_TRACES`` sizes (the given one included);
 when they run out first, the answer is still the largest traced size that fits, marked not exact.
 
-A size fits when its device memory is within the usable memory, as the report's verdict counts it
-without allocator pressure: a report may also say a larger size fits because the caching allocator
-empties its cache and retries (each a device-wide synchronisation); the search does not count on that.
+A size fits when its unlimited replay's device memory is within the usable memory: a report may also
+say a larger size fits because the caching allocator empties its cache and retries (each a device-wide
+synchronisation), with the figures of the replay within the usable memory; the search does not count on
+that (those figures flatten at the limit, which no secant can follow).
 
 Known limitations: the search assumes memory grows with the size (more tokens never use less);
 a sequence length stops at the model's configured position maximum (``vramsim/workload/positions.py``).
@@ -77,7 +78,9 @@ def largest_fit(
             if progress is not None:
                 progress(f"tracing batch_size={batch_size} seq_len={seq_len} ({len(reports) + 1} traced so far)")
             reports[batch_size, seq_len] = simulate(model, **{**options, "batch_size": batch_size, "seq_len": seq_len})
-        nbytes = reports[batch_size, seq_len].device_bytes
+        report = reports[batch_size, seq_len]
+        pressure = report.allocator_pressure
+        nbytes = report.device_bytes if pressure is None else pressure.unlimited_device_bytes
         return nbytes, nbytes <= usable  # within the usable memory, not by the allocator emptying its cache
 
     batch, seq = _search_sizes(model, config, sizes, measure, usable)
@@ -129,12 +132,12 @@ def _search_sizes(
 
 def _check(model: ModelSource, config: SimulationConfig) -> int:
     """The target's capacity, once the run is one the search applies to."""
+    if pipeline_index(model) is not None:  # first: a pipeline's default task is generate
+        raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
     if config.task == "generate":
         raise UnsupportedError(
             "task='generate' has no largest fit searched (its length is max_new_tokens); search a train or forward run"
         )
-    if pipeline_index(model) is not None:
-        raise UnsupportedError("the largest fit is searched for a single model; a diffusion pipeline has no seq_len")
     if config.checkpointing == "all":
         raise ConfigError("checkpointing='all' compares choices; the largest fit is searched for one choice")
     capacity = resolve_target(config.device).profile.memory_bytes

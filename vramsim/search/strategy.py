@@ -13,7 +13,9 @@ trace for the uniform choices and on the candidate's own for ``auto``, plus the 
 micro-batch (``estimators/communication.py``), then the least device memory. The search measures them in
 that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
 only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
-is counted, not measured.
+is counted, not measured. Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
+rules out every setting whose rank must hold more than the usable memory, without tracing its layout: most
+GPU counts below the answer cost no trace at all.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import what_if
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
-from vramsim.results.strategy import SCHEMES, Candidate, StrategySearch
+from vramsim.results.strategy import SCHEMES, Candidate, Refusal, StrategySearch
+from vramsim.search.bounds import FloorBound
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, Setting, layer_shape, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
@@ -73,9 +76,10 @@ def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | N
         max_gpus=config.gpus,
         candidates=sorted(search.measured.values(), key=lambda c: (*c.key, c.checkpointing == "auto")),
         cheapest=cheapest,
-        traces=len(search.traces),
+        traces=sum(traced is not None for traced in search.traces.values()),
         skipped=search.skipped,
-        notes=list(dict.fromkeys(search.notes)),
+        ruled_out=search.ruled_out,
+        refused=list(dict.fromkeys(search.refused)),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
 
@@ -129,19 +133,28 @@ class _Search:
         self.usable = int(capacity * (1 - config.headroom))
         self.traces: dict[tuple[int, int, int], _Traced | None] = {}
         self.measured: dict[Setting, Candidate] = {}
-        self.skipped = 0
-        self.notes: list[str] = []
+        self.skipped = self.ruled_out = 0
+        self.refused: list[Refusal] = []
         self.model_name = model_name(model)
         program = self._trace((1, 1, 1))
         self.shape, self.source = layer_shape(program.model, config)
         one = self.traces[1, 1, 1]
         assert one is not None
+        self.bound = FloorBound.of(one.graph, target, module_loading=config.cuda_module_loading)
         self.recompute = {c: self._recompute(one, c) for c in CHECKPOINTING_BY_RECOMPUTE}
 
     def cheapest(self, gpus: int) -> Candidate | None:
         """The cheapest candidate on ``gpus`` GPUs that fits, measuring them cheapest (lower bound) first."""
+        every = list(settings(gpus, self.source, self.config))
+        possible = [s for s in every if self.bound.bytes(s) <= self.usable]
+        self.ruled_out += len(every) - len(possible)
+        if self.progress is not None:
+            self.progress(
+                f"weighing {gpus} GPU(s): {len(possible)} of {len(every)} settings may fit "
+                f"({len(self.traces)} traced, {len(self.measured)} measured so far)"
+            )
         heap: list[tuple[tuple[float, ...], int, Setting, Candidate | None]] = [
-            (self._bound(s), i, s, None) for i, s in enumerate(settings(gpus, self.source, self.config))
+            (self._bound(s), i, s, None) for i, s in enumerate(possible)
         ]
         heapq.heapify(heap)
         order = len(heap)
@@ -191,13 +204,22 @@ class _Search:
         traced = self._traced(setting.trace_key)
         if traced is None:
             return None
+        if self.progress is not None:
+            degrees = [
+                f"{name.upper()} {getattr(setting, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(setting, name) > 1
+            ]
+            self.progress(
+                f"measuring {' x '.join([*degrees, setting.scheme])} on {setting.gpus} GPU(s), checkpointing "
+                f"{setting.checkpointing} ({len(self.measured)} measured, {len(self.traces)} traced so far)"
+            )
         try:
             config = SimulationConfig.from_options(**self.base, **setting.options())
             outcome = Analysis(traced.graph, self.target, config, routed=traced.routed).run(
                 parse_checkpointing(setting.checkpointing)
             )
         except (ConfigError, UnsupportedError) as exc:
-            self.notes.append(f"{_describe(setting)}: {exc}")
+            layout = {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "cp", "ep", "scheme")}
+            self.refused.append(Refusal(**layout, reason=str(exc)))
             return None
         plan = outcome.what_if.plan
         if setting.checkpointing == "auto":
@@ -216,9 +238,9 @@ class _Search:
             scheme=setting.scheme,
             checkpointing=setting.checkpointing,
             plan=plan.spec,
-            device_bytes=outcome.memory.device_bytes,
+            device_bytes=outcome.memory.unlimited_device_bytes,  # not counting on the cache being emptied
             peak_bytes=outcome.memory.peak_bytes,
-            fits=outcome.memory.device_bytes <= self.usable,
+            fits=outcome.memory.unlimited_device_bytes <= self.usable,
             recomputed=round(share, 9),
             recomputed_ops=ops,
             bubble=self._bubble(setting),
@@ -271,7 +293,7 @@ class _Search:
                 self._trace(key)
             except (ConfigError, UnsupportedError) as exc:
                 tp, ep, cp = key
-                self.notes.append(f"tp={tp} ep={ep} cp={cp}: {exc}")
+                self.refused.append(Refusal(gpus=None, tp=tp, pp=1, cp=cp, ep=ep, scheme=None, reason=str(exc)))
                 self.traces[key] = None
         return self.traces[key]
 
@@ -295,8 +317,3 @@ class _Search:
 
 def _fields(setting: Setting) -> dict[str, Any]:
     return {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
-
-
-def _describe(setting: Setting) -> str:
-    parts = [f"{name.upper()} {getattr(setting, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(setting, name) > 1]
-    return " x ".join([*parts, setting.scheme]) + f" on {setting.gpus} GPUs"

@@ -5,7 +5,8 @@ data-parallel scheme and a checkpointing choice. The layouts are the ones Megatr
 (Narayanan et al. 2021, section 3.3): tensor parallelism within a node (``GPUS_PER_NODE``), pipeline
 stages across nodes, data parallelism over what is left; expert parallelism only for a mixture of
 experts, its ranks taken from the data-parallel ones (torchtitan's EP within dp_shard, DeepSpeed-MoE's
-expert-data-parallel groups), context parallelism only from ``CONTEXT_PARALLEL_FROM_SEQ_LEN`` tokens.
+expert-data-parallel groups); context parallelism at every degree whose 2 x cp chunks divide the sequence
+(not with expert parallelism or custom inputs, which vramsim does not model together with it).
 GPipe is not weighed: 1F1B has its bubble and communication and never holds more.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 
 from vramsim.config import SimulationConfig
-from vramsim.estimators.assumptions import CONTEXT_PARALLEL_FROM_SEQ_LEN, GPUS_PER_NODE
+from vramsim.estimators.assumptions import GPUS_PER_NODE
 from vramsim.estimators.communication import LayerShape
 from vramsim.estimators.expert_parallel import expert_weight
 from vramsim.results.strategy import SCHEMES, layout_options
@@ -116,8 +117,8 @@ def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setti
 
 
 def _layouts(gpus: int, source: Any, config: SimulationConfig) -> Iterator[tuple[int, int, int, int]]:
-    """(tp, pp, cp, ep) dividing ``gpus``: tp within a node, pp at most one stage per node, ep (for experts) and cp (at
-    length, not with ep) among the data-parallel ranks."""
+    """(tp, pp, cp, ep) dividing ``gpus``: tp within a node, pp at most one stage per node, ep (for experts) and cp
+    (where its 2 x cp chunks divide the sequence, not with ep) among the data-parallel ranks."""
     model_type = str(getattr(source, "model_type", ""))
     experts = getattr(source, EP_EXPERT_COUNTS.get(model_type, ""), None) if source is not None else None
     layers = getattr(source, "num_hidden_layers", 1) if source is not None else 1
@@ -127,8 +128,8 @@ def _layouts(gpus: int, source: Any, config: SimulationConfig) -> Iterator[tuple
     if isinstance(experts, int):
         top_k = getattr(source, "num_experts_per_tok", 1)
         eps += [e for e in _powers(gpus) if e > 1 and experts % e == 0 and experts // e >= top_k]
-    long = source is not None and config.seq_len >= CONTEXT_PARALLEL_FROM_SEQ_LEN and experts is None
-    cps = [c for c in _powers(gpus) if c == 1 or (long and config.seq_len % (2 * c) == 0)]
+    splits = source is not None and config.inputs is None
+    cps = [c for c in _powers(gpus) if c == 1 or (splits and config.seq_len % (2 * c) == 0)]
     for tp in tps:
         for pp in pps:
             for cp in cps:

@@ -34,6 +34,7 @@ from vramsim.estimators import serving
 from vramsim.results.serving import ServeReport
 from vramsim.serving.assumptions import budget_assumptions, encoder_note, hybrid_note
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
+from vramsim.serving.max_model_len import resolve_max_model_len
 from vramsim.serving.pipelined import pipelined
 from vramsim.serving.probes import rank_config, read_kv_cache, state_per_rank
 from vramsim.serving.profile_run import profile_run
@@ -56,6 +57,7 @@ def serve(model: str | PretrainedConfig, **options: Any) -> ServeReport:
     started = time.perf_counter()
     source = load_config(model) if isinstance(model, str) else model
     name = model if isinstance(model, str) else (getattr(model, "name_or_path", "") or type(model).__name__)
+    config = dataclasses.replace(config, max_model_len=resolve_max_model_len(name, source, config))
     if config.concurrency is None:
         return _budget(name, source, config, started)
     assert config.tp is not None
@@ -108,7 +110,7 @@ def _rank_budget(
     started: float,
 ) -> ServeReport:
     """Without pipeline parallel: one rank's cache, profile run and budget, every rank alike."""
-    assert config.tp is not None
+    assert config.tp is not None and config.max_model_len is not None
     encoder_decoder = bool(getattr(source, "is_encoder_decoder", False))
     layers = state_per_rank(
         source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len), config.tp
@@ -171,12 +173,6 @@ def _check_encoder_decoder(name: str, source: PretrainedConfig, config: ServeCon
         )
     if config.tp != 1:
         raise UnsupportedError(f"{name}: tensor parallel for encoder-decoder budgets is not modelled (use --tp 1)")
-    positions = getattr(source, "max_target_positions", None)
-    if isinstance(positions, int) and config.max_model_len > positions:
-        raise ConfigError(
-            f"{name}'s decoder holds {positions} positions (max_target_positions), and vLLM refuses a "
-            f"longer max_model_len: pass --max-model-len {positions} or less"
-        )
 
 
 def _tp_candidates(source: PretrainedConfig) -> list[int]:

@@ -7,10 +7,11 @@ Whisper's self- and cross-attention.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from vramsim.config.serving import ServeConfig
-from vramsim.errors import UnsupportedError
+from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators import serving
 from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for
 from vramsim.estimators.kv_cache import LayerCache
@@ -26,7 +27,7 @@ def budget_inputs(
 ) -> tuple[serving.BudgetInputs, list[tuple[str, int, str]]]:
     """One rank's budget terms, and the memory outside torch among them."""
     profile = target.profile
-    assert profile.memory_bytes is not None and config.tp is not None
+    assert profile.memory_bytes is not None and config.tp is not None and config.max_model_len is not None
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
     non_torch = _non_torch(target, config.tp, config.engine, config.pp)
     graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
@@ -51,13 +52,60 @@ def budget_inputs(
 
 
 def engine_budget(name: str, engine: str, inputs: serving.BudgetInputs) -> tuple[serving.Budget, serving.HybridGroups | None]:
-    """The engine's budget over ``inputs`` and vLLM's KV cache groups; an estimator's refusal worded for ``name``."""
+    """The engine's budget over ``inputs`` and vLLM's KV cache groups; an estimator's refusal worded for
+    ``name``, and the engine's own refusal to start with a KV cache too small to serve."""
     try:
         budget = serving.vllm_budget(inputs) if engine == "vllm" else serving.sglang_budget(inputs)
         hybrid = serving.hybrid_groups(inputs.layers, inputs.kv_element_bytes, inputs.block_size) if engine == "vllm" else None
     except ValueError as error:
         raise UnsupportedError(f"{name}: {error}") from None
+    if engine == "vllm":
+        _check_vllm_starts(name, inputs, budget)
+    elif budget.kv_cache_tokens <= 0:
+        raise ConfigError(
+            f"{name} leaves no memory for SGLang's token pool ({_gib(budget.kv_cache_bytes)} GiB after the weights), "
+            'and SGLang stops at start-up ("Not enough memory. Please try to increase --mem-fraction-static"): '
+            "raise gpu_memory_utilization or --tp, or quantize the weights"
+        )
     return budget, hybrid
+
+
+def _check_vllm_starts(name: str, inputs: serving.BudgetInputs, budget: serving.Budget) -> None:
+    """vLLM's start-up check (``check_enough_kv_cache_memory``, ``vllm/v1/core/kv_cache_utils.py``): some memory
+    must be left for blocks, and the KV cache must hold one request of ``max_model_len`` tokens; its message
+    gives the longest length that fits (``estimate_max_model_len``: a binary search over the length)."""
+    if budget.kv_blocks <= 0:
+        raise ConfigError(
+            f"{name} leaves no memory for the KV cache ({_gib(budget.kv_cache_bytes)} GiB after the weights, the "
+            'profile forward and the CUDA graphs), and vLLM stops at start-up ("No available memory for the cache '
+            'blocks"): raise gpu_memory_utilization or --tp, lower max_num_batched_tokens or quantize the weights'
+        )
+    if budget.max_concurrency >= 1:
+        return
+    longest = _longest_request(inputs)
+    raise ConfigError(
+        f"one request of max_model_len={inputs.max_model_len} tokens needs {_gib(budget.request_bytes)} GiB of KV "
+        f"cache, and {name} leaves {_gib(budget.kv_cache_bytes)} GiB ({budget.kv_cache_tokens:,} tokens); vLLM "
+        f"refuses to start (the estimated maximum model length is {longest}): pass max_model_len={longest} or "
+        "less, or raise gpu_memory_utilization or --tp"
+    )
+
+
+def _longest_request(inputs: serving.BudgetInputs) -> int:
+    """The longest ``max_model_len`` whose one request the KV cache holds, as vLLM's binary search finds it."""
+    low, high = 0, inputs.max_model_len
+    while low < high:
+        middle = (low + high + 1) // 2
+        if serving.vllm_budget(dataclasses.replace(inputs, max_model_len=middle)).max_concurrency >= 1:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _gib(nbytes: int) -> str:
+    """Bytes in GiB with two decimals, as vLLM's messages write them (``format_gib``)."""
+    return f"{nbytes / 2**30:.2f}"
 
 
 def serve_report(
@@ -73,7 +121,7 @@ def serve_report(
     assumptions: list[Assumption],
 ) -> ServeReport:
     """The report of a rank's budget: under pipeline parallel, the stage's whose blocks every stage gets."""
-    assert config.gpus is not None and config.tp is not None
+    assert config.gpus is not None and config.tp is not None and config.max_model_len is not None
     layers = inputs.layers
     return ServeReport(
         model=name,

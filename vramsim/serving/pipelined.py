@@ -113,6 +113,7 @@ def _stage_budget(
     head: bool,
 ) -> _StageBudget:
     """One stage's cache, profile run and budget: what it holds of the embedding and head, and its layers."""
+    assert config.max_model_len is not None
     layers = read_kv_cache(stage, device=config.device, dtype=dtype, long_tokens=config.max_model_len)
     if any(layer.kind == "state" for layer in layers):
         raise UnsupportedError(

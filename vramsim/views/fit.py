@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from collections import Counter
+
+from rich import box
+from rich.console import Console, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from vramsim.results.device_fit import DeviceFit, DeviceVerdict
 from vramsim.results.fit import Largest, LargestFit
-from vramsim.results.strategy import Candidate, StrategySearch
+from vramsim.results.strategy import Candidate, Refusal, StrategySearch
 from vramsim.views.units import format_bytes
 
-__all__ = ["held_flag", "largest_line", "render_fit", "render_strategies"]
+__all__ = ["held_flag", "largest_line", "render_device_fit", "render_fit", "render_strategies"]
 
 
 def largest_line(largest: Largest, held: str, *, advice: bool = False) -> str:
@@ -53,52 +58,136 @@ def render_fit(fit: LargestFit, console: Console) -> None:
     console.print(f"[dim]each figure from a trace: {fit.traces} traced in {fit.trace_seconds:.2f} s[/dim]")
 
 
-def render_strategies(search: StrategySearch, console: Console) -> None:
-    """Every setting measured, cheapest first, and the first that fits."""
-    console.print(
+def render_device_fit(fit: DeviceFit, console: Console) -> None:
+    """The smallest catalog GPUs that hold the job, alike ones on one line; when none does, what would."""
+    _print(console, Text.assemble((fit.model, "bold"), f"  on one GPU ({fit.headroom:.0%} headroom), traced for {fit.traced_on}"))
+    smallest = fit.smallest
+    if smallest:
+        _print(console, "the smallest GPUs that hold it:", indent=2)
+        for line in _verdict_lines(smallest):
+            _print(console, line, indent=4)
+        if not all(v.kernels_traced for v in smallest):
+            _print(
+                console,
+                f"* replayed on {fit.traced_on}'s kernels (another compute capability or vendor): confirm with --device NAME",
+                indent=2,
+            )
+    elif fit.devices:
+        largest = max(fit.devices, key=lambda v: v.usable_bytes)
+        _print(
+            console,
+            f"no catalog GPU holds it: the largest, {largest.device}, would take "
+            f"{format_bytes(largest.device_bytes)} of {format_bytes(largest.usable_bytes)} usable",
+            indent=2,
+        )
+    for advice in fit.advice:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in advice.changes.items())
+        verdict = "fits" if advice.fits else "does not fit"
+        _print(console, f"{flags}: {format_bytes(advice.device_bytes)} on each {fit.traced_on} ({verdict})", indent=2)
+    if fit.refused:
+        _print(console, f"not judged: {', '.join(fit.refused)} ({'; '.join(dict.fromkeys(fit.refused.values()))})", indent=2)
+    _print(console, f"[dim]{len(fit.devices)} GPUs judged on one trace in {fit.trace_seconds:.2f} s[/dim]")
+
+
+def _verdict_lines(verdicts: list[DeviceVerdict]) -> list[str]:
+    """Devices of the same figures on one line: ``a10, a10g: 15.20 GiB of 20.14 GiB usable``."""
+    alike: dict[tuple[int, int, bool], list[str]] = {}
+    for v in verdicts:
+        alike.setdefault((v.device_bytes, v.usable_bytes, v.kernels_traced), []).append(v.device)
+    return [
+        f"{', '.join(names)}: {format_bytes(nbytes)} of {format_bytes(usable)} usable{'' if traced else ' *'}"
+        for (nbytes, usable, traced), names in alike.items()
+    ]
+
+
+def render_strategies(search: StrategySearch, console: Console, *, verbose: bool = False) -> None:
+    """Every setting measured, cheapest first, and the first that fits; the layouts not tried counted by reason
+    (``verbose``: each one listed). Narrow enough for 80 columns: words wrap, figures never do."""
+    _print(
+        console,
         Text.assemble(
             (search.model, "bold"),
             f"  on up to {search.max_gpus} x {search.target}: {format_bytes(search.usable_bytes)} usable per GPU",
-        )
+        ),
     )
     best = search.cheapest
     if best is None:
-        console.print(f"  no setting fits on up to {search.max_gpus} GPUs (raise --gpus, or shorten the batch)")
+        _print(console, f"no setting fits on up to {search.max_gpus} GPUs (raise --gpus, or shorten the batch)", indent=2)
     else:
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in best.options().items())
-        console.print(f"  cheapest that fits: {flags}: {format_bytes(best.device_bytes)} on each device")
-    table = Table(title="Tried, cheapest first (fewest GPUs, least compute lost, least communication)", title_justify="left")
-    for name in ("gpus", "layout", "scheme", "checkpointing", "peak", "on the device", "lost", "sent", "fits"):
-        table.add_column(name, justify="left" if name in ("layout", "scheme", "checkpointing", "fits") else "right", no_wrap=True)
-    for c in search.candidates:
+        _print(console, f"cheapest that fits: {format_bytes(best.device_bytes)} on each device, with", indent=2)
+        _print(console, flags, indent=4)
+    _print(console, "Tried, cheapest first (fewest GPUs, least compute lost, least communication):")
+    _print(console, _candidates_table(search.candidates))
+    _print(
+        console,
+        "[dim]device: what nvidia-smi shows; lost: recomputed FLOPs and the pipeline's bubble as a share of the "
+        "step; sent: bytes each rank sends per micro-batch[/dim]",
+    )
+    for line in _refusal_lines(search.refused, verbose=verbose):
+        _print(console, line, indent=2)
+    _print(
+        console,
+        f"[dim]{len(search.candidates)} settings measured ({search.skipped} skipped: their full checkpointing "
+        f"does not fit, or a cheaper one fits; {search.ruled_out} ruled out untraced: their least memory is over "
+        f"the usable) from {search.traces} trace(s) in {search.trace_seconds:.2f} s[/dim]",
+    )
+
+
+def _candidates_table(candidates: list[Candidate]) -> Table:
+    """One row per setting: the layout's words wrap, the figures are never cut (``no_wrap``)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0)
+    for name in ("GPUs", "layout", "scheme", "checkpointing", "device", "lost", "sent", "fits"):
+        words = name in ("layout", "scheme", "checkpointing")
+        table.add_column(
+            name, justify="left" if words else "right", no_wrap=not words, overflow="fold", min_width=len(name) if words else None
+        )
+    for c in candidates:
         plan = c.checkpointing if c.plan == c.checkpointing else f"{c.checkpointing}: {c.plan}"
-        lost, sent = f"{c.recomputed + c.bubble:.1%}", format_bytes(int(c.communication))
         table.add_row(
             str(c.gpus),
             _layout(c),
             c.scheme,
-            plan,
-            format_bytes(c.peak_bytes),
+            plan.replace("+", "+ "),
             format_bytes(c.device_bytes),
-            lost,
-            sent,
+            f"{c.recomputed + c.bubble:.1%}",
+            format_bytes(int(c.communication)),
             "yes" if c.fits else "no",
         )
-    console.print(table)
-    console.print(
-        "[dim]peak: allocated (max_memory_allocated); lost: recomputed FLOPs and the pipeline's bubble as a "
-        "share of the step; sent: bytes each rank sends per micro-batch[/dim]"
-    )
-    for note in search.notes:
-        console.print(f"  not tried: {note}")
-    console.print(
-        f"[dim]{len(search.candidates)} settings measured ({search.skipped} skipped: their full checkpointing "
-        f"does not fit, or a cheaper one fits) from {search.traces} trace(s) in {search.trace_seconds:.2f} s[/dim]"
-    )
+    return table
+
+
+def _print(console: Console, renderable: RenderableType, *, indent: int = 0) -> None:
+    """``renderable`` (a markup string: rich wraps it) line by line, every line ``indent`` spaces in, without the spaces
+    rich leaves at a wrapped line's end or pads a table's lines with."""
+    if isinstance(renderable, str):
+        renderable = console.render_str(renderable)
+    for line in console.render_lines(Padding(renderable, (0, 0, 0, indent)), pad=False):
+        text = Text.assemble(*((segment.text, segment.style) for segment in line))
+        text.rstrip()
+        console.print(text)
+
+
+def _refusal_lines(refused: list[Refusal], *, verbose: bool) -> list[str]:
+    """The layouts not tried: a line per reason with how many, or (``verbose``) a line per layout."""
+    if verbose:
+        return [f"not tried: {_refused_layout(r)}: {r.reason}" for r in refused]
+    counts = Counter(r.reason for r in refused)
+    lines = [f"not tried ({n} layout{'s' if n > 1 else ''}): {reason}" for reason, n in counts.items()]
+    return [*lines, "(--verbose lists each layout not tried)"] if lines else []
+
+
+def _refused_layout(refusal: Refusal) -> str:
+    """``TP 8 x PP 16, FSDP2 full on 128 GPUs``, or the rank's degrees alone when its trace was refused."""
+    parts = [f"{name.upper()} {getattr(refusal, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(refusal, name) > 1]
+    layout = " x ".join(parts) or "one rank"
+    if refusal.gpus is None:
+        return f"{layout} (every setting)"
+    return f"{layout}, {refusal.scheme} on {refusal.gpus} GPUs"
 
 
 def _layout(candidate: Candidate) -> str:
     """``TP 2 x PP 2 (1f1b)``, or ``-`` for data parallelism alone."""
     parts = [f"{name.upper()} {getattr(candidate, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(candidate, name) > 1]
-    schedule = f" ({candidate.pp_schedule})" if candidate.pp_schedule else ""
+    schedule = f" ({candidate.pp_schedule.replace('-', ' ')})" if candidate.pp_schedule else ""
     return " x ".join(parts) + schedule if parts else "-"

@@ -6,10 +6,16 @@ from dataclasses import dataclass
 
 from vramsim.results.report import LayerRow
 
-__all__ = ["PEFT_PREFIX", "FoldedRow", "fold_layers"]
+__all__ = ["PEFT_PREFIX", "FoldedRow", "fold_layers", "without_peft_prefix"]
 
 PEFT_PREFIX = "base_model.model."
 """What peft's ``PeftModel`` puts before every module path; the table drops it (and says so once)."""
+
+
+def without_peft_prefix(path: str) -> str:
+    """A module path as the model itself names it: peft's wrapper prefix dropped, and the wrapped model
+    (``base_model.model``) the top level, which has no name."""
+    return "" if path == PEFT_PREFIX.rstrip(".") else path.removeprefix(PEFT_PREFIX)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import Literal
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from vramsim.errors import ConfigError
 from vramsim.results.report import AllocatorPressure, Report
 from vramsim.views.advice import advice_line
-from vramsim.views.folding import PEFT_PREFIX, fold_layers
+from vramsim.views.folding import PEFT_PREFIX, fold_layers, without_peft_prefix
+from vramsim.views.lines import print_wrapped
 from vramsim.views.trimmed import trimmed_lines
 from vramsim.views.units import format_bytes
 
@@ -22,7 +24,8 @@ __all__ = ["render_report", "render_summary", "report_text"]
 def render_summary(report: Report, console: Console) -> None:
     """The choices simulated, the peak, the verdict and the advice: ``print(report)`` in Python."""
     opts = report.options
-    console.print(
+    print_wrapped(
+        console,
         Text.assemble(
             (f"{report.model}", "bold"),
             (
@@ -40,31 +43,39 @@ def render_summary(report: Report, console: Console) -> None:
                 )
             )
             + (f" gpus={opts.get('gpus')} {report.ranks.scheme}" if report.ranks else ""),
-            f"  parameters={report.parameters:,}",
-        )
+            f"  parameters={report.parameters:,}"
+            + (f" per rank ({report.model_parameters:,} in the whole model)" if report.model_parameters else ""),
+        ),
     )
     if report.settings:
-        console.print("Simulated with: " + ", ".join(f"{name} {value}" for name, value in report.settings.items()))
+        print_wrapped(console, "Simulated with: " + ", ".join(f"{name} {value}" for name, value in report.settings.items()))
     at = report.peak_at
-    where = f"step {at.step}, {at.phase}, {at.op}" + (f" in {at.module}" if at.module else "")
-    console.print(
-        Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"), f"  at {where}")
+    module = without_peft_prefix(at.module)
+    where = f"step {at.step}, {at.phase}, {at.op}" + (f" in {module}" if module else "")
+    print_wrapped(
+        console,
+        Text.assemble("Peak allocated (max_memory_allocated): ", (format_bytes(report.peak_bytes), "bold"), f"  at {where}"),
     )
-    console.print(
+    print_wrapped(
+        console,
         f"Reserved by the allocator: {format_bytes(report.reserved_bytes)}   "
-        f"{_device_label(report.target).capitalize()}: {format_bytes(report.device_bytes)}"
+        f"{_device_label(report.target).capitalize()}: {format_bytes(report.device_bytes)}",
     )
     if report.fits is not None and report.capacity_bytes is not None:
         usable = report.capacity_bytes * (1 - report.headroom)
-        verdict = "[bold green]FITS[/]" if report.fits else "[bold red]DOES NOT FIT[/]"
-        console.print(
-            f"{verdict} on {report.target}: {format_bytes(report.device_bytes)} of "
-            f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)"
+        verdict = ("FITS", "bold green") if report.fits else ("DOES NOT FIT", "bold red")
+        print_wrapped(
+            console,
+            Text.assemble(
+                verdict,
+                f" on {report.target}: {format_bytes(report.device_bytes)} of "
+                f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)",
+            ),
         )
         if report.allocator_pressure is not None:
-            console.print(_pressure(report.allocator_pressure))
+            print_wrapped(console, _pressure(report.allocator_pressure), indent=4)
         for advice in report.advice:
-            console.print(f"  try: {advice_line(advice)}")
+            print_wrapped(console, f"  try: {advice_line(advice)}", indent=4)
 
 
 def render_report(report: Report, console: Console, *, fold: bool = True, took: tuple[float, int] | None = None) -> None:
@@ -72,20 +83,33 @@ def render_report(report: Report, console: Console, *, fold: bool = True, took: 
     False), the assumptions; last, with ``took``, the whole command's seconds and traces, else this trace's."""
     render_summary(report, console)
     if report.components:
-        console.print(_components(report))
+        _print_table(console, _components(report))
     if report.ranks is not None:
-        console.print(_ranks(report))
+        _print_table(console, _ranks(report))
     if report.checkpointing:
-        console.print(_checkpointing(report))
-    console.print(Group(_breakdown(report), _layers(report, console, fold)))
+        _print_table(console, _checkpointing(report, console.width))
+    _print_table(console, _breakdown(report))
+    _print_table(console, _layers(report, console, fold))
     if report.assumptions:
         console.print("Assumptions:")
         for item in report.assumptions:
-            console.print(f"  - {item.name}: {item.detail}")
+            print_wrapped(console, f"  - {item.name}: {item.detail}", indent=4)
     if took is None:
         console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
     else:
         console.print(f"[dim]{took[0]:.1f} s in all, {took[1]} trace{'s' if took[1] > 1 else ''}[/dim]")
+
+
+def _print_table(console: Console, table: Table) -> None:
+    """A table with its title above and its caption lines below, each wrapped to the console's width as a
+    line of text is (rich would wrap them to the table's width and pad them with spaces)."""
+    title, caption = table.title, table.caption
+    table.title = table.caption = None
+    if title:
+        print_wrapped(console, str(title))
+    console.print(table)
+    for line in str(caption or "").splitlines():
+        print_wrapped(console, line)
 
 
 def _device_label(target: str) -> str:
@@ -132,9 +156,11 @@ def _ranks(report: Report) -> Table:
     alike = "every rank holds the same; one rank's figures" if ranks.ranks_alike else "rank 0's figures"
     if ranks.busiest_stage is not None:
         alike = f"the busiest pipeline stage's figures: stage {ranks.busiest_stage}"
+    if ranks.busiest_device is not None:
+        alike = f"the busiest GPU's figures: GPU {ranks.busiest_device}"
     table = Table(title=f"Per rank: {ranks.scheme} over {ranks.gpus} GPUs ({alike})", title_justify="left")
     table.add_column("per rank")
-    table.add_column("bytes", justify="right")
+    table.add_column("", justify="right")  # bytes, and a count or a verdict
     for category, nbytes in ranks.model_state.items():
         table.add_row(
             f"{category} (held between steps)" if category != "gradients" else "gradients (one step)", format_bytes(nbytes)
@@ -146,7 +172,7 @@ def _ranks(report: Report) -> Table:
         if not name.startswith("DDP bucket "):
             table.add_row(f"communication: {name}", format_bytes(nbytes))
     if ranks.gathered_elements:
-        table.add_row("most weight elements gathered at once", f"{ranks.gathered_elements:,}")
+        table.add_row("most weights gathered at once", f"{ranks.gathered_elements:,} elements")
     for kind, nbytes in ranks.host.items():
         table.add_row(f"host memory (CPU offload, not on the device): {kind}", format_bytes(nbytes))
     table.add_row("peak allocated", format_bytes(report.peak_bytes))
@@ -158,36 +184,59 @@ def _ranks(report: Report) -> Table:
             f"micro-batch x {stage.in_flight:g} in flight",
             f"{format_bytes(stage.device_bytes)}{fits}",
         )
+    for device in ranks.devices:
+        fits = "" if device.fits is None else (", fits" if device.fits else ", does not fit")
+        table.add_row(
+            f"GPU {device.device}: {len(device.modules)} modules, weights {format_bytes(device.parameter_bytes)}, "
+            f"KV cache {format_bytes(device.kv_cache_bytes)} ({format_bytes(device.max_memory_bytes)} offered)",
+            f"{format_bytes(device.device_bytes)}{fits}",
+        )
     if report.fits is not None:
         table.add_row("fits", "yes" if report.fits else "no")
     return table
 
 
-def _checkpointing(report: Report) -> Table:
+def _checkpointing(report: Report, width: int) -> Table:
+    """Each choice's figures; a choice longer than its column's room breaks after a ``:`` or ``+`` (the
+    figures never give way)."""
     auto = report.options.get("checkpointing") == "auto"
     title = (
         "Activation checkpointing: auto's choice, per layer"
         if auto
         else "Activation checkpointing, each choice from this one trace"
     )
-    table = Table(title=title, title_justify="left")
-    for name in ("choice", "peak", "device", "fits", "recomputed", "TFLOP", "to host"):
-        table.add_column(
-            name, justify="left" if name == "choice" else "right", no_wrap=name != "choice", overflow="fold"
-        )  # the choice gives way, folded whole
-    for choice in report.checkpointing:
-        fits = "-" if choice.fits is None else ("yes" if choice.fits else "no")
-        cost = choice.cost
-        table.add_row(
-            choice.checkpointing,
+    headers = ("peak", "device", "fits", "recomputed", "TFLOP", "to host")
+    cells = [
+        (
             format_bytes(choice.peak_bytes),
             format_bytes(choice.device_bytes),
-            fits,
-            f"{cost.recomputed_ops:,}",
-            f"{cost.recomputed_flops / 1e12:,.1f}",
-            format_bytes(cost.offloaded_bytes),
+            "-" if choice.fits is None else ("yes" if choice.fits else "no"),
+            f"{choice.cost.recomputed_ops:,}",
+            f"{choice.cost.recomputed_flops / 1e12:,.1f}",
+            format_bytes(choice.cost.offloaded_bytes),
         )
+        for choice in report.checkpointing
+    ]
+    widths = [max([len(header)] + [len(cell[i]) for cell in cells]) for i, header in enumerate(headers)]
+    room = width - sum(widths) - 3 * (len(headers) + 1) - 1
+    table = Table(title=title, title_justify="left")
+    table.add_column("choice", overflow="fold")
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for choice, cell in zip(report.checkpointing, cells, strict=True):
+        table.add_row(_broken(choice.checkpointing, room), *cell)
     return table
+
+
+def _broken(spec: str, room: int) -> str:
+    """A checkpointing choice on as few lines of ``room`` as its parts allow, broken after ``:`` or ``+``
+    (``selective:`` / ``torchtitan``), never inside a part."""
+    lines = [""]
+    for part in re.findall(r"[^:+]+[:+]?", spec):
+        if lines[-1] and len(lines[-1]) + len(part) > room:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
 
 
 def _breakdown(report: Report) -> Table:
@@ -226,8 +275,18 @@ def _layers(report: Report, console: Console, fold: bool) -> Table:
     table.add_column("module", overflow="fold")
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
+    components = {component.name for component in report.components}
+    heading = None
     for row, cell in zip(rows, cells, strict=True):
-        table.add_row(_left_ellipsis(row.module.removeprefix(PEFT_PREFIX) if peft else row.module, room), *cell)
+        name = row.module.removeprefix(PEFT_PREFIX) if peft else row.module
+        component, _, inner = name.partition(".")
+        if component in components and inner:  # a pipeline's rows under their component's name, which a cut would lose
+            if component != heading:
+                table.add_row(Text(component, style="bold"), *("" for _ in headers))
+                heading = component
+            table.add_row("  " + _left_ellipsis(inner, room - 2), *cell)
+        else:
+            table.add_row(_left_ellipsis(name, room), *cell)
     return table
 
 
@@ -250,12 +309,16 @@ def _saved(least: int, most: int) -> str:
 def _pressure(pressure: AllocatorPressure) -> str:
     """What the caching allocator does within the usable memory, where the unlimited replay reserves more."""
     within = f"within {format_bytes(pressure.limit_bytes)} for the allocator"
+    unlimited = (
+        f"unlimited, the allocator would reserve {format_bytes(pressure.unlimited_reserved_bytes)} "
+        f"({format_bytes(pressure.unlimited_device_bytes)} on the device)"
+    )
     if pressure.oom_at is not None:
-        line = f"  out of memory at {pressure.oom_at} even after emptying the cache ({within})"
+        line = f"  out of memory at {pressure.oom_at} even after emptying the cache ({within}; {unlimited})"
     else:
         line = (
-            f"  fits under allocator pressure: the cache is emptied {pressure.retries} time(s) to retry a cudaMalloc "
-            f"({within}); each is a device-wide synchronisation"
+            f"  fits under allocator pressure, the figures above are its replay {within}: the cache is emptied "
+            f"{pressure.retries} time(s) to retry a cudaMalloc, each a device-wide synchronisation ({unlimited})"
         )
     if pressure.expandable_retries is not None:
         line += (

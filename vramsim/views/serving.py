@@ -17,48 +17,60 @@ def render_serve(report: ServeReport, console: Console) -> None:
     ``GPU KV cache size``, ``Maximum concurrency``), then the layers and the assumptions."""
     engine = "vLLM" if report.engine == "vllm" else "SGLang"
     pipeline = f", pipeline parallel {report.pp}" if report.pp > 1 else ""
-    console.print(
+    _say(
+        console,
         Text.assemble(
             (report.model, "bold"),
             f"  {engine} on {report.gpus} x {report.target}, tensor parallel "
             f"{report.tp}{pipeline}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
             f"{report.kv_cache_dtype}  (per rank)",
-        )
+        ),
     )
+    _say(console, "Budget")
     console.print(_budget(report))
     if report.stages:
+        _say(console, "Pipeline stages (each gets the fewest blocks any stage holds)")
         console.print(_serve_stages(report))
-    console.print(f"Available KV cache memory: {format_bytes(report.kv_cache_bytes)}")
-    console.print(
+    _say(console, f"Available KV cache memory: {format_bytes(report.kv_cache_bytes)}")
+    _say(
+        console,
         f"KV cache: {report.kv_cache_tokens:,} tokens, {report.kv_blocks:,} blocks "
         f"({report.block_size} tokens, {format_bytes(report.block_bytes)} each; "
-        f"{format_bytes(report.kv_bytes_per_token)} per token)"
+        f"{format_bytes(report.kv_bytes_per_token)} per token)",
     )
-    console.print(
+    _say(
+        console,
         f"Maximum concurrency at {report.max_model_len:,} tokens per request: {report.max_concurrency:.2f}x "
-        f"({format_bytes(report.request_bytes)} per request)"
+        f"({format_bytes(report.request_bytes)} per request)",
     )
-    if report.kv_blocks == 0:
-        console.print(
-            '[bold red]No memory is left for the KV cache[/]: vLLM stops at start-up ("No available memory '
-            'for the cache blocks"); lower --max-num-batched-tokens, raise --tp or quantize the weights'
-        )
-    elif report.max_concurrency < 1:
-        console.print(
-            f"[bold red]One request of {report.max_model_len:,} tokens does not fit[/]: vLLM refuses to start "
-            "(max seq len larger than the KV cache); lower --max-model-len or raise --tp"
+    if report.max_concurrency < 1:  # vLLM refuses to start (serving.kv_budget); SGLang shortens requests
+        _say(
+            console,
+            f"[bold red]One request of {report.max_model_len:,} tokens does not fit[/]: SGLang starts but "
+            f"caps a request at {report.kv_cache_tokens - 1:,} tokens (max_req_len: the token pool less one); "
+            "lower --max-model-len or raise --tp",
         )
     if report.concurrency is not None:
-        console.print(
+        _say(
+            console,
             f"Answer: {report.gpus} x {report.target} (tensor parallel {report.tp}, {report.replicas} "
             f"replica{'s' if report.replicas > 1 else ''}) serve {report.concurrency:,} requests of "
-            f"{report.max_model_len:,} tokens"
+            f"{report.max_model_len:,} tokens",
         )
+    _say(console, "KV cache layers (measured from the model's cache)")
     console.print(_serve_layers(report))
-    console.print("Assumptions:")
+    _say(console, "Assumptions:")
     for item in report.assumptions:
-        console.print(f"  - {item.name}: {item.detail}" + (f" ({format_bytes(item.bytes)})" if item.bytes else ""))
-    console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+        _say(console, f"  - {item.name}: {item.detail}" + (f" ({format_bytes(item.bytes)})" if item.bytes else ""), "    ")
+    _say(console, f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _say(console: Console, line: str | Text, indent: str = "") -> None:
+    """``line`` wrapped to the console's width, continued after ``indent``, with no line ending in spaces."""
+    text = Text.from_markup(line) if isinstance(line, str) else line
+    for number, part in enumerate(text.wrap(console, console.width - len(indent))):
+        part.rstrip()
+        console.print(Text(indent) + part if number else part, soft_wrap=True)
 
 
 def _budget(report: ServeReport) -> Table:
@@ -81,7 +93,7 @@ def _budget(report: ServeReport) -> Table:
         ("- CUDA graph pool", report.cuda_graph_bytes, "0 with --enforce-eager"),
         ("= KV cache", report.kv_cache_bytes, ""),
     ]
-    table = Table(title="Budget", title_justify="left")
+    table = Table()
     for name in ("term", "bytes", "why"):
         table.add_column(name, justify="right" if name == "bytes" else "left")
     for term, nbytes, why in rows:
@@ -91,7 +103,7 @@ def _budget(report: ServeReport) -> Table:
 
 def _serve_stages(report: ServeReport) -> Table:
     """Each pipeline stage's own budget; every stage gets the fewest blocks (the budget above is that stage's)."""
-    table = Table(title="Pipeline stages (each gets the fewest blocks any stage holds)", title_justify="left")
+    table = Table()
     for name in ("stage", "layers", "weights", "activation peak", "KV cache", "blocks"):
         table.add_column(name, justify="right")
     for stage in report.stages:
@@ -113,7 +125,7 @@ def _serve_layers(report: ServeReport) -> Table:
     for layer in report.layers:
         key = (layer.kind, layer.model_bytes_per_token, layer.window, layer.state_bytes, layer.cache_class)
         groups[key] = groups.get(key, 0) + 1
-    table = Table(title="KV cache layers (measured from the model's cache)", title_justify="left")
+    table = Table()
     for name in ("layers", "kind", "cache class", "per token (model cache)", "window", "state"):
         table.add_column(name, justify="left" if name in ("kind", "cache class") else "right")
     for (kind, per_token, window, state, cls), count in groups.items():

@@ -23,7 +23,15 @@ from vramsim.workload.checkpointing import UnitMarker, apply_checkpointing, inst
 from vramsim.workload.compiled import compile_model
 from vramsim.workload.inputs import default_inputs
 from vramsim.workload.losses import install_loss, liger_run
-from vramsim.workload.models import ModelSource, build_model, call_user, load_builder, load_config, pipeline_index
+from vramsim.workload.models import (
+    ModelSource,
+    build_model,
+    call_user,
+    load_builder,
+    load_config,
+    loads_checkpoint_dtype,
+    pipeline_index,
+)
 from vramsim.workload.optimizers import make_optimizer
 from vramsim.workload.parallel.expert import rank_config as expert_rank_config
 from vramsim.workload.parallel.tensor import rank_config
@@ -38,15 +46,21 @@ __all__ = ["build_program", "check_can_generate", "weight_dtype"]
 
 
 def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
-    """float32 to train unless told otherwise; inference loads the checkpoint's own dtype."""
+    """The weights' dtype (``_weights_source`` says where it comes from)."""
+    return _weights_source(config, model_config)[0]
+
+
+def _weights_source(config: SimulationConfig, model_config: Any) -> tuple[torch.dtype, str]:
+    """The weights' dtype and where it comes from: ``given``; else ``the checkpoint's config`` (its ``dtype``),
+    which inference loads and training too where transformers' ``from_pretrained`` loads it when a script
+    passes no dtype (``loads_checkpoint_dtype``); else ``default``, float32."""
     assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
     if config.dtype is not None:
-        return config.dtype
-    if config.task != "train":
-        stored = getattr(model_config, "dtype", None)  # transformers 5's name; torch_dtype is its deprecated alias
-        if isinstance(stored, torch.dtype) and stored.is_floating_point:
-            return stored
-    return torch.float32
+        return config.dtype, "given"
+    stored = getattr(model_config, "dtype", None)  # transformers 5's name; torch_dtype is its deprecated alias
+    if isinstance(stored, torch.dtype) and stored.is_floating_point and (config.task != "train" or loads_checkpoint_dtype()):
+        return stored, "the checkpoint's config"
+    return torch.float32, "default"
 
 
 PIPELINE_OPTIONS = tuple(f.name for f in dataclasses.fields(DiffusionOptions))
@@ -144,15 +158,10 @@ def _weights_dtype(source: ModelSource, config: SimulationConfig) -> tuple[Model
     """The source to build (a config copied), the weights' dtype, and where that dtype came from."""
     if isinstance(source, PretrainedConfig):
         source = copy.deepcopy(source)  # building a model writes its dtype into the config
-        dtype: torch.dtype | None = weight_dtype(config, source)
-        stored = getattr(source, "dtype", None)
-        from_checkpoint = config.dtype is None and config.task != "train" and stored == dtype
-        weights = "given" if config.dtype is not None else ("the checkpoint's config" if from_checkpoint else "default")
-    else:
-        assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
-        dtype = config.dtype
-        weights = "given" if dtype is not None else "as built"
-    return source, dtype, weights
+        dtype, weights = _weights_source(config, source)
+        return source, dtype, weights
+    assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
+    return source, config.dtype, "given" if config.dtype is not None else "as built"
 
 
 def _built_model(source: ModelSource, config: SimulationConfig, device: str, dtype: torch.dtype | None) -> torch.nn.Module:
@@ -265,7 +274,7 @@ def _grad_scaler(model: torch.nn.Module, device: str) -> torch.amp.GradScaler:
     if any(p.dtype == torch.float16 for p in trainable):
         raise ConfigError(
             "fp16 autocast training scales the loss with a GradScaler, which cannot unscale fp16 gradients; "
-            "keep fp32 master weights (drop dtype=fp16) or use mixed_precision=bf16"
+            "keep fp32 master weights (dtype=fp32) or use mixed_precision=bf16"
         )
     return torch.amp.GradScaler(torch.device(device).type)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import importlib.util
 import json
 import traceback
@@ -16,13 +17,25 @@ from typing import Any
 
 import torch
 import transformers
-from transformers import AutoConfig, PretrainedConfig
+from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
+from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
 
-__all__ = ["ModelSource", "PipelineIndex", "build_model", "call_user", "load_config", "meta_copy", "model_name", "pipeline_index"]
+__all__ = [
+    "ModelSource",
+    "PipelineIndex",
+    "build_model",
+    "call_user",
+    "load_config",
+    "loads_checkpoint_dtype",
+    "meta_copy",
+    "model_name",
+    "pipeline_index",
+    "with_default_task",
+]
 
 ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
 
@@ -60,6 +73,14 @@ def pipeline_index(source: object) -> PipelineIndex | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelNotFoundError(f"{index_file} is not a readable model_index.json", quoted=first_line(exc)) from exc
     return PipelineIndex(folder=folder, index=index)
+
+
+def with_default_task(source: object, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a task where none is given: ``config.workload.default_task`` (``generate`` for a diffusion
+    pipeline, ``task="train"`` trains its denoiser; ``train`` for a model)."""
+    if options.get("task") is not None:
+        return options
+    return {**options, "task": default_task(source)}
 
 
 def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:
@@ -162,6 +183,34 @@ DTYPE_KEYWORD = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else
 ``torch_dtype`` and passes an unknown ``dtype`` on to the model's ``__init__``."""
 
 
+@functools.cache
+def loads_checkpoint_dtype() -> bool:
+    """Whether the installed transformers' ``from_pretrained`` loads a checkpoint in its config's dtype when the
+    script passes none (transformers 5 defaults to ``dtype="auto"``), rather than in torch's default dtype
+    (transformers 4): found by loading a one-weight model whose config says bfloat16, so it is the installed
+    version's own behaviour, not a guess from its number."""
+    from transformers.utils import logging
+
+    class _OneWeight(transformers.PreTrainedModel):
+        config_class = PretrainedConfig
+
+        def __init__(self, config: PretrainedConfig) -> None:
+            super().__init__(config)
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+            self.post_init()
+
+    config = PretrainedConfig()
+    setattr(config, DTYPE_KEYWORD, torch.bfloat16)
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()  # "Loading weights" for one weight
+    try:
+        loaded = _OneWeight.from_pretrained(None, config=config, state_dict={"weight": torch.zeros(1, dtype=torch.bfloat16)})
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+    return loaded.weight.dtype == torch.bfloat16
+
+
 def build_model(
     source: ModelSource,
     *,
@@ -195,7 +244,7 @@ def build_model(
         return module.to(dtype) if dtype is not None else module
     config = source if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust_remote_code)
     check_config(config)
-    model_cls = _model_class(config, model_class, task)
+    model_cls = _model_class(config, model_class, task, trust_remote_code=trust_remote_code)
     options: dict[str, Any] = {DTYPE_KEYWORD: dtype or torch.float32}
     if attn_implementation is not None:
         options["attn_implementation"] = attn_implementation
@@ -268,17 +317,31 @@ def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfi
         raise ModelNotFoundError(f"{file} is not a readable config.json", quoted=first_line(exc)) from exc
     if not isinstance(data, dict) or "model_type" not in data:
         raise ModelNotFoundError(f"{file} has no 'model_type'; is it a Hugging Face config.json?")
+    if not trust_remote_code and _needs_remote_code(data):
+        raise ConfigError(f"{path} has its own model code (config.json's auto_map); --trust-remote-code runs it")
     try:
         return AutoConfig.from_pretrained(str(file.parent if path.is_dir() else file), trust_remote_code=trust_remote_code)
     except Exception as exc:  # transformers raises many kinds (validation, unknown model_type, ...)
         raise ModelNotFoundError(f"{file} cannot be loaded as a config", quoted=first_line(exc)) from exc
 
 
+def _needs_remote_code(data: dict[str, Any]) -> bool:
+    """Whether the config's class is the repository's own code, as ``AutoConfig`` decides: an ``auto_map``
+    naming an ``AutoConfig`` for a ``model_type`` transformers does not know."""
+    auto_map = data.get("auto_map")
+    return isinstance(auto_map, dict) and "AutoConfig" in auto_map and data.get("model_type") not in CONFIG_MAPPING
+
+
 _TASK_AUTO_CLASS = {"train": "AutoModelForCausalLM", "forward": "AutoModelForCausalLM", "generate": "AutoModelForCausalLM"}
 
 
-def _model_class(config: PretrainedConfig, model_class: str | None, task: str) -> Any:
-    """The class the user named, else the config's own architecture, else the task's Auto class."""
+def _model_class(config: PretrainedConfig, model_class: str | None, task: str, *, trust_remote_code: bool) -> Any:
+    """The class the user named, else the config's own architecture, else the task's Auto class.
+
+    An Auto class takes the repository's own code where the config's ``auto_map`` names it and the code
+    is trusted (as ``from_config`` does), else transformers' class for the config's type: the task's
+    first, then ``AutoModel``, then any other model class the ``auto_map`` offers.
+    """
     names = [model_class] if model_class else list(getattr(config, "architectures", None) or [])
     for name in names:
         cls = getattr(transformers, name, None)
@@ -289,7 +352,10 @@ def _model_class(config: PretrainedConfig, model_class: str | None, task: str) -
                 f"unknown model class {model_class!r}; name a transformers class such as "
                 "AutoModelForCausalLM, AutoModelForSequenceClassification or LlamaForCausalLM"
             )
-    auto = getattr(transformers, _TASK_AUTO_CLASS[task])
-    if type(config) in auto._model_mapping:
-        return auto
+    offered = list(getattr(config, "auto_map", None) or {}) if trust_remote_code else []
+    others = [name for name in offered if name.startswith("AutoModel")]
+    for name in dict.fromkeys([_TASK_AUTO_CLASS[task], "AutoModel", *others]):
+        auto = getattr(transformers, name, None)
+        if auto is not None and (name in offered or type(config) in auto._model_mapping):
+            return auto
     return transformers.AutoModel

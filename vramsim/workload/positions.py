@@ -5,7 +5,9 @@ A model with a learned table of absolute positions (GPT-2's ``wpe``, BERT's
 run fails with an index error, while on the meta device the lookup has a shape and no values and
 would trace. ``check_positions`` refuses such a run in one line. A model whose positions are
 computed (rotary, ALiBi, relative buckets) runs past its configured maximum, but was not trained
-there: that is a warning, naming the maximum, not a refusal.
+there: that is a warning, naming the maximum, not a refusal. A model without a config (a custom
+module) is checked by the trace itself, where its indices' bounds follow from shapes
+(``tracer/data_dependent/bounds.py``).
 """
 
 from __future__ import annotations

@@ -185,18 +185,25 @@ def _compute_loss(program: Program, observer: StepObserver) -> tuple[Any, torch.
     with quiet_default_loss():
         outputs = program.model(**program.batch)
     observer.mark(tensors_in(outputs), Category.OUTPUT)
-    if program.loss is not None:
-        loss = program.loss(outputs)
-    elif getattr(outputs, "loss", None) is not None:
-        loss = outputs.loss
-    else:
+    loss = program.loss(outputs) if program.loss is not None else _own_loss(outputs)
+    if loss is None:
         raise UnsupportedError(
-            f"{type(program.model).__name__} returned no loss to train on; pass loss=lambda outputs: ... "
-            "or a model class with a head (e.g. --model-class AutoModelForCausalLM)"
+            f"{type(program.model).__name__} returned no loss to train on (a 0-dim tensor, .loss or ['loss']); "
+            "pass loss=lambda outputs: ... or a model class with a head (e.g. --model-class AutoModelForCausalLM)"
         )
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ConfigError("the loss must be a scalar tensor")
     return outputs, loss
+
+
+def _own_loss(outputs: Any) -> Any:
+    """The loss a forward returns itself: a 0-dim tensor (a training module's ``return F.cross_entropy(...)``),
+    a ``ModelOutput``'s ``.loss`` or a dict's ``"loss"``; None when it returns none."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs if outputs.dim() == 0 else None
+    if isinstance(outputs, dict):
+        return outputs.get("loss")
+    return getattr(outputs, "loss", None)
 
 
 def _forward_step(program: Program, observer: StepObserver) -> None:

@@ -13,6 +13,10 @@ and ``vocab / tp`` at the original ``head_dim`` and ``hidden_size``: ``rank_conf
 config and the tracer traces it, so every per-rank figure (weights, gradients, optimizer states,
 activations) comes from a traced program. What the shard config does not run (the collectives'
 own buffers, DTensor's embedding mask) is listed in ``TP_NOT_TRACED`` and in the report.
+
+A mixture-of-experts decoder (``TP_MOE_MODEL_TYPES``) is split as its transformers ``base_model_tp_plan`` splits
+it: each expert's ``gate_up_proj`` column-wise and ``down_proj`` row-wise (``moe_tp_experts``), so a rank holds
+every expert at ``intermediate / tp``; the router and Qwen-MoE's shared expert, which the plan leaves out, whole.
 Checked against DTensor tensor parallel run for real on one rank of a fake process group
 (``tests/ground_truth/test_tensor_parallel_ground_truth.py``).
 """
@@ -25,11 +29,15 @@ from typing import Any
 
 from vramsim.errors import ConfigError, UnsupportedError
 
-__all__ = ["TP_MODEL_TYPES", "TP_NOT_TRACED", "rank_config"]
+__all__ = ["TP_MODEL_TYPES", "TP_MOE_MODEL_TYPES", "TP_NOT_TRACED", "rank_config"]
 
 TP_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 """Decoders whose attention is q/k/v/o with ``head_dim`` read from the config and whose MLP is
 gate/up/down, the layout Megatron and torchtitan's llama plan split; others are refused."""
+
+TP_MOE_MODEL_TYPES = {"mixtral": "intermediate_size", "qwen2_moe": "moe_intermediate_size", "qwen3_moe": "moe_intermediate_size"}
+"""MoE decoders with the same attention, and the config field of each expert's intermediate size, which their
+transformers ``base_model_tp_plan`` splits (``packed_colwise`` gate_up_proj, ``rowwise`` down_proj)."""
 
 TP_NOT_TRACED = (
     "the row-parallel all-reduces (o_proj, down_proj, the embedding) and the backward all-reduce of the "
@@ -43,19 +51,18 @@ def rank_config(source: Any, tp: int) -> Any:
     """The transformers config of the decoder one of ``tp`` ranks runs (vocabulary chunked as
     ``torch.chunk`` chunks it, so rank 0 holds the largest slice)."""
     model_type = getattr(source, "model_type", None)
-    if model_type not in TP_MODEL_TYPES:
+    if model_type not in TP_MODEL_TYPES and model_type not in TP_MOE_MODEL_TYPES:
         raise UnsupportedError(
-            f"tp splits {', '.join(sorted(TP_MODEL_TYPES))} decoders (Megatron's layout); "
-            f"{model_type or type(source).__name__} is not one"
+            f"tp splits {', '.join(sorted(TP_MODEL_TYPES | set(TP_MOE_MODEL_TYPES)))} decoders (Megatron's layout, "
+            f"transformers' tp_plan for the MoE ones); {model_type or type(source).__name__} is not one"
         )
-    if getattr(source, "num_local_experts", None) or getattr(source, "num_experts", None):
-        raise UnsupportedError("tp with mixture-of-experts layers needs expert parallelism, which is not modelled")
     heads = source.num_attention_heads
     kv_heads = getattr(source, "num_key_value_heads", None) or heads
+    split = ["intermediate_size", *([TP_MOE_MODEL_TYPES[model_type]] if model_type in TP_MOE_MODEL_TYPES else [])]
     for name, value in (
         ("num_attention_heads", heads),
         ("num_key_value_heads", kv_heads),
-        ("intermediate_size", source.intermediate_size),
+        *((name, getattr(source, name)) for name in dict.fromkeys(split)),
     ):
         if value % tp:
             raise ConfigError(f"tp={tp} must divide {name} ({value}): Megatron splits it evenly across the ranks")
@@ -63,7 +70,8 @@ def rank_config(source: Any, tp: int) -> Any:
     shard.head_dim = getattr(source, "head_dim", None) or source.hidden_size // heads
     shard.num_attention_heads = heads // tp
     shard.num_key_value_heads = kv_heads // tp
-    shard.intermediate_size = source.intermediate_size // tp
+    for name in dict.fromkeys(split):
+        setattr(shard, name, getattr(source, name) // tp)
     shard.vocab_size = ceil(source.vocab_size / tp)
     if (getattr(source, "pad_token_id", None) or 0) >= shard.vocab_size:
         shard.pad_token_id = None  # the padding row lives on another rank's slice
