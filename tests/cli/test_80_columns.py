@@ -14,7 +14,7 @@ CASES = {
     "trace that does not fit": ["trace", "gpt2", "--seq-len", "256", "--batch-size", "64", "--device", "t4"],
     "fit": ["fit", "gpt2", "--seq-len", "64", "--device", "rtx-4090"],
     "fit --strategies": ["fit", "gpt2", "--seq-len", "64", "--device", "t4", "--gpus", "2", "--strategies"],
-    "serve": ["serve", "gpt2", "--device", "rtx-4090", "--max-model-len", "1024"],
+    "serve": ["serve", "gpt2", "--device", "rtx-4090", "--max-model-len", "512", "--max-num-batched-tokens", "512"],
     "checkpoint": ["checkpoint", "gpt2", "--seq-len", "16", "--device", "h100"],
     "gpus": ["gpus"],
     "models": ["models"],
