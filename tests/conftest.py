@@ -20,6 +20,13 @@ import transformers
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def no_progress_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's progress lines on a stderr that is no terminal start after some seconds, which a slow test
+    machine may pass: tests read a command's own lines only (tests/cli/test_progress.py tests the lines)."""
+    monkeypatch.setattr("vramsim.cli.output.PROGRESS_LINES_AFTER", float("inf"))
+
+
 @pytest.fixture
 def tiny_llama() -> transformers.LlamaConfig:
     return transformers.LlamaConfig(

@@ -6,8 +6,10 @@
       UnsupportedError     not modelled yet        (also a NotImplementedError)
       TraceError           the model failed on the meta device
 
-The CLI prints ``vramsim: error: <message>`` for any of them and exits 1, so every message
-is one line that names what is wrong and what to do.
+The CLI prints ``vramsim: error: <message>`` for any of them and exits 1 (2 for a ConfigError
+its argument checks raise), so every message is one line that names what is wrong and what to do.
+A message that quotes the user's own code or model (an exception's first line) passes that text as
+``quoted``, kept apart from vramsim's words: the CLI rewords vramsim's words only.
 """
 
 from __future__ import annotations
@@ -16,7 +18,18 @@ __all__ = ["ConfigError", "ModelNotFoundError", "TraceError", "UnsupportedError"
 
 
 class VramsimError(Exception):
-    """Base class of every error vramsim raises on purpose."""
+    """Base class of every error vramsim raises on purpose: ``own`` is vramsim's words, ``quoted`` what they quote
+    (the message is ``own: quoted``, or ``quoted`` alone)."""
+
+    def __init__(self, *args: object, quoted: str | None = None) -> None:
+        own = str(args[0]) if args else ""
+        if quoted is not None:
+            args = (f"{own}: {quoted}" if own else quoted, *args[1:])
+        super().__init__(*args)
+        self.own = own
+        """The message vramsim composed, without ``quoted``."""
+        self.quoted = quoted
+        """Text quoted from the user's code or model, word for word; ``None`` when the message quotes none."""
 
 
 class ModelNotFoundError(VramsimError):

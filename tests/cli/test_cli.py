@@ -77,7 +77,7 @@ BAD_INPUTS = {
     "config without model_type": (_no_model_type, [], "no 'model_type'"),
     "negative batch": (lambda _: "gpt2", ["--batch-size", "-1"], "--batch-size must be between"),
     "unknown task": (lambda _: "gpt2", ["--task", "serve"], "unknown task 'serve'"),
-    "unknown dtype": (lambda _: "gpt2", ["--dtype", "int3"], "unsupported dtype 'int3'"),
+    "unknown dtype": (lambda _: "gpt2", ["--dtype", "int3"], "unsupported --dtype int3"),
     "unknown device": (lambda _: "gpt2", ["--device", "tpu9"], "unknown device 'tpu9'"),
     "zero and fsdp together": (lambda _: "gpt2", ["--gpus", "8", "--zero", "3", "--fsdp", "full"], "choose one"),
     "no gpus": (lambda _: "gpt2", ["--gpus", "0"], "gpus must be an integer between 1 and 65536, got 0"),
@@ -130,18 +130,6 @@ def test_lora_and_optimizer_flags_keep_their_meaning() -> None:
     assert given["optimizer"] is None
 
 
-def test_help_shows_every_default(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each option's help ends with its default."""
-    monkeypatch.setenv("COLUMNS", "300")  # no line breaks inside a default
-    with pytest.raises(SystemExit):
-        main(["trace", "--help"])
-    out = capsys.readouterr().out
-    assert out.count("(default: ") == out.count("\n  --")  # every flag (-h, --help is not one)
-    for default in ("(default: h100)", "(default: 0.1)", "(default: all-linear)", "(default: adamw)"):
-        assert default in out
-    assert "none given: generate for a diffusion pipeline, else train (default: None)" in out  # the model decides
-
-
 def test_help_loads_neither_torch_nor_transformers() -> None:
     """``vramsim --help`` and ``vramsim trace --help`` answer at once: the heavy libraries load only to trace."""
     code = (
@@ -156,17 +144,18 @@ def test_help_loads_neither_torch_nor_transformers() -> None:
 
 
 def test_gpus_lists_the_catalog_by_segment(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """``vramsim gpus``: one section per segment, AMD apart, estimated memories marked."""
-    monkeypatch.setenv("COLUMNS", "200")
+    """``vramsim gpus``: one section per segment, AMD apart, estimated memories marked, a row per card at 80 columns."""
+    monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run(capsys, "gpus")
     assert code == 0
+    lines = out.splitlines()
     headings = ["host", "data centre", "workstation", "consumer", "data centre, AMD"]
-    positions = [out.index(f"│ {heading} ") for heading in headings]
+    positions = [lines.index(heading) for heading in headings]
     assert positions == sorted(positions)
-    row = next(line for line in out.splitlines() if "│ rtx-3080-ti " in line)
-    assert "NVIDIA GeForce RTX 3080 Ti" in row and "11.76 GiB *" in row and "sm_86" in row and "│ 80 " not in row
-    assert "│   80 │" in row  # SMs, right-aligned under a two-line header
-    assert "23.64 GiB │" in next(line for line in out.splitlines() if "│ rtx-4090 " in line)  # measured: no star
+    row = next(line for line in lines if line.startswith("rtx-3080-ti "))
+    assert row.split()[1:8] == ["RTX", "3080", "Ti", "11.76", "GiB", "*", "sm_86"] and row.endswith(" 80")
+    assert "23.64 GiB  " in next(line for line in lines if line.startswith("rtx-4090 "))  # measured: no star
+    assert max(map(len, lines)) <= 80 and not [line for line in lines if line != line.rstrip()]
 
 
 def test_trace_json_per_rank_of_a_3d_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

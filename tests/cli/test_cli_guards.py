@@ -136,7 +136,7 @@ def test_option_that_does_not_apply_is_refused(
 ) -> None:
     argv, message = REFUSED[case]
     code, out, err = run(capsys, "trace", saved_config(tmp_path, tiny_llama), "--seq-len", "16", *argv)
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")  # a bad argument: refused by the option checks, before anything is traced
     assert err.startswith("vramsim: error: ") and message in err and err.count("\n") == 1
 
 
@@ -230,22 +230,22 @@ def test_inputs_and_loss_from_the_command_line(tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.parametrize(
-    ("spec", "extra", "message"),
+    ("spec", "extra", "message", "status"),
     [
-        ("mynet.py:broken", [], "mynet.py:8: RuntimeError: Trying to create tensor with negative dimension"),
-        ("mynet.py:build", ["--inputs", "{path}:bad_inputs"], "mynet.py:28: ValueError: no data here"),
-        ("mynet.py", [], "mynet.py:build_fn"),
-        ("mynet.py:build", ["--inputs", "{path}:missing"], "define def missing(batch_size, seq_len) -> dict"),
-        ("mynet.py:build", ["--loss", "{path}"], "path/to/file.py:function"),
+        ("mynet.py:broken", [], "mynet.py:8: RuntimeError: Trying to create tensor with negative dimension", 1),
+        ("mynet.py:build", ["--inputs", "{path}:bad_inputs"], "mynet.py:28: ValueError: no data here", 1),
+        ("mynet.py", [], "mynet.py:build_fn", 1),
+        ("mynet.py:build", ["--inputs", "{path}:missing"], "define def missing(batch_size, seq_len) -> dict", 1),
+        ("mynet.py:build", ["--loss", "{path}"], "path/to/file.py:function", 2),  # the flag's value names no function
     ],
 )
 def test_user_code_failure_is_one_line_naming_their_file(
-    spec: str, extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spec: str, extra: list[str], message: str, status: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _user_file(tmp_path)
     argv = [a.format(path=path) for a in extra]
     code, out, err = run(capsys, "trace", f"{tmp_path}/{spec}", "--device", "cpu", *argv)
-    assert (code, out) == (1, "")
+    assert (code, out) == (status, "")
     assert message in err and err.count("\n") == 1
 
 

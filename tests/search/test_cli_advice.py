@@ -220,7 +220,7 @@ def test_errors_use_the_words_of_the_interface(
         vramsim.simulate("gpt2", **options)  # type: ignore[arg-type]
     assert api in str(raised.value) and "--" not in str(raised.value)
     code, _, err = run(capsys, "trace", "gpt2", *argv)
-    assert code == 1 and cli in err
+    assert code == 2 and cli in err  # a bad argument
 
 
 def test_optimizer_error_offers_a_cli_user_no_callable(capsys: pytest.CaptureFixture[str]) -> None:

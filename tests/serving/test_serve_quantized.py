@@ -74,13 +74,15 @@ def test_bitsandbytes_weights_are_nf4_shards(plain: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "message", "status"),
     [
-        (["--quantization", "nf4"], "quantization 'nf4' is not one vLLM serves"),
-        (["--quantization", "gptq", "--device", "t4"], "vLLM serves GPTQ with its Marlin kernel"),
+        (["--quantization", "nf4"], "quantization 'nf4' is not one vLLM serves", 2),  # a bad argument
+        (["--quantization", "gptq", "--device", "t4"], "vLLM serves GPTQ with its Marlin kernel", 1),
     ],
 )
-def test_formats_vllm_does_not_serve_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "meta-llama/Llama-3.2-1B", *argv]) == 1
+def test_formats_vllm_does_not_serve_are_one_line(
+    argv: list[str], message: str, status: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "meta-llama/Llama-3.2-1B", *argv]) == status
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

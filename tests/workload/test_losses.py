@@ -108,4 +108,4 @@ def test_cli_takes_named_losses(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "trace", model, "--seq-len", "8", "--device", "cpu", "--loss", "chunked-ce:2", "--json")
     assert code == 0 and '"loss": "chunked-ce:2"' in out
     code, _, err = run(capsys, "trace", model, "--seq-len", "8", "--device", "cpu", "--loss", "liger")
-    assert code == 1 and err.count("\n") == 1 and "unknown loss 'liger'" in err
+    assert code == 2 and err.count("\n") == 1 and "unknown loss 'liger'" in err  # a bad argument

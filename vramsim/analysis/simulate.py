@@ -43,8 +43,6 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise:
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
     check_loss_target(parse_loss(config.loss) if isinstance(config.loss, str) else None, target.profile)
-    for each in configs:
-        _check_checkpointing(parse_checkpointing(each.checkpointing), each, target)
     check_target(config.optimizer, target.profile.vendor)
     started = time.perf_counter()
     traced = trace_workload(model, config, target, derive=all(map(generation.derives, configs)))
@@ -122,7 +120,7 @@ def _report(
         components=summary.component_peaks(program.phases, program.modules, chosen.timeline, memory),
         options=report_options(config, program) | {"attn_implementation": attention_in_force(program.modules)} | program.options,
         settings=run_settings(config, program),
-        warnings=[*program.warnings, *option_warnings(config, traced.trace)],
+        warnings=[*config.warnings, *program.warnings, *option_warnings(config, traced.trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
         allocator_pressure=memory.pressure,
     )
@@ -166,13 +164,6 @@ def _assumptions(config: SimulationConfig, target: Target, traced: Traced, chose
         *(Assumption(name="data_dependent", detail=note) for note in traced.trace.notes),
         *([traced.derived.note] if traced.derived is not None else []),
     ]
-
-
-def _check_checkpointing(plan: CheckpointPlan, config: SimulationConfig, target: Target) -> None:
-    if plan.kind != "none" and config.task != "train":
-        raise ConfigError(f"checkpointing={plan.spec!r} applies to training; task={config.task!r} saves no activations")
-    if plan.kind == "offload" and target.profile.vendor == "cpu":
-        raise ConfigError("offload moves activations to host memory, which is the cpu target's own memory; use a GPU target")
 
 
 def count_parameters(model: ModelSource, *, model_class: str | None = None, trust_remote_code: bool = False) -> int:

@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import textwrap
+from dataclasses import fields
 from typing import Any, NoReturn
 
-from vramsim.config import options
+from vramsim.cli.renamed import renamed_arguments
+from vramsim.config import DiffusionOptions, options
 from vramsim.config.options import COMMANDS
 from vramsim.config.quantization import lora_of_rank
 from vramsim.config.serving import serve_options
+from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError
+from vramsim.estimators.sharding.plan import OFFLOAD_CHOICES
 
-__all__ = ["ANY_DEVICE_DEFAULT", "NOT_FIT_EXIT", "build_parser", "subparser", "workload_options"]
+__all__ = [
+    "ANY_DEVICE_DEFAULT",
+    "BAD_ARGUMENT_EXIT",
+    "NOT_FIT_EXIT",
+    "argument_warnings",
+    "build_parser",
+    "subparser",
+    "workload_options",
+]
+
+BAD_ARGUMENT_EXIT = 2
+"""Exit status of a bad argument: one argparse refuses, or an option value the config's checks refuse."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -20,7 +37,23 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         print(f"vramsim: error: {message} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(BAD_ARGUMENT_EXIT)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each flag's default after its help, unless it has none to tell (``None``, a switch) or its help already
+    says what applies when it is not given (``default: ...``, ``none given: ...``, ``...; default 2r``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        told = re.search(r"\bdefault:|\bnone given\b|; default \S+$", text) is not None
+        if not action.option_strings or action.default in (None, False, argparse.SUPPRESS) or told:
+            return text
+        return f"{text} (default: %(default)s)"
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """Wrapped at spaces only: a flag named in the help (``--max-model-len``) is never split at its hyphens."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 class _Default(str):
@@ -28,6 +61,45 @@ class _Default(str):
 
 
 _ALL_LINEAR = _Default("all-linear")
+_NO_CHECKPOINTING = _Default("none")
+
+
+_PIPELINE_OPTIONS = frozenset(spec.name for spec in fields(DiffusionOptions))
+"""The options only a diffusion pipeline reads, which ``checkpoint`` (a single model's) does not offer."""
+
+_STATE_OFFLOADS = tuple(choice for choice in OFFLOAD_CHOICES if choice != "none")
+OFFLOADS = ("none", "model", "sequential", *_STATE_OFFLOADS)
+"""``--offload``: one flag for both CPU offloads, a pipeline's (``offload``) and sharded training's (``offload_states``)."""
+
+
+def _as_given(text: str) -> str:
+    """A flag's text as it is; a str default too, which argparse passes through ``type`` (``_Default`` kept)."""
+    return text
+
+
+def _offload_flag(text: str) -> str:
+    """``--offload``'s value, ``no`` (a pipeline's old spelling) being ``none``."""
+    value = text.strip().lower()
+    return "none" if value == "no" else value
+
+
+def _offload_argument(parser: argparse.ArgumentParser, *, pipelines: bool) -> None:
+    """``--offload``, with a pipeline's choices where the command traces pipelines."""
+    pipeline = (
+        "a diffusion pipeline's as diffusers does it, model (enable_model_cpu_offload: only the running component's "
+        "weights on the device) or sequential (enable_sequential_cpu_offload: only the running layer's); "
+    )
+    parser.add_argument(
+        "--offload",
+        type=_offload_flag,
+        choices=OFFLOADS if pipelines else ("none", *_STATE_OFFLOADS),
+        default="none",
+        metavar="OFFLOAD",
+        help=f"CPU offload: {pipeline if pipelines else ''}sharded training's model states, optimizer (ZeRO "
+        "offload_optimizer: fp32 master, gradients, optimizer states on the host) or params (also the weights: "
+        "ZeRO-3 offload_param, FSDP2 CPUOffloadPolicy); or none",
+    )
+
 
 ANY_DEVICE_DEFAULT = _Default("any")
 """``fit``'s device when none is given: every GPU of the catalog judged (told apart from ``--device any``)."""
@@ -36,17 +108,24 @@ ANY_DEVICE_DEFAULT = _Default("any")
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The model, then one argument per ``SimulationConfig`` option the command takes."""
     parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
+    offered = "trace" if command in ("fit", "checkpoint") else command
     for spec, option in options():
-        if not option.cli or command not in option.commands:
+        if not option.cli or offered not in option.commands or spec.name == "offload_states":
+            continue
+        if command == "checkpoint" and spec.name in _PIPELINE_OPTIONS:
             continue
         flag = option.flag or "--" + spec.name.replace("_", "-")
-        default = option.defaults.get(command, spec.default)
-        if isinstance(spec.default, bool):
+        default = option.defaults.get(offered, spec.default)
+        if spec.name == "checkpointing":  # told apart from "none" given, which --gradient-checkpointing overrides
+            default = _NO_CHECKPOINTING
+        if spec.name == "offload":
+            _offload_argument(parser, pipelines=True)
+        elif isinstance(spec.default, bool):
             parser.add_argument(flag, dest=spec.name, action="store_true", help=option.help)
         else:
             metavar = flag.removeprefix("--").replace("-", "_").upper()
             parser.add_argument(
-                flag, dest=spec.name, type=option.parse or str, default=default, metavar=metavar, help=option.help
+                flag, dest=spec.name, type=option.parse or _as_given, default=default, metavar=metavar, help=option.help
             )
         if spec.name == "lora":
             parser.add_argument(
@@ -58,6 +137,9 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha (peft's lora_alpha); default 2r")
             parser.add_argument("--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (lora_dropout)")
             parser.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (peft's use_dora=True)")
+    if command == "checkpoint":
+        _offload_argument(parser, pipelines=False)
+    renamed_arguments(parser, command)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     if command == "trace":
         parser.add_argument(
@@ -84,6 +166,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                 metavar=flag.removeprefix("--").replace("-", "_").upper(),
                 help=option.help,
             )
+    renamed_arguments(parser, "serve")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -114,21 +197,22 @@ def _checkpoint_arguments(saved: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its flags, built from the options' own specs so the CLI and the API agree."""
     parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
+    parser.add_argument("--version", action="version", version=f"vramsim {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     helps = {
         "trace": "trace a workload and report its peak memory",
         "validate": "run the workload for real on the CPU and compare with the prediction",
     }
     for command in COMMANDS:
-        sub = commands.add_parser(command, help=helps[command], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        sub = commands.add_parser(command, help=helps[command], formatter_class=_HelpFormatter)
         _workload_arguments(sub, command)
         _run_arguments(sub, command)
     fit = commands.add_parser(
         "fit",
         help="the largest batch size and sequence length that fit the target, each traced",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
-    _workload_arguments(fit, "trace")
+    _workload_arguments(fit, "fit")
     _run_arguments(fit, "fit")
     device = next(action for action in fit._actions if action.dest == "device")
     device.default = ANY_DEVICE_DEFAULT
@@ -136,21 +220,31 @@ def build_parser() -> argparse.ArgumentParser:
     saved = commands.add_parser(
         "checkpoint",
         help="a training checkpoint's files on disk, and the memory to save and restore it",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
-    _workload_arguments(saved, "trace")
+    _workload_arguments(saved, "checkpoint")
     _checkpoint_arguments(saved)
     _run_arguments(saved, "checkpoint")
     serve = commands.add_parser(
         "serve",
         help="the KV cache a serving engine (vLLM, SGLang) gets, and the concurrency",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     _serve_arguments(serve)
     _run_arguments(serve, "serve")
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser
+
+
+def _version() -> str:
+    """The installed package's version, from its metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vramsim")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 NOT_FIT_EXIT = 3
@@ -160,7 +254,9 @@ NOT_FIT_EXIT = 3
 def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """How the command runs rather than what it simulates."""
     parser.add_argument(
-        "--quiet", action="store_true", help="no progress display on stderr (none either when stderr is not a terminal)"
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (a spinner on a terminal; otherwise a line per stage once the command has run a few seconds)",
     )
     if command == "fit":
         parser.add_argument(
@@ -193,17 +289,22 @@ _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": 
 
 
 def workload_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R."""
-    from vramsim.workload.models import load_function, with_default_task
-
-    given = with_default_task(
-        args.model, {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
-    )
-
+    """The ``simulate`` keywords the command line gave; ``--lora-rank`` R becomes a LoRA of rank R, ``--offload``
+    the option of its kind, a ``path/to/file.py:function`` the function (importing the user's file); the task,
+    where none is given, the model's (``config.workload.default_task``, read without torch)."""
+    given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
+    if given.get("task") is None:
+        given["task"] = default_task(args.model)
+    if hasattr(args, "offload"):  # one flag, two options: a pipeline's offload and sharded training's
+        states = args.offload in _STATE_OFFLOADS
+        given["offload"] = "no" if states or args.offload == "none" else args.offload
+        given["offload_states"] = args.offload if states else "none"
     for name, signature in _USER_FUNCTIONS.items():
         if name == "loss" and given[name] is not None and ".py" not in given[name]:
             continue  # a named loss (vramsim/workload/losses.py), checked with the other options
         if given[name] is not None:
+            from vramsim.workload.models import load_function
+
             given[name] = load_function(given[name], signature)
     shaped = args.lora_targets is not _ALL_LINEAR or args.lora_alpha is not None or args.lora_dropout or args.dora
     if given["lora"] is None and shaped:
@@ -215,6 +316,14 @@ def workload_options(args: argparse.Namespace) -> dict[str, Any]:
             given["lora"], args.lora_targets, alpha=args.lora_alpha, dropout=args.lora_dropout, dora=args.dora
         )
     return given
+
+
+def argument_warnings(args: argparse.Namespace) -> list[str]:
+    """What only the command line can tell is easy to misread: ``--checkpointing none`` beside
+    ``--gradient-checkpointing``, which checkpoints in full."""
+    if args.gradient_checkpointing and args.checkpointing == "none" and args.checkpointing is not _NO_CHECKPOINTING:
+        return ["--gradient-checkpointing is --checkpointing full; it overrides the --checkpointing none given"]
+    return []
 
 
 def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
-
 from rich.console import Console
 
-from vramsim.cli.arguments import workload_options
+from vramsim.cli.command import Command
 from vramsim.cli.output import progress, show
 
 __all__ = ["run"]
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+def run(command: Command, console: Console) -> int:
     """Trace the training step and its checkpoint, then print the report (or its JSON)."""
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.views.checkpoint import render_checkpoint
 
-    with progress(args, f"tracing {args.model} and its checkpoint"):
+    args = command.args
+    with progress(command, f"tracing {args.model} and its checkpoint"):
         report = checkpoint(
             args.model,
             save_format=args.save_format,
             map_location=args.map_location,
             async_save=args.async_save,
-            **workload_options(args),
+            **command.options,
         )
-    show(args, report, render_checkpoint, console)
+    show(command, report, render_checkpoint, console)
     return 0

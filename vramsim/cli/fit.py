@@ -3,44 +3,45 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from rich.console import Console
 
-from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, workload_options
+from vramsim.cli.arguments import ANY_DEVICE_DEFAULT
+from vramsim.cli.command import Command
 from vramsim.cli.output import progress, show
 from vramsim.errors import ConfigError
 
 __all__ = ["run"]
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+def run(command: Command, console: Console) -> int:
     """Search (each size a trace), then print the sizes found, after the strategies tried when asked for."""
     from vramsim.search.devices import ANY_DEVICE, device_fit
     from vramsim.search.fitting import largest_fit
     from vramsim.search.strategy import cheapest_strategy
     from vramsim.views.fit import render_device_fit, render_fit, render_strategies
 
-    options = workload_options(args)
+    args = command.args
+    options = dict(command.options)
     any_device = options["device"] == ANY_DEVICE
     if any_device and args.strategies:
         if args.device is not ANY_DEVICE_DEFAULT:
             raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
         options.pop("device")  # the strategy search's device: the catalog default
     elif any_device:
-        with progress(args, f"judging every GPU on a trace of {args.model}") as tell:
-            found = device_fit(args.model, progress=tell, **options)
-        show(args, found, render_device_fit, console)
+        with progress(command, f"judging every GPU on a trace of {args.model}") as told:
+            found = device_fit(args.model, progress=told, **options)
+        show(command, found, render_device_fit, console)
         return 0
-    with progress(args, f"searching the largest fit of {args.model}") as tell:
-        search = cheapest_strategy(args.model, progress=tell, **options) if args.strategies else None
+    with progress(command, f"searching the largest fit of {args.model}") as told:
+        search = cheapest_strategy(args.model, progress=told, **options) if args.strategies else None
         if search is not None and search.cheapest is None:
             fit = None
         else:
-            fit = largest_fit(args.model, progress=tell, **options | (search.options() if search else {}))
+            fit = largest_fit(args.model, progress=told, **options | (search.options() if search else {}))
     if search is None:
-        show(args, fit, render_fit, console)
+        show(command, fit, render_fit, console)
     elif args.json:
         print(json.dumps({"strategies": search.to_dict(), "largest": fit.to_dict() if fit else None}, indent=2))
     else:

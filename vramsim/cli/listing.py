@@ -2,31 +2,33 @@
 
 from __future__ import annotations
 
-import argparse
-
 from rich.console import Console
 
 from vramsim import model_zoo
+from vramsim.cli.command import Command
 
 __all__ = ["run"]
 
 
 def _models() -> None:
-    """The bundled model ids, then the bundled pipelines with the tasks each takes."""
+    """The bundled model ids, then the bundled pipelines with the tasks each takes, an id first on each line."""
     for model_id in model_zoo.model_ids():
         print(model_id)
     from vramsim.workload.diffusion.recipes import RECIPES
     from vramsim.workload.diffusion.spec import find_pipeline
 
-    for pipeline_id in model_zoo.pipeline_ids():
+    pipelines = model_zoo.pipeline_ids()
+    width = max(map(len, pipelines), default=0)
+    print("diffusion pipelines, with the --task values each takes:")
+    for pipeline_id in pipelines:
         spec = find_pipeline(pipeline_id)
-        tasks = "generate or train" if spec is not None and spec.class_name in RECIPES else "generate"
-        print(f"{pipeline_id}  (diffusion pipeline: --task {tasks})")
+        tasks = "generate, train" if spec is not None and spec.class_name in RECIPES else "generate"
+        print(f"{pipeline_id.ljust(width)}  {tasks}")
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+def run(command: Command, console: Console) -> int:
     """``models``: the bundled configs; ``gpus``: the target devices."""
-    if args.command == "models":
+    if command.args.command == "models":
         _models()
     else:
         from vramsim.views.devices import render_devices

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+import time
 from collections.abc import Callable
 
 from rich.console import Console
 
 from vramsim.cli import checkpoint, fit, listing, serve, trace, validate
-from vramsim.cli.arguments import build_parser, subparser
-from vramsim.cli.wording import in_cli_words
-from vramsim.errors import VramsimError
+from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
+from vramsim.cli.command import Command, check_command
+from vramsim.cli.wording import cli_message, in_cli_words
+from vramsim.errors import ConfigError, VramsimError
+from vramsim.views.trimmed import trimmed_lines
 
 __all__ = ["main"]
 
-_RUNS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
+_RUNS: dict[str, Callable[[Command, Console], int]] = {
     "trace": trace.run,
     "validate": validate.run,
     "fit": fit.run,
@@ -24,21 +26,35 @@ _RUNS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "models": listing.run,
     "gpus": listing.run,
 }
-"""Each subcommand's work, once its arguments parsed."""
+"""Each subcommand's work, once its arguments are checked."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code (``NOT_FIT_EXIT`` for ``trace --fail-if-not-fit`` that does not fit)."""
+    """Run the CLI; returns the process exit code: 0 done, 1 an error, ``BAD_ARGUMENT_EXIT`` (2) a bad argument,
+    ``NOT_FIT_EXIT`` (3) ``trace --fail-if-not-fit`` that does not fit."""
+    started = time.perf_counter()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the command's own parser, whose --help lists what it takes
         subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
-    console = Console()
     try:
-        return _RUNS[args.command](args, console)
+        command = check_command(args, started)
+    except ConfigError as exc:
+        return _error(exc, BAD_ARGUMENT_EXIT)
     except VramsimError as exc:
-        print(f"vramsim: error: {in_cli_words(str(exc))}", file=sys.stderr)
-        return 1
+        return _error(exc, 1)
+    for warning in command.warnings:
+        print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
+    try:
+        return _RUNS[args.command](command, Console(file=trimmed_lines(sys.stdout)))
+    except VramsimError as exc:
+        return _error(exc, 1)
     except MemoryError:
         print("vramsim: error: out of host memory; try a smaller --batch-size or --seq-len", file=sys.stderr)
         return 1
+
+
+def _error(exc: VramsimError, status: int) -> int:
+    """The one line an error gets, in the command line's words; ``status`` is returned."""
+    print(f"vramsim: error: {cli_message(exc)}", file=sys.stderr)
+    return status

@@ -1,33 +1,85 @@
-"""How a subcommand shows its work: a spinner while it runs, then its result as JSON or as its view."""
+"""How a subcommand shows its work: progress on stderr while it runs, then its result as JSON or as its view."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
+import math
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
 
-__all__ = ["progress", "show"]
+from vramsim.cli.command import Command
+
+__all__ = ["PROGRESS_LINES_AFTER", "Progress", "progress", "show"]
+
+PROGRESS_LINES_AFTER = 5.0
+"""Seconds into a command after which stderr that is not a terminal (a pipe, a CI log) gets a line per stage:
+a quick command prints nothing there, a long one says what it is doing."""
+
+
+class Progress:
+    """Told each stage of the work (each further trace, as ``simulate``'s ``progress`` is); counts them.
+
+    ``show`` gets each stage, the first at once; with ``delay`` (seconds), only once that delay has passed, the
+    stage then under way first (never, with an infinite delay).
+    """
+
+    def __init__(self, text: str, show: Callable[[str], None], *, delay: float = 0.0) -> None:
+        self.stages = 0
+        """Updates told after the first stage: each is a further trace."""
+        self._show, self._current, self._shown = show, text, delay <= 0
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(delay, 0.0), self._start)
+        self._timer.daemon = True
+        if self._shown:
+            show(text)
+        elif math.isfinite(delay):
+            self._timer.start()
+
+    def __call__(self, update: str) -> None:
+        with self._lock:
+            self.stages += 1
+            self._current = update
+            if self._shown:
+                self._show(update)
+
+    def _start(self) -> None:
+        with self._lock:
+            self._shown = True
+            self._show(self._current)
+
+    def stop(self) -> None:
+        """No further stage is shown (the command has its answer)."""
+        self._timer.cancel()
+        self._shown = False
 
 
 @contextlib.contextmanager
-def progress(args: argparse.Namespace, text: str) -> Iterator[Callable[[str], None]]:
-    """A spinner on stderr while the command works, told what it is doing; none when ``--quiet`` or when
-    stderr is not a terminal (a pipe or a log file gets only the result)."""
-    if getattr(args, "quiet", False) or not sys.stderr.isatty():
-        yield lambda _: None
-        return
-    with Console(stderr=True).status(text) as status:
-        yield lambda update: status.update(update)
+def progress(command: Command, text: str) -> Iterator[Progress]:
+    """Progress on stderr while the command works: a spinner on a terminal; otherwise a line per stage once the
+    command has run ``PROGRESS_LINES_AFTER`` seconds; none with ``--quiet``."""
+    if getattr(command.args, "quiet", False):
+        yield Progress(text, lambda _: None)
+    elif sys.stderr.isatty():
+        with Console(stderr=True).status(text) as status:
+            yield Progress(text, status.update)
+    else:
+        delay = PROGRESS_LINES_AFTER - (time.perf_counter() - command.started)
+        told = Progress(text, lambda stage: print(f"vramsim: {stage} ...", file=sys.stderr, flush=True), delay=delay)
+        try:
+            yield told
+        finally:
+            told.stop()
 
 
-def show(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], console: Console) -> None:
+def show(command: Command, result: Any, render: Callable[[Any, Console], None], console: Console) -> None:
     """``--json``: the result's data; else its terminal view."""
-    if args.json:
+    if command.args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         render(result, console)

@@ -166,15 +166,16 @@ class AnalysisOptions:
             check_count("torch_empty_cache_steps", self.torch_empty_cache_steps, 1 << 20)
             if workload.task != "train":
                 raise ConfigError(f"torch_empty_cache_steps is the Trainer's training step; task={workload.task!r} runs none")
-        self._check_checkpointing()
+        self._check_checkpointing(workload)
         gpus = self.gpus
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
             raise ConfigError(f"gpus must be an integer between 1 and {MAX_GPUS}, got {gpus!r}")
         check_count("pp", self.pp, MAX_GPUS)
         self._check_pipeline(workload)
 
-    def _check_checkpointing(self) -> None:
-        """``gradient_checkpointing`` is ``checkpointing='full'``; the spec becomes its canonical form."""
+    def _check_checkpointing(self, workload: WorkloadOptions) -> None:
+        """``gradient_checkpointing`` is ``checkpointing='full'``; the spec becomes its canonical form; it needs a
+        training step, and offload a device besides the host."""
         alias = self.gradient_checkpointing and self.checkpointing == "none"
         try:
             plan = parse_checkpointing("full" if alias else self.checkpointing)
@@ -184,6 +185,10 @@ class AnalysisOptions:
             raise ConfigError(
                 f"gradient_checkpointing is checkpointing='full'; it contradicts checkpointing={self.checkpointing!r}"
             )
+        if plan.kind != "none" and workload.task != "train":
+            raise ConfigError(f"checkpointing={plan.spec!r} applies to training; task={workload.task!r} saves no activations")
+        if plan.kind == "offload" and workload.device.lower() == "cpu":
+            raise ConfigError("offload moves activations to host memory, which is the cpu target's own memory; use a GPU target")
         self.checkpointing = plan.spec
         self.gradient_checkpointing = plan.kind == "full"
 

@@ -49,7 +49,14 @@ class PrecisionOptions:
     )
 
     def check_precision(self) -> None:
-        """A dtype name becomes its torch dtype (torch loads here, once the arguments are parsed)."""
+        """A dtype name must be one taken; checked without torch, so that a bad argument is answered at once."""
+        for name, names in (("dtype", _DTYPE_NAMES), ("mixed_precision", _MIXED_NAMES)):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.lower().removeprefix("torch.") not in names:
+                raise ConfigError(f"unsupported {name}={value!r}; choose one of: {', '.join(names)}")
+
+    def resolve_precision(self) -> None:
+        """A dtype name becomes its torch dtype: torch loads here, the last step of the checks."""
         self.dtype = _dtype("dtype", self.dtype, _DTYPE_NAMES)
         self.mixed_precision = _dtype("mixed_precision", self.mixed_precision, _MIXED_NAMES)
 
@@ -68,11 +75,13 @@ def _torch_dtypes(names: dict[str, str]) -> dict[str, torch.dtype]:
 
 
 def _dtype(name: str, value: Any, names: dict[str, str]) -> torch.dtype | None:
+    if value is None:
+        return None
     import torch
 
     choices = _torch_dtypes(names)
-    if value is None or (isinstance(value, torch.dtype) and value in choices.values()):
+    if isinstance(value, torch.dtype) and value in choices.values():
         return value
     if isinstance(value, str) and value.lower().removeprefix("torch.") in choices:
         return choices[value.lower().removeprefix("torch.")]
-    raise ConfigError(f"unsupported {name} {value!r}; choose one of: {', '.join(choices)}")
+    raise ConfigError(f"unsupported {name}={value!r}; choose one of: {', '.join(choices)}")

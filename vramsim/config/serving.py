@@ -10,12 +10,15 @@ from vramsim.config.workload import MAX_SEQ_LEN
 from vramsim.errors import ConfigError
 from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
 
-__all__ = ["ENGINES", "ServeConfig", "serve_options"]
+__all__ = ["ENGINES", "VLLM_QUANTIZATION_NAMES", "ServeConfig", "serve_options"]
 
 ENGINES = ("vllm", "sglang")
-QUANTIZATIONS = ("fp8", "gptq", "awq", "bitsandbytes")
+QUANTIZATIONS = ("fp8", "gptq", "awq", "nf4-dq")
 """vLLM ``--quantization`` methods modelled: FP8 weights quantized at load (one scale per tensor),
-GPTQ and AWQ checkpoints (4 bits, groups of 128) on the Marlin kernel, bitsandbytes in-flight NF4."""
+GPTQ and AWQ checkpoints (4 bits, groups of 128) on the Marlin kernel, and vLLM's ``bitsandbytes``: in-flight
+NF4 with double-quantized scales, named as ``trace --quantization`` names that format."""
+VLLM_QUANTIZATION_NAMES = {"nf4-dq": "bitsandbytes"}
+"""vLLM's own ``--quantization`` name where it differs; taken from Python too (the command line warns of it)."""
 MAX_GPUS = 1024
 
 
@@ -102,8 +105,8 @@ class ServeConfig:
     quantization: str | None = field(
         default=None,
         metadata=_option(
-            help="vLLM --quantization: fp8 (linear weights in FP8), gptq / awq (4-bit checkpoints on the Marlin kernel), "
-            "bitsandbytes (in-flight NF4)",
+            help="fp8 (vLLM's: linear weights in FP8), gptq / awq (4-bit checkpoints on the Marlin kernel), nf4-dq "
+            "(vLLM's bitsandbytes: NF4 quantized in flight, double-quantized scales)",
             report=_same,
         ),
     )
@@ -134,6 +137,8 @@ class ServeConfig:
             )
         if self.quantization is not None:
             self.quantization = self.quantization.lower()
+            vllm = {name: ours for ours, name in VLLM_QUANTIZATION_NAMES.items()}
+            self.quantization = vllm.get(self.quantization, self.quantization)
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
             raise ConfigError(
                 f"quantization {self.quantization!r} is not one vLLM serves as modelled here; choose one of: "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, fields
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from vramsim.config.analysis import AnalysisOptions
@@ -12,6 +12,7 @@ from vramsim.config.options import Option
 from vramsim.config.parallelism import ParallelOptions
 from vramsim.config.precision import PrecisionOptions
 from vramsim.config.quantization import QuantizationOptions
+from vramsim.config.surprises import device_warning, sharding_warning
 from vramsim.config.training import TrainingOptions
 from vramsim.config.workload import WorkloadOptions
 from vramsim.errors import ConfigError, UnsupportedError
@@ -37,7 +38,7 @@ interleave in it, so it is kept here rather than taken from the fields."""
 
 def options() -> list[tuple[Field[Any], Option]]:
     """Every ``SimulationConfig`` field with its ``Option``, in ``OPTION_ORDER`` (a field missing from it fails here)."""
-    ordered = sorted(fields(SimulationConfig), key=lambda f: OPTION_ORDER.index(f.name))
+    ordered = sorted((f for f in fields(SimulationConfig) if f.init), key=lambda f: OPTION_ORDER.index(f.name))
     return [(f, f.metadata["option"]) for f in ordered]
 
 
@@ -59,6 +60,9 @@ class SimulationConfig(
     each group checks its own fields, against the workload where it depends on the task.
     """
 
+    warnings: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+    """Options taken as given that are easy to misread (``vramsim/config/surprises.py``), one line each."""
+
     @property
     def sharding(self) -> ShardingPlan:
         """The data-parallel plan of ``gpus``, ``zero`` and ``fsdp`` (checked in ``__post_init__``); a device map
@@ -78,7 +82,7 @@ class SimulationConfig(
     @classmethod
     def from_options(cls, **options: Any) -> SimulationConfig:
         """Like the constructor, but an unknown option is a ConfigError naming the choices."""
-        names = {f.name for f in fields(cls)}
+        names = {f.name for f in fields(cls) if f.init}
         unknown = sorted(set(options) - names)
         if unknown:
             raise ConfigError(f"unknown option {unknown[0]!r}; choose from: {', '.join(sorted(names))}")
@@ -98,9 +102,12 @@ class SimulationConfig(
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.check_sharding(sharding, self)
+        found = (device_warning(self.device), sharding_warning(sharding, self.gpus))
+        self.warnings = tuple(warning for warning in found if warning is not None)
         self._refuse_unmodelled_training()
         self.check_quantization()
         self.check_diffusion(self)
+        self.resolve_precision()
 
     def _refuse_unmodelled_compile(self) -> None:
         """``--compile`` is modelled for one device's training step (vramsim/workload/compiled.py)."""

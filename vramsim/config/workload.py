@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+from vramsim import model_zoo
 from vramsim.config.checks import check_count
 from vramsim.config.options import COMMANDS, as_is, option
-from vramsim.errors import ConfigError
+from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.estimators.devices import get_device
 
-__all__ = ["ATTN_IMPLEMENTATIONS", "MAX_BATCH", "MAX_SEQ_LEN", "TASKS", "Task", "TorchAutograd", "WorkloadOptions"]
+__all__ = [
+    "ATTN_IMPLEMENTATIONS",
+    "MAX_BATCH",
+    "MAX_SEQ_LEN",
+    "TASKS",
+    "UNTRACED_ATTENTION",
+    "Task",
+    "TorchAutograd",
+    "WorkloadOptions",
+    "default_task",
+]
 
 Task = Literal["train", "forward", "generate"]
 TASKS = ("train", "forward", "generate")
@@ -18,8 +31,24 @@ TorchAutograd = Literal["installed", "1.10"]
 MAX_SEQ_LEN = 1 << 22
 """Longer sequences than 4M tokens are rejected: no model is trained at that length today."""
 MAX_BATCH = 1 << 20
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
-"""transformers' ``attn_implementation`` names (``ALL_ATTENTION_FUNCTIONS`` plus ``eager``)."""
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3")
+"""transformers' ``attn_implementation`` names vramsim traces (of ``ALL_ATTENTION_FUNCTIONS`` plus ``eager``)."""
+UNTRACED_ATTENTION = {
+    "flex_attention": "torch's flex_attention refuses meta tensors ('FlexAttention is only supported on CUDA, CPU, "
+    "HPU, or MPS devices'); use sdpa, eager or flash_attention_2"
+}
+"""transformers' other names, each with why it is not modelled."""
+
+
+def default_task(source: object) -> Task:
+    """The task when none is given: ``generate`` for a diffusion pipeline (a bundled pipeline id or a folder with a
+    ``model_index.json``), whose question is the memory of an image; ``train`` for a model. Read without torch."""
+    if isinstance(source, (str, Path)):
+        text = str(source)
+        folder = model_zoo.find_pipeline(text) or Path(text).expanduser()
+        if (folder / "model_index.json").is_file():
+            return "generate"
+    return "train"
 
 
 @dataclass(kw_only=True)
@@ -66,8 +95,8 @@ class WorkloadOptions:
     attn_implementation: str | None = field(
         default=None,
         metadata=option(
-            help="transformers' attention kernel: eager, sdpa, flash_attention_2, flash_attention_3 or flex_attention; "
-            "none given: what transformers picks (sdpa where the model supports it, else eager)"
+            help=f"transformers' attention kernel: {', '.join(ATTN_IMPLEMENTATIONS)}; none given: what transformers "
+            "picks (sdpa where the model supports it, else eager)"
         ),
     )
     # The report's options name the implementation in force (the model's config after the build), not this request.
@@ -106,6 +135,10 @@ class WorkloadOptions:
             raise ConfigError(f"unknown task {self.task!r}; choose one of: {', '.join(TASKS)}")
         check_count("batch_size", self.batch_size, MAX_BATCH)
         check_count("seq_len", self.seq_len, MAX_SEQ_LEN)
+        get_device(self.device)  # an unknown name is answered here, before anything is traced
+        if self.attn_implementation in UNTRACED_ATTENTION:
+            reason = UNTRACED_ATTENTION[self.attn_implementation]
+            raise UnsupportedError(f"attn_implementation={self.attn_implementation!r} is not modelled: {reason}")
         if self.attn_implementation is not None and self.attn_implementation not in ATTN_IMPLEMENTATIONS:
             raise ConfigError(
                 f"unknown attn_implementation {self.attn_implementation!r}; choose one of: {', '.join(ATTN_IMPLEMENTATIONS)}"
@@ -121,11 +154,12 @@ class WorkloadOptions:
             raise ConfigError(f"cache_implementation='static' is the generate loop's cache; task='{self.task}' keeps none")
         if self.torch_autograd not in ("installed", "1.10"):
             raise ConfigError(f"unknown torch_autograd {self.torch_autograd!r}; choose one of: installed, 1.10")
-        try:
-            from vramsim.tracer.data_dependent import parse_routing  # torch, once arguments are parsed
+        if self.moe_routing != "balanced":  # the default is canonical; parsing another loads torch
+            try:
+                from vramsim.tracer.data_dependent import parse_routing
 
-            self.moe_routing = parse_routing(self.moe_routing).spec
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+                self.moe_routing = parse_routing(self.moe_routing).spec
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         if self.steps < 1:
             raise ConfigError(f"steps must be at least 1, got {self.steps}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vramsim.config.serving import ServeConfig
+from vramsim.config.serving import VLLM_QUANTIZATION_NAMES, ServeConfig
 from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
@@ -55,7 +55,7 @@ def _quantization_notes(config: ServeConfig) -> list[Assumption]:
         return [
             Assumption(
                 name=f"{config.quantization}_weights",
-                detail=f"vLLM --quantization {config.quantization} "
+                detail=f"vLLM --quantization {VLLM_QUANTIZATION_NAMES.get(config.quantization, config.quantization)} "
                 f"as the trace side's {VLLM_QUANTIZED_LAYERS[config.quantization]} layers hold it "
                 "(vramsim/serving/profile_run.py VLLM_QUANTIZED_LAYERS); vLLM fuses q/k/v and gate/up into one "
                 "layer each, so it holds fewer per-layer workspaces and rounds fewer tensors",

@@ -22,7 +22,7 @@ from vramsim.workload.targets import Target
 
 __all__ = ["VLLM_QUANTIZED_LAYERS", "profile_run"]
 
-VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "bitsandbytes": "nf4-dq"}
+VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "nf4-dq": "nf4-dq"}
 """vLLM's ``--quantization`` -> the trace side's layers holding the same tensors (``vramsim/workload/quantization/weights.py``).
 
 - gptq, awq: vLLM runs them as ``gptq_marlin`` / ``awq_marlin`` on GPUs of compute capability 8.0+
@@ -30,7 +30,7 @@ VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "bitsandbytes": "nf4-dq"}
   int32 ``qweight`` repacked for Marlin (same bytes), ``scales`` [groups, out] in the model's dtype,
   AWQ's packed ``qzeros``, act order's ``g_idx`` and sort indices, an int32 workspace per layer;
   the layers ``marlin_linear.MarlinLinear`` holds (4 bits, groups of 128, as the common checkpoints).
-- bitsandbytes: vLLM's in-flight quantization (``bitsandbytes_loader.py``: ``quantize_4bit(...,
+- nf4-dq: vLLM's ``bitsandbytes``, its in-flight quantization (``bitsandbytes_loader.py``: ``quantize_4bit(...,
   compress_statistics=True, quant_type="nf4")``): NF4 with double-quantized absmax, the layers
   bitsandbytes' ``Linear4bit`` holds.
 

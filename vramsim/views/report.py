@@ -15,6 +15,7 @@ from vramsim.results.report import AllocatorPressure, Report
 from vramsim.views.advice import advice_line
 from vramsim.views.folding import PEFT_PREFIX, fold_layers, without_peft_prefix
 from vramsim.views.lines import print_wrapped
+from vramsim.views.trimmed import trimmed_lines
 from vramsim.views.units import format_bytes
 
 __all__ = ["render_report", "render_summary", "report_text"]
@@ -77,9 +78,9 @@ def render_summary(report: Report, console: Console) -> None:
             print_wrapped(console, f"  try: {advice_line(advice)}", indent=4)
 
 
-def render_report(report: Report, console: Console, *, fold: bool = True) -> None:
+def render_report(report: Report, console: Console, *, fold: bool = True, took: tuple[float, int] | None = None) -> None:
     """What ``vramsim trace`` prints: the summary, the tables (alike layers folded unless ``fold`` is
-    False), the assumptions."""
+    False), the assumptions; last, with ``took``, the whole command's seconds and traces, else this trace's."""
     render_summary(report, console)
     if report.components:
         _print_table(console, _components(report))
@@ -93,7 +94,10 @@ def render_report(report: Report, console: Console, *, fold: bool = True) -> Non
         console.print("Assumptions:")
         for item in report.assumptions:
             print_wrapped(console, f"  - {item.name}: {item.detail}", indent=4)
-    console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+    if took is None:
+        console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+    else:
+        console.print(f"[dim]{took[0]:.1f} s in all, {took[1]} trace{'s' if took[1] > 1 else ''}[/dim]")
 
 
 def _print_table(console: Console, table: Table) -> None:
@@ -126,7 +130,7 @@ def report_text(
     if layers not in ("fold", "all"):
         raise ConfigError(f"unknown layers {layers!r}; choose one of: fold, all")
     text = io.StringIO()
-    console = Console(file=text, width=width, color_system=None, highlight=False)
+    console = Console(file=trimmed_lines(text), width=width, color_system=None, highlight=False)
     if summary:
         render_summary(report, console)
         return text.getvalue() + "".join(f"warning: {line}\n" for line in report.warnings)

@@ -26,11 +26,6 @@ FLASH_ATTENTION_3_CAPABILITY = (9, 0)
 
 def check_attention(name: str | None, profile: DeviceProfile) -> None:
     """Refuse, in one line, an implementation the target cannot run or vramsim cannot trace."""
-    if name == "flex_attention":
-        raise UnsupportedError(
-            "attn_implementation='flex_attention' is not modelled: torch's flex_attention refuses meta tensors "
-            "('FlexAttention is only supported on CUDA, CPU, HPU, or MPS devices'); use sdpa, eager or flash_attention_2"
-        )
     if name not in FLASH_FUNCTIONS:
         return
     if profile.vendor != "nvidia" or profile.compute_capability is None:

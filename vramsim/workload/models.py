@@ -20,6 +20,7 @@ import transformers
 from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
+from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
 
@@ -70,16 +71,16 @@ def pipeline_index(source: object) -> PipelineIndex | None:
     try:
         index = json.loads(index_file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelNotFoundError(f"{index_file} is not a readable model_index.json: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"{index_file} is not a readable model_index.json", quoted=first_line(exc)) from exc
     return PipelineIndex(folder=folder, index=index)
 
 
 def with_default_task(source: object, options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with a task where none is given: ``generate`` for a diffusion pipeline, whose question is
-    the memory of an image (``task="train"`` trains its denoiser), ``train`` for a model."""
+    """``options`` with a task where none is given: ``config.workload.default_task`` (``generate`` for a diffusion
+    pipeline, ``task="train"`` trains its denoiser; ``train`` for a model)."""
     if options.get("task") is not None:
         return options
-    return {**options, "task": "generate" if pipeline_index(source) is not None else "train"}
+    return {**options, "task": default_task(source)}
 
 
 def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:
@@ -111,7 +112,7 @@ def load_function(source: str, signature: str) -> Callable[..., Any]:
         spec.loader.exec_module(module)
     except Exception as exc:  # the user's own code: any failure is theirs to see, in one line
         where = f"{exc.filename}:{exc.lineno}: " if isinstance(exc, SyntaxError) else _user_frame(exc)
-        raise ModelNotFoundError(f"importing {path} failed: {where}{type(exc).__name__}: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"importing {path} failed", quoted=f"{where}{type(exc).__name__}: {first_line(exc)}") from exc
     function = getattr(module, name, None)
     if not callable(function):
         raise ModelNotFoundError(f"{path} has no callable {name!r}; define {signature.format(name=name)}")
@@ -141,7 +142,7 @@ def load_config(source: str | Path, *, trust_remote_code: bool = False) -> Pretr
             f"{hint}pass a local folder or a config.json path instead"
         ) from exc
     except ValueError as exc:
-        raise ModelNotFoundError(f"cannot load the config of {text!r}: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"cannot load the config of {text!r}", quoted=first_line(exc)) from exc
 
 
 _HUB_PROBE_SECONDS = 3.0
@@ -256,10 +257,10 @@ def build_model(
     except ValueError as exc:
         # transformers' refusal: "X does not support Flash Attention 2 yet"
         if attn_implementation is not None and "does not support" in str(exc):
-            raise UnsupportedError(f"attn_implementation={attn_implementation!r}: {first_line(exc).split('. ')[0]}") from exc
-        raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
+            raise UnsupportedError(f"attn_implementation={attn_implementation!r}", quoted=first_line(exc).split(". ")[0]) from exc
+        raise TraceError(f"{model_cls.__name__} could not be built from its config", quoted=first_line(exc)) from exc
     except (TypeError, KeyError, AttributeError, RuntimeError, ArithmeticError) as exc:
-        raise TraceError(f"{model_cls.__name__} could not be built from its config: {first_line(exc)}") from exc
+        raise TraceError(f"{model_cls.__name__} could not be built from its config", quoted=first_line(exc)) from exc
     if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model.to("meta")  # some models create a tensor on the CPU explicitly; on meta it must hold no memory
     return model
@@ -293,7 +294,7 @@ def call_user(function: Callable[..., Any], *args: Any) -> Any:
     except VramsimError:
         raise
     except Exception as exc:  # the user's own code: any failure is theirs to see, in one line
-        raise ConfigError(f"{_user_frame(exc)}{type(exc).__name__}: {first_line(exc)}") from exc
+        raise ConfigError(quoted=f"{_user_frame(exc)}{type(exc).__name__}: {first_line(exc)}") from exc
 
 
 def _user_frame(exc: BaseException) -> str:
@@ -313,7 +314,7 @@ def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfi
     try:
         data = json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelNotFoundError(f"{file} is not a readable config.json: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"{file} is not a readable config.json", quoted=first_line(exc)) from exc
     if not isinstance(data, dict) or "model_type" not in data:
         raise ModelNotFoundError(f"{file} has no 'model_type'; is it a Hugging Face config.json?")
     if not trust_remote_code and _needs_remote_code(data):
@@ -321,7 +322,7 @@ def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfi
     try:
         return AutoConfig.from_pretrained(str(file.parent if path.is_dir() else file), trust_remote_code=trust_remote_code)
     except Exception as exc:  # transformers raises many kinds (validation, unknown model_type, ...)
-        raise ModelNotFoundError(f"{file} cannot be loaded as a config: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"{file} cannot be loaded as a config", quoted=first_line(exc)) from exc
 
 
 def _needs_remote_code(data: dict[str, Any]) -> bool:

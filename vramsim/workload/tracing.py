@@ -92,7 +92,7 @@ def trace_program(
                 f"{program.name} calls {op} at {where}, which has no meta kernel; "
                 f"register one with torch.library.register_fake('{op}') or replace that call"
             ) from exc
-        raise TraceError(f"{program.name} failed on the meta device at {where}: {first_line(exc)}") from exc
+        raise TraceError(f"{program.name} failed on the meta device at {where}", quoted=first_line(exc)) from exc
     finally:
         forget_seeds()
     return tracer.trace

@@ -66,4 +66,4 @@ def slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], sli
         try:
             model.set_attention_slice(size)
         except ValueError as exc:  # a size larger than a layer's heads, as diffusers checks it
-            raise ConfigError(f"attention_slicing={slicing}: {first_line(exc)}") from None
+            raise ConfigError(f"attention_slicing={slicing}", quoted=first_line(exc)) from None

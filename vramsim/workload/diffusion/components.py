@@ -24,7 +24,7 @@ def diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dty
         with torch.device(device):
             model = cls.from_config(cls.load_config(spec.component(name)))
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise ModelNotFoundError(f"{spec.component(name)} cannot be built as {class_name}: {first_line(exc)}") from exc
+        raise ModelNotFoundError(f"{spec.component(name)} cannot be built as {class_name}", quoted=first_line(exc)) from exc
     return torch.nn.Module.to(model, dtype).eval()  # ModelMixin.to warns about modules kept in fp32; these have none
 
 

@@ -1,0 +1,44 @@
+"""One ``vramsim`` invocation with its arguments checked, before anything imports torch: what a subcommand runs."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
+from vramsim.cli.renamed import renamed_warnings
+from vramsim.config import SimulationConfig
+from vramsim.config.serving import ServeConfig, serve_options
+
+__all__ = ["Command", "check_command"]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """The parsed arguments, the options they make (checked by the config), and what the checks warned of."""
+
+    args: argparse.Namespace
+    options: dict[str, Any]
+    """``simulate``'s (or ``serve``'s) keywords; empty for the listings."""
+    warnings: tuple[str, ...]
+    """One line each, in the API's words (the CLI rewords them as it prints them)."""
+    started: float
+    """``time.perf_counter()`` when the command began, for the wall time its report gives."""
+
+
+def check_command(args: argparse.Namespace, started: float) -> Command:
+    """The options of ``args``, built into their config so that a bad value is a ConfigError now: the config's
+    checks need no torch, so a bad argument is answered at once."""
+    warnings = renamed_warnings(args)
+    if args.command == "serve":
+        given = {spec.name: getattr(args, spec.name) for spec, _ in serve_options()}
+        ServeConfig(**given)
+    elif args.command in ("models", "gpus"):
+        given = {}
+    else:
+        given = workload_options(args)
+        warnings += argument_warnings(args)
+        checked = {**given, "device": "h100"} if given["device"] == ANY_DEVICE_DEFAULT else given  # fit: each GPU
+        warnings += SimulationConfig.from_options(**checked).warnings
+    return Command(args=args, options=given, warnings=tuple(warnings), started=started)
