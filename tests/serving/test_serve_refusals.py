@@ -3,10 +3,13 @@ positions, and a KV cache that cannot hold one request."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import transformers
 
 from vramsim.cli import main
-from vramsim.errors import ConfigError
+from vramsim.errors import ConfigError, TraceError
 from vramsim.serving.budget import serve
 from vramsim.serving.max_model_len import derived_length
 from vramsim.workload.models import load_config
@@ -62,11 +65,19 @@ def test_no_memory_for_blocks_is_refused() -> None:
         serve("meta-llama/Llama-3.2-1B", device="l4", max_model_len=4096, gpu_memory_utilization=0.1)
 
 
-def test_the_default_length_is_the_models_and_a_longer_one_can_be_allowed() -> None:
+def test_the_default_length_is_the_models_and_a_longer_one_can_be_allowed(tmp_path: Path) -> None:
     """Without --max-model-len both engines serve the model's own length; VLLM_ALLOW_LONG_MAX_MODEL_LEN's
-    counterpart lets a longer one through."""
+    counterpart lets a longer one through where the model runs past its positions (RoPE), and gpt2's position
+    table still refuses a request past its 1,024 rows, as the real run fails."""
     assert serve("gpt2", device="h100", enforce_eager=True).max_model_len == 1024
-    assert serve("gpt2", device="h100", max_model_len=2048, allow_long_max_model_len=True).max_model_len == 2048
+    short = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=256
+    )
+    short.save_pretrained(tmp_path)
+    allowed = serve(str(tmp_path / "config.json"), device="h100", max_model_len=512, allow_long_max_model_len=True)
+    assert allowed.max_model_len == 512
+    with pytest.raises(TraceError, match="transformer.wpe: nn.Embedding has 1,024 rows"):
+        serve("gpt2", device="h100", max_model_len=2048, allow_long_max_model_len=True)
 
 
 def test_sglang_starts_and_caps_a_request_the_pool_cannot_hold(capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,13 +42,14 @@ def read_kv_cache(
     model: ModelSource, *, device: str = "h100", dtype: torch.dtype | None = None, long_tokens: int = 4096, tp: int = 1
 ) -> list[LayerCache]:
     """Bytes per token per layer of the cache ``model`` builds, from traced prefills of 16, 32
-    and ``long_tokens`` tokens (each followed by one decode step) on one tensor-parallel rank."""
+    and ``long_tokens - 1`` tokens, each followed by one decode step (the longest request is ``long_tokens``
+    tokens, its last one at the last position), on one tensor-parallel rank."""
     source = load_config(model) if isinstance(model, (str,)) else model
     target = resolve_target(device)
     if isinstance(source, PretrainedConfig):
         dtype = dtype or weight_dtype(SimulationConfig(task="generate"), source)
         source = rank_config(source, tp)
-    lengths = sorted({*PROBE_TOKENS, max(long_tokens, PROBE_TOKENS[-1] + 1)})
+    lengths = sorted({*PROBE_TOKENS, max(long_tokens - 1, PROBE_TOKENS[-1] + 1)})
     samples: list[CacheSample] = []
     for tokens in lengths:
         samples.extend(_probe(source, dtype, target, tokens))

@@ -6,10 +6,13 @@ steady-state peak over the weights is the activation peak.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
+import transformers
 from transformers import PretrainedConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from vramsim.analysis.device_memory import device_memory
 from vramsim.config import SimulationConfig
@@ -60,9 +63,13 @@ def profile_run(
     decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence."""
     from vramsim.analysis.traced import build_and_trace
 
+    positions = _takes_position_ids(rank)
+
     def inputs(batch: int, length: int) -> dict[str, Any]:
-        # vLLM's profile run writes no KV cache: no transformers cache either
-        return {"input_ids": torch.zeros(batch, length, dtype=torch.long), "logits_to_keep": seqs, "use_cache": False}
+        # vLLM's profile run writes no KV cache: no transformers cache either; its dummy batch's positions are
+        # all zeros (a flat batch of max_num_batched_tokens tokens, not one sequence that long)
+        zeros = torch.zeros(batch, length, dtype=torch.long)
+        return {"input_ids": zeros, "logits_to_keep": seqs, "use_cache": False} | ({"position_ids": zeros} if positions else {})
 
     def encoder_decoder_inputs(batch: int, length: int) -> dict[str, Any]:
         # one 30-s clip: Whisper's feature extractor pads to 2 x max_source_positions mel frames
@@ -96,6 +103,14 @@ def profile_run(
         weights -= _fp8_savings(program.model)
     weights -= _unheld(program.model, embedding=embedding, head=head)
     return weights, memory.peak_bytes - resident, list(trace.notes)
+
+
+def _takes_position_ids(config: PretrainedConfig) -> bool:
+    """Whether the causal LM transformers builds for ``config`` names ``position_ids`` (those that do not have no
+    position table to index)."""
+    name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
+    cls = getattr(transformers, name, None) if name else None
+    return cls is not None and "position_ids" in inspect.signature(cls.forward).parameters
 
 
 def _unheld(model: Any, *, embedding: bool, head: bool) -> int:

@@ -13,6 +13,7 @@ from rich.text import Text
 from vramsim.results.device_fit import DeviceFit, DeviceVerdict
 from vramsim.results.fit import Largest, LargestFit
 from vramsim.results.strategy import Candidate, Refusal, StrategySearch
+from vramsim.views.lines import print_wrapped
 from vramsim.views.units import format_bytes
 
 __all__ = ["held_flag", "largest_line", "render_device_fit", "render_fit", "render_strategies"]
@@ -158,12 +159,14 @@ def _candidates_table(candidates: list[Candidate]) -> Table:
 
 
 def _print(console: Console, renderable: RenderableType, *, indent: int = 0) -> None:
-    """``renderable`` (a markup string: rich wraps it) line by line, every line ``indent`` spaces in, without the spaces
-    rich leaves at a wrapped line's end or pads a table's lines with."""
-    if isinstance(renderable, str):
-        renderable = console.render_str(renderable)
+    """``renderable`` ``indent`` spaces in: a line (markup is read) wrapped as ``print_wrapped`` wraps, a table
+    line by line without the spaces rich pads its lines with."""
+    if isinstance(renderable, (str, Text)):
+        text = Text.from_markup(renderable) if isinstance(renderable, str) else renderable
+        print_wrapped(console, Text(" " * indent) + text, indent=indent)
+        return
     for line in console.render_lines(Padding(renderable, (0, 0, 0, indent)), pad=False):
-        text = Text.assemble(*((segment.text, segment.style) for segment in line))
+        text = Text.assemble(*((segment.text, segment.style or "") for segment in line))
         text.rstrip()
         console.print(text)
 

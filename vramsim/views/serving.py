@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vramsim.results.serving import ServeReport
+from vramsim.views.lines import print_wrapped
 from vramsim.views.units import format_bytes
 
 __all__ = ["render_serve"]
@@ -66,11 +67,8 @@ def render_serve(report: ServeReport, console: Console) -> None:
 
 
 def _say(console: Console, line: str | Text, indent: str = "") -> None:
-    """``line`` wrapped to the console's width, continued after ``indent``, with no line ending in spaces."""
-    text = Text.from_markup(line) if isinstance(line, str) else line
-    for number, part in enumerate(text.wrap(console, console.width - len(indent))):
-        part.rstrip()
-        console.print(Text(indent) + part if number else part, soft_wrap=True)
+    """``line`` (markup is read) wrapped as ``print_wrapped`` wraps, continued after ``indent``."""
+    print_wrapped(console, Text.from_markup(line) if isinstance(line, str) else line, indent=len(indent))
 
 
 def _budget(report: ServeReport) -> Table:

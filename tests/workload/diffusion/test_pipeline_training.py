@@ -60,6 +60,8 @@ def test_the_cli_takes_the_cache_switches(capsys: pytest.CaptureFixture[str]) ->
             [
                 "trace",
                 TINY_FLUX,
+                "--task",
+                "train",
                 "--device",
                 "cpu",
                 "--height",
