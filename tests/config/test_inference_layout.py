@@ -50,6 +50,6 @@ def test_refused_in_one_line(options: dict[str, Any], error: type[Exception], ma
 
 
 def test_the_cli_refuses_ddp_for_generate(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["trace", "gpt2", "--task", "generate", "--dp", "2"]) == 1
+    assert main(["trace", "gpt2", "--task", "generate", "--dp", "2"]) == 2  # a bad argument
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "DDP replicas" in err and "--device-map auto" in err

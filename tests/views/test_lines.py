@@ -39,3 +39,11 @@ def test_the_unit_keeps_the_number_under_1000() -> None:
     assert format_bytes(1000) == "0.98 KiB"
     assert format_bytes(999) == "999 B"
     assert format_bytes(int(999.999 * 2**20)) == "0.98 GiB"  # rounds to 1000.00 MiB: the next unit
+
+
+def test_a_word_wider_than_the_line_is_folded_and_the_words_after_it_follow() -> None:
+    """A model path longer than 80 columns (a test's tmp folder, a deep checkpoint folder) is cut, as a terminal
+    would, and the words after it continue its last line: no line is over the width."""
+    path = "/tmp/pytest-of-root/pytest-106/popen-gw0/test_trace_folds_layers_and_lo0/config.json"
+    lines = [line.plain for line in wrap(f"{path}  on one GPU (10% headroom), traced for h100-sxm", 80)]
+    assert lines == [path[:78], f"  {path[78:]}  on one GPU (10% headroom), traced for h100-sxm"]

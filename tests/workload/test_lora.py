@@ -86,5 +86,5 @@ def test_cli_lora_flags(tiny_llama, tmp_path, capsys) -> None:  # type: ignore[n
 
 def test_cli_lora_shape_needs_a_rank(tiny_llama, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     tiny_llama.save_pretrained(tmp_path)
-    assert main(["trace", str(tmp_path), "--dora"]) == 1
+    assert main(["trace", str(tmp_path), "--dora"]) == 2  # a bad argument
     assert "give their rank with --lora-rank R" in capsys.readouterr().err

@@ -23,10 +23,11 @@ _NOTE = re.compile(r"\((?:traced|fits)\)")
 
 
 def wrap(text: Text | str, width: int, *, indent: int = 2) -> list[Text]:
-    """``text`` cut into lines of at most ``width`` cells (a single word longer than that stays whole),
-    the lines after the first indented by ``indent``; styles are kept."""
+    """``text`` cut into lines of at most ``width`` cells, the lines after the first indented by ``indent``;
+    styles are kept. A single word wider than a line (a long path) is folded, as a terminal would."""
     line = Text(text) if isinstance(text, str) else text
-    words = _words(line.plain)
+    fold = max(width - indent, 1)
+    words = [(cut, min(cut + fold, end)) for start, end in _words(line.plain) for cut in range(start, end, fold)]
     if not words:
         return [line]
     lines: list[Text] = []

@@ -93,14 +93,15 @@ def test_a_real_cpu_quantization_after_a_simulation_is_unaffected() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "message"),
+    ("options", "status", "message"),
     [
-        (["--quantization", "q3"], "unknown quantization 'q3'; choose one of: nf4, nf4-dq, fp4, fp4-dq, int8"),
-        (["--quantization", "nf4", "--device", "cpu", "--task", "forward"], "4-bit inference on the cpu target"),
+        (["--quantization", "q3"], 2, "unknown quantization 'q3'; choose one of: nf4, nf4-dq, fp4, fp4-dq, int8"),
+        (["--quantization", "nf4", "--device", "cpu", "--task", "forward"], 1, "4-bit inference on the cpu target"),
     ],
 )
-def test_the_cli_refuses_in_one_line(options: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["trace", "meta-llama/Llama-3.2-1B", *options]) == 1
+def test_the_cli_refuses_in_one_line(options: list[str], status: int, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad value is a bad argument (2, answered before torch loads); a setting refused once built is an error (1)."""
+    assert main(["trace", "meta-llama/Llama-3.2-1B", *options]) == status
     err = capsys.readouterr().err
     assert err.startswith("vramsim: error: ") and err.count("\n") == 1 and message in err
 
