@@ -178,22 +178,25 @@ def _ranks(report: Report) -> Table:
     table.add_row("peak allocated", format_bytes(report.peak_bytes))
     table.add_row(_device_label(report.target), format_bytes(report.device_bytes))
     for stage in ranks.stages:
-        fits = "" if stage.fits is None else (", fits" if stage.fits else ", does not fit")
         table.add_row(
             f"stage {stage.rank}: {len(stage.layers)} layers, {format_bytes(stage.held_bytes)} held per "
             f"micro-batch x {stage.in_flight:g} in flight",
-            f"{format_bytes(stage.device_bytes)}{fits}",
+            f"{format_bytes(stage.device_bytes)}{_fits_suffix(stage.fits)}",
         )
     for device in ranks.devices:
-        fits = "" if device.fits is None else (", fits" if device.fits else ", does not fit")
         table.add_row(
             f"GPU {device.device}: {len(device.modules)} modules, weights {format_bytes(device.parameter_bytes)}, "
             f"KV cache {format_bytes(device.kv_cache_bytes)} ({format_bytes(device.max_memory_bytes)} offered)",
-            f"{format_bytes(device.device_bytes)}{fits}",
+            f"{format_bytes(device.device_bytes)}{_fits_suffix(device.fits)}",
         )
     if report.fits is not None:
         table.add_row("fits", "yes" if report.fits else "no")
     return table
+
+
+def _fits_suffix(fits: bool | None) -> str:
+    """A stage's or a placed GPU's verdict after its figure; none on the cpu target."""
+    return "" if fits is None else (", fits" if fits else ", does not fit")
 
 
 def _checkpointing(report: Report, width: int) -> Table:
