@@ -61,4 +61,4 @@ def test_fit_without_device_at_80_columns(
     assert all(len(line) <= 80 and line == line.rstrip() for line in lines)
     assert lines[-1].startswith("51 GPUs judged on one trace in ")
     code, _, err = run(capsys, "fit", model, "--strategies", "--device", "any")
-    assert code == 1 and "--strategies weighs one device's memory: name it with --device" in err
+    assert code == 2 and "--strategies weighs one device's memory: name it with --device" in err

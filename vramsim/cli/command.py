@@ -10,6 +10,7 @@ from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workloa
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.config import SimulationConfig
 from vramsim.config.serving import ServeConfig, serve_options
+from vramsim.errors import ConfigError
 
 __all__ = ["Command", "check_command"]
 
@@ -38,6 +39,8 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         given = {}
     else:
         given = workload_options(args)
+        if args.command == "fit" and args.strategies and args.device == "any" and args.device is not ANY_DEVICE_DEFAULT:
+            raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
         warnings += argument_warnings(args)
         checked = {**given, "device": "h100"} if given["device"] == ANY_DEVICE_DEFAULT else given  # fit: each GPU
         warnings += SimulationConfig.from_options(**checked).warnings

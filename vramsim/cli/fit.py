@@ -7,10 +7,8 @@ import json
 
 from rich.console import Console
 
-from vramsim.cli.arguments import ANY_DEVICE_DEFAULT
 from vramsim.cli.command import Command
 from vramsim.cli.output import progress, show
-from vramsim.errors import ConfigError
 
 __all__ = ["run"]
 
@@ -25,9 +23,7 @@ def run(command: Command, console: Console) -> int:
     args = command.args
     options = dict(command.options)
     any_device = options["device"] == ANY_DEVICE
-    if any_device and args.strategies:
-        if args.device is not ANY_DEVICE_DEFAULT:
-            raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
+    if any_device and args.strategies:  # --device any itself is refused with --strategies (check_command)
         options.pop("device")  # the strategy search's device: the catalog default
     elif any_device:
         with progress(command, f"judging every GPU on a trace of {args.model}") as told:
