@@ -10,7 +10,7 @@ from rich.table import Table
 from vramsim.results.quote import Duration, Quote
 from vramsim.views.lines import print_wrapped
 
-__all__ = ["duration_words", "format_money", "render_quote"]
+__all__ = ["duration_words", "format_flops", "format_money", "render_quote"]
 
 _CENT = Decimal("0.01")
 
@@ -22,7 +22,16 @@ def format_money(amount: Decimal, currency: str) -> str:
 
 
 def _span(hours: float) -> str:
-    return f"{hours / 24:,.1f} days ({hours:,.1f} h)" if hours >= 48 else f"{hours:,.1f} h"
+    """``10.0d (240h)``: unit and figure written together, so that no line ends between them."""
+    return f"{hours / 24:,.1f}d ({hours:,.0f}h)" if hours >= 48 else f"{hours:,.1f}h"
+
+
+def format_flops(flops: float) -> str:
+    """``1.23PFLOP``: the figure with the SI prefix that keeps it between 1 and 1000."""
+    for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if flops >= scale:
+            return f"{flops / scale:,.3g}{prefix}FLOP"
+    return f"{flops:,.0f}FLOP"
 
 
 def duration_words(duration: Duration) -> str:
@@ -34,9 +43,9 @@ def duration_words(duration: Duration) -> str:
     source = "MODEL_FLOPS_UTILISATION, estimators/assumptions.py" if training.mfu_source != "given" else "given"
     return (
         f"Duration: {_span(duration.hours)}, derived: {training.tokens:,} tokens are {training.steps:,} steps of "
-        f"{step.tokens:,} tokens; {step.total / 1e12:,.3f} TFLOP per step (forward {step.forward / 1e12:,.3f}, "
-        f"backward {step.backward / 1e12:,.3f}, recompute {step.recompute / 1e12:,.3f}; counted from the traced ops), "
-        f"{training.flops / 1e18:,.3f} EFLOP in all, on {training.gpus} GPUs at {training.peak_tflops:,g} TFLOPS "
+        f"{step.tokens:,} tokens; {format_flops(step.total)} per step (forward {format_flops(step.forward)}, "
+        f"backward {format_flops(step.backward)}, recompute {format_flops(step.recompute)}; counted from the traced "
+        f"ops), {format_flops(training.flops)} in all, on {training.gpus} GPUs at {training.peak_tflops:,g}TFLOPS "
         f"dense {training.dtype} each ({training.peak_source}) x utilisation {training.mfu:.0%} ({source})."
     )
 
@@ -62,11 +71,14 @@ def render_quote(quote: Quote, console: Console) -> None:
         price = format_money(line.unit_price, quote.currency)
         bill.add_row(line.item, periods, str(line.gpus), price, format_money(line.amount, quote.currency))
     bill.add_row("total", "", "", "", format_money(quote.total, quote.currency), style="bold")
+    if quote.stopped is not None:
+        stopped = f"stopped after {_span(quote.stopped.seconds / 3600)}"
+        bill.add_row(stopped, "", "", "", format_money(quote.stopped.total, quote.currency))
     console.print(bill)
     if quote.stopped is not None:
         print_wrapped(
             console,
-            f"Stopped after {_span(quote.stopped.seconds / 3600)}: {format_money(quote.stopped.total, quote.currency)} "
-            "is paid anyway (every period started by then, and the minimum commitment; nothing is refunded).",
+            "Stopping early refunds nothing: what is paid then is every period started by that time, and all of the "
+            "minimum commitment.",
         )
     print_wrapped(console, f"Prices come from the price sheet {quote.sheet}, not from vramsim; check them with the provider.")
