@@ -48,7 +48,9 @@ PEAK_TFLOPS: dict[str, PeakThroughput] = {
     "a100-80gb-pcie": _A100,
     "l4": _sheet(30.3, 121, "NVIDIA L4 datasheet (BF16/FP16 242 with sparsity)"),
     "l40": _sheet(90.5, 181.05, "NVIDIA L40 datasheet (BF16/FP16 362.1 with sparsity)"),
-    "l40s": _sheet(91.6, 362.05, "NVIDIA L40S datasheet (BF16/FP16 733 with sparsity)"),
+    "l40s": _sheet(
+        91.6, 362.05, "NVIDIA L40S datasheet: BF16/FP16 362.05 dense as printed (its sparse figure, 733, is not twice it)"
+    ),
     "h20": _sheet(44, 148, "NVIDIA H20 specifications (BF16/FP16 148, FP8 296)"),
     "h100-pcie": _sheet(51, 756, "NVIDIA H100 Tensor Core GPU datasheet, PCIe (BF16/FP16 1,513 with sparsity)"),
     "h100-sxm": _sheet(67, 989.5, _H100_SXM),
