@@ -39,8 +39,7 @@ def quote(offer: Offer, gpus: int, duration: Duration, stop_after: Duration | No
     if duration.seconds <= 0:
         raise ConfigError(f"a job's duration is more than 0; got {duration.hours:g} hours")
     billed = max(ceil(duration.seconds / 3600), offer.minimum_hours)
-    gpu_cover = cheapest_cover(offer.prices, billed)
-    lines = _lines("GPU", gpus, offer.prices, gpu_cover) + _option_lines(offer, billed)
+    lines = _bill(offer, gpus, billed, until=None)
     stopped = None
     if stop_after is not None:
         if not 0 < stop_after.seconds <= duration.seconds:
@@ -48,7 +47,8 @@ def quote(offer: Offer, gpus: int, duration: Duration, stop_after: Duration | No
                 f"stop_after is within the job: more than 0 and at most its {duration.hours:,.1f} hours; "
                 f"got {stop_after.hours:,.1f} hours"
             )
-        stopped = _stopped(offer, gpus, billed, stop_after.seconds)
+        paid = _bill(offer, gpus, billed, until=max(stop_after.seconds, offer.minimum_hours * 3600))
+        stopped = Stopped(seconds=stop_after.seconds, lines=tuple(paid), total=_total(paid))
     return Quote(
         sheet=offer.sheet,
         offer=offer.name,
@@ -60,11 +60,26 @@ def quote(offer: Offer, gpus: int, duration: Duration, stop_after: Duration | No
         duration=duration,
         minimum_hours=offer.minimum_hours,
         billed_hours=billed,
-        covered_hours=sum(period.hours * count for period, count in gpu_cover.items()),
+        covered_hours=sum(Period(line.period).hours * line.count for line in lines if line.item == _GPU),
         lines=tuple(lines),
-        total=sum((line.amount for line in lines), Decimal(0)),
+        total=_total(lines),
         stopped=stopped,
     )
+
+
+_GPU = "GPU"
+
+
+def _bill(offer: Offer, gpus: int, billed: int, *, until: float | None) -> list[QuoteLine]:
+    """The GPUs' lines, then each option's, over ``billed`` hours; with ``until`` (seconds), only the periods
+    started before it."""
+    lines = _lines(_GPU, gpus, offer.prices, _started(cheapest_cover(offer.prices, billed), until))
+    for option in offer.options:
+        if option.once is not None:
+            lines.append(QuoteLine(item=option.name, period="once", count=1, gpus=1, unit_price=option.once, amount=option.once))
+        else:
+            lines += _lines(option.name, 1, option.prices, _started(cheapest_cover(option.prices, billed), until))
+    return lines
 
 
 def _lines(item: str, gpus: int, prices: dict[Period, Decimal], counts: dict[Period, int]) -> list[QuoteLine]:
@@ -82,36 +97,21 @@ def _lines(item: str, gpus: int, prices: dict[Period, Decimal], counts: dict[Per
     ]
 
 
-def _option_lines(offer: Offer, billed: int) -> list[QuoteLine]:
-    lines: list[QuoteLine] = []
-    for option in offer.options:
-        if option.once is not None:
-            lines.append(QuoteLine(item=option.name, period="once", count=1, gpus=1, unit_price=option.once, amount=option.once))
-        else:
-            lines += _lines(option.name, 1, option.prices, cheapest_cover(option.prices, billed))
-    return lines
-
-
-def _stopped(offer: Offer, gpus: int, billed: int, seconds: float) -> Stopped:
-    """What stopping after ``seconds`` still costs: the periods started by then or within the minimum commitment."""
-    owed_until = max(seconds, offer.minimum_hours * 3600)
-    lines = _started("GPU", gpus, offer.prices, cheapest_cover(offer.prices, billed), owed_until)
-    for option in offer.options:
-        if option.once is not None:
-            lines.append(QuoteLine(item=option.name, period="once", count=1, gpus=1, unit_price=option.once, amount=option.once))
-        else:
-            lines += _started(option.name, 1, option.prices, cheapest_cover(option.prices, billed), owed_until)
-    return Stopped(seconds=seconds, lines=tuple(lines), total=sum((line.amount for line in lines), Decimal(0)))
-
-
-def _started(item: str, gpus: int, prices: dict[Period, Decimal], counts: dict[Period, int], until: float) -> list[QuoteLine]:
-    """The periods of ``counts``, run longest first from time 0, that have started before ``until`` seconds."""
+def _started(counts: dict[Period, int], until: float | None) -> dict[Period, int]:
+    """Of the periods ``counts`` buys, run longest first from time 0, those started before ``until`` seconds (all
+    of them when ``until`` is None)."""
+    if until is None:
+        return counts
     started: dict[Period, int] = {}
     start = 0
     for period, count in counts.items():
         for _ in range(count):
             if start * 3600 >= until:
-                return _lines(item, gpus, prices, started)
+                return started
             started[period] = started.get(period, 0) + 1
             start += period.hours
-    return _lines(item, gpus, prices, started)
+    return started
+
+
+def _total(lines: list[QuoteLine]) -> Decimal:
+    return sum((line.amount for line in lines), Decimal(0))

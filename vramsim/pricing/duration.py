@@ -29,8 +29,15 @@ from .sheet import Offer
 
 __all__ = ["given_duration", "peak_tflops", "step_flops", "training_duration"]
 
-_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
-_DTYPES |= {"float16": "float16", "fp16": "float16"}
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
+"""The compute dtypes a peak is known for, as the options spell them, and torch's name for each."""
 
 
 def given_duration(*, hours: float = 0, days: float = 0) -> Duration:
