@@ -84,7 +84,9 @@ def peak_tflops(offer: Offer, dtype: str) -> tuple[float, str]:
 
 def training_duration(step: StepFlops, tokens: int, offer: Offer, *, gpus: int, dtype: str, mfu: float | None = None) -> Duration:
     """How long ``tokens`` of training take on ``gpus`` of ``offer``: the steps' FLOPs over the GPUs' peak for
-    ``dtype`` times ``mfu`` (``MODEL_FLOPS_UTILISATION`` when ``None``)."""
+    ``dtype`` times ``mfu`` (``MODEL_FLOPS_UTILISATION`` when ``None``). ``step`` is the whole model's step: data
+    parallel ranks each run one (the job's steps are spread over them); a tensor- or pipeline-parallel rank's trace
+    holds a share of it, which the caller adds up over the ranks that share a step."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
         raise ConfigError(f"tokens is a whole number of tokens to train on, 1 or more; got {tokens!r}")
     if step.tokens < 1 or step.total < 1:
