@@ -144,3 +144,16 @@ def test_a_derived_quote_states_the_flops_and_the_assumption_at_80_columns() -> 
     flat = " ".join(text.split())
     assert "FLOP per step (forward" in flat and "recompute 71.3MFLOP" in flat and "MODEL_FLOPS_UTILISATION" in flat
     assert "Prices come from the price sheet" in flat and str(EXAMPLE) in "".join(text.split())
+
+
+def test_flash_attn_stand_ins_count_attention_as_torchs_kernels_do() -> None:
+    """On an H100 target, flash-attn's stand-ins count the FLOPs torch's formulas give its own SDPA kernels (cuDNN
+    here, whose backward recomputes the scores: one more matmul than eager's)."""
+    steps = {}
+    for attention in ("sdpa", "flash_attention_2", "flash_attention_3"):
+        options = {"task": "train", "batch_size": BATCH, "seq_len": SEQ, "device": "h100", "dtype": "bfloat16"}
+        config = SimulationConfig(**options, attn_implementation=attention)
+        _, _, trace = build_and_trace(_llama(), config, resolve_target("h100"), checkpointing="marked")
+        steps[attention] = step_flops(build_graph(trace), BATCH * SEQ)
+    assert steps["flash_attention_2"] == steps["sdpa"] == steps["flash_attention_3"]
+    assert steps["sdpa"].forward == traced().forward  # eager's matmuls on the CPU
