@@ -60,20 +60,17 @@ def quote(offer: Offer, gpus: int, duration: Duration, stop_after: Duration | No
         duration=duration,
         minimum_hours=offer.minimum_hours,
         billed_hours=billed,
-        covered_hours=sum(Period(line.period).hours * line.count for line in lines if line.item == _GPU),
+        covered_hours=sum(period.hours * count for period, count in cheapest_cover(offer.prices, billed).items()),
         lines=tuple(lines),
         total=_total(lines),
         stopped=stopped,
     )
 
 
-_GPU = "GPU"
-
-
 def _bill(offer: Offer, gpus: int, billed: int, *, until: float | None) -> list[QuoteLine]:
     """The GPUs' lines, then each option's, over ``billed`` hours; with ``until`` (seconds), only the periods
     started before it."""
-    lines = _lines(_GPU, gpus, offer.prices, _started(cheapest_cover(offer.prices, billed), until))
+    lines = _lines("GPU", gpus, offer.prices, _started(cheapest_cover(offer.prices, billed), until))
     for option in offer.options:
         if option.once is not None:
             lines.append(QuoteLine(item=option.name, period="once", count=1, gpus=1, unit_price=option.once, amount=option.once))

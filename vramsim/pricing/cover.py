@@ -27,6 +27,8 @@ MAX_STEPS = 2_000_000
 def cheapest_cover(prices: Mapping[Period, Decimal], hours: int) -> dict[Period, int]:
     """The count of each period (longest first, only those bought) that covers ``hours`` at the least price; of
     equal prices, the one with the fewest periods, then the one covering the fewest hours."""
+    if not prices:
+        raise ConfigError("an offer or option priced per period gives at least one period's price")
     if hours <= 0:
         return {}
     periods = sorted(prices, key=lambda period: period.hours, reverse=True)
