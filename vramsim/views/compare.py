@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vramsim.results.compare import Compared, Comparison
-from vramsim.views.lines import print_wrapped
+from vramsim.views.lines import print_wrapped, wrap
 from vramsim.views.trimmed import trimmed_lines
 from vramsim.views.units import format_bytes
 
@@ -27,13 +27,17 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
     common = {f"task={r.task} target={r.target}" for r in reports}
     heading = f"  {common.pop()}" if len(common) == 1 else ""
     print_wrapped(console, Text.assemble((comparison.model, "bold"), heading))
+    headers = ("peak", "reserved", "device", "fits", "largest at the peak")
+    cells = [_cells(each) for each in comparison.variants]
+    widths = [max(len(header), *(len(cell[i]) for cell in cells)) for i, header in enumerate(headers)]
+    room = max(console.width - sum(widths) - 2 * len(headers), len("variant"))  # a gap of two before each column
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    table.add_column("variant", overflow="fold", min_width=len("variant"))
-    for name in ("peak", "reserved", "device", "fits"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("largest at the peak", overflow="fold")
-    for each in comparison.variants:
-        table.add_row(each.label or _SHARED_ONLY, *_cells(each))
+    table.add_column("variant", overflow="fold")
+    for header in headers:
+        table.add_column(header, justify="left" if header == headers[-1] else "right", no_wrap=True)
+    for each, cell in zip(comparison.variants, cells, strict=True):
+        label = "\n".join(line.plain for line in wrap(each.label or _SHARED_ONLY, room))  # the lines after the first indented
+        table.add_row(label, *cell)
     console.print(table)
     print_wrapped(
         console,
