@@ -17,7 +17,7 @@ from typing import Any
 from vramsim.cli.arguments import argument_warnings, build_parser, subparser, workload_options
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.config import SimulationConfig
-from vramsim.errors import ConfigError, VramsimError
+from vramsim.errors import ConfigError, UnsupportedError
 
 __all__ = ["COMPARE_OWN", "Variant", "compare_variants", "split_variants"]
 
@@ -58,7 +58,7 @@ def compare_variants(args: argparse.Namespace) -> list[Variant]:
             options = workload_options(parsed)
             warnings += argument_warnings(parsed)
             warnings += SimulationConfig.from_options(**options).warnings
-        except VramsimError as exc:
+        except (ConfigError, UnsupportedError) as exc:  # the variant's values; a model not found is every variant's
             raise type(exc)(f"{named}: {exc.own}", quoted=exc.quoted) from None
         for name in ("inputs", "loss"):  # one file.py:function imported once: the variants stay one program
             if callable(options.get(name)):
@@ -94,7 +94,7 @@ def _parsed(args: argparse.Namespace, parser: argparse.ArgumentParser, named: st
     try:
         parsed, extra = parser.parse_known_args([args.model, *shlex.split(text)], namespace=copy.copy(args))
     except (ValueError, argparse.ArgumentError) as exc:
-        raise ConfigError(f"{exc}") from None
+        raise ConfigError(str(exc)) from None
     if extra:
         raise ConfigError(f"unrecognized arguments: {' '.join(extra)} (see vramsim compare --help)")
     own = [dest for dest in COMPARE_OWN if getattr(parsed, dest) != getattr(args, dest)]
