@@ -3,7 +3,7 @@
 One sequence of 2,048 tokens, bf16 autocast over the checkpoint's bf16 weights, fused AdamW; each recipe with and
 without full activation checkpointing. ``vramsim.compare`` traces each distinct program once (full fine-tuning,
 LoRA r=16 on every linear layer, QLoRA: the same adapters over an NF4 base) and computes the checkpointed variants
-from those traces: five variants, three traces.
+from those traces: six variants, three traces.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ GPU = "l40s"
 SHARED: dict[str, Any] = {"task": "train", "batch_size": 1, "seq_len": 2048, "device": GPU, "mixed_precision": "bf16"}
 VARIANTS: dict[str, dict[str, Any]] = {
     "full fine-tuning": {},
-    "full, checkpointed": {"checkpointing": "full"},
+    "full checkpointed": {"checkpointing": "full"},
     "LoRA r=16": {"lora": 16},
-    "LoRA r=16, checkpointed": {"lora": 16, "checkpointing": "full"},
+    "LoRA checkpointed": {"lora": 16, "checkpointing": "full"},
     "QLoRA r=16 (NF4)": {"lora": 16, "quantization": "nf4"},
+    "QLoRA checkpointed": {"lora": 16, "quantization": "nf4", "checkpointing": "full"},
 }
 
 
@@ -32,10 +33,12 @@ def main() -> None:
         print(f"Answer: none of the recipes fits one {GPU} at 2,048 tokens.")
         return
     least = min(fitting, key=lambda each: each.report.device_bytes)
-    misses = [each.label for each in comparison.variants if not each.report.fits]
+    misses = [each for each in comparison.variants if not each.report.fits]
+    missed = "; ".join(f"{each.label} ({format_bytes(each.report.device_bytes)})" for each in misses) or "none"
     print(
-        f"Answer: on one {GPU}, {', '.join(each.label for each in fitting)} fit ({least.label} with the most to spare: "
-        f"{format_bytes(least.report.device_bytes)} on the device); {', '.join(misses) or 'nothing'} does not."
+        f"Answer: {len(fitting)} of {len(VARIANTS)} fit one {GPU}: {'; '.join(each.label for each in fitting)}. "
+        f"{least.label} needs the least ({format_bytes(least.report.device_bytes)} on the device). "
+        f"Too large: {missed}."
     )
 
 
