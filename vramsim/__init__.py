@@ -1,8 +1,8 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-The entry points (``simulate``, ``simulate_each``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
+The entry points (``simulate``, ``simulate_each``, ``compare``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
 ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
-that word the records (``report_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
+that word the records (``report_text``, ``compare_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
 (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
@@ -12,11 +12,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vramsim.api import count_parameters, simulate, simulate_each
+    from vramsim.api import compare, count_parameters, simulate, simulate_each
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from vramsim.results.advice import Advice
     from vramsim.results.checkpoint import CheckpointReport
+    from vramsim.results.compare import Comparison
     from vramsim.results.fit import LargestFit
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
     from vramsim.results.serving import ServeReport
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
+    from vramsim.views.compare import compare_text
     from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
@@ -34,6 +36,7 @@ __all__ = [
     "Advice",
     "Assumption",
     "CheckpointReport",
+    "Comparison",
     "ConfigError",
     "LargestFit",
     "LayerRow",
@@ -49,6 +52,8 @@ __all__ = [
     "advice_line",
     "cheapest_strategy",
     "checkpoint",
+    "compare",
+    "compare_text",
     "count_parameters",
     "format_bytes",
     "largest_fit",
@@ -60,7 +65,7 @@ __all__ = [
 ]
 
 _HOMES = {
-    "count_parameters": "api", "simulate": "api", "simulate_each": "api",
+    "count_parameters": "api", "simulate": "api", "simulate_each": "api", "compare": "api",
     "checkpoint": "checkpoints.checkpoint",
     "serve": "serving.budget",
     "largest_fit": "search.fitting",
@@ -73,10 +78,12 @@ _HOMES = {
     "Assumption": "results.report", "LayerRow": "results.report", "PeakSite": "results.report",
     "Report": "results.report",
     "CheckpointReport": "results.checkpoint",
+    "Comparison": "results.compare",
     "LargestFit": "results.fit",
     "ServeReport": "results.serving",
     "Validation": "results.validation",
     "advice_line": "views.advice",
+    "compare_text": "views.compare",
     "format_bytes": "views.units",
     "report_text": "views.report",
 }  # fmt: skip

@@ -1,4 +1,5 @@
-"""The public entry points: ``simulate``, ``simulate_each`` and ``count_parameters``, and the advice they give.
+"""The public entry points: ``simulate``, ``simulate_each``, ``compare`` and ``count_parameters``, and the advice
+they give.
 
 ``simulate`` is the analysis stage's, plus the advice that needs more traces (``advice="traced"``), which
 ``vramsim trace`` asks for too: a job gets the same advice from Python and from the command line.
@@ -7,17 +8,19 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args
 
+from vramsim.analysis import compare as comparing
 from vramsim.analysis import simulate as analysis
 from vramsim.analysis.simulate import count_parameters
 from vramsim.errors import ConfigError
+from vramsim.results.compare import Comparison
 from vramsim.results.report import Report
 from vramsim.search.advice import traced_advice
 from vramsim.workload.models import ModelSource, with_default_task
 
-__all__ = ["ADVICE", "count_parameters", "simulate", "simulate_each"]
+__all__ = ["ADVICE", "compare", "count_parameters", "simulate", "simulate_each"]
 
 AdviceDepth = Literal["none", "graph", "traced"]
 ADVICE: tuple[str, ...] = get_args(AdviceDepth)
@@ -74,3 +77,23 @@ def simulate_each(
         else report
         for report, variant in zip(reports, variants, strict=True)
     ]
+
+
+def compare(
+    model: ModelSource,
+    variants: Mapping[str, Mapping[str, Any]],
+    *,
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
+) -> Comparison:
+    """Two or more variants of one job side by side: ``variants`` maps each label to the options it sets over the
+    shared ``options`` (``simulate``'s keywords). Variants that differ only in ``ANALYSIS_OPTIONS`` (checkpointing,
+    data and pipeline parallelism, headroom...) share one trace, as in ``simulate_each``; each other program is
+    traced once. Each report has the figures ``simulate`` gives for its options, without advice (``advice="none"``);
+    ``progress`` is told each trace after the first.
+
+    >>> both = compare("gpt2", {"fp32": {"dtype": "fp32"}, "bf16": {"dtype": "bf16"}}, task="forward", seq_len=16)
+    >>> both.traces, both.variants[0].report.peak_bytes > both.variants[1].report.peak_bytes
+    (2, True)
+    """
+    return comparing.compare(model, variants, progress=progress, **options)
