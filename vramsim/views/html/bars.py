@@ -18,13 +18,21 @@ Bar = tuple[str, dict[str, int]]
 
 
 def bars_figure(
-    bars: Sequence[Bar], *, usable_bytes: int | None = None, usable_label: str = "usable", stacked: bool = True
+    bars: Sequence[Bar],
+    *,
+    usable_bytes: int | None = None,
+    usable_label: str = "usable",
+    stacked: bool = True,
+    top: str | None = None,
 ) -> go.Figure:
-    """Bars in GiB, each part's exact bytes on hover, stacked (else side by side); a dashed line at ``usable_bytes``."""
+    """Bars in GiB, each part's exact bytes on hover, stacked in the order the parts first appear (``top``
+    last, on every bar) or side by side; a dashed line at ``usable_bytes``."""
     labels = [label for label, _ in bars]
     parts: dict[str, None] = {}
     for _, values in bars:
         parts.update(dict.fromkeys(values))
+    if top in parts:
+        parts[top] = parts.pop(top)
     figure = go.Figure()
     for part in parts:
         values = [each.get(part, 0) for _, each in bars]

@@ -29,7 +29,9 @@ def checkpoint_page(report: CheckpointReport) -> str:
     files: list[Bar] = [(saved.name, {saved.holds: saved.bytes * saved.copies}) for saved in report.files]
     sections = [
         figure_section(
-            "Memory", bars_figure(moments, usable_bytes=usable), "On the device; the restore by category at its peak."
+            "Memory",
+            bars_figure(moments, usable_bytes=usable, top=_BEYOND),
+            "On the device; the restore by category at its peak.",
         ),
         figure_section("Host memory held at once", bars_figure(host)),
         figure_section("On disk", bars_figure(files)),

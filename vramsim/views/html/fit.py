@@ -5,7 +5,7 @@ from __future__ import annotations
 from vramsim.results.device_fit import DeviceFit
 from vramsim.results.fit import LargestFit
 from vramsim.results.strategy import StrategySearch
-from vramsim.views.fit import render_device_fit, render_fit, render_strategies
+from vramsim.views.fit import held_flag, render_device_fit, render_fit, render_strategies
 from vramsim.views.html.bars import Bar, bars_figure
 from vramsim.views.html.page import Section, figure_section, page
 from vramsim.views.html.terminal import terminal_html
@@ -41,13 +41,15 @@ def fit_page(fit: LargestFit | DeviceFit | None, search: StrategySearch | None =
 
 def _sizes(fit: LargestFit) -> list[Bar]:
     """The largest fitting and first failing value of each option searched, as the command line spells them."""
+    held = {"batch_size": held_flag("seq_len", fit.given["seq_len"]), "seq_len": held_flag("batch_size", fit.given["batch_size"])}
     bars: list[Bar] = []
     for largest in (fit.batch_size, fit.seq_len):
         if largest is None:
             continue
         flag = "--" + largest.option.replace("_", "-")
+        at = held[largest.option]
         if largest.value is not None and largest.device_bytes is not None:
-            bars.append((f"{flag} {largest.value:,}", {"on the device": largest.device_bytes}))
+            bars.append((f"{flag} {largest.value:,} at {at}", {"fits: on the device": largest.device_bytes}))
         if largest.over is not None and largest.over_bytes is not None:
-            bars.append((f"{flag} {largest.over:,}", {"on the device": largest.over_bytes}))
+            bars.append((f"{flag} {largest.over:,} at {at}", {"does not fit: on the device": largest.over_bytes}))
     return bars

@@ -65,12 +65,12 @@ def _part_sections(report: Report) -> list[Section]:
         bars = [
             (f"stage {s.rank}", {"peak allocated": s.peak_bytes, _BEYOND: s.device_bytes - s.peak_bytes}) for s in ranks.stages
         ]
-        sections.append(figure_section("Per stage", bars_figure(bars, usable_bytes=usable)))
+        sections.append(figure_section("Per stage", bars_figure(bars, usable_bytes=usable, top=_BEYOND)))
     if ranks is not None and ranks.devices:
         bars = [
             (f"GPU {d.device}", {"peak allocated": d.peak_bytes, _BEYOND: d.device_bytes - d.peak_bytes}) for d in ranks.devices
         ]
-        sections.append(figure_section("Per GPU", bars_figure(bars, usable_bytes=usable)))
+        sections.append(figure_section("Per GPU", bars_figure(bars, usable_bytes=usable, top=_BEYOND)))
     if ranks is not None:
         state = dict(ranks.model_state)
         for name, nbytes in ranks.buffers.items():  # DDP's buckets in one part, as the terminal counts them
