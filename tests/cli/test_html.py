@@ -52,6 +52,8 @@ def test_json_includes_the_timeline_only_when_asked(capsys: pytest.CaptureFixtur
     data = json.loads(out)
     timeline = data["timeline"]
     assert max(p["allocated_bytes"] for p in timeline["points"]) == data["peak_bytes"]
+    assert len(timeline["points"]) == timeline["last_event"] - timeline["first_event"] + 1  # a short step: every event
+    assert [span["phase"] for span in timeline["phases"]] == ["forward"]
     assert {"event", "categories", "op", "module", "phase", "shape", "dtype"} <= set(timeline["points"][0])
 
 

@@ -35,7 +35,7 @@ def memory_timeline(
     """The last step of ``timeline`` as ``memory`` replayed it, at most ``TIMELINE_POINTS`` points.
 
     ``component_phases``: a pipeline's phase by component (``Program.phases``), which an event's module
-    names; a free takes the phase running then (that of the allocation before it), not its block's.
+    names; a free takes the phase of the op running then, not its block's.
     """
     first, last = timeline.steps[-1]
     allocated, reserved = memory.live.allocated, memory.live.reserved
@@ -64,18 +64,15 @@ def memory_timeline(
 
 
 def _sampled(allocated: list[int], reserved: list[int], first: int, last: int) -> set[int]:
-    """Per bucket of events, the lowest and highest allocated and the highest reserved; the step's ends."""
+    """Every event of a step that has no more than ``TIMELINE_POINTS``; else per bucket of events, the lowest
+    and highest allocated and the highest reserved, and the step's ends."""
     count = last - first + 1
-    if count <= 0:
-        return set()
-    buckets = max(1, (TIMELINE_POINTS - 4) // _KEPT_PER_BUCKET)
+    if count <= TIMELINE_POINTS:
+        return set(range(first, last + 1))
+    buckets = (TIMELINE_POINTS - 4) // _KEPT_PER_BUCKET
     kept = {first, last}
-    for bucket in range(min(buckets, count)):
-        lo = first + bucket * count // buckets
-        hi = first + (bucket + 1) * count // buckets
-        if lo >= hi:
-            continue
-        span = range(lo, hi)
+    for bucket in range(buckets):
+        span = range(first + bucket * count // buckets, first + (bucket + 1) * count // buckets)
         kept.add(min(span, key=allocated.__getitem__))
         kept.add(max(span, key=allocated.__getitem__))
         kept.add(max(span, key=reserved.__getitem__))

@@ -29,9 +29,9 @@ def bars_figure(
     last, on every bar) or side by side; a dashed line at ``usable_bytes``."""
     labels = [label for label, _ in bars]
     parts: dict[str, None] = {}
-    for _, values in bars:
-        parts.update(dict.fromkeys(values))
-    if top in parts:
+    for _, held in bars:
+        parts.update(dict.fromkeys(held))
+    if top is not None and top in parts:
         parts[top] = parts.pop(top)
     figure = go.Figure()
     for part in parts:
