@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vramsim.results.timeline import MemoryTimeline, PhaseSpan, TimelinePoint
 from vramsim.views.html import overlaid_timelines
 from vramsim.views.html.page import figure_section, page
@@ -75,3 +77,12 @@ def test_a_page_inlines_plotly_once() -> None:
     text = page("t", "h", [figure_section("one", figure), figure_section("two", stacked_figure(timeline(2 * GIB)))])
     assert text.count("plotly.js v") == 1 and text.count('class="plotly-graph-div"') == 2
     assert "prefers-color-scheme: dark" in text
+
+
+def test_a_narrow_phase_is_shaded_but_not_named() -> None:
+    """A span too narrow for its name (a layer's recompute in backward) gets no label, not plotly's placeholder."""
+    wide = timeline(2 * GIB)
+    assert [a.text for a in stacked_figure(wide).layout.annotations] == ["forward", "backward"]
+    narrow = replace(wide, last_event=1000, phases=[PhaseSpan(phase="recompute", first_event=10, last_event=12)])
+    figure = stacked_figure(narrow)
+    assert len(figure.layout.shapes) == 1 and figure.layout.annotations == ()

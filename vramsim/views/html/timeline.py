@@ -199,13 +199,12 @@ def _shade_phases(figure: go.Figure, timeline: MemoryTimeline) -> None:
     events = max(timeline.last_event - timeline.first_event + 1, 1)
     for span in timeline.phases:
         named = (span.last_event - span.first_event + 1) / events >= _NAMED_SPAN
+        name = {"annotation_text": span.phase, "annotation_position": "top left", "annotation_font_size": 11} if named else {}
         figure.add_vrect(
             x0=span.first_event - 0.5,
             x1=span.last_event + 0.5,
             fillcolor=_PHASE_COLOURS.get(span.phase, _OTHER_PHASE),
             line_width=0,
             layer="below",
-            annotation_text=span.phase if named else None,
-            annotation_position="top left",
-            annotation_font_size=11,
+            **name,
         )
