@@ -19,19 +19,19 @@ from playwright.sync_api import sync_playwright
 
 import vramsim
 from vramsim.search.fitting import largest_fit
-from vramsim.views.html import checkpoint_page, fit_page, report_page, serve_page
+from vramsim.views.html import checkpoint_html, fit_html, report_html, serve_html
 
 IMAGES = Path(__file__).parent / "images"
 WIDTH, HEIGHT = 1280, 1500
 """A laptop's width; the height is the page's top, where the plots are."""
 
 PAGES: dict[str, Callable[[], str]] = {
-    "report-trace": lambda: report_page(
+    "report-trace": lambda: report_html(
         vramsim.simulate("meta-llama/Llama-3.1-8B", mixed_precision="bf16", device="h100-sxm", advice="graph")
     ),
-    "report-serve": lambda: serve_page(vramsim.serve("meta-llama/Llama-3.2-1B", device="l4", max_model_len=4096)),
-    "report-checkpoint": lambda: checkpoint_page(vramsim.checkpoint("meta-llama/Llama-3.2-1B", dtype="bf16", device="h100")),
-    "report-fit": lambda: fit_page(largest_fit("gpt2", seq_len=512, device="rtx-4090")),
+    "report-serve": lambda: serve_html(vramsim.serve("meta-llama/Llama-3.2-1B", device="l4", max_model_len=4096)),
+    "report-checkpoint": lambda: checkpoint_html(vramsim.checkpoint("meta-llama/Llama-3.2-1B", dtype="bf16", device="h100")),
+    "report-fit": lambda: fit_html(largest_fit("gpt2", seq_len=512, device="rtx-4090")),
 }
 """Each picture's name and the page it shows."""
 

@@ -14,14 +14,13 @@ import tempfile
 from pathlib import Path
 
 import vramsim
-from vramsim import format_bytes
-from vramsim.views.html import report_page
+from vramsim import format_bytes, report_html
 
 
 def main() -> None:
     path = Path(tempfile.gettempdir()) / "vramsim_llama_1b_4090.html"
     report = vramsim.simulate("meta-llama/Llama-3.2-1B", task="train", seq_len=1024, dtype="bf16", device="rtx-4090")
-    path.write_text(report_page(report), encoding="utf-8")
+    path.write_text(report_html(report), encoding="utf-8")
     timeline = report.timeline
     assert timeline is not None  # simulate always sets it
     print(f"{len(timeline.points):,} points over {timeline.last_event - timeline.first_event + 1:,} events of the step")

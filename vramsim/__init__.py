@@ -2,7 +2,7 @@
 
 The entry points (``simulate``, ``simulate_each``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
 ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
-that word the records (``report_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
+that word the records (``report_text``, ``report_html``, ``advice_line``, ``format_bytes``). The names are imported on first use
 (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
+    from vramsim.views.html import report_html
     from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
@@ -52,6 +53,7 @@ __all__ = [
     "count_parameters",
     "format_bytes",
     "largest_fit",
+    "report_html",
     "report_text",
     "serve",
     "simulate",
@@ -78,6 +80,7 @@ _HOMES = {
     "Validation": "results.validation",
     "advice_line": "views.advice",
     "format_bytes": "views.units",
+    "report_html": "views.html",
     "report_text": "views.report",
 }  # fmt: skip
 """The module each public name lives in."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from vramsim import simulate
-from vramsim.views.html import report_page
+from vramsim.views.html import report_html
 from vramsim.views.html.timeline import PEAK_TRACE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -37,7 +37,7 @@ def test_8b_report_opens_offline_and_marks_the_peak(tmp_path: Path) -> None:
     chromium = _browser_or_skip()
     report = simulate("meta-llama/Llama-3.1-8B", mixed_precision="bf16", device="h100-sxm", advice="graph")
     path = tmp_path / "report.html"
-    path.write_text(report_page(report), encoding="utf-8")
+    path.write_text(report_html(report), encoding="utf-8")
     errors: list[str] = []
     requests: list[str] = []
     with sync_playwright() as playwright:

@@ -27,7 +27,7 @@ def run(command: Command, console: Console) -> int:
         )
     show(command, report, render_checkpoint, console)
     if args.html:
-        from vramsim.views.html import checkpoint_page
+        from vramsim.views.html import checkpoint_html
 
-        write_page(args.html, checkpoint_page(report))
+        write_page(args.html, checkpoint_html(report))
     return 0

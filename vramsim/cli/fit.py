@@ -60,6 +60,6 @@ def run(command: Command, console: Console) -> int:
 def _write_page(command: Command, fit: LargestFit | DeviceFit | None, search: StrategySearch | None) -> None:
     """``--html``: the search's page."""
     if command.args.html:
-        from vramsim.views.html import fit_page
+        from vramsim.views.html import fit_html
 
-        write_page(command.args.html, fit_page(fit, search))
+        write_page(command.args.html, fit_html(fit, search))

@@ -20,7 +20,7 @@ def run(command: Command, console: Console) -> int:
         served = serve(command.args.model, **command.options)
     show(command, served, render_serve, console)
     if command.args.html:
-        from vramsim.views.html import serve_page
+        from vramsim.views.html import serve_html
 
-        write_page(command.args.html, serve_page(served))
+        write_page(command.args.html, serve_html(served))
     return 0

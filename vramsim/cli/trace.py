@@ -35,9 +35,9 @@ def run(command: Command, console: Console) -> int:
         wall = time.perf_counter() - command.started
         render_report(report, console, fold=args.layers == "fold", took=(wall, 1 + told.stages))
     if args.html:
-        from vramsim.views.html import report_page
+        from vramsim.views.html import report_html
 
-        write_page(args.html, report_page(report))
+        write_page(args.html, report_html(report))
     if args.fail_if_not_fit and report.fits is None:
         raise ConfigError("--fail-if-not-fit judges a GPU's memory; the cpu target has no fixed size (choose --device)")
     return NOT_FIT_EXIT if args.fail_if_not_fit and report.fits is False else 0

@@ -9,12 +9,12 @@ from vramsim.views.html.bars import Bar, bars_figure
 from vramsim.views.html.page import Section, figure_section, page
 from vramsim.views.html.terminal import terminal_html
 
-__all__ = ["checkpoint_page"]
+__all__ = ["checkpoint_html"]
 
 _BEYOND = "more on the device (cache, context)"
 
 
-def checkpoint_page(report: CheckpointReport) -> str:
+def checkpoint_html(report: CheckpointReport) -> str:
     """The whole page of one checkpoint report."""
     usable = None if report.capacity_bytes is None else int(report.capacity_bytes * (1 - report.headroom))
     moments: list[Bar] = [

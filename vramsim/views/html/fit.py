@@ -10,10 +10,10 @@ from vramsim.views.html.bars import Bar, bars_figure
 from vramsim.views.html.page import Section, figure_section, page
 from vramsim.views.html.terminal import terminal_html
 
-__all__ = ["fit_page"]
+__all__ = ["fit_html"]
 
 
-def fit_page(fit: LargestFit | DeviceFit | None, search: StrategySearch | None = None) -> str:
+def fit_html(fit: LargestFit | DeviceFit | None, search: StrategySearch | None = None) -> str:
     """The whole page: ``fit`` the largest sizes (or the GPUs judged), ``search`` the strategies tried first."""
     sections = []
     if search is not None:

@@ -14,13 +14,16 @@ from vramsim.views.html.terminal import terminal_html
 from vramsim.views.html.timeline import counters_figure, stacked_figure
 from vramsim.views.report import render_report, render_summary
 
-__all__ = ["report_page"]
+__all__ = ["report_html"]
 
 _BEYOND = "more on the device (cache, context)"
 
 
-def report_page(report: Report) -> str:
-    """The whole page of one report."""
+def report_html(report: Report) -> str:
+    """The report as one self-contained HTML page, what ``vramsim trace --html PATH`` writes: the summary, the
+    memory timeline of the steady-state step (``report.timeline``) by category with the phases and the peak,
+    allocated, reserved and the device against the usable memory, the breakdown at the peak, the per-part
+    views and the per-layer table. It opens with no network: ``Path("r.html").write_text(report_html(report))``."""
     sections = [Section("Summary", terminal_html(lambda console: render_summary(report, console)))]
     if report.warnings:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in report.warnings)

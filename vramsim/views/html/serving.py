@@ -9,10 +9,10 @@ from vramsim.views.html.page import Section, figure_section, page
 from vramsim.views.html.terminal import terminal_html
 from vramsim.views.serving import render_serve
 
-__all__ = ["serve_page"]
+__all__ = ["serve_html"]
 
 
-def serve_page(report: ServeReport) -> str:
+def serve_html(report: ServeReport) -> str:
     """The whole page: what takes the usable memory (weights, the profile run's activation peak, memory outside
     torch, the CUDA graph pool) and the KV cache that is left, per rank and per stage."""
     bars: list[Bar] = [("one rank", _terms(report.weights_bytes, report.activation_peak_bytes, report))]
