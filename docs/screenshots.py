@@ -1,6 +1,6 @@
 """Write the pictures of docs/reports.md and the README: each HTML page in headless Chromium, as a PNG.
 
-    python docs/screenshots.py   # needs chromium on PATH (Debian: apt-get install chromium) and playwright
+    python docs/screenshots.py   # needs chromium on PATH (Debian: apt-get install chromium), playwright, pillow
 
 Each page is made by the API as ``--html`` makes it, opened from a file with no network, and photographed
 top first at a laptop's width; the PNGs are reduced to 256 colours to stay small.
@@ -18,7 +18,6 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 import vramsim
-from vramsim.search.fitting import largest_fit
 from vramsim.views.html import checkpoint_html, fit_html, report_html, serve_html
 
 IMAGES = Path(__file__).parent / "images"
@@ -31,7 +30,7 @@ PAGES: dict[str, Callable[[], str]] = {
     ),
     "report-serve": lambda: serve_html(vramsim.serve("meta-llama/Llama-3.2-1B", device="l4", max_model_len=4096)),
     "report-checkpoint": lambda: checkpoint_html(vramsim.checkpoint("meta-llama/Llama-3.2-1B", dtype="bf16", device="h100")),
-    "report-fit": lambda: fit_html(largest_fit("gpt2", seq_len=512, device="rtx-4090")),
+    "report-fit": lambda: fit_html(vramsim.largest_fit("gpt2", seq_len=512, device="rtx-4090")),
 }
 """Each picture's name and the page it shows."""
 
