@@ -204,6 +204,11 @@ class CachingAllocator:
         """``torch.cuda.memory_allocated()``: blocks handed out now."""
         return self._allocated
 
+    @property
+    def reserved_bytes(self) -> int:
+        """``torch.cuda.memory_reserved()``: segments (or mapped pages) held from the device now."""
+        return self._reserved
+
     def block_bytes(self, key: int) -> int:
         """Bytes of the block storage ``key`` holds (its rounded size, or more where the rest was too small to split)."""
         block = self._live[key]

@@ -29,6 +29,9 @@ class Liveness:
 
     allocated: list[int]
     """Bytes allocated right after each event (rounded blocks on a GPU)."""
+    reserved: list[int]
+    """Bytes the allocator reserves right after each event (``memory_reserved()``; = ``allocated`` on the CPU),
+    allocated overheads included: what a memory timeline draws beside ``allocated``."""
     sizes: list[int]
     """Bytes each block occupies on the device, by key (its rounded block on a GPU)."""
     overhead_bytes: int
@@ -73,6 +76,7 @@ def liveness(
     """
     sizes = [block.nbytes for block in timeline.blocks]
     allocated: list[int] = []
+    reserved: list[int] = []
     total = 0
     last_step_first = timeline.steps[-1][0] if timeline.steps else 0
     for index, (key, is_alloc) in enumerate(timeline.events):
@@ -94,9 +98,12 @@ def liveness(
             allocator.free(key)
             total = allocator.allocated_bytes
         allocated.append(total)
+        reserved.append(total if allocator is None else allocator.reserved_bytes)
     last_step = allocated[last_step_first:]
-    reserved = allocator.stats().peak_reserved_bytes if allocator is not None else max(last_step, default=0)
-    return Liveness(allocated=allocated, sizes=sizes, overhead_bytes=overhead_bytes, peak_reserved_bytes=reserved)
+    peak_reserved = allocator.stats().peak_reserved_bytes if allocator is not None else max(last_step, default=0)
+    return Liveness(
+        allocated=allocated, reserved=reserved, sizes=sizes, overhead_bytes=overhead_bytes, peak_reserved_bytes=peak_reserved
+    )
 
 
 def replay_under_limit(

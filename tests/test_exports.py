@@ -38,6 +38,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "count_parameters",
         "format_bytes",
         "largest_fit",
+        "report_html",
         "report_text",
         "serve",
         "simulate",

@@ -2,7 +2,7 @@
 
 The entry points (``simulate``, ``simulate_each``, ``compare``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
 ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
-that word the records (``report_text``, ``compare_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
+that word the records (``report_text``, ``report_html``, ``compare_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
 (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
     from vramsim.views.compare import compare_text
+    from vramsim.views.html import report_html
     from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
@@ -57,6 +58,7 @@ __all__ = [
     "count_parameters",
     "format_bytes",
     "largest_fit",
+    "report_html",
     "report_text",
     "serve",
     "simulate",
@@ -85,6 +87,7 @@ _HOMES = {
     "advice_line": "views.advice",
     "compare_text": "views.compare",
     "format_bytes": "views.units",
+    "report_html": "views.html",
     "report_text": "views.report",
 }  # fmt: skip
 """The module each public name lives in."""

@@ -11,6 +11,7 @@ from vramsim.analysis.notes import option_warnings, report_options, run_notes
 from vramsim.analysis.placement import placement_note
 from vramsim.analysis.ranks import model_parallel_notes, rank_memory, sharding_notes
 from vramsim.analysis.settings import run_settings
+from vramsim.analysis.timeline import memory_timeline
 from vramsim.analysis.traced import Traced, trace_workload
 from vramsim.analysis.whatifs import Analysis, Outcome, checkpointing_choices
 from vramsim.config import ANALYSIS_OPTIONS, SimulationConfig
@@ -123,6 +124,14 @@ def _report(
         warnings=[*config.warnings, *program.warnings, *option_warnings(config, traced.trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
         allocator_pressure=memory.pressure,
+        timeline=memory_timeline(
+            traced.graph,
+            chosen.timeline,
+            memory,
+            component_phases=program.phases,
+            usable_bytes=analysis.usable_bytes,
+            capacity_bytes=target.profile.memory_bytes,
+        ),
     )
 
 

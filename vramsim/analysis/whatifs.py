@@ -177,16 +177,20 @@ class Analysis:
         timeline = outcome.timeline if sharded is None else sharded.timeline
         return Outcome(outcome, self._replay(timeline), timeline, sharded, exchange_bytes=exchange)
 
-    def _replay(self, timeline: Timeline) -> DeviceMemory:
+    @property
+    def usable_bytes(self) -> int | None:
+        """The capacity less the headroom, what the device figure must stay within; ``None`` for the cpu."""
         capacity = self._target.profile.memory_bytes
-        usable = None if capacity is None else int(capacity * (1 - self._config.headroom))
+        return None if capacity is None else int(capacity * (1 - self._config.headroom))
+
+    def _replay(self, timeline: Timeline) -> DeviceMemory:
         return device_memory(
             timeline,
             self._target,
             training=self._config.task == "train",
             expandable_segments=self._config.expandable_segments,
             world_size=1 if self._placement is not None else self._config.gpus,  # a device map's copies need no NCCL
-            usable_bytes=usable,
+            usable_bytes=self.usable_bytes,
             empty_cache_steps=self._config.torch_empty_cache_steps,
             module_loading=self._config.cuda_module_loading,
         )

@@ -9,6 +9,7 @@ import textwrap
 from dataclasses import fields
 from typing import Any, NoReturn
 
+from vramsim.cli.pages import add_page_arguments
 from vramsim.cli.renamed import renamed_arguments
 from vramsim.config import DiffusionOptions, options
 from vramsim.config.options import COMMANDS
@@ -141,6 +142,8 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         _offload_argument(parser, pipelines=False)
     renamed_arguments(parser, command)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    if command != "validate":
+        add_page_arguments(parser, command)
     if command == "trace":
         parser.add_argument(
             "--layers",
@@ -168,6 +171,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
             )
     renamed_arguments(parser, "serve")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_page_arguments(parser, "serve")
 
 
 def _checkpoint_arguments(saved: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ from rich.console import Console
 
 from vramsim.cli.command import Command
 from vramsim.cli.output import progress, show
+from vramsim.cli.pages import write_page
 
 __all__ = ["run"]
 
@@ -25,4 +26,8 @@ def run(command: Command, console: Console) -> int:
             **command.options,
         )
     show(command, report, render_checkpoint, console)
+    if args.html:
+        from vramsim.views.html import checkpoint_html
+
+        write_page(args.html, checkpoint_html(report))
     return 0

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
+from vramsim.cli.pages import check_page_arguments
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.cli.variants import compare_variants
 from vramsim.config import SimulationConfig
@@ -35,6 +36,8 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
     """The options of ``args``, built into their config so that a bad value is a ConfigError now: the config's
     checks need no torch, so a bad argument is answered at once."""
     warnings = renamed_warnings(args)
+    if args.command not in ("models", "gpus"):
+        check_page_arguments(args)
     if args.command == "serve":
         given = {spec.name: getattr(args, spec.name) for spec, _ in serve_options()}
         ServeConfig(**given)

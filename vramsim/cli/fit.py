@@ -4,11 +4,18 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from vramsim.cli.command import Command
 from vramsim.cli.output import progress, show
+from vramsim.cli.pages import write_page
+
+if TYPE_CHECKING:
+    from vramsim.results.device_fit import DeviceFit
+    from vramsim.results.fit import LargestFit
+    from vramsim.results.strategy import StrategySearch
 
 __all__ = ["run"]
 
@@ -29,6 +36,7 @@ def run(command: Command, console: Console) -> int:
         with progress(command, f"judging every GPU on a trace of {args.model}") as told:
             found = device_fit(args.model, progress=told, **options)
         show(command, found, render_device_fit, console)
+        _write_page(command, found, None)
         return 0
     with progress(command, f"searching the largest fit of {args.model}") as told:
         search = cheapest_strategy(args.model, progress=told, **options) if args.strategies else None
@@ -45,4 +53,13 @@ def run(command: Command, console: Console) -> int:
         if fit is not None:
             console.print("Under that setting:")
             render_fit(fit, console)
+    _write_page(command, fit, search)
     return 0
+
+
+def _write_page(command: Command, fit: LargestFit | DeviceFit | None, search: StrategySearch | None) -> None:
+    """``--html``: the search's page."""
+    if command.args.html:
+        from vramsim.views.html import fit_html
+
+        write_page(command.args.html, fit_html(fit, search))

@@ -6,6 +6,7 @@ from rich.console import Console
 
 from vramsim.cli.command import Command
 from vramsim.cli.output import progress, show
+from vramsim.cli.pages import write_page
 
 __all__ = ["run"]
 
@@ -18,4 +19,8 @@ def run(command: Command, console: Console) -> int:
     with progress(command, f"tracing {command.args.model}"):
         served = serve(command.args.model, **command.options)
     show(command, served, render_serve, console)
+    if command.args.html:
+        from vramsim.views.html import serve_html
+
+        write_page(command.args.html, serve_html(served))
     return 0

@@ -11,6 +11,7 @@ from rich.console import Console
 from vramsim.cli.arguments import NOT_FIT_EXIT
 from vramsim.cli.command import Command
 from vramsim.cli.output import progress
+from vramsim.cli.pages import write_page
 from vramsim.cli.wording import in_cli_words
 from vramsim.errors import ConfigError
 
@@ -29,10 +30,14 @@ def run(command: Command, console: Console) -> int:
         if warning not in command.warnings:  # those were printed once the arguments were checked
             print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(report.to_dict(timeline=args.timeline), indent=2))
     else:
         wall = time.perf_counter() - command.started
         render_report(report, console, fold=args.layers == "fold", took=(wall, 1 + told.stages))
+    if args.html:
+        from vramsim.views.html import report_html
+
+        write_page(args.html, report_html(report))
     if args.fail_if_not_fit and report.fits is None:
         raise ConfigError("--fail-if-not-fit judges a GPU's memory; the cpu target has no fixed size (choose --device)")
     return NOT_FIT_EXIT if args.fail_if_not_fit and report.fits is False else 0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from vramsim.estimators.checkpointing import CheckpointCost
 from vramsim.results.advice import Advice
+from vramsim.results.timeline import MemoryTimeline
 
 __all__ = [
     "Assumption",
@@ -235,10 +236,16 @@ class Report:
     trace_seconds: float = 0.0
     allocator_pressure: AllocatorPressure | None = None
     """Where ``device_bytes`` passes the usable memory: the replay within it (OOM, or cache flushes)."""
+    timeline: MemoryTimeline | None = None
+    """The steady-state step's memory over time, sampled (``vramsim/analysis/timeline.py``); ``simulate`` sets it."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data; ``--json`` prints exactly this."""
-        return asdict(self)
+    def to_dict(self, *, timeline: bool = False) -> dict[str, Any]:
+        """JSON-ready data; ``--json`` prints exactly this (``--timeline``: with ``timeline``, else without the key)."""
+        data = asdict(replace(self, timeline=None))
+        del data["timeline"]
+        if timeline and self.timeline is not None:
+            data["timeline"] = asdict(self.timeline)
+        return data
 
     def __repr__(self) -> str:
         return f"<Report peak={self.peak_bytes / 2**30:.2f} GiB target={self.target}>"

@@ -18,7 +18,7 @@ from vramsim.views.lines import print_wrapped
 from vramsim.views.trimmed import trimmed_lines
 from vramsim.views.units import format_bytes
 
-__all__ = ["render_report", "render_summary", "report_text"]
+__all__ = ["render_report", "render_summary", "report_text", "saved_cell"]
 
 
 def render_summary(report: Report, console: Console) -> None:
@@ -261,7 +261,7 @@ def _layers(report: Report, console: Console, fold: bool) -> Table:
         (
             f"{row.parameters:,}",
             format_bytes(row.parameter_bytes),
-            _saved(*row.activation_bytes),
+            saved_cell(*row.activation_bytes),
             format_bytes(row.peak_bytes) if row.peak_bytes else "-",
         )
         for row in rows
@@ -302,7 +302,7 @@ def _left_ellipsis(name: str, width: int) -> str:
     return name if len(name) <= width else "…" + name[len(name) - width + 1 :]
 
 
-def _saved(least: int, most: int) -> str:
+def saved_cell(least: int, most: int) -> str:
     """One layer's saved bytes over a folded run; ``<=`` marks a run whose layers differ (layer 0's
     input is the embedding's output), with the most one of them saves."""
     most_text = format_bytes(most)
