@@ -67,10 +67,18 @@ def test_variants_file_is_refused_when_not_variants(tmp_path: Path, capsys: pyte
         assert code == 2 and message in err and err.count("\n") == 1
 
 
-def test_html_is_not_written_yet(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "compare", "gpt2", "--html", "out.html", "--", "", "--headroom 0.2")
-    assert code == 1 and not out
-    assert err == "vramsim: error: compare --html (the variants' timelines in one page) is not written yet; use --json\n"
+def test_html_overlays_each_variants_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--html``: one page with a line per variant, each line's peak the variant's own ``peak_bytes``."""
+    page = tmp_path / "compare.html"
+    shared = ["gpt2", "--seq-len", "16", "--device", "t4"]
+    code, out, err = run(capsys, "compare", *shared, "--json", "--html", str(page), "--", "", "--batch-size 16")
+    assert code == 0 and f"wrote {page}" in err
+    text = page.read_text()
+    assert text.count("<script") >= 1 and 'src="http' not in text
+    peaks = [variant["report"]["peak_bytes"] for variant in json.loads(out)["variants"]]
+    assert peaks[0] != peaks[1]
+    for label, peak in zip(("(shared flags)", "--batch-size 16"), peaks, strict=True):
+        assert label in text and str(peak) in text
 
 
 def test_json_matches_the_api_and_shares_a_trace(capsys: pytest.CaptureFixture[str]) -> None:

@@ -206,7 +206,6 @@ def _compare_arguments(compare: argparse.ArgumentParser) -> None:
         help='named variants, each a flags string (qlora = "--quantization nf4 --lora-rank 16") or a table of '
         'flags without their dashes ([qlora] quantization = "nf4" lora-rank = 16), instead of the strings after --',
     )
-    compare.add_argument("--html", metavar="PATH", help="the variants' timelines overlaid in one page (not written yet)")
     compare.set_defaults(variant_flags=None)  # the strings after --, split off before parsing (cli/variants.py)
 
 

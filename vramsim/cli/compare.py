@@ -8,8 +8,8 @@ from rich.console import Console
 
 from vramsim.cli.command import Command
 from vramsim.cli.output import progress, show
+from vramsim.cli.pages import write_page
 from vramsim.cli.wording import in_cli_words
-from vramsim.errors import UnsupportedError
 
 __all__ = ["run"]
 
@@ -17,8 +17,6 @@ __all__ = ["run"]
 def run(command: Command, console: Console) -> int:
     """Trace each distinct program, then print the table of variants (or its JSON)."""
     args = command.args
-    if args.html is not None:
-        raise UnsupportedError("compare --html (the variants' timelines in one page) is not written yet; use --json")
     from vramsim.api import compare
     from vramsim.views.compare import render_comparison
 
@@ -31,4 +29,8 @@ def run(command: Command, console: Console) -> int:
                 told_once.add(warning)
                 print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
     show(command, comparison, render_comparison, console)
+    if args.html:
+        from vramsim.views.html import compare_html
+
+        write_page(args.html, compare_html(comparison))
     return 0

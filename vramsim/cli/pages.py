@@ -12,7 +12,8 @@ __all__ = ["add_page_arguments", "check_page_arguments", "write_page"]
 
 
 def add_page_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    """``--html`` on every command with a result to draw; ``--timeline`` on ``trace``, whose report holds one."""
+    """``--html`` on every command with a result to draw (``compare``: the variants' timelines overlaid);
+    ``--timeline`` on ``trace``, whose report holds one."""
     parser.add_argument(
         "--html",
         default=None,
