@@ -7,6 +7,7 @@ from typing import Any
 
 from vramsim.analysis import generation, summary
 from vramsim.analysis.advice import graph_advice
+from vramsim.analysis.memory_history import memory_history
 from vramsim.analysis.notes import option_warnings, report_options, run_notes
 from vramsim.analysis.placement import placement_note
 from vramsim.analysis.ranks import model_parallel_notes, rank_memory, sharding_notes
@@ -123,6 +124,17 @@ def _report(
         warnings=[*config.warnings, *program.warnings, *option_warnings(config, traced.trace)],
         trace_seconds=round(seconds + time.perf_counter() - started, 3),
         allocator_pressure=memory.pressure,
+        memory_history=memory_history(
+            traced.graph,
+            traced.trace.ops,
+            chosen.timeline,
+            memory,
+            target,
+            expandable_segments=config.expandable_segments,
+            empty_cache_steps=config.torch_empty_cache_steps,
+        )
+        if config.memory_history
+        else None,
     )
 
 

@@ -58,6 +58,14 @@ class AnalysisOptions:
             commands=("trace",),
         ),
     )
+    memory_history: bool = field(
+        default=False,
+        metadata=option(
+            cli=False,
+            help="keep the caching allocator's history over the report's replay (Report.memory_history), what "
+            "--memory-viz and --chrome-trace write (docs/exports.md)",
+        ),
+    )
     headroom: float = field(
         default=0.10,
         metadata=option(

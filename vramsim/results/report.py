@@ -7,6 +7,7 @@ from typing import Any
 
 from vramsim.estimators.checkpointing import CheckpointCost
 from vramsim.results.advice import Advice
+from vramsim.results.memory_history import MemoryHistory
 
 __all__ = [
     "Assumption",
@@ -235,6 +236,8 @@ class Report:
     trace_seconds: float = 0.0
     allocator_pressure: AllocatorPressure | None = None
     """Where ``device_bytes`` passes the usable memory: the replay within it (OOM, or cache flushes)."""
+    memory_history: MemoryHistory | None = None
+    """With ``memory_history=True``: the caching allocator's history over the replay the figures come from."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; ``--json`` prints exactly this."""
