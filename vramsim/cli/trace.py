@@ -10,6 +10,7 @@ from rich.console import Console
 
 from vramsim.cli.arguments import NOT_FIT_EXIT
 from vramsim.cli.command import Command
+from vramsim.cli.exports import export_paths, write_exports
 from vramsim.cli.output import progress
 from vramsim.cli.wording import in_cli_words
 from vramsim.errors import ConfigError
@@ -23,11 +24,14 @@ def run(command: Command, console: Console) -> int:
     from vramsim.views.report import render_report
 
     args = command.args
+    exports = export_paths(args)
+    options = command.options | ({"memory_history": True} if exports else {})
     with progress(command, f"tracing {args.model}") as told:
-        report = simulate(args.model, advice="graph" if args.no_search else "traced", progress=told, **command.options)
+        report = simulate(args.model, advice="graph" if args.no_search else "traced", progress=told, **options)
     for warning in report.warnings:
         if warning not in command.warnings:  # those were printed once the arguments were checked
             print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
+    write_exports(report, exports)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
