@@ -11,7 +11,6 @@ from collections.abc import Callable
 import networkx as nx
 
 from vramsim.analysis.device_memory import DeviceMemory, allocator_replay
-from vramsim.errors import ConfigError
 from vramsim.estimators.allocator import HistoryEntry, SegmentState
 from vramsim.estimators.assumptions import totals
 from vramsim.estimators.liveness import OVERHEAD_CATEGORY
@@ -41,11 +40,8 @@ def memory_history(
     expandable_segments: bool,
     empty_cache_steps: int | None,
 ) -> MemoryHistory:
-    """``timeline`` (the report's, ``memory`` its replay) replayed with the allocator recording."""
-    if target.profile.vendor == "cpu":
-        raise ConfigError(
-            "the allocator history replays a GPU's caching allocator; the cpu target has none: name a GPU (--device)"
-        )
+    """``timeline`` (the report's, ``memory`` its replay) replayed with the allocator recording, on a GPU
+    ``target`` (the config refuses the cpu, which has no caching allocator)."""
     overhead = memory.live.overhead_bytes
     allocator, live = allocator_replay(timeline, target, expandable_segments, empty_cache_steps, overhead, record=True)
     assert allocator.history is not None and live.allocated == memory.live.allocated, "the recorded replay must be the report's"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
+from vramsim.cli.exports import export_paths
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.config import SimulationConfig
 from vramsim.config.serving import ServeConfig, serve_options
@@ -39,6 +40,8 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         given = {}
     else:
         given = workload_options(args)
+        if args.command == "trace" and export_paths(args):
+            given["memory_history"] = True  # what --memory-viz and --chrome-trace write
         if args.command == "fit" and args.strategies and args.device == "any" and args.device is not ANY_DEVICE_DEFAULT:
             raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
         warnings += argument_warnings(args)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vramsim.errors import ConfigError
-from vramsim.results.report import Report
+
+if TYPE_CHECKING:
+    from vramsim.results.report import Report
 
 __all__ = ["export_paths", "write_exports"]
 

@@ -24,14 +24,12 @@ def run(command: Command, console: Console) -> int:
     from vramsim.views.report import render_report
 
     args = command.args
-    exports = export_paths(args)
-    options = command.options | ({"memory_history": True} if exports else {})
     with progress(command, f"tracing {args.model}") as told:
-        report = simulate(args.model, advice="graph" if args.no_search else "traced", progress=told, **options)
+        report = simulate(args.model, advice="graph" if args.no_search else "traced", progress=told, **command.options)
     for warning in report.warnings:
         if warning not in command.warnings:  # those were printed once the arguments were checked
             print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
-    write_exports(report, exports)
+    write_exports(report, export_paths(args))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
