@@ -2,7 +2,8 @@
 
 The entry points (``simulate``, ``simulate_each``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
 ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
-that word the records (``report_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
+that word the records (``report_text``, ``advice_line``, ``format_bytes``) or write them to files
+(``write_memory_viz``, ``write_chrome_trace``). The names are imported on first use
 (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
     from vramsim.views.report import report_text
+    from vramsim.views.chrome_trace import write_chrome_trace
+    from vramsim.views.memory_viz import write_memory_viz
     from vramsim.views.units import format_bytes
 
 __all__ = [
@@ -57,6 +60,8 @@ __all__ = [
     "simulate",
     "simulate_each",
     "validate",
+    "write_chrome_trace",
+    "write_memory_viz",
 ]
 
 _HOMES = {
@@ -79,6 +84,7 @@ _HOMES = {
     "advice_line": "views.advice",
     "format_bytes": "views.units",
     "report_text": "views.report",
+    "write_chrome_trace": "views.chrome_trace", "write_memory_viz": "views.memory_viz",
 }  # fmt: skip
 """The module each public name lives in."""
 
