@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from vramsim.errors import ConfigError
 
@@ -67,14 +67,13 @@ from .allocator_blocks import (
     split,
     take_cached,
 )
+from .allocator_history import HistoryEntry, SegmentState, segment_states
 
 __all__ = [
     "AllocEvent",
     "AllocatorConfig",
     "AllocatorStats",
     "CachingAllocator",
-    "HistoryEntry",
-    "SegmentState",
     "simulate",
 ]
 
@@ -153,33 +152,6 @@ class AllocatorStats:
     """Index of the allocation that failed; the replay stops there."""
     expandable_segments: bool
     """Whether expandable segments were in effect (see ``AllocatorConfig.uses_expandable_segments``)."""
-
-
-class HistoryEntry(NamedTuple):
-    """One action of the allocator, as ``_record_memory_history`` records it (its ``TraceEntry``); a tuple,
-    the quickest record to make once per action."""
-
-    action: Literal["segment_alloc", "segment_free", "segment_map", "segment_unmap", "alloc", "free_requested", "free_completed"]
-    addr: int
-    size: int
-    """Bytes of the block (its rounded size, what ``memory_allocated`` counts) or of the segment / mapped pages."""
-    call: int
-    """Index of the ``malloc``/``free`` call it belongs to (an ``empty_cache`` belongs to the call after it)."""
-    key: int | None
-    """The storage of an ``alloc``/``free_*``; ``None`` for a segment's action."""
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentState:
-    """One segment at the end (with expandable segments, one contiguous mapped range), as ``_snapshot`` lists it."""
-
-    address: int
-    size: int
-    small: bool
-    """Whether it belongs to the small pool (``segment_type`` ``"small"``)."""
-    expandable: bool
-    blocks: list[tuple[int, int, int | None]]
-    """``(address, size, key)`` in address order, tiling the segment; ``key`` ``None`` for a cached free block."""
 
 
 class CachingAllocator:
@@ -295,20 +267,8 @@ class CachingAllocator:
 
     def segments(self) -> list[SegmentState]:
         """The segments held now and their blocks, in address order (``torch.cuda.memory._snapshot()["segments"]``)."""
-        owner = {id(block): key for key, block in self._live.items() if block is not None}
-        blocks = [block for block in self._live.values() if block is not None]
-        blocks += [block for pool in (self._small, self._large) for block in pool.free.values()]
-        heads = sorted((b for b in blocks if b.prev is None or not b.prev.mapped), key=lambda b: b.ptr)
-        segments = []
-        for head in heads:
-            tiles: list[tuple[int, int, int | None]] = []
-            walk: Block | None = head
-            while walk is not None and walk.mapped:
-                tiles.append((walk.ptr, walk.size, owner.get(id(walk))))
-                walk = walk.next
-            size = sum(tile[1] for tile in tiles)
-            segments.append(SegmentState(head.ptr, size, head.pool.small, head.segment is not None, tiles))
-        return segments
+        cached = [block for pool in (self._small, self._large) for block in pool.free.values()]
+        return segment_states(self._live, cached)
 
     # -- growing and shrinking ------------------------------------------------------------------
 

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
-    from vramsim.views.report import report_text
     from vramsim.views.chrome_trace import write_chrome_trace
     from vramsim.views.memory_viz import write_memory_viz
+    from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
 __all__ = [

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator, HistoryEntry
+from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
+from vramsim.estimators.allocator_history import HistoryEntry
 
 _MiB = 1 << 20
 _GROWS = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}

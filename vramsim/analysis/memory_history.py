@@ -11,7 +11,7 @@ from collections.abc import Callable
 import networkx as nx
 
 from vramsim.analysis.device_memory import DeviceMemory, allocator_replay
-from vramsim.estimators.allocator import HistoryEntry, SegmentState
+from vramsim.estimators.allocator_history import HistoryEntry, SegmentState
 from vramsim.estimators.assumptions import totals
 from vramsim.estimators.liveness import OVERHEAD_CATEGORY
 from vramsim.estimators.timeline import Block, Timeline

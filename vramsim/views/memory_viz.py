@@ -57,7 +57,7 @@ def write_memory_viz(history: MemoryHistory, path: str | Path) -> Path:
 
 
 def _segment(segment: SegmentRecord, history: MemoryHistory, frames: _FrameBuilder) -> dict[str, Any]:
-    blocks = []
+    blocks: list[dict[str, Any]] = []
     for block in segment.blocks:
         tensor = None if block.tensor is None else history.tensors[block.tensor]
         blocks.append(
