@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 import transformers
 
 import vramsim
@@ -50,3 +51,50 @@ def test_the_history_is_left_out_unless_asked() -> None:
     config = _tiny(layers=1)
     report = vramsim.simulate(config, task="forward", device="h100-sxm", batch_size=1, seq_len=8)
     assert report.memory_history is None and report.to_dict()["memory_history"] is None
+
+
+class _TinyMLP(torch.nn.Module):
+    """A plain PyTorch module, its own inputs and loss: no Hugging Face config behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(256, 1024)
+        self.down = torch.nn.Linear(1024, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(x)))
+
+
+@pytest.mark.parametrize("expandable", [False, True], ids=["plain", "expandable"])
+def test_a_custom_modules_history_sums_to_its_peaks(expandable: bool) -> None:
+    """Over the last step the history's blocks peak at ``peak_bytes`` and its segments at ``reserved_bytes``
+    (no reserved-only overheads on an H100); each traced block names its module."""
+    report = vramsim.simulate(
+        _TinyMLP(),
+        inputs=lambda batch_size, seq_len: {"x": torch.randn(batch_size, seq_len, 256)},
+        loss=lambda output: output.float().pow(2).mean(),
+        task="train",
+        device="h100-sxm",
+        batch_size=4,
+        seq_len=64,
+        expandable_segments=expandable,
+        memory_history=True,
+    )
+    history = report.memory_history
+    assert history is not None and history.expandable_segments == expandable
+    allocated = reserved = peak_allocated = 0
+    peak_reserved = None
+    for action in history.actions:
+        if action.event >= history.steady_first_event and peak_reserved is None:
+            peak_reserved = reserved  # reset_peak_stats where the last step begins
+        allocated += {"alloc": 1, "free_completed": -1}.get(action.action, 0) * action.size
+        reserved += {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}.get(
+            action.action, 0
+        ) * action.size
+        if peak_reserved is not None:
+            peak_allocated, peak_reserved = max(peak_allocated, allocated), max(peak_reserved, reserved)
+    assert (peak_allocated, peak_reserved, history.reserved_overhead_bytes) == (report.peak_bytes, report.reserved_bytes, 0)
+    modules = {history.tensors[a.tensor].module for a in history.actions if a.action == "alloc" and a.tensor is not None}
+    assert {"up", "down"} <= modules
+    weight = next(t for t in history.tensors if t.shape == (1024, 256))
+    assert (weight.category, weight.dtype, weight.op) == ("parameters", "float32", "<pre-existing>")
