@@ -31,6 +31,12 @@ torch 2.13 ``CUDAAllocatorConfig::expandable_segments()`` honours the option onl
 and otherwise warns "expandable_segments not supported on this platform" and uses plain segments
 (c10/cuda/CUDAAllocatorConfig.h; HIP support landed in pytorch/pytorch#173330/#177974).
 
+With ``record=True`` the allocator also keeps what ``torch.cuda.memory._record_memory_history()``
+records (``history``: ``segment_alloc``/``segment_free``, or ``segment_map``/``segment_unmap`` with
+expandable segments, then ``alloc``, ``free_requested``, ``free_completed``; one stream, so a free
+completes as it is requested) and ``segments()`` lists what ``torch.cuda.memory._snapshot()`` lists
+at the end: each segment (each mapped range, with expandable segments) and its blocks in address order.
+
 Not modelled (their defaults are assumed): ``max_split_size_mb`` (unlimited),
 ``roundup_power2_divisions`` (off), ``garbage_collection_threshold`` (off), several streams,
 ``record_stream``, CUDA graph private pools, ``empty_cache`` calls inside the trace.
@@ -61,8 +67,15 @@ from .allocator_blocks import (
     split,
     take_cached,
 )
+from .allocator_history import HistoryEntry, SegmentState, segment_states
 
-__all__ = ["AllocEvent", "AllocatorConfig", "AllocatorStats", "CachingAllocator", "simulate"]
+__all__ = [
+    "AllocEvent",
+    "AllocatorConfig",
+    "AllocatorStats",
+    "CachingAllocator",
+    "simulate",
+]
 
 _ROCM_EXPANDABLE_MIN = (7, 0)
 """First ROCm release on which PyTorch honours ``expandable_segments`` (CUDAAllocatorConfig.h)."""
@@ -144,7 +157,8 @@ class AllocatorStats:
 class CachingAllocator:
     """The caching allocator of one device, driven one call at a time; each call is one event."""
 
-    def __init__(self, config: AllocatorConfig | None = None) -> None:
+    def __init__(self, config: AllocatorConfig | None = None, *, record: bool = False) -> None:
+        """``record``: keep the ``history`` of every action (off, the replay does no more than count)."""
         self.config = config or AllocatorConfig()
         self._expandable = self.config.uses_expandable_segments
         self._limit = self.config.memory_limit_bytes
@@ -163,6 +177,7 @@ class CachingAllocator:
         self._peak_reserved_event: int | None = None
         self._retries = 0
         self._oom_event: int | None = None
+        self.history: list[HistoryEntry] | None = [] if record else None
 
     # -- public driving -------------------------------------------------------------------------
 
@@ -180,7 +195,7 @@ class CachingAllocator:
         if block is None:
             block = self._new_block(pool, size)
             if block is None:
-                self._release_cached()
+                self._release_cached(self._event)
                 self._retries += 1
                 block = self._new_block(pool, size)
                 if block is None:
@@ -189,6 +204,8 @@ class CachingAllocator:
         split(block, size, expandable=self._expandable)
         block.allocated = True
         self._live[key] = block
+        if self.history is not None:
+            self.history.append(HistoryEntry("alloc", block.ptr, block.size, self._event, key))
         self._allocated += block.size
         if self._allocated > self._peak_allocated:
             self._peak_allocated = self._allocated
@@ -197,7 +214,7 @@ class CachingAllocator:
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()``: every wholly free segment (or free page) goes back to the device."""
-        self._release_cached()
+        self._release_cached(self._event + 1)
 
     @property
     def allocated_bytes(self) -> int:
@@ -230,6 +247,9 @@ class CachingAllocator:
             return
         block.allocated = False
         self._allocated -= block.size
+        if self.history is not None:
+            for action in ("free_requested", "free_completed"):
+                self.history.append(HistoryEntry(action, block.ptr, block.size, self._event, key))
         merge(block, block.prev)
         merge(block, block.next)
         insert_free(block)
@@ -249,6 +269,11 @@ class CachingAllocator:
             oom_event=self._oom_event,
             expandable_segments=self._expandable,
         )
+
+    def segments(self) -> list[SegmentState]:
+        """The segments held now and their blocks, in address order (``torch.cuda.memory._snapshot()["segments"]``)."""
+        cached = [block for pool in (self._small, self._large) for block in pool.free.values()]
+        return segment_states(self._live, cached)
 
     # -- growing and shrinking ------------------------------------------------------------------
 
@@ -273,17 +298,22 @@ class CachingAllocator:
             return None
         self._next_ptr -= nbytes  # below the segments before it, where cudaMalloc puts it
         block = Block(self._next_ptr, nbytes, pool, None)
+        if self.history is not None:
+            self.history.append(HistoryEntry("segment_alloc", block.ptr, nbytes, self._event, None))
         self._segments += 1
         self._grew(nbytes)
         return block
 
-    def _release_cached(self) -> None:
-        """``release_cached_blocks``: give every wholly free segment (or free page) back to the device."""
+    def _release_cached(self, call: int) -> None:
+        """``release_cached_blocks``: give every wholly free segment (or free page) back to the device; ``call``
+        is the malloc/free call the history files it under."""
         for pool in (self._large, self._small):
             for block in list(pool.free.values()):
                 if self._expandable:
-                    self._unmap(block)
+                    self._unmap(block, call)
                 elif block.prev is None and block.next is None:
+                    if self.history is not None:
+                        self.history.append(HistoryEntry("segment_free", block.ptr, block.size, call, None))
                     remove_free(block)
                     self._reserved -= block.size
                     self._segments -= 1
@@ -331,6 +361,8 @@ class CachingAllocator:
         mapped = -(-nbytes // segment.page) * segment.page
         if not self._fits(mapped):
             return False
+        if self.history is not None:
+            self.history.append(HistoryEntry("segment_map", block.ptr, mapped, self._event, None))
         remove_unmapped(block)
         block.mapped = True
         if mapped < block.size:
@@ -343,7 +375,7 @@ class CachingAllocator:
         self._grew(mapped)
         return True
 
-    def _unmap(self, block: Block) -> None:
+    def _unmap(self, block: Block, call: int) -> None:
         """``unmap_block``: release the whole pages inside a free block; partial pages stay mapped."""
         segment = block.segment
         assert segment is not None
@@ -352,6 +384,8 @@ class CachingAllocator:
         last = base + (end - base) // page * page
         if first >= last:
             return
+        if self.history is not None:
+            self.history.append(HistoryEntry("segment_unmap", first, last - first, call, None))
         remove_free(block)
         if first > block.ptr:
             before = Block(block.ptr, first - block.ptr, block.pool, segment)

@@ -44,6 +44,8 @@ def test_all_is_sorted_and_pinned() -> None:
         "simulate",
         "simulate_each",
         "validate",
+        "write_chrome_trace",
+        "write_memory_viz",
     }
 
 

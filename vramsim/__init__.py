@@ -2,7 +2,8 @@
 
 The entry points (``simulate``, ``simulate_each``, ``compare``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
 ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
-that word the records (``report_text``, ``report_html``, ``compare_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
+that word the records (``report_text``, ``report_html``, ``compare_text``, ``advice_line``, ``format_bytes``) or write them to
+files (``write_memory_viz``, ``write_chrome_trace``). The names are imported on first use
 (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from vramsim.views.advice import advice_line
     from vramsim.views.compare import compare_text
     from vramsim.views.html import report_html
+    from vramsim.views.chrome_trace import write_chrome_trace
+    from vramsim.views.memory_viz import write_memory_viz
     from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
@@ -64,6 +67,8 @@ __all__ = [
     "simulate",
     "simulate_each",
     "validate",
+    "write_chrome_trace",
+    "write_memory_viz",
 ]
 
 _HOMES = {
@@ -89,6 +94,7 @@ _HOMES = {
     "format_bytes": "views.units",
     "report_html": "views.html",
     "report_text": "views.report",
+    "write_chrome_trace": "views.chrome_trace", "write_memory_viz": "views.memory_viz",
 }  # fmt: skip
 """The module each public name lives in."""
 

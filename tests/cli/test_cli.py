@@ -113,7 +113,9 @@ def test_every_option_is_on_the_command_line_or_python_only() -> None:
     given = workload_options(args)
     for spec, option in options():
         assert (spec.name in given) == option.cli, spec.name
-        assert option.cli or spec.name in ("inputs", "loss", "steps", "zero_settings", "training_args"), spec.name
+        assert option.cli or spec.name in ("inputs", "loss", "steps", "zero_settings", "training_args", "memory_history"), (
+            spec.name
+        )
         if option.cli and spec.name != "device":
             assert given[spec.name] == spec.default, spec.name  # the CLI's default is the API's
     assert workload_options(build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"

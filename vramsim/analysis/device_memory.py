@@ -12,7 +12,7 @@ from vramsim.estimators.timeline import Timeline
 from vramsim.results.report import AllocatorPressure
 from vramsim.workload.targets import Target
 
-__all__ = ["DeviceMemory", "device_memory"]
+__all__ = ["DeviceMemory", "allocator_replay", "cache_releases", "device_memory"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,9 +69,8 @@ def device_memory(
     overheads = overheads_for(target.profile, world_size=world_size, training=training, module_loading=module_loading)
     added = totals(overheads)
     platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
-    allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments))
-    releases = backward_starts(timeline, lambda step: step % empty_cache_steps == 0) if empty_cache_steps else frozenset()
-    live = liveness(timeline, allocator, overhead_bytes=added.allocated, cache_releases=releases)
+    releases = cache_releases(timeline, empty_cache_steps)
+    _, live = allocator_replay(timeline, target, expandable_segments, empty_cache_steps, added.allocated)
     peak, index = live.peak(first, last)
     reserved = live.peak_reserved_bytes + (added.reserved - added.allocated)
     device = reserved + (added.device - added.reserved)
@@ -91,6 +90,28 @@ def device_memory(
         overheads=overheads,
         pressure=pressure,
     )
+
+
+def allocator_replay(
+    timeline: Timeline,
+    target: Target,
+    expandable_segments: bool,
+    empty_cache_steps: int | None,
+    overhead_bytes: int,
+    *,
+    record: bool = False,
+) -> tuple[CachingAllocator, Liveness]:
+    """``timeline`` through the caching allocator of a GPU ``target``, without a limit: the replay the figures
+    come from (``record``: keeping the allocator's history, ``vramsim/analysis/memory_history.py``)."""
+    platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
+    allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments), record=record)
+    releases = cache_releases(timeline, empty_cache_steps)
+    return allocator, liveness(timeline, allocator, overhead_bytes=overhead_bytes, cache_releases=releases)
+
+
+def cache_releases(timeline: Timeline, empty_cache_steps: int | None) -> frozenset[int]:
+    """The events before which the HF Trainer's ``torch_empty_cache_steps`` N empties the cache."""
+    return backward_starts(timeline, lambda step: step % empty_cache_steps == 0) if empty_cache_steps else frozenset()
 
 
 def _pressure(

@@ -7,6 +7,7 @@ from typing import Any
 
 from vramsim.analysis import generation, summary
 from vramsim.analysis.advice import graph_advice
+from vramsim.analysis.memory_history import memory_history
 from vramsim.analysis.notes import option_warnings, report_options, run_notes
 from vramsim.analysis.placement import placement_note
 from vramsim.analysis.ranks import model_parallel_notes, rank_memory, sharding_notes
@@ -132,6 +133,17 @@ def _report(
             usable_bytes=analysis.usable_bytes,
             capacity_bytes=target.profile.memory_bytes,
         ),
+        memory_history=memory_history(
+            traced.graph,
+            traced.trace.ops,
+            chosen.timeline,
+            memory,
+            target,
+            expandable_segments=config.expandable_segments,
+            empty_cache_steps=config.torch_empty_cache_steps,
+        )
+        if config.memory_history
+        else None,
     )
 
 

@@ -309,6 +309,17 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             help="a job that does not fit gets only the advice this trace gives (checkpointing): no "
             "re-traced dtype, optimizer, batch size or sequence length",
         )
+        parser.add_argument(
+            "--memory-viz",
+            metavar="PATH",
+            help="write the caching allocator's simulated history as a torch.cuda.memory._snapshot() pickle, for "
+            "pytorch.org/memory_viz (docs/exports.md)",
+        )
+        parser.add_argument(
+            "--chrome-trace",
+            metavar="PATH",
+            help="write the ops and the allocated/reserved memory as a Chrome trace JSON, for ui.perfetto.dev (docs/exports.md)",
+        )
 
 
 _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}

@@ -8,6 +8,7 @@ from typing import Any
 
 from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
 from vramsim.cli.pages import check_page_arguments
+from vramsim.cli.exports import export_paths
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.cli.variants import compare_variants
 from vramsim.config import SimulationConfig
@@ -50,6 +51,8 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         return Command(args=args, options={}, warnings=once, started=started, variants={v.label: v.options for v in variants})
     else:
         given = workload_options(args)
+        if args.command == "trace" and export_paths(args):
+            given["memory_history"] = True  # what --memory-viz and --chrome-trace write
         if args.command == "fit" and args.strategies and args.device == "any" and args.device is not ANY_DEVICE_DEFAULT:
             raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
         warnings += argument_warnings(args)

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from vramsim.cli.arguments import NOT_FIT_EXIT
 from vramsim.cli.command import Command
+from vramsim.cli.exports import export_paths, write_exports
 from vramsim.cli.output import progress
 from vramsim.cli.pages import write_page
 from vramsim.cli.wording import in_cli_words
@@ -29,6 +30,7 @@ def run(command: Command, console: Console) -> int:
     for warning in report.warnings:
         if warning not in command.warnings:  # those were printed once the arguments were checked
             print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
+    write_exports(report, export_paths(args))
     if args.json:
         print(json.dumps(report.to_dict(timeline=args.timeline), indent=2))
     else:

@@ -58,6 +58,14 @@ class AnalysisOptions:
             commands=("trace",),
         ),
     )
+    memory_history: bool = field(
+        default=False,
+        metadata=option(
+            cli=False,
+            help="keep the caching allocator's history over the report's replay (Report.memory_history), what "
+            "--memory-viz and --chrome-trace write (docs/exports.md)",
+        ),
+    )
     headroom: float = field(
         default=0.10,
         metadata=option(
@@ -166,6 +174,11 @@ class AnalysisOptions:
             check_count("torch_empty_cache_steps", self.torch_empty_cache_steps, 1 << 20)
             if workload.task != "train":
                 raise ConfigError(f"torch_empty_cache_steps is the Trainer's training step; task={workload.task!r} runs none")
+        if self.memory_history and workload.device.lower() == "cpu":
+            raise ConfigError(
+                "memory_history (trace --memory-viz, --chrome-trace) replays a GPU's caching allocator; the cpu target has "
+                "none: name a GPU (--device)"
+            )
         self._check_checkpointing(workload)
         gpus = self.gpus
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:

@@ -31,6 +31,7 @@ OPTION_ORDER = (
     "moe_routing", "height", "width", "num_inference_steps", "max_sequence_length", "guidance_scale", "num_images",
     "num_frames", "vae_tiling", "vae_slicing", "attention_slicing", "offload", "cache_latents", "cache_text_embeddings",
     "ema", "steps",
+    "memory_history",
 )  # fmt: skip
 """The order the command line offers the options and the report lists them, which users know; the groups
 interleave in it, so it is kept here rather than taken from the fields."""

@@ -8,6 +8,7 @@ from typing import Any
 from vramsim.estimators.checkpointing import CheckpointCost
 from vramsim.results.advice import Advice
 from vramsim.results.timeline import MemoryTimeline
+from vramsim.results.memory_history import MemoryHistory
 
 __all__ = [
     "Assumption",
@@ -238,6 +239,8 @@ class Report:
     """Where ``device_bytes`` passes the usable memory: the replay within it (OOM, or cache flushes)."""
     timeline: MemoryTimeline | None = None
     """The steady-state step's memory over time, sampled (``vramsim/analysis/timeline.py``); ``simulate`` sets it."""
+    memory_history: MemoryHistory | None = None
+    """With ``memory_history=True``: the caching allocator's history over the replay the figures come from."""
 
     def to_dict(self, *, timeline: bool = False) -> dict[str, Any]:
         """JSON-ready data; ``--json`` prints exactly this (``--timeline``: with ``timeline``, else without the key)."""
