@@ -108,7 +108,7 @@ ANY_DEVICE_DEFAULT = _Default("any")
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The model, then one argument per ``SimulationConfig`` option the command takes."""
     parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
-    offered = "trace" if command in ("fit", "checkpoint") else command
+    offered = "trace" if command in ("fit", "checkpoint", "inspect") else command
     for spec, option in options():
         if not option.cli or offered not in option.commands or spec.name == "offload_states":
             continue
@@ -141,7 +141,7 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         _offload_argument(parser, pipelines=False)
     renamed_arguments(parser, command)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    if command == "trace":
+    if command in ("trace", "inspect"):
         parser.add_argument(
             "--layers",
             choices=("fold", "all"),
@@ -194,6 +194,43 @@ def _checkpoint_arguments(saved: argparse.ArgumentParser) -> None:
     )
 
 
+def _depth(text: str) -> int:
+    """``--depth``: a whole number, 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a depth: give 0 (the model alone), 1, 2, ...")
+    return int(text)
+
+
+def _graph_file(text: str) -> str:
+    """``--graph``: a file the graph export writes (by its suffix)."""
+    from vramsim.views.graph_export import graph_format
+
+    try:
+        graph_format(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    """How deep ``inspect`` shows the module tree, and where it writes the op/storage graph."""
+    parser.add_argument(
+        "--depth",
+        type=_depth,
+        default=None,
+        help="module tree levels below the model (0: the model alone); none given: down to the repeated "
+        "block (the decoder layer), as the per-layer table",
+    )
+    parser.add_argument(
+        "--graph",
+        type=_graph_file,
+        default=None,
+        metavar="FILE",
+        help="write the op/storage graph (each node's kind, op, module, shape, dtype, bytes, alloc and free "
+        "event, phase): FILE.graphml (networkx.read_graphml) or FILE.dot (Graphviz)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its flags, built from the options' own specs so the CLI and the API agree."""
     parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
@@ -232,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _serve_arguments(serve)
     _run_arguments(serve, "serve")
+    inspected = commands.add_parser(
+        "inspect",
+        help="a model's memory by module, its largest temporaries and what holds the peak; its op/storage graph",
+        formatter_class=_HelpFormatter,
+    )
+    _workload_arguments(inspected, "inspect")
+    _inspect_arguments(inspected)
+    _run_arguments(inspected, "inspect")
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser
