@@ -18,6 +18,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "Assumption",
         "CheckpointReport",
         "ConfigError",
+        "Inspection",
         "LargestFit",
         "LayerRow",
         "ModelNotFoundError",
@@ -34,12 +35,14 @@ def test_all_is_sorted_and_pinned() -> None:
         "checkpoint",
         "count_parameters",
         "format_bytes",
+        "inspect",
         "largest_fit",
         "report_text",
         "serve",
         "simulate",
         "simulate_each",
         "validate",
+        "write_graph",
     }
 
 

@@ -1,8 +1,9 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-The entry points (``simulate``, ``simulate_each``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
-``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
-that word the records (``report_text``, ``advice_line``, ``format_bytes``). The names are imported on first use
+The entry points (``simulate``, ``simulate_each``, ``inspect``, ``largest_fit``, ``cheapest_strategy``,
+``checkpoint``, ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise,
+and the views that word the records (``report_text``, ``advice_line``, ``format_bytes``; ``write_graph`` writes an
+inspection's graph). The names are imported on first use
 (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
@@ -12,12 +13,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vramsim.api import count_parameters, simulate, simulate_each
+    from vramsim.api import count_parameters, inspect, simulate, simulate_each
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from vramsim.results.advice import Advice
     from vramsim.results.checkpoint import CheckpointReport
     from vramsim.results.fit import LargestFit
+    from vramsim.results.inspect import Inspection
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
     from vramsim.results.serving import ServeReport
     from vramsim.results.strategy import StrategySearch
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
     from vramsim.views.report import report_text
+    from vramsim.views.graph_export import write_graph
     from vramsim.views.units import format_bytes
 
 __all__ = [
@@ -35,6 +38,7 @@ __all__ = [
     "Assumption",
     "CheckpointReport",
     "ConfigError",
+    "Inspection",
     "LargestFit",
     "LayerRow",
     "ModelNotFoundError",
@@ -51,16 +55,18 @@ __all__ = [
     "checkpoint",
     "count_parameters",
     "format_bytes",
+    "inspect",
     "largest_fit",
     "report_text",
     "serve",
     "simulate",
     "simulate_each",
     "validate",
+    "write_graph",
 ]
 
 _HOMES = {
-    "count_parameters": "api", "simulate": "api", "simulate_each": "api",
+    "count_parameters": "api", "inspect": "api", "simulate": "api", "simulate_each": "api",
     "checkpoint": "checkpoints.checkpoint",
     "serve": "serving.budget",
     "largest_fit": "search.fitting",
@@ -74,10 +80,12 @@ _HOMES = {
     "Report": "results.report",
     "CheckpointReport": "results.checkpoint",
     "LargestFit": "results.fit",
+    "Inspection": "results.inspect",
     "ServeReport": "results.serving",
     "Validation": "results.validation",
     "advice_line": "views.advice",
     "format_bytes": "views.units",
+    "write_graph": "views.graph_export",
     "report_text": "views.report",
 }  # fmt: skip
 """The module each public name lives in."""

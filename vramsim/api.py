@@ -83,7 +83,7 @@ def inspect(model: ModelSource, *, depth: int | None = None, graph: bool = False
     levels below the model (``None``: down to the repeated block, the per-layer table's rows) with each module's
     parameters, weight bytes, saved activations (training; what it keeps to the step's end in inference) and own
     peak, the largest temporaries, and what is live at the peak by the op and module that allocated it. With
-    ``graph``, ``Inspection.graph`` holds the op/storage graph for ``views.graph_export.write_graph``.
+    ``graph``, ``Inspection.graph`` holds the op/storage graph for ``vramsim.write_graph``.
 
     >>> inspection = inspect("gpt2", seq_len=16, device="cpu")
     >>> inspection.tree.parameters

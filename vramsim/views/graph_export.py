@@ -54,5 +54,14 @@ def write_graph(graph: OpGraph, path: str | Path) -> Path:
     if suffix == ".graphml":
         nx.write_graphml(exported, path)
     else:
-        nx.drawing.nx_pydot.write_dot(exported, path)
+        nx.drawing.nx_pydot.write_dot(_html_quoted(exported), path)
     return Path(path)
+
+
+def _html_quoted(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
+    """dot reads ``<...>`` as an HTML string (pydot writes it unquoted): ``<pre-existing>`` is quoted to stay text."""
+    for _, attrs in graph.nodes(data=True):
+        for name, value in attrs.items():
+            if isinstance(value, str) and value.startswith("<"):
+                attrs[name] = f'"{value}"'
+    return graph
