@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
-    from vramsim.views.report import report_text
     from vramsim.views.graph_export import write_graph
+    from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
 __all__ = [
