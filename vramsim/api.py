@@ -81,7 +81,7 @@ def simulate_each(
 def inspect(model: ModelSource, *, depth: int | None = None, graph: bool = False, **options: Any) -> Inspection:
     """Trace one workload, as ``simulate`` takes it, and read its memory by module: the module tree to ``depth``
     levels below the model (``None``: down to the repeated block, the per-layer table's rows) with each module's
-    parameters, weight bytes, saved activations (training; what it keeps to the step's end in inference) and own
+    parameters, weight bytes, saved activations (training; in inference, what it allocated that is live at the peak) and own
     peak, the largest temporaries, and what is live at the peak by the op and module that allocated it. With
     ``graph``, ``Inspection.graph`` holds the op/storage graph for ``vramsim.write_graph``.
 

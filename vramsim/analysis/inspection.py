@@ -124,34 +124,42 @@ def _named_children(module: torch.nn.Module, path: str) -> list[tuple[str, torch
 
 
 def _module_figures(outcome: Outcome, *, training: bool) -> tuple[dict[str, int], dict[str, int]]:
-    """By module path, over the last step: bytes saved for backward (training) or still live at the step's end
-    (inference), and the most allocated at one of its allocations, each a subtree's."""
-    timeline, allocated = outcome.timeline, outcome.memory.live.allocated
+    """By module path, over the last step: bytes saved for backward (training) or, in inference, allocated in the
+    step and live at the peak; and the most allocated at one of its allocations; each a subtree's."""
+    timeline, memory = outcome.timeline, outcome.memory
     last = len(timeline.steps) - 1
     first, end = timeline.steps[-1]
     own_peak: dict[str, int] = defaultdict(int)
-    live: dict[int, None] = {}
     for index in range(first, end + 1):
         key, is_alloc = timeline.events[index]
         if is_alloc:
             module = timeline.blocks[key].module
-            own_peak[module] = max(own_peak[module], allocated[index])
-            live[key] = None
-        else:
-            live.pop(key, None)
+            own_peak[module] = max(own_peak[module], memory.live.allocated[index])
     if training:
-        held = (b for b in timeline.blocks if b.step == last and b.category == Category.ACTIVATION and b.phase == Phase.FORWARD)
+        held = [b for b in timeline.blocks if b.category == Category.ACTIVATION and b.phase == Phase.FORWARD]
     else:
-        held = (timeline.blocks[key] for key in live)
+        held = [timeline.blocks[key] for key in _live_at(timeline, memory.peak_index)]
     saved: dict[str, int] = defaultdict(int)
     for block in held:
-        for path in _ancestors(block.module):
-            saved[path] += block.nbytes
+        if block.step == last:
+            for path in _ancestors(block.module):
+                saved[path] += block.nbytes
     peaks: dict[str, int] = defaultdict(int)
     for module, peak in own_peak.items():
         for path in _ancestors(module):
             peaks[path] = max(peaks[path], peak)
     return saved, peaks
+
+
+def _live_at(timeline: Timeline, index: int) -> list[int]:
+    """The keys of the blocks live right after event ``index``, in the order they were allocated."""
+    live: dict[int, None] = {}
+    for key, is_alloc in timeline.events[: index + 1]:
+        if is_alloc:
+            live[key] = None
+        else:
+            del live[key]
+    return list(live)
 
 
 def _temporaries(traced: Traced, timeline: Timeline) -> list[Temporary]:
@@ -183,12 +191,7 @@ def _at_peak(outcome: Outcome) -> tuple[list[PeakGroup], int]:
     """What is live at the peak event, grouped by allocating op, module and role, in the device's units; and the
     allocated overheads then (groups and overheads sum to the peak)."""
     timeline, memory = outcome.timeline, outcome.memory
-    live: dict[int, None] = {}
-    for key, is_alloc in timeline.events[: memory.peak_index + 1]:
-        if is_alloc:
-            live[key] = None
-        else:
-            del live[key]
+    live = _live_at(timeline, memory.peak_index)
     groups: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     for key in live:
         block = timeline.blocks[key]

@@ -31,7 +31,7 @@ class ModuleNode:
     """Bytes of the subtree's weight storages in the trace, attributed as ``parameters`` are."""
     saved_bytes: int
     """Training: activations allocated in the subtree that autograd saved for backward; inference: what the
-    subtree allocated that is still live when the step ends (its KV cache, the outputs it hands back)."""
+    subtree allocated in the step that is live at the peak (its KV cache, the hidden states it handed on)."""
     peak_bytes: int
     """The most allocated at one of the subtree's allocations (its own peak while it ran); 0 if it allocated
     nothing."""
@@ -120,7 +120,7 @@ class Inspection:
     target: str
     task: str
     training: bool
-    """Whether ``ModuleNode.saved_bytes`` are saved activations (training) or what is kept (inference)."""
+    """Whether ``ModuleNode.saved_bytes`` are saved activations (training) or what is held at the peak (inference)."""
     depth: int | None
     """The tree's depth as asked; ``None``: down to the repeated block (the per-layer table's rows)."""
     peak_bytes: int

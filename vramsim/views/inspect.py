@@ -59,7 +59,7 @@ def _as_row(node: ModuleNode) -> LayerRow:
 
 def _tree_table(inspection: Inspection, *, fold: bool) -> Table:
     """One row per module (a run of alike siblings folded into one, figures per module), indented by depth."""
-    saved = "saved\nactivations" if inspection.training else "kept to\nstep end"
+    saved = "saved\nactivations" if inspection.training else "held at\nthe peak"
     table = Table(title="Modules (steady-state step)", title_justify="left")
     table.add_column("module", overflow="fold")
     for header in ("parameters", "param\nbytes", saved, "peak while\nrunning"):
