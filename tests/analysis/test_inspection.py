@@ -177,3 +177,15 @@ def test_gpt2_tree_sums_to_its_published_count() -> None:
     ]
     assert inspection.peak_bytes == report.peak_bytes
     assert "transformer.h.0.attn" not in nodes  # the default stops at the repeated block
+
+
+def test_inference_holds_at_the_peak_what_runs_then() -> None:
+    """In inference a module's column is what it allocated that is live at the peak: as block 0's GELU allocates,
+    the embedding's output (2 x 8 x 32 floats) and block 0's fc output and GELU output (2 x 8 x 128 each); with the
+    weights and the batch, that is the peak."""
+    inspection = vramsim.inspect(f"{__file__}:build", depth=2, **(OPTIONS | {"task": "forward"}))
+    nodes = _nodes(inspection)
+    assert not inspection.training
+    assert (nodes["embed"].saved_bytes, nodes["blocks.0"].saved_bytes, nodes["blocks.1"].saved_bytes) == (2048, 2 * 8192, 0)
+    batch = BATCH * SEQ * 8 * 4
+    assert inspection.tree.saved_bytes + inspection.tree.parameter_bytes + batch == inspection.peak_bytes
