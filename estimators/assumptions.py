@@ -56,6 +56,7 @@ __all__ = [
     "HIP_CONTEXT_BYTES",
     "HSDP_SHARD_GROUP_DEFAULT",
     "LIGER_CHUNK_MEM_CONST",
+    "MODEL_FLOPS_UTILISATION",
     "NCCL_ASSUMED_CHANNELS",
     "NCCL_LL128_BUFFER_BYTES",
     "NCCL_LL_BUFFER_BYTES",
@@ -647,3 +648,11 @@ own realisation heuristics (a value read by many kernels or with a large body is
 ``realize_reads_threshold``), its scheduler's fusions and reordering are not run: they lower for
 a real device. Against real inductor runs of tiny Llama, Mistral and GPT-2 training steps on
 the CPU the peak is within 0.5% (README, "torch.compile")."""
+
+MODEL_FLOPS_UTILISATION = 0.40
+"""The share of the GPU's dense peak a training step is assumed to run at, when a job's duration is derived
+from its FLOPs (``vramsim/pricing/duration.py``; a price quote states it and takes another). 0.40: the BF16 model
+FLOPs utilisation Meta measured pre-training Llama 3 405B on 8,192 to 16,384 H100s, 38% to 43% ("The Llama 3 Herd
+of Models", arXiv:2407.21783, table 4). vramsim's step FLOPs include what checkpointing recomputes, so the figure
+is applied to the FLOPs the step runs (what the PaLM paper calls hardware FLOPs utilisation; the same as MFU when
+nothing is recomputed)."""

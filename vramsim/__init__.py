@@ -1,9 +1,9 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-The entry points (``simulate``, ``simulate_each``, ``inspect``, ``largest_fit``, ``cheapest_strategy``,
+The entry points (``simulate``, ``simulate_each``, ``compare``, ``inspect``, ``largest_fit``, ``cheapest_strategy``,
 ``checkpoint``, ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise,
-and the views that word the records (``report_text``, ``advice_line``, ``format_bytes``; ``write_graph`` writes an
-inspection's graph). The names are imported on first use
+and the views that word the records (``report_text``, ``compare_text``, ``advice_line``, ``format_bytes``;
+``write_graph`` writes an inspection's graph). The names are imported on first use
 (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
@@ -13,11 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vramsim.api import count_parameters, inspect, simulate, simulate_each
+    from vramsim.api import compare, count_parameters, inspect, simulate, simulate_each
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from vramsim.results.advice import Advice
     from vramsim.results.checkpoint import CheckpointReport
+    from vramsim.results.compare import Comparison
     from vramsim.results.fit import LargestFit
     from vramsim.results.inspect import Inspection
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
+    from vramsim.views.compare import compare_text
     from vramsim.views.graph_export import write_graph
     from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
@@ -37,6 +39,7 @@ __all__ = [
     "Advice",
     "Assumption",
     "CheckpointReport",
+    "Comparison",
     "ConfigError",
     "Inspection",
     "LargestFit",
@@ -53,6 +56,8 @@ __all__ = [
     "advice_line",
     "cheapest_strategy",
     "checkpoint",
+    "compare",
+    "compare_text",
     "count_parameters",
     "format_bytes",
     "inspect",
@@ -66,7 +71,7 @@ __all__ = [
 ]
 
 _HOMES = {
-    "count_parameters": "api", "inspect": "api", "simulate": "api", "simulate_each": "api",
+    "count_parameters": "api", "inspect": "api", "simulate": "api", "simulate_each": "api", "compare": "api",
     "checkpoint": "checkpoints.checkpoint",
     "serve": "serving.budget",
     "largest_fit": "search.fitting",
@@ -79,11 +84,13 @@ _HOMES = {
     "Assumption": "results.report", "LayerRow": "results.report", "PeakSite": "results.report",
     "Report": "results.report",
     "CheckpointReport": "results.checkpoint",
+    "Comparison": "results.compare",
     "LargestFit": "results.fit",
     "Inspection": "results.inspect",
     "ServeReport": "results.serving",
     "Validation": "results.validation",
     "advice_line": "views.advice",
+    "compare_text": "views.compare",
     "format_bytes": "views.units",
     "write_graph": "views.graph_export",
     "report_text": "views.report",

@@ -17,10 +17,23 @@ CASES = {
     "serve": ["serve", "gpt2", "--device", "rtx-4090", "--max-model-len", "512", "--max-num-batched-tokens", "512"],
     "checkpoint": ["checkpoint", "gpt2", "--seq-len", "16", "--device", "h100"],
     "inspect": ["inspect", "gpt2", "--seq-len", "16", "--device", "h100", "--depth", "4"],
+    "compare": [
+        "compare",
+        "gpt2",
+        "--seq-len",
+        "16",
+        "--device",
+        "t4",
+        "--",
+        "",
+        "--torch-empty-cache-steps 1 --checkpointing selective:torchtitan",
+        "--dtype fp32 --mixed-precision bf16",
+    ],
     "gpus": ["gpus"],
     "models": ["models"],
 }
-"""Each command on gpt2 (bundled, 124M parameters), the job that does not fit with its traced advice."""
+"""Each command on gpt2 (bundled, 124M parameters), the job that does not fit with its traced advice, compare with
+labels longer than their column."""
 
 _UNITS = r"(?:[KMGT]i?B|B|bytes|s|%|GPUs?|tokens?)\b"
 _CUT = re.compile(r"…|\d\s*[KMGT]?\w{0,2}\.\.\.(?!\w)")

@@ -58,7 +58,8 @@ def test_config_imports_nothing_above_it() -> None:
     """The config sits below the workload and the engine, and loads without torch."""
     code = (
         "import sys, vramsim.config; "
-        "below = ('vramsim.config', 'vramsim.results', 'vramsim.estimators', 'vramsim.tracer', 'vramsim.errors', 'vramsim.model_zoo'); "
+        "below = ('vramsim.config', 'vramsim.results', 'vramsim.estimators', 'vramsim.tracer', 'vramsim.errors', "
+        "'vramsim.model_zoo'); "
         "above = sorted(m for m in sys.modules if m.startswith('vramsim.') and not m.startswith(below)); "
         "assert not above, above; assert 'torch' not in sys.modules"
     )

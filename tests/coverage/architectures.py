@@ -76,21 +76,15 @@ _MIN_LAYERS = {"zamba": 11}
 _PERIODS = (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset"))
 
 
-def cases(*, full: bool = True) -> list[tuple[str, str, str, str]]:
+def cases() -> list[tuple[str, str, str, str]]:
     """``(mapping, model_type, class_name, target)`` for every architecture of every mapping (the first
     class where a mapping lists several), the targets taken in turn: each architecture is traced on one,
-    each target on half of every mapping (both on all of them doubled the sweep's time, CI's largest part).
-    ``full=False``: the pairs of every ``SAMPLE_EVERY``-th pair of each mapping's sorted list, both targets."""
+    each target on half of every mapping (both on all of them doubled the sweep's time, CI's largest part)."""
     return [
         (mapping, model_type, name if isinstance(name, str) else name[0], TARGETS[index % len(TARGETS)])
         for mapping, table in MAPPINGS.items()
         for index, (model_type, name) in enumerate(sorted(table.items()))
-        if full or (index // len(TARGETS)) % SAMPLE_EVERY == 0
     ]
-
-
-SAMPLE_EVERY = 4
-"""The default test run traces a quarter of each mapping (``cases(full=False)``); ``VRAMSIM_FULL_SWEEP=1`` all."""
 
 
 def small_config(model_type: str, class_name: str) -> PretrainedConfig:

@@ -10,10 +10,8 @@ architectures (each target on half of every mapping).
 For CI speed the layer count is capped at 2 (``num_hidden_layers`` and its kin, keeping one
 layer of each kind a hybrid model mixes): the layer count does not change which ops run.
 ``architectures.py`` states the few other adjustments (unset sizes filled, sub-configs picked).
-The traces run in one worker process per core. The suite's run traces a fixed quarter of each mapping (every
-fourth pair of its sorted list, both targets), about 2 minutes on 2 cores beside the other tests; ``VRAMSIM_FULL_SWEEP=1 python -m
-pytest tests/coverage`` traces all of them (about 2.5 minutes on 2 cores), as a session that touches the
-tracer should before it stops.
+The traces run in one worker process per core; every run of the suite traces all of them (about 2.5 minutes on
+2 cores by itself), so a change to the tracer is checked against every architecture.
 
 ``KNOWN_FAILURES.md`` lists every architecture that does not trace, and why. The tests assert
 that at least ``TARGET`` of each mapping traces, that every listed failure traced still fails (so the
@@ -77,14 +75,9 @@ def trace_case(case: tuple[str, str, str, str]) -> Outcome:
     return mapping, model_type, class_name, target, error, time.perf_counter() - started
 
 
-FULL = os.environ.get("VRAMSIM_FULL_SWEEP") == "1"
-"""Trace every architecture; by default a fixed quarter of each mapping (``architectures.SAMPLE_EVERY``), so the
-suite stays within CI's 15 minutes on two cores."""
-
-
 @pytest.fixture(scope="module")
 def outcomes() -> list[Outcome]:
-    cases = architectures.cases(full=FULL)
+    cases = architectures.cases()
     workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4))
     started = time.perf_counter()
     context = multiprocessing.get_context("spawn")
@@ -127,11 +120,8 @@ reaches the target its entry must go."""
     ],
 )
 def test_mapping_traces(mapping: str, outcomes: list[Outcome]) -> None:
-    """The share of each mapping that traces: a figure of the whole mapping, so the full sweep's (a quarter of a
-    small mapping is a handful of architectures, one listed failure among them already below TARGET); the
-    sampled run checks every failure against KNOWN_FAILURES.md both ways instead (the two tests below)."""
-    if not FULL:
-        pytest.skip("the share traced is the full sweep's (VRAMSIM_FULL_SWEEP=1)")
+    """The share of each mapping that traces; every failure is checked against KNOWN_FAILURES.md both ways
+    by the two tests below."""
     rows = [r for r in outcomes if r[0] == mapping]
     traced = sum(r[4] is None for r in rows)
     failed = sorted(f"{r[1]} on {r[3]}" for r in rows if r[4] is not None)

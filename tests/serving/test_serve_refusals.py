@@ -76,7 +76,7 @@ def test_the_default_length_is_the_models_and_a_longer_one_can_be_allowed(tmp_pa
     short.save_pretrained(tmp_path)
     allowed = serve(str(tmp_path / "config.json"), device="h100", max_model_len=512, allow_long_max_model_len=True)
     assert allowed.max_model_len == 512
-    with pytest.raises(TraceError, match="transformer.wpe: nn.Embedding has 1,024 rows"):
+    with pytest.raises(TraceError, match=r"transformer\.wpe: nn\.Embedding has 1,024 rows"):
         serve("gpt2", device="h100", max_model_len=2048, allow_long_max_model_len=True)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import register_flop_formula, sdpa_backward_flop_count, sdpa_flop_count
 
 from vramsim.errors import ConfigError, UnsupportedError
 
@@ -314,6 +315,23 @@ FLASH_FUNCTIONS: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torc
 
 _FA2_BACKWARD = torch.ops.vramsim_flash_attn.fa2_backward.default
 _FA3_BACKWARD = torch.ops.vramsim_flash_attn.fa3_backward.default
+
+
+def _heads_first(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """flash-attn's (batch, seq, heads, head_dim) as SDPA's (batch, heads, seq, head_dim)."""
+    batch, seq, heads, head_dim = shape
+    return batch, heads, seq, head_dim
+
+
+@register_flop_formula([torch.ops.vramsim_flash_attn.fa2_forward, torch.ops.vramsim_flash_attn.fa3_forward])
+def _forward_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...], *_: Any, **__: Any) -> int:
+    """The stand-ins' FLOPs, as torch's flop counter counts its own flash kernels (``OpRecord.flops``)."""
+    return sdpa_flop_count(_heads_first(q), _heads_first(k), _heads_first(v))
+
+
+@register_flop_formula([_FA2_BACKWARD.overloadpacket, _FA3_BACKWARD.overloadpacket])
+def _backward_flops(dout: tuple[int, ...], q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...], *_: Any, **__: Any) -> int:
+    return sdpa_backward_flop_count(_heads_first(dout), _heads_first(q), _heads_first(k), _heads_first(v))
 
 
 def flash_attn_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[int]:

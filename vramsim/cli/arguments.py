@@ -108,7 +108,7 @@ ANY_DEVICE_DEFAULT = _Default("any")
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The model, then one argument per ``SimulationConfig`` option the command takes."""
     parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
-    offered = "trace" if command in ("fit", "checkpoint", "inspect") else command
+    offered = "trace" if command in ("fit", "checkpoint", "compare", "inspect") else command
     for spec, option in options():
         if not option.cli or offered not in option.commands or spec.name == "offload_states":
             continue
@@ -231,6 +231,18 @@ def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _compare_arguments(compare: argparse.ArgumentParser) -> None:
+    """How ``compare`` takes its variants and shows them, beside the shared workload flags."""
+    compare.add_argument(
+        "--variants",
+        metavar="FILE.toml",
+        help='named variants, each a flags string (qlora = "--quantization nf4 --lora-rank 16") or a table of '
+        'flags without their dashes ([qlora] quantization = "nf4" lora-rank = 16), instead of the strings after --',
+    )
+    compare.add_argument("--html", metavar="PATH", help="the variants' timelines overlaid in one page (not written yet)")
+    compare.set_defaults(variant_flags=None)  # the strings after --, split off before parsing (cli/variants.py)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its flags, built from the options' own specs so the CLI and the API agree."""
     parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
@@ -277,6 +289,19 @@ def build_parser() -> argparse.ArgumentParser:
     _workload_arguments(inspected, "inspect")
     _inspect_arguments(inspected)
     _run_arguments(inspected, "inspect")
+
+    compare = commands.add_parser(
+        "compare",
+        help="two or more variants of one job side by side, one trace per distinct program",
+        usage="%(prog)s MODEL [flags] (-- VARIANT ... | --variants FILE.toml)",
+        description='each VARIANT is a quoted string of trace\'s flags over the shared ones, "" the shared flags '
+        'alone, e.g. vramsim compare meta-llama/Llama-3.1-8B --task train -- "--lora-rank 16" "--quantization nf4 '
+        '--lora-rank 16" ""',
+        formatter_class=_HelpFormatter,
+    )
+    _workload_arguments(compare, "compare")
+    _compare_arguments(compare)
+    _run_arguments(compare, "compare")
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
 from vramsim.cli.renamed import renamed_warnings
+from vramsim.cli.variants import compare_variants
 from vramsim.config import SimulationConfig
 from vramsim.config.serving import ServeConfig, serve_options
 from vramsim.errors import ConfigError
@@ -26,6 +27,8 @@ class Command:
     """One line each, in the API's words (the CLI rewords them as it prints them)."""
     started: float
     """``time.perf_counter()`` when the command began, for the wall time its report gives."""
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``compare``'s: each variant's label and its ``simulate`` keywords (the shared flags, then its own)."""
 
 
 def check_command(args: argparse.Namespace, started: float) -> Command:
@@ -37,6 +40,11 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         ServeConfig(**given)
     elif args.command in ("models", "gpus"):
         given = {}
+    elif args.command == "compare":
+        variants = compare_variants(args)
+        warnings += [warning for variant in variants for warning in variant.warnings]
+        once = tuple(dict.fromkeys(warnings))  # a warning of the shared flags is every variant's: told once
+        return Command(args=args, options={}, warnings=once, started=started, variants={v.label: v.options for v in variants})
     else:
         given = workload_options(args)
         if args.command == "fit" and args.strategies and args.device == "any" and args.device is not ANY_DEVICE_DEFAULT:

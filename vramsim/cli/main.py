@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from vramsim.cli import checkpoint, fit, inspect, listing, serve, trace, validate
+from vramsim.cli import checkpoint, compare, fit, inspect, listing, serve, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
 from vramsim.cli.command import Command, check_command
+from vramsim.cli.variants import split_variants
 from vramsim.cli.wording import cli_message, in_cli_words
 from vramsim.errors import ConfigError, VramsimError
 from vramsim.views.trimmed import trimmed_lines
@@ -24,6 +25,7 @@ _RUNS: dict[str, Callable[[Command, Console], int]] = {
     "checkpoint": checkpoint.run,
     "serve": serve.run,
     "inspect": inspect.run,
+    "compare": compare.run,
     "models": listing.run,
     "gpus": listing.run,
 }
@@ -35,9 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     ``NOT_FIT_EXIT`` (3) ``trace --fail-if-not-fit`` that does not fit."""
     started = time.perf_counter()
     parser = build_parser()
+    argv, variant_flags = split_variants(sys.argv[1:] if argv is None else argv)
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the command's own parser, whose --help lists what it takes
         subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
+    if variant_flags is not None:
+        args.variant_flags = variant_flags
     try:
         command = check_command(args, started)
     except ConfigError as exc:
