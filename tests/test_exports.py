@@ -19,6 +19,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "CheckpointReport",
         "Comparison",
         "ConfigError",
+        "Inspection",
         "LargestFit",
         "LayerRow",
         "ModelNotFoundError",
@@ -37,6 +38,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "compare_text",
         "count_parameters",
         "format_bytes",
+        "inspect",
         "largest_fit",
         "report_html",
         "report_text",
@@ -46,6 +48,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "validate",
         "write_chrome_trace",
         "write_memory_viz",
+        "write_graph",
     }
 
 

@@ -1,10 +1,10 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-The entry points (``simulate``, ``simulate_each``, ``compare``, ``largest_fit``, ``cheapest_strategy``, ``checkpoint``,
-``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise, and the views
-that word the records (``report_text``, ``report_html``, ``compare_text``, ``advice_line``, ``format_bytes``) or write them to
-files (``write_memory_viz``, ``write_chrome_trace``). The names are imported on first use
-(PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
+The entry points (``simulate``, ``simulate_each``, ``compare``, ``inspect``, ``largest_fit``, ``cheapest_strategy``,
+``checkpoint``, ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise,
+and the views that word the records (``report_text``, ``report_html``, ``compare_text``, ``advice_line``,
+``format_bytes``) or write them to files (``write_memory_viz``, ``write_chrome_trace``, ``write_graph``). The
+names are imported on first use (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vramsim.api import compare, count_parameters, simulate, simulate_each
+    from vramsim.api import compare, count_parameters, inspect, simulate, simulate_each
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from vramsim.results.advice import Advice
     from vramsim.results.checkpoint import CheckpointReport
     from vramsim.results.compare import Comparison
     from vramsim.results.fit import LargestFit
+    from vramsim.results.inspect import Inspection
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
     from vramsim.results.serving import ServeReport
     from vramsim.results.strategy import StrategySearch
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from vramsim.views.html import report_html
     from vramsim.views.chrome_trace import write_chrome_trace
     from vramsim.views.memory_viz import write_memory_viz
+    from vramsim.views.graph_export import write_graph
     from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
@@ -42,6 +44,7 @@ __all__ = [
     "CheckpointReport",
     "Comparison",
     "ConfigError",
+    "Inspection",
     "LargestFit",
     "LayerRow",
     "ModelNotFoundError",
@@ -60,6 +63,7 @@ __all__ = [
     "compare_text",
     "count_parameters",
     "format_bytes",
+    "inspect",
     "largest_fit",
     "report_html",
     "report_text",
@@ -69,10 +73,11 @@ __all__ = [
     "validate",
     "write_chrome_trace",
     "write_memory_viz",
+    "write_graph",
 ]
 
 _HOMES = {
-    "count_parameters": "api", "simulate": "api", "simulate_each": "api", "compare": "api",
+    "count_parameters": "api", "inspect": "api", "simulate": "api", "simulate_each": "api", "compare": "api",
     "checkpoint": "checkpoints.checkpoint",
     "serve": "serving.budget",
     "largest_fit": "search.fitting",
@@ -87,12 +92,14 @@ _HOMES = {
     "CheckpointReport": "results.checkpoint",
     "Comparison": "results.compare",
     "LargestFit": "results.fit",
+    "Inspection": "results.inspect",
     "ServeReport": "results.serving",
     "Validation": "results.validation",
     "advice_line": "views.advice",
     "compare_text": "views.compare",
     "format_bytes": "views.units",
     "report_html": "views.html",
+    "write_graph": "views.graph_export",
     "report_text": "views.report",
     "write_chrome_trace": "views.chrome_trace", "write_memory_viz": "views.memory_viz",
 }  # fmt: skip

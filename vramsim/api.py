@@ -1,5 +1,5 @@
-"""The public entry points: ``simulate``, ``simulate_each``, ``compare`` and ``count_parameters``, and the advice
-they give.
+"""The public entry points: ``simulate``, ``simulate_each``, ``compare``, ``inspect`` and ``count_parameters``, and
+the advice they give.
 
 ``simulate`` is the analysis stage's, plus the advice that needs more traces (``advice="traced"``), which
 ``vramsim trace`` asks for too: a job gets the same advice from Python and from the command line.
@@ -13,14 +13,16 @@ from typing import Any, Literal, get_args
 
 from vramsim.analysis import compare as comparing
 from vramsim.analysis import simulate as analysis
+from vramsim.analysis.inspection import inspect_model
 from vramsim.analysis.simulate import count_parameters
 from vramsim.errors import ConfigError
 from vramsim.results.compare import Comparison
+from vramsim.results.inspect import Inspection
 from vramsim.results.report import Report
 from vramsim.search.advice import traced_advice
 from vramsim.workload.models import ModelSource, with_default_task
 
-__all__ = ["ADVICE", "compare", "count_parameters", "simulate", "simulate_each"]
+__all__ = ["ADVICE", "compare", "count_parameters", "inspect", "simulate", "simulate_each"]
 
 AdviceDepth = Literal["none", "graph", "traced"]
 ADVICE: tuple[str, ...] = get_args(AdviceDepth)
@@ -77,6 +79,20 @@ def simulate_each(
         else report
         for report, variant in zip(reports, variants, strict=True)
     ]
+
+
+def inspect(model: ModelSource, *, depth: int | None = None, graph: bool = False, **options: Any) -> Inspection:
+    """Trace one workload, as ``simulate`` takes it, and read its memory by module: the module tree to ``depth``
+    levels below the model (``None``: down to the repeated block, the per-layer table's rows) with each module's
+    parameters, weight bytes, saved activations (training; in inference, what it allocated that is live at the
+    peak) and own peak, the largest temporaries, and what is live at the peak by the op and module that allocated
+    it. With ``graph``, ``Inspection.graph`` holds the op/storage graph for ``vramsim.write_graph``.
+
+    >>> inspection = inspect("gpt2", seq_len=16, device="cpu")
+    >>> inspection.tree.parameters
+    124439808
+    """
+    return inspect_model(model, depth=depth, graph=graph, **with_default_task(model, options))
 
 
 def compare(

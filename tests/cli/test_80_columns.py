@@ -16,6 +16,7 @@ CASES = {
     "fit --strategies": ["fit", "gpt2", "--seq-len", "64", "--device", "t4", "--gpus", "2", "--strategies"],
     "serve": ["serve", "gpt2", "--device", "rtx-4090", "--max-model-len", "512", "--max-num-batched-tokens", "512"],
     "checkpoint": ["checkpoint", "gpt2", "--seq-len", "16", "--device", "h100"],
+    "inspect": ["inspect", "gpt2", "--seq-len", "16", "--device", "h100", "--depth", "4"],
     "compare": [
         "compare",
         "gpt2",

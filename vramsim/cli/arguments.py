@@ -109,7 +109,7 @@ ANY_DEVICE_DEFAULT = _Default("any")
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The model, then one argument per ``SimulationConfig`` option the command takes."""
     parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
-    offered = "trace" if command in ("fit", "checkpoint", "compare") else command
+    offered = "trace" if command in ("fit", "checkpoint", "compare", "inspect") else command
     for spec, option in options():
         if not option.cli or offered not in option.commands or spec.name == "offload_states":
             continue
@@ -142,9 +142,9 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         _offload_argument(parser, pipelines=False)
     renamed_arguments(parser, command)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    if command != "validate":
+    if command not in ("validate", "inspect"):
         add_page_arguments(parser, command)
-    if command == "trace":
+    if command in ("trace", "inspect"):
         parser.add_argument(
             "--layers",
             choices=("fold", "all"),
@@ -198,6 +198,43 @@ def _checkpoint_arguments(saved: argparse.ArgumentParser) -> None:
     )
 
 
+def _depth(text: str) -> int:
+    """``--depth``: a whole number, 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a depth: give 0 (the model alone), 1, 2, ...")
+    return int(text)
+
+
+def _graph_file(text: str) -> str:
+    """``--graph``: a file the graph export writes (by its suffix)."""
+    from vramsim.views.graph_export import graph_format
+
+    try:
+        graph_format(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    """How deep ``inspect`` shows the module tree, and where it writes the op/storage graph."""
+    parser.add_argument(
+        "--depth",
+        type=_depth,
+        default=None,
+        help="module tree levels below the model (0: the model alone); none given: down to the repeated "
+        "block (the decoder layer), as the per-layer table",
+    )
+    parser.add_argument(
+        "--graph",
+        type=_graph_file,
+        default=None,
+        metavar="FILE",
+        help="write the op/storage graph (each node's kind, op, module, shape, dtype, bytes, alloc and free "
+        "event, phase): FILE.graphml (networkx.read_graphml) or FILE.dot (Graphviz)",
+    )
+
+
 def _compare_arguments(compare: argparse.ArgumentParser) -> None:
     """How ``compare`` takes its variants and shows them, beside the shared workload flags."""
     compare.add_argument(
@@ -247,6 +284,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _serve_arguments(serve)
     _run_arguments(serve, "serve")
+    inspected = commands.add_parser(
+        "inspect",
+        help="a model's memory by module, its largest temporaries and what holds the peak; its op/storage graph",
+        formatter_class=_HelpFormatter,
+    )
+    _workload_arguments(inspected, "inspect")
+    _inspect_arguments(inspected)
+    _run_arguments(inspected, "inspect")
+
     compare = commands.add_parser(
         "compare",
         help="two or more variants of one job side by side, one trace per distinct program",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from vramsim.cli import checkpoint, compare, fit, listing, serve, trace, validate
+from vramsim.cli import checkpoint, compare, fit, inspect, listing, serve, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
 from vramsim.cli.command import Command, check_command
 from vramsim.cli.variants import split_variants
@@ -24,6 +24,7 @@ _RUNS: dict[str, Callable[[Command, Console], int]] = {
     "fit": fit.run,
     "checkpoint": checkpoint.run,
     "serve": serve.run,
+    "inspect": inspect.run,
     "compare": compare.run,
     "models": listing.run,
     "gpus": listing.run,
