@@ -30,11 +30,11 @@ if TYPE_CHECKING:
     from vramsim.serving.budget import serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
-    from vramsim.views.compare import compare_text
-    from vramsim.views.html import report_html
     from vramsim.views.chrome_trace import write_chrome_trace
-    from vramsim.views.memory_viz import write_memory_viz
+    from vramsim.views.compare import compare_text
     from vramsim.views.graph_export import write_graph
+    from vramsim.views.html import report_html
+    from vramsim.views.memory_viz import write_memory_viz
     from vramsim.views.report import report_text
     from vramsim.views.units import format_bytes
 
@@ -72,8 +72,8 @@ __all__ = [
     "simulate_each",
     "validate",
     "write_chrome_trace",
-    "write_memory_viz",
     "write_graph",
+    "write_memory_viz",
 ]
 
 _HOMES = {

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
-from vramsim.cli.pages import check_page_arguments
 from vramsim.cli.exports import export_paths
+from vramsim.cli.pages import check_page_arguments
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.cli.variants import compare_variants
 from vramsim.config import SimulationConfig

@@ -7,8 +7,8 @@ from typing import Any
 
 from vramsim.estimators.checkpointing import CheckpointCost
 from vramsim.results.advice import Advice
-from vramsim.results.timeline import MemoryTimeline
 from vramsim.results.memory_history import MemoryHistory
+from vramsim.results.timeline import MemoryTimeline
 
 __all__ = [
     "Assumption",
