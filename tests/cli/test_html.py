@@ -26,7 +26,10 @@ def assert_self_contained(page: str) -> None:
     [
         (["trace", "gpt2", "--seq-len", "64", "--device", "h100"], ["Memory over the steady-state step", "Per layer"]),
         (["serve", "gpt2", "--device", "rtx-4090", "--max-model-len", "512", "--max-num-batched-tokens", "512"], ["Budget"]),
-        (["checkpoint", "gpt2", "--seq-len", "16", "--device", "h100"], ["On disk", "model.safetensors"]),
+        (
+            ["checkpoint", "gpt2", "--seq-len", "16", "--device", "h100"],
+            ["The restore over time", "On disk", "model.safetensors"],
+        ),
         (["fit", "gpt2", "--seq-len", "64", "--device", "rtx-4090"], ["The largest that fit", "--batch-size"]),
     ],
     ids=["trace", "serve", "checkpoint", "fit"],

@@ -24,26 +24,28 @@ _KEPT_PER_BUCKET = 3
 
 
 def memory_timeline(
-    graph: nx.MultiDiGraph,
+    graph: nx.MultiDiGraph | None,
     timeline: Timeline,
     memory: DeviceMemory,
     *,
-    component_phases: dict[str, str],
+    component_phases: dict[str, str] | None = None,
     usable_bytes: int | None,
     capacity_bytes: int | None,
 ) -> MemoryTimeline:
     """The last step of ``timeline`` as ``memory`` replayed it, at most ``TIMELINE_POINTS`` points.
 
-    ``component_phases``: a pipeline's phase by component (``Program.phases``), which an event's module
-    names; a free takes the phase of the op running then, not its block's.
+    ``graph``: the traced program's, which gives each free the phase of the op running then (not its block's)
+    and each block its tensor's shape and dtype; ``None`` for a timeline built without a trace (a checkpoint's
+    save and restore), whose blocks carry their own phase. ``component_phases``: a pipeline's phase by
+    component (``Program.phases``), which an event's module names.
     """
     first, last = timeline.steps[-1]
     allocated, reserved = memory.live.allocated, memory.live.reserved
     kept = _sampled(allocated, reserved, first, last) | {memory.peak_index}
     reserved_peak = max(range(first, last + 1), key=reserved.__getitem__) if last >= first else first
     kept.add(reserved_peak)
-    phases = _running_phases(graph, timeline, component_phases, last)
-    shapes = _traced_shapes(graph)
+    phases = _running_phases(graph, timeline, component_phases or {}, last)
+    shapes = _traced_shapes(graph) if graph is not None else []
     points = [
         _point(index, timeline, memory, categories, phases[index], shapes)
         for index, categories in _categories_at(timeline, memory, sorted(kept))
@@ -98,11 +100,12 @@ def _categories_at(timeline: Timeline, memory: DeviceMemory, indices: list[int])
     return found
 
 
-def _running_phases(graph: nx.MultiDiGraph, timeline: Timeline, component_phases: dict[str, str], last: int) -> list[str]:
+def _running_phases(graph: nx.MultiDiGraph | None, timeline: Timeline, component_phases: dict[str, str], last: int) -> list[str]:
     """The phase running at each event up to ``last``: an allocation's block's, a free's that of the op
     running at its clock (a block freed in backward was allocated in forward); in a pipeline, the phase
     of the component the module names, and outside any component the one running before."""
-    ops = sorted((a["clock_after"], a["phase"], a["module"]) for node, a in graph.nodes(data=True) if node[0] == "op")
+    nodes = graph.nodes(data=True) if graph is not None else []
+    ops = sorted((a["clock_after"], a["phase"], a["module"]) for node, a in nodes if node[0] == "op")
     clocks = [clock for clock, _, _ in ops]
     phases = []
     running = ""

@@ -12,6 +12,7 @@ from vramsim.analysis.whatifs import Analysis
 from vramsim.checkpoints.files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
 from vramsim.checkpoints.restore import Layout, MapLocation, restore_timelines
 from vramsim.checkpoints.sharded import sharded_checkpoint
+from vramsim.checkpoints.timelines import checkpoint_timeline
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import TRAINER_LOG_HISTORY
@@ -124,6 +125,8 @@ def _unsharded_checkpoint(
         fits=fits,
         assumptions=_assumptions(target, restore.overheads, layout),
         trace_seconds=round(time.perf_counter() - started, 3),
+        save_timeline=checkpoint_timeline(timelines.save, save, target, config.headroom),
+        restore_timeline=checkpoint_timeline(timelines.restore, restore, target, config.headroom),
     )
 
 

@@ -8,6 +8,7 @@ from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.checkpoints.dcp import dcp_save
 from vramsim.checkpoints.deepspeed import deepspeed_files
 from vramsim.checkpoints.sharded_restore import sharded_timelines
+from vramsim.checkpoints.timelines import checkpoint_timeline
 from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import DCP_CHECKPOINT_PATH, DCP_COPY_AHEAD_BYTES, DEEPSPEED_VERSION
 from vramsim.estimators.timeline import Timeline
@@ -69,6 +70,8 @@ def sharded_checkpoint(
             *(Assumption(name=o.name, detail=o.source, bytes=o.bytes) for o in restore.overheads),
             *target.notes,
         ],
+        save_timeline=checkpoint_timeline(timelines.save, save, target, config.headroom),
+        restore_timeline=checkpoint_timeline(timelines.restore, restore, target, config.headroom),
     )
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from vramsim.results.report import Assumption
+from vramsim.results.timeline import MemoryTimeline
 
 __all__ = ["CheckpointFile", "CheckpointReport"]
 
@@ -68,10 +69,16 @@ class CheckpointReport:
     """Whether the restore and the step after it fit within the capacity less headroom; ``None`` on the cpu target."""
     assumptions: list[Assumption] = field(default_factory=list)
     trace_seconds: float = 0.0
+    save_timeline: MemoryTimeline | None = None
+    """The save's memory over time (``--html`` draws it; not in ``--json``)."""
+    restore_timeline: MemoryTimeline | None = None
+    """The restore's memory over time, up to the first training step after it (``--html`` draws it; not in ``--json``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; ``vramsim checkpoint --json`` prints exactly this."""
-        return asdict(self)
+        data = asdict(replace(self, save_timeline=None, restore_timeline=None))
+        del data["save_timeline"], data["restore_timeline"]
+        return data
 
     def __repr__(self) -> str:
         return (

@@ -8,6 +8,7 @@ from vramsim.views.checkpoint import render_checkpoint
 from vramsim.views.html.bars import Bar, bars_figure
 from vramsim.views.html.page import Section, figure_section, page
 from vramsim.views.html.terminal import terminal_html
+from vramsim.views.html.timeline import stacked_figure
 
 __all__ = ["checkpoint_html"]
 
@@ -28,6 +29,15 @@ def checkpoint_html(report: CheckpointReport) -> str:
     host: list[Bar] = [("save", {"host": report.save_host_bytes}), ("restore", {"host": report.restore_host_bytes})]
     files: list[Bar] = [(saved.name, {saved.holds: saved.bytes * saved.copies}) for saved in report.files]
     sections = [
+        figure_section(
+            f"The {moment} over time",
+            stacked_figure(timeline),
+            f"Allocated bytes by category after each event of the {moment}, its peak marked.",
+        )
+        for moment, timeline in (("save", report.save_timeline), ("restore", report.restore_timeline))
+        if timeline is not None
+    ]
+    sections += [
         figure_section(
             "Memory",
             bars_figure(moments, usable_bytes=usable, top=_BEYOND),
