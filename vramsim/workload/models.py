@@ -20,6 +20,7 @@ import transformers
 from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
+from vramsim.config.user_files import user_function_file
 from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
@@ -98,12 +99,7 @@ def load_function(source: str, signature: str) -> Callable[..., Any]:
 
     ``signature`` (with ``{name}``) is what the error asks the user to define when it is missing.
     """
-    path_text, sep, name = source.rpartition(":")
-    if not sep or not path_text.endswith(".py") or not name:
-        raise ConfigError(f"{source!r} names no function; pass path/to/file.py:function")
-    path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise ModelNotFoundError(f"{path} does not exist; pass path/to/file.py:function")
+    path, name = user_function_file(source)
     spec = importlib.util.spec_from_file_location(f"vramsim_user_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise ModelNotFoundError(f"{path} cannot be imported as a Python module")
