@@ -61,6 +61,15 @@ def test_gpus_imports_no_torch() -> None:
     assert "vramsim.views.devices" in modules and not {"torch", "transformers"} & modules
 
 
+def test_models_imports_no_torch() -> None:
+    """Which pipelines train is data (workload/diffusion/scripts.py): the listing loads no torch, transformers or
+    diffusers (it took ~20 s here importing them; ~0.5 s without)."""
+    code, err, modules = _imported(["models"])
+    assert code == 0, err
+    assert "vramsim.workload.diffusion.scripts" in modules
+    assert not {"torch", "transformers", "diffusers"} & modules
+
+
 def test_an_error_found_later_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     """A model that cannot be found is no bad value of a flag: it is found once the work starts."""
     code, out, err = run(capsys, "trace", "no-such-org/no-such-model", "--seq-len", "16")
