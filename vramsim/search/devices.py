@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vramsim.analysis import generation
+from vramsim.analysis.device_memory import DeviceMemory
 from vramsim.analysis.traced import trace_workload
 from vramsim.analysis.whatifs import Analysis
 from vramsim.config import SimulationConfig
@@ -68,7 +69,8 @@ def device_fit(model: ModelSource, *, progress: Callable[[str], None] | None = N
         return Analysis(traced.graph, target, variant, timeline=timeline, routed=routed)
 
     plan = parse_checkpointing(config.checkpointing)
-    verdicts, refused, replayed = [], {}, {}
+    verdicts, refused = [], {}
+    replayed: dict[tuple[Any, ...], DeviceMemory] = {}
     gpus = sorted((p for p in DEVICES.values() if p.vendor != "cpu"), key=lambda p: (p.memory_bytes or 0, p.name))
     for profile in gpus:
         try:
