@@ -8,7 +8,6 @@ from rich.console import Console
 
 from vramsim import model_zoo
 from vramsim.cli.command import Command
-from vramsim.workload.diffusion.scripts import TRAINING_SCRIPTS
 
 __all__ = ["run"]
 
@@ -18,6 +17,8 @@ def _models() -> None:
     from the bundled files and the trained pipelines' table, without torch."""
     for model_id in model_zoo.model_ids():
         print(model_id)
+    from vramsim.workload.diffusion.scripts import TRAINING_SCRIPTS  # here: other commands load no diffusion module
+
     pipelines = model_zoo.pipeline_ids()
     width = max(map(len, pipelines), default=0)
     print("diffusion pipelines, with the --task values each takes:")
