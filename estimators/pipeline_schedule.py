@@ -165,33 +165,25 @@ def held_copies(
                 )
             )
         if received and backward.earlier:
-            added.append(
-                Block(
-                    nbytes=received * backward.earlier,
-                    category="communication",
-                    module="",
-                    phase="backward",
-                    op=INPUT_GRADIENTS,
-                    step=step,
-                    alloc_at=(backward_start.get(step, end), 4, 0),
-                    free_at=(step_end, 3, 0),
-                )
-            )
+            added.append(_input_gradients(received * backward.earlier, step, backward_start.get(step, end), step_end))
         later = plan.micro_batches - backward.earlier - 1
         if received and later > 0:
-            added.append(
-                Block(
-                    nbytes=received * later,
-                    category="communication",
-                    module="",
-                    phase="backward",
-                    op=INPUT_GRADIENTS,
-                    step=step,
-                    alloc_at=(end, 4, 0),
-                    free_at=(step_end, 3, 0),
-                )
-            )
+            added.append(_input_gradients(received * later, step, end, step_end))
     return added
+
+
+def _input_gradients(nbytes: int, step: int, start: int, step_end: int) -> Block:
+    """Micro-batches' gradients of the stage's received inputs, held from the clock ``start`` to the step's end."""
+    return Block(
+        nbytes=nbytes,
+        category="communication",
+        module="",
+        phase="backward",
+        op=INPUT_GRADIENTS,
+        step=step,
+        alloc_at=(start, 4, 0),
+        free_at=(step_end, 3, 0),
+    )
 
 
 def receive_buffers(plan: PipelinePlan, inputs: int, outputs: int) -> list[Block]:

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from cli_runs import run
 
+from vramsim import model_zoo
 from vramsim.cli import main
+from vramsim.workload.diffusion.recipes import RECIPES
+from vramsim.workload.diffusion.spec import find_pipeline
 
 
 def test_trace_json_has_report_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,8 +48,13 @@ def test_trace_terminal_view(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_models_lists_the_zoo(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each pipeline listed with ``train`` is one the training code has a recipe for, and only those."""
     code, out, _ = run(capsys, "models")
     assert code == 0 and "meta-llama/Llama-3.1-8B" in out.split()
+    trained = {line.split()[0] for line in out.splitlines() if line.endswith("  generate, train")}
+    recipes = {pid for pid in model_zoo.pipeline_ids() if getattr(find_pipeline(pid), "class_name", None) in RECIPES}
+    assert trained == recipes and "stabilityai/stable-diffusion-xl-base-1.0" in trained
+    assert "Lightricks/LTX-Video" not in trained and "Lightricks/LTX-Video" in out.split()
 
 
 def _broken_config(tmp_path: Path) -> str:

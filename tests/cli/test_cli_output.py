@@ -106,13 +106,13 @@ def test_unknown_id_offline_fails_at_once_with_close_ids(monkeypatch: pytest.Mon
 
     monkeypatch.setattr("urllib.request.urlopen", unreachable)
     asked: list[dict[str, Any]] = []
-    real = transformers.AutoConfig.from_pretrained
+    real = transformers.PretrainedConfig.get_config_dict  # what reads config.json, for AutoConfig too
 
-    def from_pretrained(name: str, **kwargs: Any) -> Any:
+    def get_config_dict(cls: type, name: str, **kwargs: Any) -> Any:
         asked.append(kwargs)
         return real(name, **kwargs)
 
-    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", from_pretrained)
+    monkeypatch.setattr(transformers.PretrainedConfig, "get_config_dict", classmethod(get_config_dict))
     with pytest.raises(ModelNotFoundError) as error:
         load_config("meta-llama/llama-3.2-1b")
     assert probes == [constants.ENDPOINT] and asked[0]["local_files_only"] is True

@@ -31,6 +31,18 @@ def _imported(argv: list[str]) -> tuple[int, str, set[str]]:
         (["trace", "gpt2", "--batch-size", "-1"], "vramsim: error: --batch-size must be between 1 and 1048576, got -1"),
         (["fit", "gpt2", "--dtype", "int3"], "vramsim: error: unsupported --dtype int3; choose one of: float32, fp32"),
         (["trace", "gpt2", "--device", "a1000"], "vramsim: error: unknown device 'a1000'"),
+        (["checkpoint", "gpt2", "--save-format", "zip"], "vramsim: error: unknown save format 'zip'; choose one of:"),
+        (["checkpoint", "gpt2", "--map-location", "gpu"], "vramsim: error: unknown map location 'gpu'; choose one of:"),
+        (["checkpoint", "gpt2", "--task", "generate"], "vramsim: error: a training checkpoint holds optimizer state"),
+        (
+            ["trace", "gpt2", "--inputs", "no/such/feed.py:feed"],
+            "vramsim: error: --inputs no/such/feed.py:feed: no/such/feed.py does not exist; pass path/to/file.py:function",
+        ),
+        (
+            ["trace", "gpt2", "--loss", "no/such/loss.py:loss"],
+            "vramsim: error: --loss no/such/loss.py:loss: no/such/loss.py does not exist; pass path/to/file.py:function",
+        ),
+        (["trace", "gpt2", "--loss", "no/such/loss.py"], "vramsim: error: --loss no/such/loss.py names no function"),
     ],
 )
 def test_a_bad_argument_exits_2_without_importing_torch(argv: list[str], message: str) -> None:
@@ -47,6 +59,15 @@ def test_gpus_imports_no_torch() -> None:
     code, err, modules = _imported(["gpus"])
     assert code == 0, err
     assert "vramsim.views.devices" in modules and not {"torch", "transformers"} & modules
+
+
+def test_models_imports_no_torch() -> None:
+    """Which pipelines train is data (workload/diffusion/scripts.py): the listing loads no torch, transformers or
+    diffusers (it took ~20 s here importing them; ~0.5 s without)."""
+    code, err, modules = _imported(["models"])
+    assert code == 0, err
+    assert "vramsim.workload.diffusion.scripts" in modules
+    assert not {"torch", "transformers", "diffusers"} & modules
 
 
 def test_an_error_found_later_exits_1(capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,3 +62,17 @@ def test_fit_without_device_at_80_columns(
     assert lines[-1].startswith("51 GPUs judged on one trace in ")
     code, _, err = run(capsys, "fit", model, "--strategies", "--device", "any")
     assert code == 2 and "--strategies weighs one device's memory: name it with --device" in err
+
+
+def test_a_gpu_that_holds_it_by_emptying_the_cache_fits(tiny_llama: transformers.LlamaConfig) -> None:
+    """h200 replays as h100-pcie does (the same overheads and allocator), but what runs within the usable memory
+    depends on the size. Regression: with ~1 GB usable on h200, batch 86 reserves 1,001,193,472 B there without a
+    limit, yet runs within it (trace: FITS); the search reused h100-pcie's replay, out of memory on that smaller
+    card, and called h200 a misfit at the unlimited figure. Each GPU's verdict is now trace's on it."""
+    asked = {"seq_len": 64, "batch_size": 86, "headroom": 1 - 1_000_000_000 / 150_109_945_856}
+    traced = vramsim.simulate(tiny_llama, device="h200", **asked)
+    assert traced.fits and traced.allocator_pressure is not None
+    assert traced.allocator_pressure.unlimited_device_bytes == 1_001_193_472
+    by_name = {v.device: v for v in device_fit(tiny_llama, **asked).devices}
+    assert (by_name["h200"].fits, by_name["h200"].device_bytes) == (True, traced.device_bytes)
+    assert not by_name["h100-pcie"].fits

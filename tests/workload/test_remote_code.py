@@ -74,3 +74,41 @@ def test_untrusted_code_names_the_flag(custom_folder: Path, capsys: pytest.Captu
     assert (
         err == f"vramsim: error: {custom_folder} has its own model code (config.json's auto_map); --trust-remote-code runs it\n"
     )
+
+
+def _hub_cache(cache: Path, repo: str, config: dict[str, object]) -> None:
+    """``repo`` as huggingface_hub caches a download of its config.json (the Hub cannot be reached here)."""
+    commit = "0" * 40
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(commit)
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(config))
+
+
+def test_a_hub_id_with_its_own_code_names_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Hub id (offline: its cached config.json) whose config is its own code gets the folder's line, not
+    transformers' paragraph ("The repository ... contains custom code ... trust_remote_code=True"); a Hub id
+    of a class transformers knows still loads from the cache."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    custom = {
+        "model_type": "vramsim-tiny-custom",
+        "auto_map": {"AutoConfig": "configuration_tiny.TinyConfig", "AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM"},
+    }
+    _hub_cache(tmp_path, "someone/tiny-custom", custom)
+    assert main(["trace", "someone/tiny-custom", "--seq-len", "8"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "vramsim: error: 'someone/tiny-custom' has its own model code (config.json's auto_map); --trust-remote-code runs it\n"
+    )
+    known = {"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 32, "n_positions": 16}
+    known |= {"bos_token_id": 0, "eos_token_id": 0}
+    _hub_cache(tmp_path, "someone/tiny-gpt2", {**known, "auto_map": {"AutoModelForCausalLM": "modeling.Custom"}})
+    report = vramsim.simulate("someone/tiny-gpt2", seq_len=8, device="cpu")
+    embeddings, norms, attention, mlp = 32 * 8 + 16 * 8, 3 * 2 * 8, 8 * 24 + 24 + 8 * 8 + 8, 8 * 32 + 32 + 32 * 8 + 8
+    assert report.parameters == embeddings + norms + attention + mlp

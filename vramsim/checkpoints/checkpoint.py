@@ -9,12 +9,12 @@ from typing import Any
 from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
+from vramsim.checkpoints.choices import Layout, MapLocation, checkpoint_choice
 from vramsim.checkpoints.files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
-from vramsim.checkpoints.restore import Layout, MapLocation, restore_timelines
+from vramsim.checkpoints.restore import restore_timelines
 from vramsim.checkpoints.sharded import sharded_checkpoint
 from vramsim.checkpoints.timelines import checkpoint_timeline
 from vramsim.config import SimulationConfig
-from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import TRAINER_LOG_HISTORY
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.results.checkpoint import CheckpointReport
@@ -26,10 +26,7 @@ from vramsim.workload.optimizers import check_target, describe_optimizer
 from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["MAP_LOCATIONS", "SAVE_FORMATS", "checkpoint"]
-
-MAP_LOCATIONS = ("cpu", "device")
-SAVE_FORMATS = ("trainer", "torch", "dcp", "deepspeed")
+__all__ = ["checkpoint"]
 
 
 def checkpoint(
@@ -58,14 +55,7 @@ def checkpoint(
     ['model.safetensors', 'optimizer.pt', 'scheduler.pt']
     """
     config = SimulationConfig.from_options(**options)
-    _check(config)
-    given = _save_format(save_format, config, async_save)
-    if given in ("dcp", "deepspeed") and map_location is not None:
-        raise ConfigError(
-            f"map_location is the Trainer's and torch.load's choice; save_format={given!r} loads on the host itself"
-        )
-    layout: Layout = "trainer" if given == "trainer" else "torch"
-    location = _map_location(map_location, config, layout)
+    choice = checkpoint_choice(config, save_format, map_location, async_save)
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
     check_target(config.optimizer, target.profile.vendor)
@@ -73,12 +63,18 @@ def checkpoint(
     program, _, trace = build_and_trace(model, config, target, checkpointing="marked")
     analysis = Analysis(build_graph(trace), target, config)
     outcome = analysis.run(parse_checkpointing(config.checkpointing))
-    if given in ("dcp", "deepspeed"):
+    if choice.save_format in ("dcp", "deepspeed"):
         report = sharded_checkpoint(
-            program, outcome.timeline, config, target, dcp=given == "dcp", async_save=async_save, train=outcome.memory
+            program,
+            outcome.timeline,
+            config,
+            target,
+            dcp=choice.save_format == "dcp",
+            async_save=async_save,
+            train=outcome.memory,
         )
         return dataclasses.replace(report, model=model_name(model), trace_seconds=round(time.perf_counter() - started, 3))
-    return _unsharded_checkpoint(model, program, outcome.memory, config, target, layout, location, started)
+    return _unsharded_checkpoint(model, program, outcome.memory, config, target, choice.layout, choice.location, started)
 
 
 def _unsharded_checkpoint(
@@ -135,52 +131,6 @@ def _save_host_bytes(saved: SavedCheckpoint, layout: Layout) -> int:
     (``_flatten_as_ptr`` keeps each ``tensor.to("cpu")``); ``torch.save`` copies one storage at a time (``_save``)."""
     weights = map(sum, saved.shards) if layout == "trainer" else (size for sizes in saved.shards for size in sizes)
     return max([*weights, *saved.optimizer_storages])
-
-
-def _save_format(given: str | None, config: SimulationConfig, async_save: bool) -> str:
-    """The format asked for, or the one the sharding implies; each sharding saves its own way."""
-    sharded = "deepspeed" if config.zero else "dcp" if config.fsdp != "no" else None
-    chosen = given or sharded or "trainer"
-    if chosen not in SAVE_FORMATS:
-        raise ConfigError(f"unknown save format {chosen!r}; choose one of: {', '.join(SAVE_FORMATS)}")
-    if chosen == "deepspeed" and not config.zero:
-        raise ConfigError("save_format='deepspeed' is DeepSpeed's ZeRO checkpoint; set zero (1, 2 or 3)")
-    if sharded is not None and chosen != sharded:
-        raise UnsupportedError(
-            f"save_format={chosen!r} with {'zero' if config.zero else 'fsdp'}: modelled is "
-            f"save_format={sharded!r} (how that sharding saves each rank's state)"
-        )
-    if async_save and chosen != "dcp":
-        raise ConfigError("async_save is dcp.async_save; use save_format='dcp'")
-    return chosen
-
-
-def _map_location(given: str | None, config: SimulationConfig, layout: Layout) -> MapLocation:
-    if given is None:
-        return "device" if config.gpus > 1 or layout == "torch" else "cpu"
-    if given not in MAP_LOCATIONS:
-        raise ConfigError(f"unknown map location {given!r}; choose one of: {', '.join(MAP_LOCATIONS)}")
-    return "cpu" if given == "cpu" else "device"
-
-
-def _check(config: SimulationConfig) -> None:
-    """A training run's checkpoint, of data-parallel ranks (model-parallel ranks' files are not modelled)."""
-    if config.task != "train":
-        raise ConfigError(f"a training checkpoint holds optimizer state; task={config.task!r} has none (use task='train')")
-    if config.optimizer is None:
-        raise ConfigError("optimizer=None leaves no optimizer state to checkpoint; name an optimizer")
-    if config.checkpointing == "all":
-        raise ConfigError("checkpointing='all' compares choices; a checkpoint is of one run (choose one)")
-    if config.tp > 1 or config.pp > 1 or config.cp > 1 or config.ep > 1:
-        raise UnsupportedError(
-            "checkpoints of tensor, pipeline, context or expert parallel ranks are not modelled yet; "
-            "data parallelism is (DDP, ZeRO through DeepSpeed's files, FSDP2 through DCP)"
-        )
-    if config.fsdp == "hybrid" or config.offload_states != "none":
-        raise UnsupportedError(
-            "checkpoints of HSDP or CPU-offloaded model states are not modelled yet; FSDP2 full or "
-            "grad-op (DCP) and ZeRO on the device (DeepSpeed) are"
-        )
 
 
 def _assumptions(target: Target, overheads: list[Any], layout: Layout) -> list[Assumption]:

@@ -16,10 +16,10 @@ loaded at the map location too, beside the optimizer state, and live until ``ckp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
+from vramsim.checkpoints.choices import Layout, MapLocation
 from vramsim.errors import UnsupportedError
 from vramsim.estimators.timeline import Block, Position, Timeline, order_blocks
 from vramsim.tracer.categories import Category
@@ -30,9 +30,6 @@ __all__ = ["LOADED", "Clock", "RestoreTimelines", "restore_timelines"]
 
 LOADED = "checkpoint_loaded"
 """Breakdown key of what ``torch.load`` / ``load_file`` made and ``load_state_dict`` has not yet consumed."""
-
-MapLocation = Literal["cpu", "device"]
-Layout = Literal["trainer", "torch"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from vramsim.config import DiffusionOptions, options
 from vramsim.config.options import COMMANDS
 from vramsim.config.quantization import lora_of_rank
 from vramsim.config.serving import serve_options
+from vramsim.config.user_files import user_function_file
 from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError
 from vramsim.estimators.sharding.plan import OFFLOAD_CHOICES
@@ -387,6 +388,7 @@ def workload_options(args: argparse.Namespace) -> dict[str, Any]:
         if name == "loss" and given[name] is not None and ".py" not in given[name]:
             continue  # a named loss (vramsim/workload/losses.py), checked with the other options
         if given[name] is not None:
+            user_function_file(given[name], name)  # a bad path is a bad argument, answered before torch loads
             from vramsim.workload.models import load_function
 
             given[name] = load_function(given[name], signature)

@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from vramsim.checkpoints.choices import checkpoint_choice
 from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
 from vramsim.cli.exports import export_paths
 from vramsim.cli.pages import check_page_arguments
@@ -57,5 +58,8 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
             raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
         warnings += argument_warnings(args)
         checked = {**given, "device": "h100"} if given["device"] == ANY_DEVICE_DEFAULT else given  # fit: each GPU
-        warnings += SimulationConfig.from_options(**checked).warnings
+        config = SimulationConfig.from_options(**checked)
+        if args.command == "checkpoint":
+            checkpoint_choice(config, args.save_format, args.map_location, args.async_save)
+        warnings += config.warnings
     return Command(args=args, options=given, warnings=tuple(warnings), started=started)

@@ -22,7 +22,8 @@ class DeviceVerdict:
     """What nvidia-smi would show on it: the traced program replayed with this device's context, workspaces and
     allocator."""
     fits: bool
-    """``device_bytes`` within ``usable_bytes`` (as ``largest_fit`` counts it, not by the allocator emptying its cache)."""
+    """``trace``'s verdict on this device: ``device_bytes`` within ``usable_bytes``, the figures of the replay within
+    the usable memory where the unlimited one passes it and that one runs (the allocator emptying its cache)."""
     kernels_traced: bool
     """True when its kernels are the traced device's (same vendor and compute capability or ISA); else the figure
     rests on the traced device's kernel choices and workspaces."""

@@ -3,8 +3,10 @@
 The job is traced once, for the default device (``h100``: its kernel choices and workspaces), and that one graph is
 replayed on each GPU of the catalog with the GPU's own overheads (CUDA or HIP context, BLAS workspaces, NCCL's
 buffers) and allocator, then judged against its usable memory (capacity less headroom). Devices whose overheads
-and allocator are alike replay alike, so each such group is replayed once. A GPU whose kernels differ from the
-traced one's (another compute capability or vendor) is marked so: its figure rests on the traced kernels.
+and allocator are alike replay alike, so each such group is replayed once (and again per GPU where the replay
+passes the usable memory: the replay within it, as ``trace`` judges, depends on the GPU's size). A GPU whose
+kernels differ from the traced one's (another compute capability or vendor) is marked so: its figure rests on the
+traced kernels.
 
 When no GPU of the catalog holds the job, the same trace answers what does: FSDP2 full over more GPUs, and model
 states offloaded to the host, each a what-if of the graph on the traced device.
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vramsim.analysis import generation
+from vramsim.analysis.device_memory import DeviceMemory
 from vramsim.analysis.traced import trace_workload
 from vramsim.analysis.whatifs import Analysis
 from vramsim.config import SimulationConfig
@@ -66,7 +69,8 @@ def device_fit(model: ModelSource, *, progress: Callable[[str], None] | None = N
         return Analysis(traced.graph, target, variant, timeline=timeline, routed=routed)
 
     plan = parse_checkpointing(config.checkpointing)
-    verdicts, refused, replayed = [], {}, {}
+    verdicts, refused = [], {}
+    replayed: dict[tuple[Any, ...], DeviceMemory] = {}
     gpus = sorted((p for p in DEVICES.values() if p.vendor != "cpu"), key=lambda p: (p.memory_bytes or 0, p.name))
     for profile in gpus:
         try:
@@ -76,17 +80,18 @@ def device_fit(model: ModelSource, *, progress: Callable[[str], None] | None = N
             refused[profile.name] = str(exc)
             continue
         alike = _replay_key(profile, config)
-        if plan.kind == "auto" or alike not in replayed:  # auto's plan depends on the device's size
+        known, judged = replayed.get(alike), analysis(resolve_target(profile.name), config)
+        # auto's plan, and a replay within the usable memory (the allocator emptying its cache), depend on the size
+        if plan.kind == "auto" or known is None or known.pressure is not None:
             if progress is not None:
                 progress(f"replaying the trace on {profile.name}")
-            replayed[alike] = analysis(resolve_target(profile.name), config).run(plan).memory.device_bytes
-        usable = int((profile.memory_bytes or 0) * (1 - config.headroom))
+            known = replayed[alike] = judged.run(plan).memory
         verdicts.append(
             DeviceVerdict(
                 device=profile.name,
-                usable_bytes=usable,
-                device_bytes=replayed[alike],
-                fits=replayed[alike] <= usable,
+                usable_bytes=int((profile.memory_bytes or 0) * (1 - config.headroom)),
+                device_bytes=known.device_bytes,
+                fits=bool(judged.fits(known)),  # trace's verdict on this device
                 kernels_traced=_kernels(profile) == _kernels(traced_on.profile),
             )
         )

@@ -7,10 +7,11 @@ it: the answer is the largest traced size that fits, with the next size traced a
 never an extrapolation. Each search traces at most ``MAX_TRACES`` sizes (the given one included);
 when they run out first, the answer is still the largest traced size that fits, marked not exact.
 
-A size fits when its unlimited replay's device memory is within the usable memory: a report may also
-say a larger size fits because the caching allocator empties its cache and retries (each a device-wide
-synchronisation), with the figures of the replay within the usable memory; the search does not count on
-that (those figures flatten at the limit, which no secant can follow).
+A size fits when its report says so (``Analysis.fits``, the rule of ``trace``'s verdict): where the unlimited
+replay passes the usable memory, the replay within it may still run, the caching allocator emptying its cache
+and retrying (each a device-wide synchronisation). The secant aims with the unlimited replay's device memory,
+which grows with the size; the replay within the limit flattens there, which no secant can follow, so past a
+size that fits only that way the search gallops (steps of 1, 1, 2, 4 ...) until a size does not fit, then bisects.
 
 Known limitations: the search assumes memory grows with the size (more tokens never use less);
 a sequence length stops at the model's configured position maximum (``vramsim/workload/positions.py``).
@@ -80,10 +81,10 @@ def largest_fit(
             reports[batch_size, seq_len] = simulate(model, **{**options, "batch_size": batch_size, "seq_len": seq_len})
         report = reports[batch_size, seq_len]
         pressure = report.allocator_pressure
-        nbytes = report.device_bytes if pressure is None else pressure.unlimited_device_bytes
-        return nbytes, nbytes <= usable  # within the usable memory, not by the allocator emptying its cache
+        aim = report.device_bytes if pressure is None else pressure.unlimited_device_bytes
+        return aim, bool(report.fits)  # trace's verdict, and a figure that grows with the size
 
-    batch, seq = _search_sizes(model, config, sizes, measure, usable)
+    batch, seq = _search_sizes(model, config, sizes, measure, lambda b, s: reports[b, s].device_bytes, usable)
     return LargestFit(
         model=next(iter(reports.values())).model,
         target=next(iter(reports.values())).target,
@@ -102,15 +103,17 @@ def _search_sizes(
     config: SimulationConfig,
     sizes: tuple[str, ...],
     measure: Callable[[int, int], tuple[int, bool]],
+    shown: Callable[[int, int], int],
     usable: int,
 ) -> tuple[Largest | None, Largest | None]:
     """The largest batch size and sequence length searched for (``None`` for a size not in ``sizes``),
-    each with the other held at its given value."""
+    each with the other held at its given value; ``shown``: a traced size's device memory, as its report gives it."""
     batch = seq = None
     if "batch_size" in sizes:
         batch = _largest(
             "batch_size",
             lambda b: measure(b, config.seq_len),
+            lambda b: shown(b, config.seq_len),
             start=config.batch_size,
             bound=MAX_BATCH,
             bound_by="vramsim's limit",
@@ -121,6 +124,7 @@ def _search_sizes(
         seq = _largest(
             "seq_len",
             lambda s: measure(config.batch_size, s),
+            lambda s: shown(config.batch_size, s),
             start=config.seq_len,
             bound=top,
             bound_by=field,
@@ -157,7 +161,15 @@ def _seq_bound(model: ModelSource, config: SimulationConfig) -> tuple[str, int]:
 
 
 def _largest(
-    option: str, measure: Callable[[int], tuple[int, bool]], *, start: int, bound: int, bound_by: str, usable: int, step: int = 1
+    option: str,
+    measure: Callable[[int], tuple[int, bool]],
+    shown: Callable[[int], int],
+    *,
+    start: int,
+    bound: int,
+    bound_by: str,
+    usable: int,
+    step: int = 1,
 ) -> Largest:
     """The search over multiples of ``step``, when the given value and the bound are such multiples."""
     step = step if start % step == 0 and bound % step == 0 else 1
@@ -168,9 +180,9 @@ def _largest(
     return Largest(
         option=option,
         value=value,
-        device_bytes=None if value is None else points[value][0],
+        device_bytes=None if value is None else shown(value),
         over=over,
-        over_bytes=None if over is None else points[over][0],
+        over_bytes=None if over is None else shown(over),
         bound=bound,
         bound_by=bound_by,
         step=step,
@@ -183,7 +195,8 @@ def search(
 ) -> dict[int, tuple[int, bool]]:
     """Measured (bytes, fits) by value in 1..``bound``, until the largest value that fits has the next one
     measured (or is ``bound``, or 1 does not fit), or ``budget`` values are measured. The secant aims at
-    ``usable`` bytes; ``measure`` says whether a value fits."""
+    ``usable`` bytes; ``measure`` says whether a value fits, which past ``usable`` bytes it still may (the
+    allocator emptying its cache): from such a value the search gallops, then bisects."""
     points: dict[int, tuple[int, bool]] = {}
     order: list[int] = []
     value = min(max(start, 1), bound)
@@ -194,7 +207,11 @@ def search(
         high = min((x for x, (_, fits) in points.items() if not fits and x > low), default=bound + 1)
         if high == low + 1:
             break
-        value = min(max(_secant(points, order, usable), low + 1), high - 1)
+        if low and points[low][0] > usable:  # it fits past the figure the secant aims with: gallop, then bisect
+            first = min(x for x, (nbytes, fits) in points.items() if fits and nbytes > usable)
+            value = (low + high) // 2 if high <= bound else min(low + max(low - first, 1), bound)
+        else:
+            value = min(max(_secant(points, order, usable), low + 1), high - 1)
     return points
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import functools
@@ -10,7 +11,7 @@ import json
 import traceback
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import transformers
 from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
+from vramsim.config.user_files import user_function_file
 from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
@@ -98,12 +100,7 @@ def load_function(source: str, signature: str) -> Callable[..., Any]:
 
     ``signature`` (with ``{name}``) is what the error asks the user to define when it is missing.
     """
-    path_text, sep, name = source.rpartition(":")
-    if not sep or not path_text.endswith(".py") or not name:
-        raise ConfigError(f"{source!r} names no function; pass path/to/file.py:function")
-    path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise ModelNotFoundError(f"{path} does not exist; pass path/to/file.py:function")
+    path, name = user_function_file(source)
     spec = importlib.util.spec_from_file_location(f"vramsim_user_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise ModelNotFoundError(f"{path} cannot be imported as a Python module")
@@ -127,8 +124,19 @@ def load_config(source: str | Path, *, trust_remote_code: bool = False) -> Pretr
     if path.exists():
         return _config_from_path(path, trust_remote_code=trust_remote_code)
     online = _hub_reachable()
-    try:
+    if not trust_remote_code:  # config.json alone first, so its own code is named as a folder's is
+        with _hub_errors(text, online):
+            data, _ = PretrainedConfig.get_config_dict(text, local_files_only=not online)
+        _refuse_own_code(repr(text), data)
+    with _hub_errors(text, online):
         return AutoConfig.from_pretrained(text, trust_remote_code=trust_remote_code, local_files_only=not online)
+
+
+@contextlib.contextmanager
+def _hub_errors(text: str, online: bool) -> Iterator[None]:
+    """What fetching ``text``'s config from the Hub (or its cache) raises, as one line naming the id."""
+    try:
+        yield
     except OSError as exc:
         where = (
             f"reachable on the Hugging Face Hub ({first_line(exc)})"
@@ -317,19 +325,21 @@ def _config_from_path(path: Path, *, trust_remote_code: bool) -> PretrainedConfi
         raise ModelNotFoundError(f"{file} is not a readable config.json", quoted=first_line(exc)) from exc
     if not isinstance(data, dict) or "model_type" not in data:
         raise ModelNotFoundError(f"{file} has no 'model_type'; is it a Hugging Face config.json?")
-    if not trust_remote_code and _needs_remote_code(data):
-        raise ConfigError(f"{path} has its own model code (config.json's auto_map); --trust-remote-code runs it")
+    if not trust_remote_code:
+        _refuse_own_code(str(path), data)
     try:
         return AutoConfig.from_pretrained(str(file.parent if path.is_dir() else file), trust_remote_code=trust_remote_code)
     except Exception as exc:  # transformers raises many kinds (validation, unknown model_type, ...)
         raise ModelNotFoundError(f"{file} cannot be loaded as a config", quoted=first_line(exc)) from exc
 
 
-def _needs_remote_code(data: dict[str, Any]) -> bool:
-    """Whether the config's class is the repository's own code, as ``AutoConfig`` decides: an ``auto_map``
-    naming an ``AutoConfig`` for a ``model_type`` transformers does not know."""
+def _refuse_own_code(name: str, data: dict[str, Any]) -> None:
+    """A ConfigError naming ``--trust-remote-code`` when the config's class is the repository's own code, as
+    ``AutoConfig`` decides: an ``auto_map`` naming an ``AutoConfig`` for a ``model_type`` transformers does not know
+    (transformers' own refusal is a paragraph asking for ``trust_remote_code=True``)."""
     auto_map = data.get("auto_map")
-    return isinstance(auto_map, dict) and "AutoConfig" in auto_map and data.get("model_type") not in CONFIG_MAPPING
+    if isinstance(auto_map, dict) and "AutoConfig" in auto_map and data.get("model_type") not in CONFIG_MAPPING:
+        raise ConfigError(f"{name} has its own model code (config.json's auto_map); --trust-remote-code runs it")
 
 
 _TASK_AUTO_CLASS = {"train": "AutoModelForCausalLM", "forward": "AutoModelForCausalLM", "generate": "AutoModelForCausalLM"}

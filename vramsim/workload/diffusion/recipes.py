@@ -1,7 +1,8 @@
 """What differs between the pipelines' training scripts: how each encodes the prompt and computes the loss.
 
 SD and SDXL: DDPM noise and the UNet's epsilon (or velocity) prediction; FLUX: flow matching on packed latents;
-SD3: flow matching with the preconditioned prediction. A pipeline is trained once it has a ``Recipe`` in ``RECIPES``.
+SD3: flow matching with the preconditioned prediction. A pipeline is trained once scripts.py names its script and
+``_STEPS`` its step.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from vramsim.estimators.assumptions import FLUX_TRAINING_GUIDANCE, SD3_SCRIPT_LORA_TARGETS, SD3_SCRIPT_MAX_SEQUENCE_LENGTH
 from vramsim.workload.diffusion import flux
 from vramsim.workload.diffusion.components import vae_scale
+from vramsim.workload.diffusion.scripts import TRAINING_SCRIPTS
 from vramsim.workload.diffusion.spec import pipeline_class
 from vramsim.workload.diffusion.training_step import Recipe, TrainingStep
 from vramsim.workload.program import Program
@@ -177,14 +179,16 @@ def _sd3_loss(step: TrainingStep, program: Program, latents: torch.Tensor, embed
     return loss.mean()
 
 
-RECIPES: dict[str, Recipe] = {
-    "StableDiffusionPipeline": Recipe("examples/text_to_image/train_text_to_image.py", _unet_loss, _encode_clip,
+_STEPS: dict[str, dict[str, Any]] = {
+    "StableDiffusionPipeline": dict(forward=_unet_loss, encode=_encode_clip, noise_scheduler="DDPMScheduler"),
+    "StableDiffusionXLPipeline": dict(forward=_unet_loss, encode=_encode_sdxl, vae_fp32=True,
                                       noise_scheduler="DDPMScheduler"),
-    "StableDiffusionXLPipeline": Recipe("examples/dreambooth/train_dreambooth_lora_sdxl.py", _unet_loss, _encode_sdxl,
-                                        vae_fp32=True, noise_scheduler="DDPMScheduler"),
-    "FluxPipeline": Recipe("examples/dreambooth/train_dreambooth_lora_flux.py", _flux_loss, _encode_flux),
-    "StableDiffusion3Pipeline": Recipe("examples/dreambooth/train_dreambooth_sd3.py (full) and train_dreambooth_lora_sd3.py",
-                                       _sd3_loss, _encode_sd3, vae_fp32=True, lora_targets=SD3_SCRIPT_LORA_TARGETS,
-                                       max_sequence_length=SD3_SCRIPT_MAX_SEQUENCE_LENGTH),
+    "FluxPipeline": dict(forward=_flux_loss, encode=_encode_flux),
+    "StableDiffusion3Pipeline": dict(forward=_sd3_loss, encode=_encode_sd3, vae_fp32=True,
+                                     lora_targets=SD3_SCRIPT_LORA_TARGETS,
+                                     max_sequence_length=SD3_SCRIPT_MAX_SEQUENCE_LENGTH),
 }  # fmt: skip
-"""The pipelines whose denoiser is trained, by class."""
+"""What each training script does differently, by pipeline class."""
+
+RECIPES: dict[str, Recipe] = {name: Recipe(script, **_STEPS[name]) for name, script in TRAINING_SCRIPTS.items()}
+"""The pipelines whose denoiser is trained, by class: each script's step."""

@@ -1,0 +1,16 @@
+"""The pipelines whose denoiser is trained, by diffusers class, with the example script each training step follows.
+
+Data, read without torch (``vramsim models`` lists which pipelines train); recipes.py holds each script's torch code.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TRAINING_SCRIPTS"]
+
+TRAINING_SCRIPTS: dict[str, str] = {
+    "StableDiffusionPipeline": "examples/text_to_image/train_text_to_image.py",
+    "StableDiffusionXLPipeline": "examples/dreambooth/train_dreambooth_lora_sdxl.py",
+    "FluxPipeline": "examples/dreambooth/train_dreambooth_lora_flux.py",
+    "StableDiffusion3Pipeline": "examples/dreambooth/train_dreambooth_sd3.py (full) and train_dreambooth_lora_sd3.py",
+}
+"""The diffusers example each trained pipeline's step is; a pipeline trains once it is here (and in recipes.py)."""
