@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import transformers
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.config import SimulationConfig
 from vramsim.search.bounds import FloorBound
-from vramsim.search.strategy_space import settings
+from vramsim.search.strategy_space import Setting, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
 
@@ -49,3 +50,32 @@ def test_the_bound_is_below_every_setting_on_two_gpus() -> None:
     assert floors["ZeRO-2"] - floors["ZeRO-3"] == half  # whole weights against a shard of them
     assert floors["DDP"] - floors["ZeRO-1"] == bound.optimizer_bytes - bound.optimizer_bytes // 2  # states sharded
     assert floors["ZeRO-1"] - floors["ZeRO-2"] == half  # the gradients at the step sharded
+
+
+def test_whole_weights_rule_out_zero_1_and_2_untraced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below what ZeRO-2 must hold on 2 GPUs, the search rules ZeRO-1, ZeRO-2 and DDP out without measuring them (the
+    bound that split every weight over the data-parallel ranks measured them) and gives the same answer."""
+    from vramsim.search import strategy
+    from vramsim.search.strategy import cheapest_strategy
+
+    config = SimulationConfig.from_options(task="train", **_ASKED)
+    target = resolve_target("h100")
+    _, _, trace = build_and_trace(_WIDE, config, target, checkpointing="marked")
+    bound = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading)
+    zero_2 = next(s for s in settings(2, _WIDE, config) if s.scheme == "ZeRO-2" and s.trace_key == (1, 1, 1))
+    usable = bound.bytes(zero_2) - 1
+    capacity = vramsim.simulate(_WIDE, task="forward", seq_len=8, device="h100").capacity_bytes
+    assert capacity is not None
+    asked = {**_ASKED, "headroom": 1 - usable / capacity}
+    found = cheapest_strategy(_WIDE, gpus=2, **asked)
+
+    def split_evenly(self: FloorBound, setting: Setting) -> int:  # the bound before: every state over tp x pp x dp
+        spread = setting.tp * setting.pp * (setting.dp if setting.scheme not in ("DDP", "one GPU", "one replica") else 1)
+        kept = self.kept_input_bytes // setting.cp if setting.pp == 1 else 0
+        return (self.weight_bytes + self.optimizer_bytes) // spread + kept + self.fixed_bytes
+
+    monkeypatch.setattr(strategy.FloorBound, "bytes", split_evenly)
+    before = cheapest_strategy(_WIDE, gpus=2, **asked)
+    assert found.cheapest == before.cheapest
+    assert found.ruled_out > before.ruled_out and len(found.candidates) < len(before.candidates)
+    assert not any(c.scheme in ("DDP", "ZeRO-1", "ZeRO-2") and c.tp == c.cp == 1 for c in found.candidates if c.gpus == 2)

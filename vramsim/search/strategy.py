@@ -13,7 +13,8 @@ trace for the uniform choices and on the candidate's own for ``auto``, plus the 
 micro-batch (``estimators/communication.py``), then the least device memory. The search measures them in
 that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
 only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
-is counted, not measured. Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
+is counted, not measured, and ``auto`` only where it can cost no more than the cheapest fit measured so far
+(``_Search._auto_may_win``). Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
 rules out every setting whose rank must hold more than the usable memory, without tracing its layout: most
 GPU counts below the answer cost no trace at all.
 """
