@@ -13,7 +13,8 @@ trace for the uniform choices and on the candidate's own for ``auto``, plus the 
 micro-batch (``estimators/communication.py``), then the least device memory. The search measures them in
 that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
 only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
-is counted, not measured. Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
+is counted, not measured, and ``auto`` only where it can cost no more than the cheapest fit measured so far
+(``_Search._auto_may_win``). Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
 rules out every setting whose rank must hold more than the usable memory, without tracing its layout: most
 GPU counts below the answer cost no trace at all.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
@@ -32,8 +33,8 @@ from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpointing import what_if
-from vramsim.estimators.checkpointing_plan import parse_checkpointing
+from vramsim.estimators.checkpointing import CheckpointCost, what_if
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, first_layers, parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
 from vramsim.results.strategy import SCHEMES, Candidate, Refusal, StrategySearch
 from vramsim.search.bounds import FloorBound
@@ -112,6 +113,8 @@ class _Traced:
     routed: tuple[int, int] | None
     step_flops: int
     step_ops: int
+    costs: dict[str, CheckpointCost] = field(default_factory=dict)
+    """What each checkpointing plan recomputes on this program, by its spec."""
 
 
 class _Search:
@@ -158,26 +161,21 @@ class _Search:
         ]
         heapq.heapify(heap)
         order = len(heap)
-        best: Candidate | None = None
         while heap:
             key, _, setting, measured = heapq.heappop(heap)
-            if best is not None and key > best.key[:4]:  # everything left costs more
+            incumbent = self._incumbent(gpus)
+            if incumbent is not None and key > incumbent.key[:4]:  # everything left costs more
                 self.skipped += sum(1 for _, _, left, _ in [(key, 0, setting, None), *heap] if left not in self.measured)
                 break
             if measured is None:
-                if not self._floor_fits(setting):
+                if not self._floor_fits(setting) or not self._auto_may_win(setting, incumbent):
                     self.skipped += 1
                     continue
                 measured = self._measure(setting)
-                if measured is None:
-                    continue
-                if setting.checkpointing == "auto":  # its cost is known now: back in line
+                if measured is not None and setting.checkpointing == "auto":  # its cost is known now: back in line
                     order += 1
                     heapq.heappush(heap, (measured.key[:4], order, setting, measured))
-                    continue
-            if measured.fits and (best is None or measured.key < best.key):
-                best = measured
-        return best
+        return self._incumbent(gpus)
 
     def _bound(self, setting: Setting) -> tuple[float, ...]:
         """The setting's cost key without its memory; for ``auto`` a lower bound (no recompute)."""
@@ -186,6 +184,56 @@ class _Search:
             return setting.gpus, round(bubble, 9), 0.0, self._communication(setting, 0)
         share, ops, layers = self.recompute[setting.checkpointing]
         return setting.gpus, round(share + bubble, 9), ops, self._communication(setting, layers)
+
+    def _incumbent(self, gpus: int) -> Candidate | None:
+        """The cheapest candidate measured on ``gpus`` GPUs that fits, popped or not: the answer costs no more."""
+        fitting = [c for c in self.measured.values() if c.gpus == gpus and c.fits]
+        return min(fitting, key=lambda c: c.key, default=None)
+
+    def _auto_may_win(self, setting: Setting, incumbent: Candidate | None) -> bool:
+        """Whether ``auto`` on ``setting`` can cost no more than ``incumbent``, from a few what-ifs, not auto's ~4 log2 L.
+
+        ``auto`` (``budgeted_plan``) takes the least F for which ``first:F+selective:(L - F)`` fits (either policy),
+        memory falling as F grows (the monotony its binary search assumes), and its plan recomputes at least what
+        ``first:F`` does. Let F* be the most full layers whose recompute, with the bubble, is within the incumbent's
+        share: if ``first:F*+selective:(L - F*)`` fits under neither policy, auto's F exceeds F*, so its share, and
+        its key, exceed the incumbent's, and it is not measured."""
+        if setting.checkpointing != "auto" or incumbent is None:
+            return True
+        traced = self.traces[setting.trace_key]
+        assert traced is not None, "the group's full checkpointing was measured on this trace"
+        budget, bubble = incumbent.key[1], self._bubble(setting)
+        layers = 1 + max(unit.index for unit in traced.graph.graph["units"])  # as auto counts them
+
+        def within(full: int) -> bool:
+            plan = CheckpointPlan("full") if full == layers else first_layers(full)
+            flops = self._cost(traced, plan).recomputed_flops if full else 0
+            return round(flops / max(traced.step_flops, 1) + bubble, 9) <= budget
+
+        if not within(0):
+            return False
+        most = _most(within, layers)
+        if most == layers:
+            return True
+        config = SimulationConfig.from_options(**self.base, **setting.options())
+        analysis = Analysis(traced.graph, self.target, config, routed=traced.routed)
+        for torchtitan in (False, True):
+            plan = (
+                first_layers(most, layers - most, torchtitan=torchtitan)
+                if most
+                else CheckpointPlan("selective", torchtitan=torchtitan)
+            )
+            try:
+                if analysis.fits(analysis.run(plan).memory):
+                    return True
+            except (ConfigError, UnsupportedError):
+                return True  # measured as auto, where the refusal is noted
+        return False
+
+    def _cost(self, traced: _Traced, plan: CheckpointPlan) -> CheckpointCost:
+        if plan.spec not in traced.costs:
+            traced.costs[plan.spec] = what_if(traced.graph, plan).cost
+        return traced.costs[plan.spec]
 
     def _floor_fits(self, setting: Setting) -> bool:
         """Whether the setting's group, with ``full`` checkpointing, fits (measuring it if not yet)."""
@@ -313,6 +361,18 @@ class _Search:
             step_ops=len(ops),
         )
         return program
+
+
+def _most(ok: Callable[[int], bool], high: int) -> int:
+    """The most n in [0, high] with ``ok(n)``, ``ok`` true at 0 and monotone (true, then false)."""
+    low = 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if ok(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _fields(setting: Setting) -> dict[str, Any]:

@@ -1,0 +1,81 @@
+"""The strategy search's lower bound (``vramsim/search/bounds.py``): never above what a setting measures."""
+
+from __future__ import annotations
+
+import pytest
+import transformers
+
+import vramsim
+from vramsim.analysis.traced import build_and_trace
+from vramsim.config import SimulationConfig
+from vramsim.search.bounds import FloorBound
+from vramsim.search.strategy_space import Setting, settings
+from vramsim.tracer.graph import build_graph
+from vramsim.workload.targets import resolve_target
+
+# Weights (3.1M parameters) well above the activations of 2 x 128 tokens: the weight, optimizer-state and gradient
+# terms decide the bound.
+_WIDE = transformers.LlamaConfig(
+    hidden_size=256,
+    intermediate_size=1024,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=2000,
+    max_position_embeddings=512,
+)
+_ASKED = {"seq_len": 128, "batch_size": 2, "device": "h100", "mixed_precision": "bf16"}
+
+
+def test_the_bound_is_below_every_setting_on_two_gpus() -> None:
+    """Every layout and scheme on 2 GPUs with full checkpointing (the least each holds) measures at least the bound;
+    ZeRO-1 and ZeRO-2 hold the whole weights, ZeRO-2 onwards shards the gradients, as the bound says."""
+    config = SimulationConfig.from_options(task="train", **_ASKED)
+    target = resolve_target("h100")
+    _, _, trace = build_and_trace(_WIDE, config, target, checkpointing="marked")
+    bound = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading)
+    assert bound.weight_bytes == 4 * sum(p.numel() for p in transformers.LlamaForCausalLM(_WIDE).parameters())  # fp32
+    assert 2 * bound.weight_bytes <= bound.optimizer_bytes < 2 * bound.weight_bytes + 1024  # AdamW's two, its steps
+    assert bound.gradient_bytes == bound.weight_bytes
+    chosen = [s for s in settings(2, _WIDE, config) if s.checkpointing == "full"]
+    for trace_key in {s.trace_key for s in chosen}:  # one trace per rank program, its schemes as variants
+        alike = [s for s in chosen if s.trace_key == trace_key]
+        layout = {k: v for k, v in alike[0].options().items() if k in ("tp", "cp")}
+        variants = [{k: v for k, v in s.options().items() if k not in layout} for s in alike]
+        for setting, report in zip(alike, vramsim.simulate_each(_WIDE, variants, **layout, **_ASKED), strict=True):
+            assert bound.bytes(setting) <= report.device_bytes, setting
+    assert {s.trace_key for s in chosen} == {(1, 1, 1), (2, 1, 1), (1, 1, 2)}
+    floors = {s.scheme: bound.bytes(s) for s in chosen if s.trace_key == (1, 1, 1)}
+    half = bound.weight_bytes // 2
+    assert floors["ZeRO-2"] - floors["ZeRO-3"] == half  # whole weights against a shard of them
+    assert floors["DDP"] - floors["ZeRO-1"] == bound.optimizer_bytes - bound.optimizer_bytes // 2  # states sharded
+    assert floors["ZeRO-1"] - floors["ZeRO-2"] == half  # the gradients at the step sharded
+
+
+def test_whole_weights_rule_out_zero_1_and_2_untraced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below what ZeRO-2 must hold on 2 GPUs, the search rules ZeRO-1, ZeRO-2 and DDP out without measuring them (the
+    bound that split every weight over the data-parallel ranks measured them) and gives the same answer."""
+    from vramsim.search import strategy
+    from vramsim.search.strategy import cheapest_strategy
+
+    config = SimulationConfig.from_options(task="train", **_ASKED)
+    target = resolve_target("h100")
+    _, _, trace = build_and_trace(_WIDE, config, target, checkpointing="marked")
+    bound = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading)
+    zero_2 = next(s for s in settings(2, _WIDE, config) if s.scheme == "ZeRO-2" and s.trace_key == (1, 1, 1))
+    usable = bound.bytes(zero_2) - 1
+    capacity = vramsim.simulate(_WIDE, task="forward", seq_len=8, device="h100").capacity_bytes
+    assert capacity is not None
+    asked = {**_ASKED, "headroom": 1 - usable / capacity}
+    found = cheapest_strategy(_WIDE, gpus=2, **asked)
+
+    def split_evenly(self: FloorBound, setting: Setting) -> int:  # the bound before: every state over tp x pp x dp
+        spread = setting.tp * setting.pp * (setting.dp if setting.scheme not in ("DDP", "one GPU", "one replica") else 1)
+        kept = self.kept_input_bytes // setting.cp if setting.pp == 1 else 0
+        return (self.weight_bytes + self.optimizer_bytes) // spread + kept + self.fixed_bytes
+
+    monkeypatch.setattr(strategy.FloorBound, "bytes", split_evenly)
+    before = cheapest_strategy(_WIDE, gpus=2, **asked)
+    assert found.cheapest == before.cheapest
+    assert found.ruled_out > before.ruled_out and len(found.candidates) < len(before.candidates)
+    assert not any(c.scheme in ("DDP", "ZeRO-1", "ZeRO-2") and c.tp == c.cp == 1 for c in found.candidates if c.gpus == 2)
