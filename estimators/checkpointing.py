@@ -178,12 +178,14 @@ def _offload(schedule: _Schedule, holds: list[_Hold]) -> int:
     kept: dict[int, list[Position | None]] = {}
     offloaded: set[int] = set()
     moved = 0
+    last_step = max((nodes[("op", hold.op)]["step"] for hold in holds), default=0)
     for hold in holds:
         if nodes[("op", hold.op)]["phase"] != "forward":
             kept.setdefault(hold.sid, []).append(schedule.at(hold.release))
             continue
         offloaded.add(hold.sid)
-        moved += hold.nbytes
+        if nodes[("op", hold.op)]["step"] == last_step:  # one step's traffic, the steady-state one's
+            moved += hold.nbytes
         if hold.unpack is not None:
             fetched = schedule.at(hold.unpack)
             key = schedule.copy(hold.sid, phase="backward", category="activations", at=fetched, nbytes=hold.nbytes)
@@ -245,10 +247,12 @@ class _Checkpoints:
     def apply(self) -> CheckpointCost:
         """Checkpoint every unit, then move each storage's free to the last moment something still holds it."""
         ops = flops = 0
+        last_step = max((unit.step for unit in self.units.values()), default=0)
         for index, unit in self.units.items():
             unit_ops, unit_flops = self._unit(unit, self.unit_holds.get(index, []))
-            ops += unit_ops
-            flops += unit_flops
+            if unit.step == last_step:  # the cost of one step: the steady-state one, as the memory figures
+                ops += unit_ops
+                flops += unit_flops
         unsaved = {hold.sid for holds in self.unit_holds.values() for hold in holds}
         for sid in unsaved | self.extra.keys():
             if self.nodes[("storage", sid)]["alloc_at"][0] == 0:

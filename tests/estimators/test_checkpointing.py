@@ -201,3 +201,17 @@ def test_parse_first_layers() -> None:
     assert parse_checkpointing("first:1+selective:torchtitan:2").spec == "first:1+selective:torchtitan:2"
     with pytest.raises(ValueError, match="unknown checkpointing"):
         parse_checkpointing("first:x")
+
+
+def test_a_choice_costs_one_step_whatever_the_steps_traced() -> None:
+    """Recompute and host traffic are per step (the steady-state one's), not summed over the steps traced: a trace
+    of one step and of three give one cost, and full checkpointing recomputes what the layers' forward ran."""
+    costs = [
+        {
+            row.checkpointing: row.cost
+            for row in vramsim.simulate("gpt2", seq_len=32, steps=steps, checkpointing="all").checkpointing
+        }
+        for steps in (1, 3)
+    ]
+    assert costs[0] == costs[1]
+    assert costs[0]["full"].recomputed_flops > 0 and costs[0]["offload"].offloaded_bytes > 0

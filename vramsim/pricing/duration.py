@@ -7,9 +7,8 @@ at the GPU's dense peak for the compute dtype (``estimators/throughput.py``, or 
 a utilisation, ``MODEL_FLOPS_UTILISATION`` unless given.
 
 vramsim traces with checkpointing *marked*, not applied, and computes each checkpointing choice as a what-if
-(``estimators/checkpointing.py``), so the trace holds no recompute: a choice's ``CheckpointCost.recomputed_flops``
-is added, and since a what-if covers every traced step, one step's share is that over the steps traced (the steps
-are alike: the same ops each time).
+(``estimators/checkpointing.py``), so the trace holds no recompute: a choice's ``CheckpointCost.recomputed_flops``,
+the steady-state step's, is added.
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ def step_flops(graph: nx.MultiDiGraph, tokens: int, *, recompute: CheckpointCost
         raise ConfigError("the traced program has no backward pass: a job's duration is derived from a training step")
     last = steps[-1]
     traced = by_step[last, "recompute"]
-    shared = recompute.recomputed_flops // len(steps) if recompute is not None else 0
+    shared = recompute.recomputed_flops if recompute is not None else 0
     return StepFlops(
         forward=by_step[last, "forward"], backward=by_step[last, "backward"], recompute=traced + shared, tokens=tokens
     )

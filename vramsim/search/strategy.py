@@ -353,7 +353,9 @@ class _Search:
         config = SimulationConfig.from_options(**self.base, tp=tp, ep=ep, cp=cp)
         program, _, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
         graph = build_graph(trace)
-        ops = [data for node, data in graph.nodes(data=True) if node[0] == "op" and data["phase"] in ("forward", "backward")]
+        stepped = [data for node, data in graph.nodes(data=True) if node[0] == "op" and data["phase"] in ("forward", "backward")]
+        last_step = max((data["step"] for data in stepped), default=0)
+        ops = [data for data in stepped if data["step"] == last_step]  # one step's, as a what-if's recompute cost is
         self.traces[key] = _Traced(
             graph=graph,
             routed=routed_rows(program.model, config) if ep > 1 else None,
