@@ -129,15 +129,16 @@ _ASKED = {"gpus": 8, "device": "custom:6GiB:sm_90", "seq_len": 1024, "batch_size
 
 
 def test_the_cheapest_strategy_is_the_first_that_fits() -> None:
-    """Fewer GPUs before more, less compute lost before more; every cheaper setting measured does not fit; the
-    chosen one's figure from the shared trace equals its own trace."""
+    """Fewer GPUs before more, less compute lost before more; every cheaper setting measured does not fit (the
+    bound rules some out unmeasured); the chosen one's figure from the shared trace equals its own trace."""
     from vramsim.search.strategy import cheapest_strategy
 
     found = cheapest_strategy(_LLAMA_300M, **_ASKED)
     best = found.cheapest
     assert best is not None and best.gpus > 1  # 4.9 GiB of fp32 AdamW states alone: one 6 GiB GPU cannot hold them
     cheaper = found.candidates[: found.candidates.index(best)]
-    assert cheaper and not any(c.fits for c in cheaper) and all(c.key < best.key for c in cheaper)
+    assert not any(c.fits for c in cheaper) and all(c.key < best.key for c in cheaper)
+    assert found.ruled_out + len(cheaper) > 0, "cheaper settings were weighed: ruled out by the bound or measured"
     assert best.device_bytes <= found.usable_bytes
     alone = vramsim.simulate(_LLAMA_300M, **{**_ASKED, **found.options()})
     assert alone.device_bytes == best.device_bytes
