@@ -1,6 +1,8 @@
 """Write the pictures of docs/reports.md and the README: each HTML page in headless Chromium, as a PNG.
 
-    python docs/screenshots.py   # needs chromium on PATH (Debian: apt-get install chromium), playwright, pillow
+    python docs/screenshots.py [NAME ...]   # needs chromium on PATH (Debian: apt-get install chromium), playwright, pillow
+
+With names (``report-compare``), only those pictures are made again.
 
 Each page is made by the API as ``--html`` makes it, opened from a file with no network, and photographed
 top first at a laptop's width; the PNGs are reduced to 256 colours to stay small.
@@ -18,7 +20,7 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 import vramsim
-from vramsim.views.html import checkpoint_html, fit_html, report_html, serve_html
+from vramsim.views.html import checkpoint_html, compare_html, fit_html, report_html, serve_html
 
 IMAGES = Path(__file__).parent / "images"
 WIDTH, HEIGHT = 1280, 1500
@@ -31,6 +33,15 @@ PAGES: dict[str, Callable[[], str]] = {
     "report-serve": lambda: serve_html(vramsim.serve("meta-llama/Llama-3.2-1B", device="l4", max_model_len=4096)),
     "report-checkpoint": lambda: checkpoint_html(vramsim.checkpoint("meta-llama/Llama-3.2-1B", dtype="bf16", device="h100")),
     "report-fit": lambda: fit_html(vramsim.largest_fit("gpt2", seq_len=512, device="rtx-4090")),
+    "report-compare": lambda: compare_html(
+        vramsim.compare(
+            "meta-llama/Llama-3.2-1B",
+            {"full fine-tuning": {}, "LoRA r=16": {"lora": 16}, "LoRA, checkpointed": {"lora": 16, "checkpointing": "full"}},
+            task="train",
+            seq_len=1024,
+            device="rtx-4090",
+        )
+    ),
 }
 """Each picture's name and the page it shows."""
 
@@ -38,12 +49,17 @@ DARK = ("report-trace",)
 """Pages also photographed in dark mode (``-dark.png``)."""
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    unknown = sorted(set(names) - set(PAGES))
+    if unknown:
+        sys.exit(f"docs/screenshots.py: no picture named {unknown[0]}; choose from {', '.join(PAGES)}")
     chromium = shutil.which("chromium") or sys.exit("docs/screenshots.py: no chromium on PATH (apt-get install chromium)")
     IMAGES.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         for name, make in PAGES.items():
+            if names and name not in names:
+                continue
             html = Path(folder) / f"{name}.html"
             html.write_text(make(), encoding="utf-8")
             for scheme in ("light", "dark") if name in DARK else ("light",):
@@ -60,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
