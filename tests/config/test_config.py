@@ -36,6 +36,7 @@ def test_analysis_options_are_the_variants_options() -> None:
         "fsdp",
         "gradient_as_bucket_view",
         "headroom",
+        "memory_history",
         "expandable_segments",
         "cuda_module_loading",
         "pp",
