@@ -12,17 +12,9 @@ from cli_runs import run
 
 
 @pytest.fixture
-def tiny(tmp_path: Path) -> str:
+def tiny(tmp_path: Path, tiny_llama: transformers.LlamaConfig) -> str:
     path = tmp_path / "config.json"
-    transformers.LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=500,
-        max_position_embeddings=256,
-    ).to_json_file(path)
+    tiny_llama.to_json_file(path)
     return str(path)
 
 
