@@ -3,6 +3,7 @@
     VramsimError
       ModelNotFoundError   unknown id, offline, unreadable config
       ConfigError          bad option value        (also a ValueError)
+        EngineRefusedError a serving engine would refuse to start (its own start-up check)
       UnsupportedError     not modelled yet        (also a NotImplementedError)
       TraceError           the model failed on the meta device
 
@@ -14,7 +15,7 @@ A message that quotes the user's own code or model (an exception's first line) p
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ModelNotFoundError", "TraceError", "UnsupportedError", "VramsimError"]
+__all__ = ["ConfigError", "EngineRefusedError", "ModelNotFoundError", "TraceError", "UnsupportedError", "VramsimError"]
 
 
 class VramsimError(Exception):
@@ -38,6 +39,12 @@ class ModelNotFoundError(VramsimError):
 
 class ConfigError(VramsimError, ValueError):
     """An option has a value vramsim cannot accept."""
+
+
+class EngineRefusedError(ConfigError):
+    """A serving engine refuses to start with these settings, as its own start-up check does (vLLM: a KV cache
+    that holds no request of ``max_model_len`` tokens); ``vramsim compare --serve`` shows it as a row that does
+    not start."""
 
 
 class UnsupportedError(VramsimError, NotImplementedError):
