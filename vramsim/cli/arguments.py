@@ -26,6 +26,9 @@ __all__ = [
     "NOT_FIT_EXIT",
     "argument_warnings",
     "build_parser",
+    "parse_arguments",
+    "serve_compare_parser",
+    "serving_options",
     "subparser",
     "workload_options",
 ]
@@ -237,7 +240,13 @@ def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _compare_arguments(compare: argparse.ArgumentParser) -> None:
-    """How ``compare`` takes its variants and shows them, beside the shared workload flags."""
+    """How ``compare`` takes its variants and shows them, beside the shared workload (or serving) flags."""
+    compare.add_argument(
+        "--serve",
+        action="store_true",
+        help="compare serving deployments: the shared flags and each variant are serve's (the KV cache dtype, "
+        "--gpu-memory-utilization, --max-model-len, --tp, --engine...; see vramsim compare --serve --help)",
+    )
     compare.add_argument(
         "--variants",
         metavar="FILE.toml",
@@ -309,6 +318,38 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser
+
+
+def serve_compare_parser() -> argparse.ArgumentParser:
+    """``compare --serve``'s parser: serve's flags, then compare's own; its namespace is a ``compare``'s."""
+    parser = _Parser(
+        prog="vramsim compare --serve",
+        usage="%(prog)s MODEL [flags] (-- VARIANT ... | --variants FILE.toml)",
+        description='each VARIANT is a quoted string of serve\'s flags over the shared ones, "" the shared flags '
+        'alone, e.g. vramsim compare meta-llama/Llama-3.1-8B --serve --device h100-sxm -- "" "--kv-cache-dtype fp8" '
+        '"--gpu-memory-utilization 0.95"',
+        formatter_class=_HelpFormatter,
+    )
+    _serve_arguments(parser)
+    _compare_arguments(parser)
+    _run_arguments(parser, "compare")
+    parser.set_defaults(command="compare")
+    return parser
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """``argv`` (the strings after ``compare``'s ``--`` split off) read by its command's parser; ``compare --serve``
+    by serve's flags. An argument no parser takes exits 2 in one line, named by the command's own parser."""
+    if argv[:1] == ["compare"] and "--serve" in argv:
+        parser = serve_compare_parser()
+        args, extra = parser.parse_known_args(argv[1:])
+    else:
+        top = build_parser()
+        args, extra = top.parse_known_args(argv)
+        parser = subparser(top, args.command)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _version() -> str:
@@ -401,6 +442,18 @@ def workload_options(args: argparse.Namespace) -> dict[str, Any]:
         given["lora"] = lora_of_rank(
             given["lora"], args.lora_targets, alpha=args.lora_alpha, dropout=args.lora_dropout, dora=args.dora
         )
+    return given
+
+
+def serving_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``serve`` keywords the command line gave, checked as ``ServeConfig`` checks them, the device too: a bad
+    value is refused before torch loads."""
+    from vramsim.config.serving import ServeConfig
+    from vramsim.estimators.devices import get_device
+
+    given = {spec.name: getattr(args, spec.name) for spec, _ in serve_options()}
+    ServeConfig(**given)
+    get_device(given["device"])
     return given
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from vramsim.cli import checkpoint, compare, fit, inspect, listing, serve, trace, validate
-from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
+from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, parse_arguments
 from vramsim.cli.command import Command, check_command
 from vramsim.cli.variants import split_variants
 from vramsim.cli.wording import cli_message, in_cli_words
@@ -36,11 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code: 0 done, 1 an error, ``BAD_ARGUMENT_EXIT`` (2) a bad argument,
     ``NOT_FIT_EXIT`` (3) ``trace --fail-if-not-fit`` that does not fit."""
     started = time.perf_counter()
-    parser = build_parser()
     argv, variant_flags = split_variants(sys.argv[1:] if argv is None else argv)
-    args, extra = parser.parse_known_args(argv)
-    if extra:  # named by the command's own parser, whose --help lists what it takes
-        subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
+    args = parse_arguments(argv)
     if variant_flags is not None:
         args.variant_flags = variant_flags
     try:
