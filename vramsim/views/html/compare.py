@@ -51,7 +51,7 @@ def compare_serve_html(comparison: ServeComparison) -> str:
         "Each bar is one rank's usable memory: what the engine takes before the cache, and the KV cache left (under "
         "each, the tokens it holds and the requests of max_model_len at once)"
     )
-    caption += "." if len(usable) == 1 else " (the usable memory differs between the variants: each bar's height is its own)."
+    caption += "." if len(usable) == 1 else "; the usable memory differs between the variants, so each bar's height is its own."
     if refused:
         caption += f" No bar: {', '.join(refused)}, which the engine would not start with (the table says why)."
     sections = []
