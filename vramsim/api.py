@@ -16,7 +16,7 @@ from vramsim.analysis import compare as comparing
 from vramsim.analysis import simulate as analysis
 from vramsim.analysis.inspection import inspect_model
 from vramsim.analysis.simulate import count_parameters
-from vramsim.cache import ResultCache, request_key
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.errors import ConfigError
 from vramsim.results.compare import Comparison
 from vramsim.results.inspect import Inspection
@@ -81,15 +81,12 @@ def simulate_each(
     if advice not in ADVICE:
         raise ConfigError(f"unknown advice {advice!r}; choose one of: {', '.join(ADVICE)}")
     options = with_default_task(model, options)
-    store = cache if isinstance(cache, ResultCache) else ResultCache.default() if cache else None
-    key = None if store is None else request_key("simulate", model, options, variants=variants, advice=advice)
-    cached = None if store is None or key is None else store.get(key, list[Report])
-    if cached is not None:
-        return cached
-    reports = _traced_reports(model, variants, advice, progress, options)
-    if store is not None and key is not None:
-        store.put(key, reports, list[Report])
-    return reports
+    return cached_answer(
+        cache,
+        list[Report],
+        lambda: request_key("simulate", model, options, variants=variants, advice=advice),
+        lambda: _traced_reports(model, variants, advice, progress, options),
+    )
 
 
 def _traced_reports(

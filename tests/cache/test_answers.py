@@ -105,3 +105,22 @@ def test_trace_warns_of_a_foreign_entry_in_one_line(
     code, _, err = run(capsys, *command)
     assert code == 0 and len(traces) == 2
     assert err == f"vramsim: warning: ignored the result cache entry {entry}: unreadable (BadGzipFile); tracing again\n"
+
+
+def test_largest_fit_again_searches_nothing(tiny_gpt2: transformers.GPT2Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``vramsim fit``'s search is one request: repeated, no size is traced again."""
+    from vramsim.search import fitting
+
+    sizes: list[object] = []
+    simulate = fitting.simulate
+
+    def counted(model: object, **options: object) -> object:
+        sizes.append(options["seq_len"])
+        return simulate(model, **options)
+
+    monkeypatch.setattr(fitting, "simulate", counted)
+    first = vramsim.largest_fit(tiny_gpt2, sizes=("seq_len",), task="train", seq_len=64, device="rtx-4090")
+    searched = len(sizes)
+    assert searched >= 1 and first.seq_len is not None
+    assert vramsim.largest_fit(tiny_gpt2, sizes=("seq_len",), task="train", seq_len=64, device="rtx-4090") == first
+    assert len(sizes) == searched

@@ -13,13 +13,16 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vramsim.cache.records import Unencodable, from_data, to_data
 from vramsim.errors import CacheWarning
 
-__all__ = ["NO_CACHE_VARIABLE", "SCHEMA", "ResultCache"]
+__all__ = ["NO_CACHE_VARIABLE", "SCHEMA", "ResultCache", "cached_answer"]
+
+T = TypeVar("T")
 
 SCHEMA = 1
 """The entries' layout; an entry of another is foreign."""
@@ -83,6 +86,22 @@ class ResultCache:
 
     def __repr__(self) -> str:
         return f"<ResultCache {self.root}>"
+
+
+def cached_answer(cache: bool | ResultCache, kind: Any, key: Callable[[], str | None], answer: Callable[[], T]) -> T:
+    """The record of type ``kind`` kept under ``key()``, else ``answer()``, then kept. ``cache``: True, the default
+    store (``ResultCache.default()``); False, none (always ``answer()``); or a store. ``key`` is called only where
+    there is a store; its ``None`` (an unkeyable request) is answered and not kept."""
+    store = cache if isinstance(cache, ResultCache) else ResultCache.default() if cache else None
+    request = None if store is None else key()
+    if store is None or request is None:
+        return answer()
+    found = store.get(request, kind)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    record = answer()
+    store.put(request, record, kind)
+    return record
 
 
 def _kind_name(kind: Any) -> str:
