@@ -10,7 +10,6 @@ types can) raises ``Unencodable`` when it is stored, so an entry never reads bac
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from decimal import Decimal
@@ -83,10 +82,15 @@ def from_data(data: Any, hint: Any) -> Any:
     return _wrong(data, hint)
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}
+"""Each record type's resolved field hints, once per process."""
+
+
 def _hints(record: type) -> dict[str, Any]:
     """A record's field hints, resolved (the results modules use ``from __future__ import annotations``)."""
-    return typing.get_type_hints(record)
+    if record not in _HINTS:
+        _HINTS[record] = typing.get_type_hints(record)
+    return _HINTS[record]
 
 
 def _member(value: Any, members: tuple[Any, ...], *, reading: bool = False) -> Any:
