@@ -11,11 +11,22 @@ The CLI prints ``vramsim: error: <message>`` for any of them and exits 1 (2 for 
 its argument checks raise), so every message is one line that names what is wrong and what to do.
 A message that quotes the user's own code or model (an exception's first line) passes that text as
 ``quoted``, kept apart from vramsim's words: the CLI rewords vramsim's words only.
+
+One warning class, ``CacheWarning`` (a result-cache entry ignored, or a cache that cannot be written); the CLI
+prints ``vramsim: warning: <message>``.
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "EngineRefusedError", "ModelNotFoundError", "TraceError", "UnsupportedError", "VramsimError"]
+__all__ = [
+    "CacheWarning",
+    "ConfigError",
+    "EngineRefusedError",
+    "ModelNotFoundError",
+    "TraceError",
+    "UnsupportedError",
+    "VramsimError",
+]
 
 
 class VramsimError(Exception):
@@ -53,6 +64,10 @@ class UnsupportedError(VramsimError, NotImplementedError):
 
 class TraceError(VramsimError):
     """The model failed while running on the meta device."""
+
+
+class CacheWarning(UserWarning):
+    """A result-cache entry that cannot be trusted was ignored, or the cache cannot be written: the job is traced."""
 
 
 def first_line(exc: BaseException) -> str:

@@ -366,6 +366,11 @@ NOT_FIT_EXIT = 3
 """Exit status of ``trace --fail-if-not-fit`` when the job does not fit (1 is an error, 2 a bad argument)."""
 
 
+_CACHED_COMMANDS = ("trace", "fit")
+"""The commands whose answers the result cache keeps (``vramsim/cache/``), each with ``--no-cache`` (``fit``: its
+largest batch size and sequence length; not ``--strategies`` nor ``--device any``)."""
+
+
 def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """How the command runs rather than what it simulates."""
     parser.add_argument(
@@ -384,6 +389,12 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         )
         parser.add_argument(
             "--verbose", action="store_true", help="with --strategies: list each layout not tried, not only the count per reason"
+        )
+    if command in _CACHED_COMMANDS:
+        parser.add_argument(
+            "--no-cache",
+            action="store_true",
+            help="trace even when the result cache ($XDG_CACHE_HOME/vramsim) holds this request's answer (docs/cache.md)",
         )
     if command == "trace":
         parser.add_argument(

@@ -22,11 +22,15 @@ __all__ = ["run"]
 def run(command: Command, console: Console) -> int:
     """Trace, print the report (or its JSON); ``--fail-if-not-fit`` turns a job that does not fit into a status."""
     from vramsim.api import simulate
+    from vramsim.cache import ResultCache
     from vramsim.views.report import render_report
 
     args = command.args
+    store = None if args.no_cache else ResultCache.default()
     with progress(command, f"tracing {args.model}") as told:
-        report = simulate(args.model, advice="graph" if args.no_search else "traced", progress=told, **command.options)
+        report = simulate(
+            args.model, advice="graph" if args.no_search else "traced", progress=told, cache=store or False, **command.options
+        )
     for warning in report.warnings:
         if warning not in command.warnings:  # those were printed once the arguments were checked
             print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
@@ -35,7 +39,8 @@ def run(command: Command, console: Console) -> int:
         print(json.dumps(report.to_dict(timeline=args.timeline), indent=2))
     else:
         wall = time.perf_counter() - command.started
-        render_report(report, console, fold=args.layers == "fold", took=(wall, 1 + told.stages))
+        traces = 0 if store is not None and store.answered else 1 + told.stages  # 0: answered from the cache
+        render_report(report, console, fold=args.layers == "fold", took=(wall, traces))
     if args.html:
         from vramsim.views.html import report_html
 

@@ -66,7 +66,7 @@ def size_advice(
     pipeline or a table of checkpointing choices, whose sizes are not what a user changes first)."""
     if report.task == "generate" or report.components or options.get("checkpointing") == "all":
         return []
-    fit = largest_fit(model, traced=report, progress=progress, **options)
+    fit = largest_fit(model, traced=report, progress=progress, cache=False, **options)  # simulate keeps the whole answer
     found = []
     for largest, held in ((fit.batch_size, "seq_len"), (fit.seq_len, "batch_size")):
         if largest is None:
