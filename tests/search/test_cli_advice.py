@@ -73,9 +73,8 @@ def test_advice_traced_in_workers_equals_the_advice_traced_here(tiny_llama: tran
     told: dict[int, list[str]] = {1: [], 2: []}
     here, there = (traced_advice(tiny_llama, report, options, progress=told[n].append, workers=n) for n in (1, 2))
     assert here == there and len(here) == 6  # four options (none fits) and two sizes
-    assert (
-        sorted(told[1]) == sorted(told[2]) and len(told[1]) == 5
-    )  # a trace per option, one batch size (no length: 64 is the least)
+    # a trace per option and one batch size (no shorter length is tried: 64 is the least step)
+    assert sorted(told[1]) == sorted(told[2]) and len(told[1]) == 5
 
 
 def test_a_sweep_may_skip_the_advice(tiny_llama: transformers.LlamaConfig) -> None:
