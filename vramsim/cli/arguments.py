@@ -144,7 +144,6 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (peft's use_dora=True)")
     if command == "checkpoint":
         _offload_argument(parser, pipelines=False)
-    renamed_arguments(parser, command)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     if command not in ("validate", "inspect"):
         add_page_arguments(parser, command)
@@ -173,7 +172,6 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                 metavar=flag.removeprefix("--").replace("-", "_").upper(),
                 help=option.help,
             )
-    renamed_arguments(parser, "serve")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     add_page_arguments(parser, "serve")
 
@@ -403,10 +401,10 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)",
         )
         parser.add_argument(
-            "--no-search",
+            "--quick",
             action="store_true",
-            help="a job that does not fit gets only the advice this trace gives (checkpointing): no "
-            "re-traced dtype, optimizer, batch size or sequence length",
+            help="a job that does not fit gets only the advice this trace gives (checkpointing, sharding, the "
+            "allocator): no re-traced dtype, optimizer, batch size or sequence length",
         )
         parser.add_argument(
             "--memory-viz",
@@ -419,6 +417,7 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             metavar="PATH",
             help="write the ops and the allocated/reserved memory as a Chrome trace JSON, for ui.perfetto.dev (docs/exports.md)",
         )
+    renamed_arguments(parser, command)  # last: each old flag takes its new flag's parsing, so that flag must exist
 
 
 _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}

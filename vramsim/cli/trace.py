@@ -16,7 +16,12 @@ from vramsim.cli.pages import write_page
 from vramsim.cli.wording import in_cli_words
 from vramsim.errors import ConfigError
 
-__all__ = ["run"]
+__all__ = ["QUICK_SKIPPED", "run"]
+
+QUICK_SKIPPED = (
+    "--quick: the advice that needs more traces (another dtype or optimizer, the largest batch size and sequence "
+    "length) was skipped; run without --quick for it"
+)
 
 
 def run(command: Command, console: Console) -> int:
@@ -29,11 +34,13 @@ def run(command: Command, console: Console) -> int:
     store = None if args.no_cache else ResultCache.default()
     with progress(command, f"tracing {args.model}") as told:
         report = simulate(
-            args.model, advice="graph" if args.no_search else "traced", progress=told, cache=store or False, **command.options
+            args.model, advice="graph" if args.quick else "traced", progress=told, cache=store or False, **command.options
         )
     for warning in report.warnings:
         if warning not in command.warnings:  # those were printed once the arguments were checked
             print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
+    if args.quick and report.fits is False:
+        print(f"vramsim: {QUICK_SKIPPED}", file=sys.stderr)
     write_exports(report, export_paths(args))
     if args.json:
         print(json.dumps(report.to_dict(timeline=args.timeline), indent=2))
