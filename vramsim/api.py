@@ -30,7 +30,7 @@ AdviceDepth = Literal["none", "graph", "traced"]
 ADVICE: tuple[str, ...] = get_args(AdviceDepth)
 """How much advice a job that does not fit gets: ``none``; ``graph``, what-ifs over its own trace (checkpointing,
 sharding: no further trace); ``traced``, those and the changes measured by more traces (weights' dtype,
-optimizer, the largest batch size and sequence length), as ``vramsim trace`` gives unless ``--no-search``."""
+optimizer, the largest batch size and sequence length), as ``vramsim trace`` gives unless ``--quick``."""
 
 
 def simulate(
