@@ -15,6 +15,8 @@ from vramsim.cli.variants import compare_variants
 from vramsim.config import SimulationConfig
 from vramsim.config.serving import ServeConfig, serve_options
 from vramsim.errors import ConfigError
+from vramsim.pricing.load import load_sheet
+from vramsim.pricing.sheet import PriceSheet
 
 __all__ = ["Command", "check_command"]
 
@@ -32,6 +34,8 @@ class Command:
     """``time.perf_counter()`` when the command began, for the wall time its report gives."""
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``compare``'s: each variant's label and its ``simulate`` keywords (the shared flags, then its own)."""
+    sheet: PriceSheet | None = None
+    """``plan``'s price sheet, read and checked with the arguments."""
 
 
 def check_command(args: argparse.Namespace, started: float) -> Command:
@@ -56,6 +60,10 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
             given["memory_history"] = True  # what --memory-viz and --chrome-trace write
         if args.command == "fit" and args.strategies and args.device == "any" and args.device is not ANY_DEVICE_DEFAULT:
             raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
+        if args.command == "plan":
+            checked = SimulationConfig.from_options(**given)
+            warnings += checked.warnings
+            return Command(args=args, options=given, warnings=tuple(warnings), started=started, sheet=load_sheet(args.prices))
         warnings += argument_warnings(args)
         checked = {**given, "device": "h100"} if given["device"] == ANY_DEVICE_DEFAULT else given  # fit: each GPU
         config = SimulationConfig.from_options(**checked)
