@@ -135,6 +135,7 @@ def plan(
     days: float | None = None,
     hours: float | None = None,
     mfu: float | None = None,
+    max_gpus: int | None = None,
     progress: Callable[[str], None] | None = None,
     **options: Any,
 ) -> Plan:
@@ -143,7 +144,8 @@ def plan(
     search's cheapest setting that fits each rank under the headroom, then its quote over ``days`` or ``hours``, or
     over the time ``tokens`` of training take there (the setting's traced step FLOPs at the GPU's peak times
     ``mfu``). Rows cheapest first; offers of one GPU model share their traces, and a GPU count that cannot hold the
-    job at any sharding is ruled out untraced. When nothing fits, ``Plan.advice`` says what would.
+    job at any sharding is ruled out untraced; ``max_gpus`` caps the counts an order may have. When nothing fits,
+    ``Plan.advice`` says what would.
 
     >>> found = plan("gpt2", prices="examples/prices.example.toml", days=1, seq_len=128)
     >>> found.cheapest.quote.offer, len(found.key)
@@ -157,11 +159,13 @@ def plan(
         )
     if sum(value is not None for value in (tokens, days, hours)) != 1:
         raise ConfigError("a plan's duration is one of: tokens (training tokens), days or hours")
+    if max_gpus is not None and (isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or max_gpus < 1):
+        raise ConfigError(f"max_gpus is the most GPUs an order may have, 1 or more; got {max_gpus!r}")
     if mfu is not None and tokens is None:
         raise ConfigError("mfu is the utilisation a duration from tokens assumes; give tokens, or drop mfu")
     sheet = prices if isinstance(prices, PriceSheet) else load_sheet(prices)
     options = with_default_task(model, options)
-    inputs = {"tokens": tokens, "days": days, "hours": hours, "mfu": mfu}
+    inputs = {"tokens": tokens, "days": days, "hours": hours, "mfu": mfu, "max_gpus": max_gpus}
     key = plan_key(model, options, sheet, inputs)
     fixed = None if tokens is not None else given_duration(days=days or 0, hours=hours or 0)
     started = time.perf_counter()
@@ -172,7 +176,10 @@ def plan(
         if offer.device.name not in searchers:  # one GPU model, one search: its traces serve every offer of it
             searchers[offer.device.name] = strategy_searcher(model, progress=progress, device=offer.gpu, **options)
         searcher = searchers[offer.device.name]
-        found = [_plan_row(searcher, offer, gpus, key, tokens, fixed, mfu) for gpus in _plan_counts(offer.gpus_available)]
+        found = [
+            _plan_row(searcher, offer, gpus, key, tokens, fixed, mfu)
+            for gpus in _plan_counts(min(offer.gpus_available, max_gpus or offer.gpus_available))
+        ]
         rows += [(index, row) for row in found if row is not None]
         if all(row is None for row in found):
             unfit.append(offer.name)
@@ -181,7 +188,12 @@ def plan(
     advice = (
         []
         if advised is None
-        else strategy_advice(searchers[advised.device.name], advised.gpus_available, advised.gpus_per_node, progress=progress)
+        else strategy_advice(
+            searchers[advised.device.name],
+            min(advised.gpus_available, max_gpus or advised.gpus_available),
+            advised.gpus_per_node,
+            progress=progress,
+        )
     )
     return Plan(
         model=searchers[sheet.offers[0].device.name].model_name,

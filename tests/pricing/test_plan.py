@@ -165,13 +165,13 @@ def test_the_key_is_the_requests(tmp_path: Path) -> None:
     duration a new one. Each row's order key differs from every other's."""
     found, _ = _planned()
     sheet = load_sheet(_sheet(tmp_path))
-    key = plan_key(_llama(), JOB, sheet, {"tokens": None, "days": 1, "hours": None, "mfu": None})
+    key = plan_key(_llama(), JOB, sheet, {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None})
     assert found.key == key and len(key) == 64 and int(key, 16) >= 0
     shuffled = SHEET.replace("price = { hour = 2.00, day = 40.00 }", "price = {day=40.0,hour=2}").replace(
         "minimum = { days = 2 }", "minimum = { hours = 48 }  # the same"
     )
     same = load_sheet(_sheet(tmp_path, shuffled, "other.toml"))
-    duration = {"tokens": None, "days": 1, "hours": None, "mfu": None}
+    duration = {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None}
     assert plan_key(_llama(), {**JOB, "batch_size": 1}, same, duration) == key  # batch 1 is the default
     changed = [
         plan_key(_llama(), JOB, load_sheet(_sheet(tmp_path, SHEET.replace("day = 5.00", "day = 5.01"), "c.toml")), duration),

@@ -307,6 +307,9 @@ def _plan_arguments(planned: argparse.ArgumentParser) -> None:
         f"({MODEL_FLOPS_UTILISATION:.2f}, estimators/assumptions.py)",
     )
     planned.add_argument(
+        "--max-gpus", type=_positive(int), default=None, help="the most GPUs an order may have; none given: all an offer has"
+    )
+    planned.add_argument(
         "--fail-if-none",
         action="store_true",
         help=f"exit with status {NOT_FIT_EXIT} when no offer holds the job (for scripts and CI)",
@@ -375,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     planned = commands.add_parser(
         "plan",
         help="the offers of a price sheet that hold a training job, each with its cheapest setting and quote",
-        usage="%(prog)s MODEL [flags] --prices SHEET (--days D | --hours H | --tokens N)",
+        usage="%(prog)s MODEL [flags] --prices SHEET\n         (--days D | --hours H | --tokens N)",
         formatter_class=_HelpFormatter,
     )
     _workload_arguments(planned, "plan")

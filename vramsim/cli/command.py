@@ -61,6 +61,8 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         if args.command == "fit" and args.strategies and args.device == "any" and args.device is not ANY_DEVICE_DEFAULT:
             raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
         if args.command == "plan":
+            if args.mfu is not None and args.tokens is None:
+                raise ConfigError("--mfu is the utilisation a duration from --tokens assumes; give --tokens, or drop --mfu")
             checked = SimulationConfig.from_options(**given)
             warnings += checked.warnings
             return Command(args=args, options=given, warnings=tuple(warnings), started=started, sheet=load_sheet(args.prices))

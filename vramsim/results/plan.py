@@ -41,7 +41,8 @@ class Plan:
     """The price sheet (its path): the prices are the sheet's, not vramsim's."""
     currency: str
     duration: dict[str, Any]
-    """The duration's inputs as given: ``tokens``, ``days``, ``hours``, ``mfu`` (``None`` when not given)."""
+    """The duration's inputs as given: ``tokens``, ``days``, ``hours``, ``mfu``, and ``max_gpus``, the most GPUs an
+    order may have (``None`` when not given)."""
     headroom: float
     rows: list[PlanRow]
     """Cheapest total first; of equal totals, the shorter job, then the fewer GPUs, then the sheet's order."""
