@@ -1,10 +1,12 @@
 """Fine-tune Llama-3.1-8B with LoRA on 2B tokens: which offer of a price sheet is cheapest?
 
 LoRA of rank 16 on every linear layer, bf16 weights, 2,048 tokens per step per GPU, over the made-up offers of
-``examples/prices.example.toml`` (vramsim ships no prices: write your own sheet). For each offer and GPU count (up to
-8 here), ``vramsim.plan`` finds the strategy search's cheapest setting that fits each rank, derives how long 2B
-tokens take there from that setting's traced step FLOPs at the GPU's dense bf16 peak times the stated utilisation
-(``MODEL_FLOPS_UTILISATION``), and bills it in the offer's periods; offers of one GPU model share their traces.
+``examples/prices.example.toml`` (vramsim ships no prices: write your own sheet), one GPU an order here: each
+further GPU count costs the 8B more traces (its tensor-parallel ranks), so ``max_gpus=1`` keeps the example to one
+trace per GPU model; without it, counts up to 8 took 12 traces. For each offer, ``vramsim.plan`` finds the
+strategy search's cheapest setting that fits, derives how long 2B tokens take from that setting's traced step FLOPs
+at the GPU's dense bf16 peak times the stated utilisation (``MODEL_FLOPS_UTILISATION``), and bills it in the
+offer's periods.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def main() -> None:
         "meta-llama/Llama-3.1-8B",
         prices=SHEET,
         tokens=2_000_000_000,
-        max_gpus=8,
+        max_gpus=1,
         task="train",
         lora=16,
         dtype="bf16",

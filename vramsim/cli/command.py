@@ -63,8 +63,7 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         if args.command == "plan":
             if args.mfu is not None and args.tokens is None:
                 raise ConfigError("--mfu is the utilisation a duration from --tokens assumes; give --tokens, or drop --mfu")
-            checked = SimulationConfig.from_options(**given)
-            warnings += checked.warnings
+            warnings += SimulationConfig.from_options(**given).warnings
             return Command(args=args, options=given, warnings=tuple(warnings), started=started, sheet=load_sheet(args.prices))
         warnings += argument_warnings(args)
         checked = {**given, "device": "h100"} if given["device"] == ANY_DEVICE_DEFAULT else given  # fit: each GPU

@@ -63,7 +63,7 @@ def _model_content(model: ModelSource, *, trust_remote_code: bool) -> Any:
 
         return load_config(model, trust_remote_code=trust_remote_code).to_dict()
     if callable(getattr(model, "to_dict", None)):  # a transformers config
-        return model.to_dict()  # type: ignore[union-attr]
+        return model.to_dict()  # type: ignore[union-attr,operator]
     if callable(getattr(model, "named_parameters", None)):  # a module
         return repr(model)
     return _function(model)  # type: ignore[arg-type]
