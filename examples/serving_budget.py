@@ -1,26 +1,24 @@
-"""How many 8k-token users can one H100 serve with Llama-3.1-8B under vLLM: bf16 vs fp8 KV cache?"""
+"""How many 8k-token users can one H100 serve with Llama-3.1-8B under vLLM: bf16 vs fp8 KV cache?
+
+``vramsim.compare_serve`` budgets both as ``vramsim.serve`` does, from one trace: the KV cache dtype changes only
+the arithmetic over it.
+"""
 
 from __future__ import annotations
 
 import math
 
-from vramsim import serve
+import vramsim
 
 MODEL = "meta-llama/Llama-3.1-8B"
 MAX_MODEL_LEN = 8192
 
 if __name__ == "__main__":
-    results = {}
-    for kv_cache_dtype in ("auto", "fp8"):
-        report = serve(MODEL, device="h100", max_model_len=MAX_MODEL_LEN, kv_cache_dtype=kv_cache_dtype)
-        results[kv_cache_dtype] = report
-        print(
-            f"kv_cache_dtype={kv_cache_dtype}: weights {report.weights_bytes / 2**30:.2f} GiB, activation peak "
-            f"{report.activation_peak_bytes / 2**30:.2f} GiB, KV cache {report.kv_cache_bytes / 2**30:.2f} GiB = "
-            f"{report.kv_cache_tokens:,} tokens in {report.kv_blocks:,} blocks; "
-            f"maximum concurrency at {MAX_MODEL_LEN:,} tokens: {report.max_concurrency:.2f}x"
-        )
-    bf16, fp8 = (math.floor(results[key].max_concurrency) for key in ("auto", "fp8"))
+    comparison = vramsim.compare_serve(
+        MODEL, {"bf16": {}, "fp8": {"kv_cache_dtype": "fp8"}}, device="h100", max_model_len=MAX_MODEL_LEN
+    )
+    print(vramsim.compare_text(comparison, width=80))
+    bf16, fp8 = (math.floor(each.report.max_concurrency) for each in comparison.variants if each.report is not None)
     print(
         f"Answer: one H100 serves {bf16} concurrent {MAX_MODEL_LEN:,}-token requests of {MODEL} with a bf16 KV "
         f"cache and {fp8} with an fp8 KV cache (vLLM defaults, gpu_memory_utilization 0.9)."

@@ -7,6 +7,9 @@ import os
 # Tests never need the Hugging Face Hub; offline mode makes an unknown id fail at once
 # instead of after connection retries.
 os.environ["HF_HUB_OFFLINE"] = "1"
+# Each test traces what it asks: the result cache (vramsim/cache/) stays off, so no test answers from another's
+# entry, or from the user's own cache, after a patch changed the figures. tests/cache/ turn it on, in a tmp folder.
+os.environ["VRAMSIM_NO_CACHE"] = "1"
 
 import pytest
 import torch

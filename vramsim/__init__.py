@@ -1,8 +1,9 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-The entry points (``simulate``, ``simulate_each``, ``compare``, ``inspect``, ``plan``, ``largest_fit``, ``cheapest_strategy``,
-``checkpoint``, ``serve``, ``validate``, ``count_parameters``), the records they return, the errors they raise,
-and the views that word the records (``report_text``, ``report_html``, ``compare_text``, ``advice_line``,
+The entry points (``simulate``, ``simulate_each``, ``compare``, ``inspect``, ``plan``, ``largest_fit``,
+``cheapest_strategy``, ``checkpoint``, ``serve``, ``compare_serve``, ``validate``, ``count_parameters``), the records
+they return, the errors they raise, and the views that word the records (``report_text``, ``report_html``,
+``compare_text``, ``advice_line``,
 ``format_bytes``) or write them to files (``write_memory_viz``, ``write_chrome_trace``, ``write_graph``). The
 names are imported on first use (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from vramsim.results.advice import Advice
     from vramsim.results.checkpoint import CheckpointReport
-    from vramsim.results.compare import Comparison
+    from vramsim.results.compare import Comparison, ServeComparison
     from vramsim.results.fit import LargestFit
     from vramsim.results.inspect import Inspection
     from vramsim.results.plan import Plan
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from vramsim.search.fitting import largest_fit
     from vramsim.search.strategy import cheapest_strategy
     from vramsim.serving.budget import serve
+    from vramsim.serving.compare import compare_serve
     from vramsim.validation.validate import validate
     from vramsim.views.advice import advice_line
     from vramsim.views.chrome_trace import write_chrome_trace
@@ -52,6 +54,7 @@ __all__ = [
     "PeakSite",
     "Plan",
     "Report",
+    "ServeComparison",
     "ServeReport",
     "StrategySearch",
     "TraceError",
@@ -62,6 +65,7 @@ __all__ = [
     "cheapest_strategy",
     "checkpoint",
     "compare",
+    "compare_serve",
     "compare_text",
     "count_parameters",
     "format_bytes",
@@ -84,6 +88,7 @@ _HOMES = {
     "plan": "api",
     "checkpoint": "checkpoints.checkpoint",
     "serve": "serving.budget",
+    "compare_serve": "serving.compare",
     "largest_fit": "search.fitting",
     "cheapest_strategy": "search.strategy",
     "StrategySearch": "results.strategy",
@@ -94,7 +99,7 @@ _HOMES = {
     "Assumption": "results.report", "LayerRow": "results.report", "PeakSite": "results.report",
     "Report": "results.report",
     "CheckpointReport": "results.checkpoint",
-    "Comparison": "results.compare",
+    "Comparison": "results.compare", "ServeComparison": "results.compare",
     "LargestFit": "results.fit",
     "Inspection": "results.inspect",
     "Plan": "results.plan",

@@ -2,7 +2,8 @@
 the advice they give.
 
 ``simulate`` is the analysis stage's, plus the advice that needs more traces (``advice="traced"``), which
-``vramsim trace`` asks for too: a job gets the same advice from Python and from the command line.
+``vramsim trace`` asks for too: a job gets the same advice from Python and from the command line. Its answers
+are kept in the result cache (``vramsim/cache/``): the same request again is answered without a trace.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from vramsim.analysis import compare as comparing
 from vramsim.analysis import simulate as analysis
 from vramsim.analysis.inspection import inspect_model
 from vramsim.analysis.simulate import count_parameters
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.errors import ConfigError
 from vramsim.pricing import Offer, PriceSheet, given_duration, load_sheet, quote, step_flops, training_duration
 from vramsim.pricing.key import order_key, plan_key
@@ -40,7 +42,12 @@ optimizer, the largest batch size and sequence length), as ``vramsim trace`` giv
 
 
 def simulate(
-    model: ModelSource, *, advice: AdviceDepth = "graph", progress: Callable[[str], None] | None = None, **options: Any
+    model: ModelSource,
+    *,
+    advice: AdviceDepth = "graph",
+    progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
+    **options: Any,
 ) -> Report:
     """Trace one workload on the meta device and report its steady-state peak on ``device``.
 
@@ -48,13 +55,15 @@ def simulate(
     (``task``, ``batch_size``, ``seq_len``, ``device``, ``dtype``, ``mixed_precision``,
     ``optimizer``, ``checkpointing``, ``gpus``, ``zero``, ``fsdp``, ``tp``, ``pp``, ``lora``, ``inputs``,
     ``loss``...); an unknown one is a ``ConfigError`` naming the choices. ``advice`` is one of ``ADVICE``;
-    ``progress`` is told each further trace the advice makes.
+    ``progress`` is told each further trace the advice makes. ``cache``: True, the result cache at
+    ``$XDG_CACHE_HOME/vramsim`` answers a request it has seen (and keeps this one); False, always trace; or a
+    ``vramsim.cache.ResultCache`` of your own.
 
     >>> report = simulate("meta-llama/Llama-3.2-1B", task="forward", seq_len=128, device="cpu")
     >>> report.peak_bytes > 0
     True
     """
-    return simulate_each(model, [{}], advice=advice, progress=progress, **options)[0]
+    return simulate_each(model, [{}], advice=advice, progress=progress, cache=cache, **options)[0]
 
 
 def simulate_each(
@@ -63,13 +72,15 @@ def simulate_each(
     *,
     advice: AdviceDepth = "graph",
     progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
     **options: Any,
 ) -> list[Report]:
     """One trace, one report per variant: each variant overrides ``ANALYSIS_OPTIONS`` (checkpointing,
     data and pipeline parallelism, headroom, expandable segments), which are what-ifs over the traced graph
     (``tp`` changes the traced program, so it is fixed across variants). ``advice="none"`` leaves each
     report's ``advice`` empty: its entries are further what-ifs for every variant that does not fit, which
-    a sweep reading only the figures does not need (they are most of its time).
+    a sweep reading only the figures does not need (they are most of its time). ``cache`` as in ``simulate``:
+    the whole request (every variant, the advice) is one entry.
 
     >>> reports = simulate_each("gpt2", [{"gpus": 8, "zero": 1}, {"gpus": 8, "fsdp": "full"}], seq_len=16, device="cpu")
     >>> reports[0].peak_bytes > reports[1].peak_bytes
@@ -78,6 +89,22 @@ def simulate_each(
     if advice not in ADVICE:
         raise ConfigError(f"unknown advice {advice!r}; choose one of: {', '.join(ADVICE)}")
     options = with_default_task(model, options)
+    return cached_answer(
+        cache,
+        list[Report],
+        lambda: request_key("simulate", model, options, variants=variants, advice=advice),
+        lambda: _traced_reports(model, variants, advice, progress, options),
+    )
+
+
+def _traced_reports(
+    model: ModelSource,
+    variants: list[dict[str, Any]],
+    advice: AdviceDepth,
+    progress: Callable[[str], None] | None,
+    options: dict[str, Any],
+) -> list[Report]:
+    """``simulate_each``'s answer, traced."""
     reports = analysis.simulate_each(model, variants, advise=advice != "none", **options)
     if advice != "traced":
         return reports

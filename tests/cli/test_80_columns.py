@@ -29,11 +29,27 @@ CASES = {
         "--torch-empty-cache-steps 1 --checkpointing selective:torchtitan",
         "--dtype fp32 --mixed-precision bf16",
     ],
+    "compare --serve": [
+        "compare",
+        "gpt2",
+        "--serve",
+        "--device",
+        "rtx-4090",
+        "--max-model-len",
+        "512",
+        "--max-num-batched-tokens",
+        "512",
+        "--",
+        "",
+        "--kv-cache-dtype fp8",
+        "--engine sglang --gpu-memory-utilization 0.5",
+        "--gpu-memory-utilization 0.01",
+    ],
     "gpus": ["gpus"],
     "models": ["models"],
 }
 """Each command on gpt2 (bundled, 124M parameters), the job that does not fit with its traced advice, compare with
-labels longer than their column."""
+labels longer than their column (``--serve``: with a variant vLLM would not start and its reason)."""
 
 _UNITS = r"(?:[KMGT]i?B|B|bytes|s|%|GPUs?|tokens?)\b"
 _CUT = re.compile(r"…|\d\s*[KMGT]?\w{0,2}\.\.\.(?!\w)")

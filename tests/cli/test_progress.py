@@ -47,7 +47,7 @@ def test_a_long_command_says_what_it_does_on_a_pipe(
     whole command's seconds (at least the trace's own) and its traces, 1 here."""
     monkeypatch.setattr(output, "PROGRESS_LINES_AFTER", 0.0)
     model = saved_config(tmp_path, tiny_gpt2)
-    code, out, err = run(capsys, "trace", model, "--seq-len", "16", "--device", "cpu", "--no-search")
+    code, out, err = run(capsys, "trace", model, "--seq-len", "16", "--device", "cpu", "--quick")
     assert code == 0 and err == f"vramsim: tracing {model} ...\n"
     footer = out.rstrip().splitlines()[-1]
     found = re.fullmatch(r"(\d+\.\d) s in all, 1 trace", footer)

@@ -87,27 +87,29 @@ def cases() -> list[tuple[str, str, str, str]]:
     ]
 
 
-def small_config(model_type: str, class_name: str) -> PretrainedConfig:
-    """The default config of ``model_type`` for ``class_name``, with its layers capped."""
+def small_config(model_type: str, class_name: str, *, capped: bool = True) -> PretrainedConfig:
+    """The default config of ``model_type`` for ``class_name``, with its layers capped (all of them with
+    ``capped=False``: the full-size default, as ``benchmarks/full_size.py`` times it)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = AutoConfig.for_model(model_type)
     config = _config_for(config, class_name)
-    _cap(config, set(), _MIN_LAYERS.get(model_type, MAX_LAYERS))
+    if capped:
+        _cap(config, set(), _MIN_LAYERS.get(model_type, MAX_LAYERS))
     _repair(config, set())
     if class_name.endswith(("ForCausalLM", "LMHeadModel", "WithLMHead")) and getattr(config, "is_decoder", None) is False:
         config.is_decoder = True
     return config
 
 
-def trace(model_type: str, class_name: str, device: str, mapping: str = "") -> vramsim.Report:
+def trace(model_type: str, class_name: str, device: str, mapping: str = "", *, capped: bool = True) -> vramsim.Report:
     """One training step of the architecture on ``device`` (``steps=1``: a second step runs the same ops, and
     the sweep asks only whether they trace; the ground truth checks steady states).
 
     A head that returns no loss (its ``forward`` takes no ``labels``, or, like ShieldGemma 2's,
     drops it) is trained on the mean of its first output, through ``simulate``'s ``loss=``.
     """
-    config = small_config(model_type, class_name)
+    config = small_config(model_type, class_name, capped=capped)
     cls = getattr(transformers, class_name)
     seq_len = SEQ_LENS.get(model_type, AUDIO_SEQ_LEN if mapping in AUDIO_MAPPINGS else SEQ_LEN)
     if "pixel_values" in inspect.signature(cls.forward).parameters and splices_image(config):

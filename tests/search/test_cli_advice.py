@@ -15,7 +15,8 @@ from cli_runs import run, saved_config
 import vramsim
 from vramsim.cli import main
 from vramsim.cli.arguments import NOT_FIT_EXIT
-from vramsim.search.advice import retraced_advice, retraced_options
+from vramsim.cli.trace import QUICK_SKIPPED
+from vramsim.search.advice import retraced_advice, retraced_options, traced_advice
 from vramsim.views.units import format_bytes
 
 
@@ -33,7 +34,9 @@ def test_sharding_advice_equals_a_run_sharded(tiny_llama: transformers.LlamaConf
     options = dict(batch_size=4, seq_len=64, gpus=4, headroom=0.999)
     report = vramsim.simulate(tiny_llama, **options)
     lines = {
-        line.split(":")[0]: line for line in map(vramsim.advice_line, report.advice) if not line.startswith("--checkpointing")
+        line.split(":")[0]: line
+        for line in map(vramsim.advice_line, report.advice)
+        if not line.startswith(("--checkpointing", "--expandable-segments"))
     }
     assert lines and set(lines) <= {"--zero 1", "--zero 2", "--zero 3", "--fsdp full"}  # those that save
     for flag, line in lines.items():
@@ -41,6 +44,37 @@ def test_sharding_advice_equals_a_run_sharded(tiny_llama: transformers.LlamaConf
         _saving(line, report, vramsim.simulate(tiny_llama, **options, **{name: int(value) if name == "zero" else value}))
     sharded = vramsim.simulate(tiny_llama, **options, zero=1)
     assert not any(line.startswith(("--zero", "--fsdp")) for line in map(vramsim.advice_line, sharded.advice))
+
+
+def test_allocator_advice_equals_the_command_it_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--expandable-segments`` is the same graph replayed with growing segments: the figure the advice gives
+    (no further trace) is what ``vramsim trace`` of the advised command reports, to the byte."""
+    config = transformers.LlamaConfig(
+        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=500, max_position_embeddings=512,
+    )  # fmt: skip
+    flags = ["--batch-size", "16", "--seq-len", "256", "--headroom", "0.999", "--device", "h100", "--quick", "--json"]
+    model = saved_config(tmp_path, config)
+    code, out, err = run(capsys, "trace", model, *flags)
+    (advice,) = [each for each in json.loads(out)["advice"] if "expandable_segments" in each["changes"]]
+    assert code == 0 and advice["changes"] == {"expandable_segments": True} and not advice["traced"]
+    assert advice["saved_bytes"] == 12 * 2**20  # what fragmentation reserved beyond the allocated peak, here
+    code, out, _ = run(capsys, "trace", model, *flags, "--expandable-segments")
+    assert code == 0 and json.loads(out)["device_bytes"] == advice["device_bytes"]
+    assert not any("expandable_segments" in each["changes"] for each in json.loads(out)["advice"])  # already set
+    assert err == f"vramsim: {QUICK_SKIPPED}\n"  # and how to get the rest
+
+
+def test_advice_traced_in_workers_equals_the_advice_traced_here(tiny_llama: transformers.LlamaConfig) -> None:
+    """Each re-traced option and size search runs in a worker process: the same records, in the same order, and
+    every trace each made told to ``progress`` as it would be here."""
+    options = dict(batch_size=4, seq_len=64, headroom=0.999, device="h100", task="train")
+    report = vramsim.simulate(tiny_llama, **options)
+    told: dict[int, list[str]] = {1: [], 2: []}
+    here, there = (traced_advice(tiny_llama, report, options, progress=told[n].append, workers=n) for n in (1, 2))
+    assert here == there and len(here) == 6  # four options (none fits) and two sizes
+    # a trace per option and one batch size (no shorter length is tried: 64 is the least step)
+    assert sorted(told[1]) == sorted(told[2]) and len(told[1]) == 5
 
 
 def test_a_sweep_may_skip_the_advice(tiny_llama: transformers.LlamaConfig) -> None:
@@ -101,8 +135,9 @@ def test_fail_if_not_fit(
     assert code == 0
     assert tries[-2].startswith("no --batch-size fits at --seq-len 16: 1 takes ") and tries[-2].endswith(" (traced)")
     assert tries[-1].startswith("no --seq-len fits at --batch-size 1: 1 takes ")  # 16 is no multiple of 64: steps of 1
-    code, out, _ = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999", "--no-search", "--json")
+    code, out, err = run(capsys, "trace", model, "--seq-len", "16", "--headroom", "0.999", "--no-search", "--json")
     assert code == 0 and not any(each["traced"] for each in json.loads(out)["advice"])
+    assert err == f"vramsim: warning: --no-search is now --quick\nvramsim: {QUICK_SKIPPED}\n"  # the old spelling
     code, _, err = run(capsys, "trace", model, "--seq-len", "16", "--device", "cpu", "--fail-if-not-fit")
     assert code == 1 and "the cpu target has no fixed size" in err and err.count("\n") == 1
 

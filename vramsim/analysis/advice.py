@@ -1,4 +1,5 @@
-"""Advice from the one trace: the other checkpointing choices and, over several GPUs, sharding the state."""
+"""Advice from the one trace: the other checkpointing choices, over several GPUs sharding the state, and the
+allocator's expandable segments."""
 
 from __future__ import annotations
 
@@ -13,15 +14,19 @@ from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpoi
 from vramsim.results.advice import Advice
 from vramsim.workload.targets import Target
 
-__all__ = ["SHARDING_CHANGES", "graph_advice"]
+__all__ = ["ALLOCATOR_CHANGE", "SHARDING_CHANGES", "graph_advice"]
 
 SHARDING_CHANGES: tuple[dict[str, Any], ...] = ({"zero": 1}, {"zero": 2}, {"zero": 3}, {"fsdp": "full"})
 """Over several GPUs without sharding: the schemes offered, each a what-if over the same graph."""
+ALLOCATOR_CHANGE: dict[str, Any] = {"expandable_segments": True}
+"""The caching allocator's setting offered (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``): the same graph
+replayed with growing segments, which saves what fragmentation reserves beyond the allocated peak."""
 
 
 def graph_advice(analysis: Analysis, config: SimulationConfig, target: Target, memory: DeviceMemory) -> list[Advice]:
     """What to change first, each computed from this trace's graph with what it saves on this run: the other
-    checkpointing choices (training) and, over several GPUs, sharding the training state; nothing already set,
+    checkpointing choices (training), over several GPUs sharding the training state, and the allocator's
+    expandable segments (where PyTorch honours them, they save only what the replay shows); nothing already set,
     nothing the target refuses (``checkpointing_choices``), nothing that saves nothing, least device memory first.
     Changes that alter the traced program (weight dtype, optimizer, sizes) need another trace:
     ``vramsim/search/advice.py``."""
@@ -34,6 +39,9 @@ def graph_advice(analysis: Analysis, config: SimulationConfig, target: Target, m
         if config.sharding.gpus > 1 and not config.zero and config.fsdp == "no" and not config.pipeline_parallel.active:
             for change in SHARDING_CHANGES:
                 variants.append((change, plan, analysis.with_config(dataclasses.replace(config, **change))))
+    if not config.expandable_segments and config.checkpointing != "all":
+        plan = parse_checkpointing(config.checkpointing)
+        variants.append((ALLOCATOR_CHANGE, plan, analysis.with_config(dataclasses.replace(config, **ALLOCATOR_CHANGE))))
     computed = []
     for change, plan, each in variants:
         try:

@@ -28,6 +28,9 @@ __all__ = [
     "PLAN_CHOSEN",
     "argument_warnings",
     "build_parser",
+    "parse_arguments",
+    "serve_compare_parser",
+    "serving_options",
     "subparser",
     "workload_options",
 ]
@@ -164,8 +167,6 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument("--dora", action="store_true", help="weight-decomposed LoRA (peft's use_dora=True)")
     if command == "checkpoint":
         _offload_argument(parser, pipelines=False)
-    if command != "plan":  # its old spellings name flags plan sets itself
-        renamed_arguments(parser, command)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     if command not in ("validate", "inspect"):
         add_page_arguments(parser, command)
@@ -194,7 +195,6 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                 metavar=flag.removeprefix("--").replace("-", "_").upper(),
                 help=option.help,
             )
-    renamed_arguments(parser, "serve")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     add_page_arguments(parser, "serve")
 
@@ -261,7 +261,13 @@ def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _compare_arguments(compare: argparse.ArgumentParser) -> None:
-    """How ``compare`` takes its variants and shows them, beside the shared workload flags."""
+    """How ``compare`` takes its variants and shows them, beside the shared workload (or serving) flags."""
+    compare.add_argument(
+        "--serve",
+        action="store_true",
+        help="compare serving deployments: the shared flags and each variant are serve's (the KV cache dtype, "
+        "--gpu-memory-utilization, --max-model-len, --tp, --engine...; see vramsim compare --serve --help)",
+    )
     compare.add_argument(
         "--variants",
         metavar="FILE.toml",
@@ -389,6 +395,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def serve_compare_parser() -> argparse.ArgumentParser:
+    """``compare --serve``'s parser: serve's flags, then compare's own; its namespace is a ``compare``'s."""
+    parser = _Parser(
+        prog="vramsim compare --serve",
+        usage="%(prog)s MODEL [flags] (-- VARIANT ... | --variants FILE.toml)",
+        description='each VARIANT is a quoted string of serve\'s flags over the shared ones, "" the shared flags '
+        'alone, e.g. vramsim compare meta-llama/Llama-3.1-8B --serve --device h100-sxm -- "" "--kv-cache-dtype fp8" '
+        '"--gpu-memory-utilization 0.95"',
+        formatter_class=_HelpFormatter,
+    )
+    _serve_arguments(parser)
+    _compare_arguments(parser)
+    _run_arguments(parser, "compare")
+    parser.set_defaults(command="compare")
+    return parser
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """``argv`` (the strings after ``compare``'s ``--`` split off) read by its command's parser; ``compare --serve``
+    by serve's flags. An argument no parser takes exits 2 in one line, named by the command's own parser."""
+    if argv[:1] == ["compare"] and "--serve" in argv:
+        parser = serve_compare_parser()
+        args, extra = parser.parse_known_args(argv[1:])
+    else:
+        top = build_parser()
+        args, extra = top.parse_known_args(argv)
+        parser = subparser(top, args.command)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _version() -> str:
     """The installed package's version, from its metadata."""
     from importlib.metadata import PackageNotFoundError, version
@@ -401,6 +439,11 @@ def _version() -> str:
 
 NOT_FIT_EXIT = 3
 """Exit status of ``trace --fail-if-not-fit`` when the job does not fit (1 is an error, 2 a bad argument)."""
+
+
+_CACHED_COMMANDS = ("trace", "fit")
+"""The commands whose answers the result cache keeps (``vramsim/cache/``), each with ``--no-cache`` (``fit``: its
+largest batch size and sequence length; not ``--strategies`` nor ``--device any``)."""
 
 
 def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -422,6 +465,12 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         parser.add_argument(
             "--verbose", action="store_true", help="with --strategies: list each layout not tried, not only the count per reason"
         )
+    if command in _CACHED_COMMANDS:
+        parser.add_argument(
+            "--no-cache",
+            action="store_true",
+            help="trace even when the result cache ($XDG_CACHE_HOME/vramsim) holds this request's answer (docs/cache.md)",
+        )
     if command == "trace":
         parser.add_argument(
             "--fail-if-not-fit",
@@ -429,10 +478,10 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             help=f"exit with status {NOT_FIT_EXIT} when the job does not fit (for scripts and CI)",
         )
         parser.add_argument(
-            "--no-search",
+            "--quick",
             action="store_true",
-            help="a job that does not fit gets only the advice this trace gives (checkpointing): no "
-            "re-traced dtype, optimizer, batch size or sequence length",
+            help="a job that does not fit gets only the advice this trace gives (checkpointing, sharding, the "
+            "allocator): no re-traced dtype, optimizer, batch size or sequence length",
         )
         parser.add_argument(
             "--memory-viz",
@@ -445,6 +494,7 @@ def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             metavar="PATH",
             help="write the ops and the allocated/reserved memory as a Chrome trace JSON, for ui.perfetto.dev (docs/exports.md)",
         )
+    renamed_arguments(parser, command)  # last: each old flag takes its new flag's parsing, so that flag must exist
 
 
 _USER_FUNCTIONS = {"inputs": "def {name}(batch_size, seq_len) -> dict", "loss": "def {name}(output) -> torch.Tensor"}
@@ -479,6 +529,18 @@ def workload_options(args: argparse.Namespace) -> dict[str, Any]:
         given["lora"] = lora_of_rank(
             given["lora"], args.lora_targets, alpha=args.lora_alpha, dropout=args.lora_dropout, dora=args.dora
         )
+    return given
+
+
+def serving_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``serve`` keywords the command line gave, checked as ``ServeConfig`` checks them, the device too: a bad
+    value is refused before torch loads."""
+    from vramsim.config.serving import ServeConfig
+    from vramsim.estimators.devices import get_device
+
+    given = {spec.name: getattr(args, spec.name) for spec, _ in serve_options()}
+    ServeConfig(**given)
+    get_device(given["device"])
     return given
 
 

@@ -7,13 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramsim.checkpoints.choices import checkpoint_choice
-from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, workload_options
+from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, serving_options, workload_options
 from vramsim.cli.exports import export_paths
 from vramsim.cli.pages import check_page_arguments
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.cli.variants import compare_variants
 from vramsim.config import SimulationConfig
-from vramsim.config.serving import ServeConfig, serve_options
 from vramsim.errors import ConfigError
 from vramsim.pricing.load import load_sheet
 from vramsim.pricing.sheet import PriceSheet
@@ -33,7 +32,8 @@ class Command:
     started: float
     """``time.perf_counter()`` when the command began, for the wall time its report gives."""
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """``compare``'s: each variant's label and its ``simulate`` keywords (the shared flags, then its own)."""
+    """``compare``'s: each variant's label and its ``simulate`` keywords (``serve``'s, with ``--serve``): the shared
+    flags, then its own."""
     sheet: PriceSheet | None = None
     """``plan``'s price sheet, read and checked with the arguments."""
 
@@ -45,8 +45,7 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
     if args.command not in ("models", "gpus"):
         check_page_arguments(args)
     if args.command == "serve":
-        given = {spec.name: getattr(args, spec.name) for spec, _ in serve_options()}
-        ServeConfig(**given)
+        given = serving_options(args)
     elif args.command in ("models", "gpus"):
         given = {}
     elif args.command == "compare":

@@ -1,7 +1,9 @@
-"""``vramsim compare``: variants of one job side by side, one trace per distinct program, the rest what-ifs."""
+"""``vramsim compare``: variants of one job side by side, one trace per distinct program, the rest what-ifs; with
+``--serve``, serving deployments of one model, each budgeted as ``vramsim serve`` budgets it."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from rich.console import Console
@@ -16,6 +18,8 @@ __all__ = ["run"]
 
 def run(command: Command, console: Console) -> int:
     """Trace each distinct program, then print the table of variants (or its JSON)."""
+    if command.args.serve:
+        return _run_serving(command, console)
     args = command.args
     from vramsim.api import compare
     from vramsim.views.compare import render_comparison
@@ -33,4 +37,28 @@ def run(command: Command, console: Console) -> int:
         from vramsim.views.html import compare_html
 
         write_page(args.html, compare_html(comparison))
+    return 0
+
+
+def _run_serving(command: Command, console: Console) -> int:
+    """Budget each serving variant, then print the table (or its JSON: the API's words); an engine's refusal is
+    shown in the flags' words, as ``vramsim serve`` prints it."""
+    args = command.args
+    from vramsim.serving.compare import compare_serve
+    from vramsim.views.compare_serving import render_serve_comparison
+
+    with progress(command, f"tracing {args.model} for {len(command.variants)} serving variants") as told:
+        comparison = compare_serve(args.model, command.variants, progress=told)
+    worded = dataclasses.replace(
+        comparison,
+        variants=[
+            dataclasses.replace(each, refused=None if each.refused is None else in_cli_words(each.refused))
+            for each in comparison.variants
+        ],
+    )
+    show(command, comparison, lambda _, shown: render_serve_comparison(worded, shown), console)
+    if args.html:
+        from vramsim.views.html import compare_serve_html
+
+        write_page(args.html, compare_serve_html(worded))
     return 0

@@ -43,7 +43,9 @@ def run(command: Command, console: Console) -> int:
         if search is not None and search.cheapest is None:
             fit = None
         else:
-            fit = largest_fit(args.model, progress=told, **options | (search.options() if search else {}))
+            fit = largest_fit(
+                args.model, progress=told, cache=not args.no_cache, **options | (search.options() if search else {})
+            )
     if search is None:
         show(command, fit, render_fit, console)
     elif args.json:

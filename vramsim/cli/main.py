@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Callable
 
 from rich.console import Console
 
 from vramsim.cli import checkpoint, compare, fit, inspect, listing, plan, serve, trace, validate
-from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
+from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, parse_arguments
 from vramsim.cli.command import Command, check_command
 from vramsim.cli.variants import split_variants
 from vramsim.cli.wording import cli_message, in_cli_words
-from vramsim.errors import ConfigError, VramsimError
+from vramsim.errors import CacheWarning, ConfigError, VramsimError
 from vramsim.views.trimmed import trimmed_lines
 
 __all__ = ["main"]
@@ -37,11 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code: 0 done, 1 an error, ``BAD_ARGUMENT_EXIT`` (2) a bad argument,
     ``NOT_FIT_EXIT`` (3) ``trace --fail-if-not-fit`` that does not fit, ``plan --fail-if-none`` that nothing holds."""
     started = time.perf_counter()
-    parser = build_parser()
     argv, variant_flags = split_variants(sys.argv[1:] if argv is None else argv)
-    args, extra = parser.parse_known_args(argv)
-    if extra:  # named by the command's own parser, whose --help lists what it takes
-        subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
+    args = parse_arguments(argv)
     if variant_flags is not None:
         args.variant_flags = variant_flags
     try:
@@ -53,12 +51,26 @@ def main(argv: list[str] | None = None) -> int:
     for warning in command.warnings:
         print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
     try:
-        return _RUNS[args.command](command, Console(file=trimmed_lines(sys.stdout)))
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line(warnings.showwarning)
+            return _RUNS[args.command](command, Console(file=trimmed_lines(sys.stdout)))
     except VramsimError as exc:
         return _error(exc, 1)
     except MemoryError:
         print("vramsim: error: out of host memory; try a smaller --batch-size or --seq-len", file=sys.stderr)
         return 1
+
+
+def _one_line(show: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.showwarning`` printing vramsim's own warnings as ``vramsim: warning: <message>``; others as before."""
+
+    def shown(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+        if issubclass(category, CacheWarning):
+            print(f"vramsim: warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, *args, **kwargs)
+
+    return shown
 
 
 def _error(exc: VramsimError, status: int) -> int:

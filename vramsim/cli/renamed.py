@@ -27,6 +27,7 @@ class Renamed:
 
 RENAMED = (
     Renamed("--offload-states", "--offload", commands=("trace", "validate", "fit", "checkpoint")),
+    Renamed("--no-search", "--quick", commands=("trace",)),
     Renamed("--quantization", "--quantization", commands=("serve",), value="bitsandbytes", new_value="nf4-dq"),
 )
 
@@ -36,15 +37,20 @@ class _OldFlag(argparse.Action):
 
     def __init__(self, option_strings: Sequence[str], dest: str, *, new: argparse.Action, **kwargs: Any) -> None:
         parse = new.type if callable(new.type) else None
-        super().__init__(option_strings, new.dest, type=parse, metavar=new.metavar, help=argparse.SUPPRESS, **kwargs)
+        switch = {"nargs": 0, "const": new.const} if new.nargs == 0 else {}  # a switch (store_true) renamed
+        super().__init__(option_strings, new.dest, type=parse, metavar=new.metavar, help=argparse.SUPPRESS, **switch, **kwargs)
         self.new = new
 
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
     ) -> None:
-        setattr(namespace, self.dest, values)
         new = self.new.option_strings[0]
-        _note(namespace, f"{option} is now {new}; give {new} {values}")
+        if self.nargs == 0:
+            setattr(namespace, self.dest, self.const)
+            _note(namespace, f"{option} is now {new}")
+        else:
+            setattr(namespace, self.dest, values)
+            _note(namespace, f"{option} is now {new}; give {new} {values}")
 
 
 def _note(namespace: argparse.Namespace, warning: str) -> None:

@@ -1,5 +1,6 @@
-"""``vramsim compare``'s variants: each a string of ``trace``'s flags (after ``--``, or named in a TOML file), read
-by the very parser of the shared flags, so a flag means the same in a variant and a bad one is the same one line.
+"""``vramsim compare``'s variants: each a string of ``trace``'s flags (``serve``'s, with ``--serve``), after ``--``
+or named in a TOML file, read by the very parser of the shared flags, so a flag means the same in a variant and a
+bad one is the same one line.
 
 A variant's flags come after the shared ones: a flag given in both takes the variant's value.
 """
@@ -14,14 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vramsim.cli.arguments import argument_warnings, build_parser, subparser, workload_options
+from vramsim.cli.arguments import (
+    argument_warnings,
+    build_parser,
+    serve_compare_parser,
+    serving_options,
+    subparser,
+    workload_options,
+)
 from vramsim.cli.renamed import renamed_warnings
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 
 __all__ = ["COMPARE_OWN", "Variant", "compare_variants", "split_variants"]
 
-COMPARE_OWN = ("json", "quiet", "variants", "html")
+COMPARE_OWN = ("json", "quiet", "variants", "html", "serve")
 """The destinations of ``compare``'s own flags, which say how to compare, not what: never a variant's."""
 
 
@@ -32,6 +40,7 @@ class Variant:
     label: str
     """Its flags as given (empty: the shared flags alone), or its name in the ``--variants`` file."""
     options: dict[str, Any]
+    """Its ``simulate`` keywords, or ``serve``'s with ``--serve``."""
     warnings: tuple[str, ...]
 
 
@@ -46,8 +55,9 @@ def split_variants(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 def compare_variants(args: argparse.Namespace) -> list[Variant]:
     """Each variant of ``compare``'s ``args``, from the strings after ``--`` or the ``--variants`` file, parsed over
-    the shared flags and checked as ``trace`` checks its own; a bad one is an error naming the variant."""
-    parser = subparser(build_parser(), "compare")
+    the shared flags and checked as ``trace`` (or ``serve``) checks its own; a bad one is an error naming the
+    variant."""
+    parser = serve_compare_parser() if args.serve else subparser(build_parser(), "compare")
     variants: list[Variant] = []
     loaded: dict[tuple[str, str], Any] = {}
     for label, text in _texts(args).items():
@@ -55,9 +65,12 @@ def compare_variants(args: argparse.Namespace) -> list[Variant]:
         try:
             parsed = _parsed(args, parser, named, text)
             warnings = renamed_warnings(parsed)
-            options = workload_options(parsed)
-            warnings += argument_warnings(parsed)
-            warnings += SimulationConfig.from_options(**options).warnings
+            if args.serve:
+                options = serving_options(parsed)
+            else:
+                options = workload_options(parsed)
+                warnings += argument_warnings(parsed)
+                warnings += SimulationConfig.from_options(**options).warnings
         except (ConfigError, UnsupportedError) as exc:  # the variant's values; a model not found is every variant's
             raise type(exc)(f"{named}: {exc.own}", quoted=exc.quoted) from None
         for name in ("inputs", "loss"):  # one file.py:function imported once: the variants stay one program
@@ -80,8 +93,9 @@ def _texts(args: argparse.Namespace) -> dict[str, str]:
                 raise ConfigError(f"variant {text.strip()!r} is given twice after --; give each once")
             texts[text.strip()] = text
     if len(texts) < 2:
+        example = '"--kv-cache-dtype fp8"' if args.serve else '"--lora-rank 16"'
         raise ConfigError(
-            f'compare takes two or more variants, got {len(texts)}: give them after --, e.g. -- "--lora-rank 16" "" '
+            f'compare takes two or more variants, got {len(texts)}: give them after --, e.g. -- {example} "" '
             "(an empty one: the shared flags alone), or in --variants FILE.toml"
         )
     return texts
@@ -96,7 +110,7 @@ def _parsed(args: argparse.Namespace, parser: argparse.ArgumentParser, named: st
     except (ValueError, argparse.ArgumentError) as exc:
         raise ConfigError(str(exc)) from None
     if extra:
-        raise ConfigError(f"unrecognized arguments: {' '.join(extra)} (see vramsim compare --help)")
+        raise ConfigError(f"unrecognized arguments: {' '.join(extra)} (see {parser.prog} --help)")
     own = [dest for dest in COMPARE_OWN if getattr(parsed, dest) != getattr(args, dest)]
     if own:
         raise ConfigError(f"--{own[0]} says how to compare, not what: give it before --, with the shared flags")

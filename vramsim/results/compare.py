@@ -1,4 +1,5 @@
-"""The result of ``vramsim compare``: variants of one job, each with its report, and the traces they took."""
+"""The results of ``vramsim compare``: variants of one job, each with its report, and the traces they took; and
+``compare --serve``'s, serving deployments of one model, each with its budget or the engine's refusal."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from vramsim.results.report import Report
+from vramsim.results.serving import ServeReport
 
-__all__ = ["Compared", "Comparison"]
+__all__ = ["Compared", "Comparison", "ServeCompared", "ServeComparison"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,3 +42,35 @@ class Comparison:
 
     def __repr__(self) -> str:
         return f"<Comparison model={self.model} variants={len(self.variants)} traces={self.traces}>"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeCompared:
+    """One serving variant and its budget, or why the engine would not start with it."""
+
+    label: str
+    """As ``Compared.label``: its flags as given, its name in a variants file, or its key in ``variants``."""
+    report: ServeReport | None
+    """Its budget, as ``serve`` reports it; None when the engine refuses to start."""
+    refused: str | None = None
+    """The engine's refusal (the one line ``vramsim serve`` exits with), in the API's words; None: it starts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeComparison:
+    """Two or more serving deployments of one model side by side, in the order given."""
+
+    model: str
+    variants: list[ServeCompared]
+    traces: int
+    """Ranks traced (cache probes and profile run): variants that differ only in the KV cache dtype, the memory
+    utilization or CUDA graphs share one."""
+    trace_seconds: float
+    """Wall time of all the traces and budgets."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data; ``vramsim compare --serve --json`` prints exactly this."""
+        return asdict(self)
+
+    def __repr__(self) -> str:
+        return f"<ServeComparison model={self.model} variants={len(self.variants)} traces={self.traces}>"

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vramsim.analysis.simulate import simulate
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.config.workload import MAX_BATCH, MAX_SEQ_LEN
 from vramsim.errors import ConfigError, UnsupportedError
@@ -52,17 +53,35 @@ def largest_fit(
     sizes: tuple[str, ...] = ("batch_size", "seq_len"),
     traced: Report | None = None,
     progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
     **options: Any,
 ) -> LargestFit:
     """Search the largest ``batch_size`` and ``seq_len`` that fit ``device`` with ``headroom``, by tracing.
 
     ``options`` are ``simulate``'s; ``sizes`` the options searched; ``traced`` is their report when
-    already traced (saves a trace); ``progress`` is told each size before it is traced.
+    already traced (saves a trace); ``progress`` is told each size before it is traced; ``cache`` as in
+    ``simulate``: the same search again is answered from the result cache.
 
     >>> fit = largest_fit("gpt2", device="rtx-4090", seq_len=256)
     >>> fit.batch_size.exact and fit.batch_size.device_bytes <= fit.usable_bytes
     True
     """
+    return cached_answer(
+        cache,
+        LargestFit,
+        lambda: request_key("largest_fit", model, options, sizes=sizes, traced=traced is not None),
+        lambda: _searched_fit(model, sizes, traced, progress, options),
+    )
+
+
+def _searched_fit(
+    model: ModelSource,
+    sizes: tuple[str, ...],
+    traced: Report | None,
+    progress: Callable[[str], None] | None,
+    options: dict[str, Any],
+) -> LargestFit:
+    """``largest_fit``'s answer, searched by tracing."""
     config = SimulationConfig.from_options(**options)
     if not sizes or set(sizes) - {"batch_size", "seq_len"}:
         raise ConfigError(f"sizes must name batch_size, seq_len or both, got {sizes!r}")

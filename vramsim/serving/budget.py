@@ -31,13 +31,14 @@ from vramsim.config.precision import DTYPES
 from vramsim.config.serving import ServeConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators import serving
+from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.serving import ServeReport
 from vramsim.serving.assumptions import budget_assumptions, encoder_note, hybrid_note
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
 from vramsim.serving.max_model_len import resolve_max_model_len
 from vramsim.serving.pipelined import pipelined
 from vramsim.serving.probes import rank_config, read_kv_cache, state_per_rank
-from vramsim.serving.profile_run import profile_run
+from vramsim.serving.traces import RankTraces
 from vramsim.workload.build import weight_dtype
 from vramsim.workload.models import load_config
 from vramsim.workload.targets import Target, resolve_target
@@ -45,9 +46,11 @@ from vramsim.workload.targets import Target, resolve_target
 __all__ = ["rank_config", "read_kv_cache", "serve"]
 
 
-def serve(model: str | PretrainedConfig, **options: Any) -> ServeReport:
+def serve(model: str | PretrainedConfig, *, traces: RankTraces | None = None, **options: Any) -> ServeReport:
     """The KV cache budget of ``model`` served by vLLM or SGLang on ``device``; ``options`` are
-    ``ServeConfig``'s fields. With ``concurrency``, the fewest GPUs that serve that many requests.
+    ``ServeConfig``'s fields. With ``concurrency``, the fewest GPUs that serve that many requests. ``traces``
+    keeps the traced runs for further budgets of the same model (``vramsim compare --serve``): one that differs
+    only in the KV cache dtype, the memory utilization or ``enforce_eager`` traces nothing again.
 
     >>> report = serve("meta-llama/Llama-3.2-1B", device="h100", max_model_len=4096)  # doctest: +SKIP
     >>> report.kv_cache_tokens > 0  # doctest: +SKIP
@@ -58,13 +61,14 @@ def serve(model: str | PretrainedConfig, **options: Any) -> ServeReport:
     source = load_config(model) if isinstance(model, str) else model
     name = model if isinstance(model, str) else (getattr(model, "name_or_path", "") or type(model).__name__)
     config = dataclasses.replace(config, max_model_len=resolve_max_model_len(name, source, config))
+    traces = RankTraces() if traces is None else traces
     if config.concurrency is None:
-        return _budget(name, source, config, started)
+        return _budget(name, source, config, started, traces)
     assert config.tp is not None
     tried = []
     for tp in _tp_candidates(source):
         try:
-            report = _budget(name, source, _with(config, tp=tp, gpus=tp), started)
+            report = _budget(name, source, _with(config, tp=tp, gpus=tp), started, traces)
         except ConfigError:
             continue
         if report.max_concurrency >= 1:
@@ -76,7 +80,7 @@ def serve(model: str | PretrainedConfig, **options: Any) -> ServeReport:
     return _with_answer(report, gpus=gpus, replicas=gpus // tp, concurrency=config.concurrency)
 
 
-def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: float) -> ServeReport:
+def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: float, traces: RankTraces) -> ServeReport:
     """One deployment's budget: the request checked, the engine's settings, then one rank's or each stage's budget."""
     target = resolve_target(config.device)
     profile = target.profile
@@ -94,8 +98,8 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     seqs = min(config.max_num_seqs or default_seqs, tokens)
     rank = rank_config(source, config.tp)
     if config.pp > 1:
-        return pipelined(name, source, rank, config, target, dtype, tokens, seqs, started)
-    return _rank_budget(name, source, rank, config, target, dtype, tokens, seqs, started)
+        return pipelined(name, source, rank, config, target, dtype, tokens, seqs, started, traces)
+    return _rank_budget(name, source, rank, config, target, dtype, tokens, seqs, started, traces)
 
 
 def _rank_budget(
@@ -108,25 +112,37 @@ def _rank_budget(
     tokens: int,
     seqs: int,
     started: float,
+    traces: RankTraces,
 ) -> ServeReport:
     """Without pipeline parallel: one rank's cache, profile run and budget, every rank alike."""
     assert config.tp is not None and config.max_model_len is not None
     encoder_decoder = bool(getattr(source, "is_encoder_decoder", False))
-    layers = state_per_rank(
-        source, read_kv_cache(rank, device=config.device, dtype=dtype, long_tokens=config.max_model_len), config.tp
-    )
-    if config.engine == "sglang" and any(layer.kind == "state" for layer in layers):
-        raise UnsupportedError(f"{name} holds recurrent state: SGLang's Mamba state pool is not modelled (use --engine vllm)")
-    if layers and all(layer.kind == "state" for layer in layers):
-        raise UnsupportedError(
-            f"{name} caches recurrent state only: pure Mamba budgets (one page per layer of "
-            "max_model_len tokens) are not modelled"
-        )
+
+    def checked(measured: list[LayerCache]) -> list[LayerCache]:
+        layers = state_per_rank(source, measured, config.tp or 1)
+        if config.engine == "sglang" and any(layer.kind == "state" for layer in layers):
+            raise UnsupportedError(f"{name} holds recurrent state: SGLang's Mamba state pool is not modelled (use --engine vllm)")
+        if layers and all(layer.kind == "state" for layer in layers):
+            raise UnsupportedError(
+                f"{name} caches recurrent state only: pure Mamba budgets (one page per layer of "
+                "max_model_len tokens) are not modelled"
+            )
+        return layers
+
     profile_tokens = min(tokens, getattr(source, "max_target_positions", tokens)) if encoder_decoder else tokens
-    weights, activation, peak_notes = profile_run(
-        rank, target, dtype, profile_tokens, seqs, config.quantization, encoder_decoder=encoder_decoder
+    traced = traces.rank(
+        rank,
+        target,
+        dtype,
+        long_tokens=config.max_model_len,
+        tokens=profile_tokens,
+        seqs=seqs,
+        quantization=config.quantization,
+        checked=checked,
+        encoder_decoder=encoder_decoder,
     )
-    inputs, non_torch = budget_inputs(config, target, weights, activation, layers, tokens)
+    layers, peak_notes = traced.layers, traced.notes
+    inputs, non_torch = budget_inputs(config, target, traced.weights_bytes, traced.activation_peak_bytes, layers, tokens)
     budget, hybrid = engine_budget(name, config.engine, inputs)
     assumptions = [
         *budget_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, peak_notes),

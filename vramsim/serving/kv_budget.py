@@ -11,7 +11,7 @@ import dataclasses
 import time
 
 from vramsim.config.serving import ServeConfig
-from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.errors import EngineRefusedError, UnsupportedError
 from vramsim.estimators import serving
 from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for
 from vramsim.estimators.kv_cache import LayerCache
@@ -62,7 +62,7 @@ def engine_budget(name: str, engine: str, inputs: serving.BudgetInputs) -> tuple
     if engine == "vllm":
         _check_vllm_starts(name, inputs, budget)
     elif budget.kv_cache_tokens <= 0:
-        raise ConfigError(
+        raise EngineRefusedError(
             f"{name} leaves no memory for SGLang's token pool ({_gib(budget.kv_cache_bytes)} GiB after the weights), "
             'and SGLang stops at start-up ("Not enough memory. Please try to increase --mem-fraction-static"): '
             "raise gpu_memory_utilization or --tp, or quantize the weights"
@@ -75,7 +75,7 @@ def _check_vllm_starts(name: str, inputs: serving.BudgetInputs, budget: serving.
     must be left for blocks, and the KV cache must hold one request of ``max_model_len`` tokens; its message
     gives the longest length that fits (``estimate_max_model_len``: a binary search over the length)."""
     if budget.kv_blocks <= 0:
-        raise ConfigError(
+        raise EngineRefusedError(
             f"{name} leaves no memory for the KV cache ({_gib(budget.kv_cache_bytes)} GiB after the weights, the "
             'profile forward and the CUDA graphs), and vLLM stops at start-up ("No available memory for the cache '
             'blocks"): raise gpu_memory_utilization or --tp, lower max_num_batched_tokens or quantize the weights'
@@ -83,7 +83,7 @@ def _check_vllm_starts(name: str, inputs: serving.BudgetInputs, budget: serving.
     if budget.max_concurrency >= 1:
         return
     longest = _longest_request(inputs)
-    raise ConfigError(
+    raise EngineRefusedError(
         f"one request of max_model_len={inputs.max_model_len} tokens needs {_gib(budget.request_bytes)} GiB of KV "
         f"cache, and {name} leaves {_gib(budget.kv_cache_bytes)} GiB ({budget.kv_cache_tokens:,} tokens); vLLM "
         f"refuses to start (the estimated maximum model length is {longest}): pass max_model_len={longest} or "

@@ -20,7 +20,7 @@ from typing import Any
 from transformers import PretrainedConfig
 
 from vramsim.config.serving import ServeConfig
-from vramsim.errors import ConfigError
+from vramsim.errors import EngineRefusedError
 
 __all__ = ["DerivedLength", "derived_length", "resolve_max_model_len"]
 
@@ -73,7 +73,7 @@ def resolve_max_model_len(name: str, config: PretrainedConfig, options: ServeCon
     if wanted > derived.tokens and not options.allow_long_max_model_len:
         engine = "vLLM" if options.engine == "vllm" else "SGLang"
         scaled = f" x rope factor {derived.factor:g}" if derived.factor != 1 else ""
-        raise ConfigError(
+        raise EngineRefusedError(
             f"max_model_len={wanted} exceeds {name}'s {derived.tokens:,} positions ({derived.key}{scaled}); "
             f"{engine} refuses it at start-up (positions past them give NaN with RoPE, out-of-bounds reads "
             f"with absolute positions): pass max_model_len={derived.tokens} or less, or "

@@ -15,8 +15,7 @@ from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.serving import ServeReport, ServeStage
 from vramsim.serving.assumptions import budget_assumptions, hybrid_note, pipeline_note
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
-from vramsim.serving.probes import read_kv_cache
-from vramsim.serving.profile_run import profile_run
+from vramsim.serving.traces import RankTraces
 from vramsim.workload.targets import Target
 
 __all__ = ["pipelined"]
@@ -45,6 +44,7 @@ def pipelined(
     tokens: int,
     seqs: int,
     started: float,
+    traces: RankTraces,
 ) -> ServeReport:
     """vLLM with pipeline parallel: each stage's rank holds its decoder layers (``serving.pp_partition``), the
     first also the embedding, the last the final norm and the head (and the embedding when they are tied);
@@ -66,6 +66,7 @@ def pipelined(
                 dtype,
                 tokens,
                 seqs,
+                traces,
                 index,
                 (first, last),
                 embedding=index == 0 or (head and tied),
@@ -106,6 +107,7 @@ def _stage_budget(
     dtype: torch.dtype,
     tokens: int,
     seqs: int,
+    traces: RankTraces,
     index: int,
     layers_held: tuple[int, int],
     *,
@@ -114,14 +116,27 @@ def _stage_budget(
 ) -> _StageBudget:
     """One stage's cache, profile run and budget: what it holds of the embedding and head, and its layers."""
     assert config.max_model_len is not None
-    layers = read_kv_cache(stage, device=config.device, dtype=dtype, long_tokens=config.max_model_len)
-    if any(layer.kind == "state" for layer in layers):
-        raise UnsupportedError(
-            f"{name} holds recurrent state: pipeline-parallel budgets of Mamba hybrids are not modelled (use --pp 1)"
-        )
-    weights, activation, notes = profile_run(
-        stage, target, dtype, tokens, seqs, config.quantization, embedding=embedding, head=head
+
+    def checked(layers: list[LayerCache]) -> list[LayerCache]:
+        if any(layer.kind == "state" for layer in layers):
+            raise UnsupportedError(
+                f"{name} holds recurrent state: pipeline-parallel budgets of Mamba hybrids are not modelled (use --pp 1)"
+            )
+        return layers
+
+    traced = traces.rank(
+        stage,
+        target,
+        dtype,
+        long_tokens=config.max_model_len,
+        tokens=tokens,
+        seqs=seqs,
+        quantization=config.quantization,
+        checked=checked,
+        embedding=embedding,
+        head=head,
     )
+    weights, activation, notes, layers = traced.weights_bytes, traced.activation_peak_bytes, traced.notes, traced.layers
     inputs, non_torch = budget_inputs(config, target, weights, activation, layers, tokens)
     budget, hybrid = engine_budget(name, config.engine, inputs)
     record = ServeStage(

@@ -10,8 +10,10 @@ __all__ = ["advice_line", "flags"]
 
 
 def flags(changes: dict[str, object]) -> str:
-    """Options as the command line spells them: ``{"zero": 3}`` -> ``--zero 3``."""
-    return " ".join(f"--{name.replace('_', '-')} {value}" for name, value in changes.items())
+    """Options as the command line spells them: ``{"zero": 3}`` -> ``--zero 3``, ``{"expandable_segments": True}``
+    -> ``--expandable-segments`` (a switch)."""
+    spelled = (f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}") for name, value in changes.items())
+    return " ".join(spelled)
 
 
 def advice_line(advice: Advice) -> str:

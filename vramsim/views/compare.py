@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vramsim.results.compare import Compared, Comparison
+from vramsim.results.compare import Compared, Comparison, ServeComparison
+from vramsim.views.compare_serving import render_serve_comparison
 from vramsim.views.lines import print_wrapped, wrap
 from vramsim.views.trimmed import trimmed_lines
 from vramsim.views.units import format_bytes
@@ -51,12 +52,15 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
     console.print(f"[dim]{count} variants from {traces} in {comparison.trace_seconds:.1f} s[/dim]")
 
 
-def compare_text(comparison: Comparison, *, width: int | None = None) -> str:
-    """What ``vramsim compare`` prints, as text; ``width`` None: $COLUMNS, else 80. ``print(vramsim.compare_text(c))``
-    in Python shows what the command line shows."""
+def compare_text(comparison: Comparison | ServeComparison, *, width: int | None = None) -> str:
+    """What ``vramsim compare`` (``compare --serve``, for a ``ServeComparison``) prints, as text; ``width`` None:
+    $COLUMNS, else 80. ``print(vramsim.compare_text(c))`` in Python shows what the command line shows."""
     text = io.StringIO()
     console = Console(file=trimmed_lines(text), width=width, color_system=None, highlight=False)
-    render_comparison(comparison, console)
+    if isinstance(comparison, ServeComparison):
+        render_serve_comparison(comparison, console)
+    else:
+        render_comparison(comparison, console)
     return text.getvalue()
 
 

@@ -80,7 +80,8 @@ def render_summary(report: Report, console: Console) -> None:
 
 def render_report(report: Report, console: Console, *, fold: bool = True, took: tuple[float, int] | None = None) -> None:
     """What ``vramsim trace`` prints: the summary, the tables (alike layers folded unless ``fold`` is
-    False), the assumptions; last, with ``took``, the whole command's seconds and traces, else this trace's."""
+    False), the assumptions; last, with ``took``, the whole command's seconds and traces (0: the result cache
+    answered), else this trace's."""
     render_summary(report, console)
     if report.components:
         _print_table(console, _components(report))
@@ -97,7 +98,8 @@ def render_report(report: Report, console: Console, *, fold: bool = True, took: 
     if took is None:
         console.print(f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
     else:
-        console.print(f"[dim]{took[0]:.1f} s in all, {took[1]} trace{'s' if took[1] > 1 else ''}[/dim]")
+        traces = f"{took[1]} trace{'s' if took[1] > 1 else ''}" if took[1] else "answered from the result cache"
+        console.print(f"[dim]{took[0]:.1f} s in all, {traces}[/dim]")
 
 
 def _print_table(console: Console, table: Table) -> None:

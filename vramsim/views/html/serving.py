@@ -9,15 +9,15 @@ from vramsim.views.html.page import Section, figure_section, page
 from vramsim.views.html.terminal import terminal_html
 from vramsim.views.serving import render_serve
 
-__all__ = ["serve_html"]
+__all__ = ["budget_terms", "serve_html"]
 
 
 def serve_html(report: ServeReport) -> str:
     """The whole page: what takes the usable memory (weights, the profile run's activation peak, memory outside
     torch, the CUDA graph pool) and the KV cache that is left, per rank and per stage."""
-    bars: list[Bar] = [("one rank", _terms(report.weights_bytes, report.activation_peak_bytes, report))]
+    bars: list[Bar] = [("one rank", budget_terms(report.weights_bytes, report.activation_peak_bytes, report))]
     bars += [
-        (f"stage {s.rank}", _terms(s.weights_bytes, s.activation_peak_bytes, report) | {"KV cache": s.kv_cache_bytes})
+        (f"stage {s.rank}", budget_terms(s.weights_bytes, s.activation_peak_bytes, report) | {"KV cache": s.kv_cache_bytes})
         for s in report.stages
     ]
     engine = "vLLM" if report.engine == "vllm" else "SGLang"
@@ -33,7 +33,7 @@ def serve_html(report: ServeReport) -> str:
     return page(f"vramsim serve: {report.model}", f"{report.model} served on {report.target}", sections)
 
 
-def _terms(weights: int, activation: int, report: ServeReport) -> dict[str, int]:
+def budget_terms(weights: int, activation: int, report: ServeReport) -> dict[str, int]:
     """The budget's terms, named as the terminal's budget table names them."""
     return {
         "weights (this rank's shard)": weights,

@@ -1,0 +1,79 @@
+"""The traced runs behind a rank's budget (its cache probes and profile run), kept so that budgets of the same
+program share them: the KV cache dtype, the memory utilization and the CUDA graphs change only the arithmetic
+over them (``kv_budget.py``), never what is traced."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import PretrainedConfig
+
+from vramsim.estimators.kv_cache import LayerCache
+from vramsim.serving.probes import read_kv_cache
+from vramsim.serving.profile_run import profile_run
+from vramsim.workload.targets import Target
+
+__all__ = ["RankTrace", "RankTraces"]
+
+
+@dataclass(frozen=True, slots=True)
+class RankTrace:
+    """What one rank's traces measured: its cache layers (as checked and split for the rank) and its profile run."""
+
+    layers: list[LayerCache]
+    weights_bytes: int
+    activation_peak_bytes: int
+    notes: list[str]
+    """What the profile run's trace assumed (``profile_run``'s notes)."""
+
+
+class RankTraces:
+    """Each rank traced once: a budget asks for a rank's traces by everything that shapes them (the rank's config,
+    device, dtype, the request length the probes reach, the profile run's tokens, sequences and quantization)."""
+
+    def __init__(self) -> None:
+        self._layers: dict[tuple[Any, ...], list[LayerCache]] = {}
+        self._profiles: dict[tuple[Any, ...], tuple[int, int, list[str]]] = {}
+
+    @property
+    def traced(self) -> int:
+        """Ranks traced so far: one per distinct program the budgets asked for."""
+        return len(self._profiles)
+
+    def rank(
+        self,
+        rank: PretrainedConfig,
+        target: Target,
+        dtype: torch.dtype,
+        *,
+        long_tokens: int,
+        tokens: int,
+        seqs: int,
+        quantization: str | None,
+        checked: Callable[[list[LayerCache]], list[LayerCache]],
+        **held: bool,
+    ) -> RankTrace:
+        """The rank's cache probes up to ``long_tokens`` as ``checked`` passes them (it refuses what the budget
+        does not model, each time, before any profile run), then its profile run (``profile_run``'s keywords in
+        ``held``); each traced only the first time it is asked for."""
+        key = (
+            json.dumps(rank.to_dict(), sort_keys=True, default=str),
+            target.name,
+            str(dtype),
+            long_tokens,
+            tokens,
+            seqs,
+            quantization,
+            tuple(sorted(held.items())),
+        )
+        if key not in self._layers:
+            self._layers[key] = read_kv_cache(rank, device=target.name, dtype=dtype, long_tokens=long_tokens)
+        layers = checked(self._layers[key])
+        if key not in self._profiles:
+            self._profiles[key] = profile_run(rank, target, dtype, tokens, seqs, quantization, **held)
+        weights, activation, notes = self._profiles[key]
+        return RankTrace(layers, weights, activation, list(notes))
