@@ -1,8 +1,9 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
-The entry points (``simulate``, ``simulate_each``, ``compare``, ``inspect``, ``largest_fit``, ``cheapest_strategy``,
-``checkpoint``, ``serve``, ``compare_serve``, ``validate``, ``count_parameters``), the records they return, the errors
-they raise, and the views that word the records (``report_text``, ``report_html``, ``compare_text``, ``advice_line``,
+The entry points (``simulate``, ``simulate_each``, ``compare``, ``inspect``, ``plan``, ``largest_fit``,
+``cheapest_strategy``, ``checkpoint``, ``serve``, ``compare_serve``, ``validate``, ``count_parameters``), the records
+they return, the errors they raise, and the views that word the records (``report_text``, ``report_html``,
+``compare_text``, ``advice_line``,
 ``format_bytes``) or write them to files (``write_memory_viz``, ``write_chrome_trace``, ``write_graph``). The
 names are imported on first use (PEP 562), so ``vramsim.estimators`` and ``vramsim.errors`` load without torch or transformers.
 """
@@ -13,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vramsim.api import compare, count_parameters, inspect, simulate, simulate_each
+    from vramsim.api import compare, count_parameters, inspect, plan, simulate, simulate_each
     from vramsim.checkpoints.checkpoint import checkpoint
     from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError
     from vramsim.results.advice import Advice
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from vramsim.results.compare import Comparison, ServeComparison
     from vramsim.results.fit import LargestFit
     from vramsim.results.inspect import Inspection
+    from vramsim.results.plan import Plan
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
     from vramsim.results.serving import ServeReport
     from vramsim.results.strategy import StrategySearch
@@ -50,6 +52,7 @@ __all__ = [
     "LayerRow",
     "ModelNotFoundError",
     "PeakSite",
+    "Plan",
     "Report",
     "ServeComparison",
     "ServeReport",
@@ -68,6 +71,7 @@ __all__ = [
     "format_bytes",
     "inspect",
     "largest_fit",
+    "plan",
     "report_html",
     "report_text",
     "serve",
@@ -81,6 +85,7 @@ __all__ = [
 
 _HOMES = {
     "count_parameters": "api", "inspect": "api", "simulate": "api", "simulate_each": "api", "compare": "api",
+    "plan": "api",
     "checkpoint": "checkpoints.checkpoint",
     "serve": "serving.budget",
     "compare_serve": "serving.compare",
@@ -97,6 +102,7 @@ _HOMES = {
     "Comparison": "results.compare", "ServeComparison": "results.compare",
     "LargestFit": "results.fit",
     "Inspection": "results.inspect",
+    "Plan": "results.plan",
     "ServeReport": "results.serving",
     "Validation": "results.validation",
     "advice_line": "views.advice",

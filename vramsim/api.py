@@ -9,7 +9,9 @@ are kept in the result cache (``vramsim/cache/``): the same request again is ans
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 from vramsim.analysis import compare as comparing
@@ -18,13 +20,19 @@ from vramsim.analysis.inspection import inspect_model
 from vramsim.analysis.simulate import count_parameters
 from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.errors import ConfigError
+from vramsim.pricing import Offer, PriceSheet, given_duration, load_sheet, quote, step_flops, training_duration
+from vramsim.pricing.key import order_key, plan_key
 from vramsim.results.compare import Comparison
 from vramsim.results.inspect import Inspection
+from vramsim.results.plan import Plan, PlanRow
+from vramsim.results.quote import Duration, StepFlops
 from vramsim.results.report import Report
 from vramsim.search.advice import traced_advice
+from vramsim.search.strategy import StrategySearcher, strategy_searcher
+from vramsim.search.strategy_advice import strategy_advice
 from vramsim.workload.models import ModelSource, with_default_task
 
-__all__ = ["ADVICE", "compare", "count_parameters", "inspect", "simulate", "simulate_each"]
+__all__ = ["ADVICE", "compare", "count_parameters", "inspect", "plan", "simulate", "simulate_each"]
 
 AdviceDepth = Literal["none", "graph", "traced"]
 ADVICE: tuple[str, ...] = get_args(AdviceDepth)
@@ -140,3 +148,126 @@ def compare(
     (2, True)
     """
     return comparing.compare(model, variants, progress=progress, **options)
+
+
+_PLAN_CHOSEN = ("device", "gpus", "tp", "pp", "cp", "ep", "zero", "fsdp", "pp_schedule", "checkpointing")
+"""Options ``plan`` sets itself: the device and GPU count from each offer, the rest by the strategy search."""
+
+
+def plan(
+    model: ModelSource,
+    *,
+    prices: str | Path | PriceSheet,
+    tokens: int | None = None,
+    days: float | None = None,
+    hours: float | None = None,
+    mfu: float | None = None,
+    max_gpus: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
+) -> Plan:
+    """Every offer of the price sheet ``prices`` weighed for ``model``'s training job (``simulate``'s options, less
+    the device and the layout): on each GPU count the offer has (1, 2, 4, ... and all of them), the strategy
+    search's cheapest setting that fits each rank under the headroom, then its quote over ``days`` or ``hours``, or
+    over the time ``tokens`` of training take there (the setting's traced step FLOPs at the GPU's peak times
+    ``mfu``). Rows cheapest first; offers of one GPU model share their traces, and a GPU count that cannot hold the
+    job at any sharding is ruled out untraced; ``max_gpus`` caps the counts an order may have. When nothing fits,
+    ``Plan.advice`` says what would.
+
+    >>> found = plan("gpt2", prices="examples/prices.example.toml", days=1, seq_len=128)
+    >>> found.cheapest.quote.offer, len(found.key)
+    ('example-a100-pcie', 64)
+    """
+    given = [name for name in _PLAN_CHOSEN if name in options]
+    if given:
+        raise ConfigError(
+            f"plan takes the GPUs from the price sheet's offers and the layout from the strategy search; "
+            f"give no {', '.join(given)}"
+        )
+    if sum(value is not None for value in (tokens, days, hours)) != 1:
+        raise ConfigError("a plan's duration is one of: tokens (training tokens), days or hours")
+    if max_gpus is not None and (isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or max_gpus < 1):
+        raise ConfigError(f"max_gpus is the most GPUs an order may have, 1 or more; got {max_gpus!r}")
+    if mfu is not None and tokens is None:
+        raise ConfigError("mfu is the utilisation a duration from tokens assumes; give tokens, or drop mfu")
+    sheet = prices if isinstance(prices, PriceSheet) else load_sheet(prices)
+    options = with_default_task(model, options)
+    inputs = {"tokens": tokens, "days": days, "hours": hours, "mfu": mfu, "max_gpus": max_gpus}
+    key = plan_key(model, options, sheet, inputs)
+    fixed = None if tokens is not None else given_duration(days=days or 0, hours=hours or 0)
+    started = time.perf_counter()
+    searchers: dict[str, StrategySearcher] = {}
+    rows: list[tuple[int, PlanRow]] = []
+    unfit = []
+    for index, offer in enumerate(sheet.offers):
+        if offer.device.name not in searchers:  # one GPU model, one search: its traces serve every offer of it
+            searchers[offer.device.name] = strategy_searcher(model, progress=progress, device=offer.gpu, **options)
+        searcher = searchers[offer.device.name]
+        found = [
+            _plan_row(searcher, offer, gpus, key, tokens, fixed, mfu)
+            for gpus in _plan_counts(min(offer.gpus_available, max_gpus or offer.gpus_available))
+        ]
+        rows += [(index, row) for row in found if row is not None]
+        if all(row is None for row in found):
+            unfit.append(offer.name)
+    rows.sort(key=lambda item: (item[1].quote.total, item[1].quote.duration.seconds, item[1].quote.gpus, item[0]))
+    advised = None if rows else max(sheet.offers, key=lambda o: o.gpus_available * (o.device.memory_bytes or 0))
+    advice = (
+        []
+        if advised is None
+        else strategy_advice(
+            searchers[advised.device.name],
+            min(advised.gpus_available, max_gpus or advised.gpus_available),
+            advised.gpus_per_node,
+            progress=progress,
+        )
+    )
+    return Plan(
+        model=searchers[sheet.offers[0].device.name].model_name,
+        sheet=sheet.source,
+        currency=sheet.currency,
+        duration=inputs,
+        headroom=next(iter(searchers.values())).config.headroom,
+        rows=[row for _, row in rows],
+        unfit=unfit,
+        advice=advice,
+        advice_offer=None if advised is None else advised.name,
+        key=key,
+        traces=sum(traced is not None for s in searchers.values() for traced in s.traces.values()),
+        trace_seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _plan_counts(available: int) -> list[int]:
+    """The GPU counts an offer of ``available`` GPUs is weighed on: 1, 2, 4, ... and all of them, as the search's."""
+    return sorted({*(1 << i for i in range(available.bit_length())), available})
+
+
+def _plan_row(
+    searcher: StrategySearcher,
+    offer: Offer,
+    gpus: int,
+    key: str,
+    tokens: int | None,
+    fixed: Duration | None,
+    mfu: float | None,
+) -> PlanRow | None:
+    """``gpus`` of ``offer``: the cheapest setting that fits and its quote; None when none fits."""
+    setting = searcher.cheapest(gpus, offer.gpus_per_node)
+    if setting is None:
+        return None
+    duration = fixed
+    if duration is None:
+        assert tokens is not None, "a plan's duration is fixed or from tokens"
+        config = searcher.config
+        graph, recompute = searcher.rank_step(setting)
+        rank = step_flops(graph, config.batch_size * config.seq_len * config.grad_accum, recompute=recompute)
+        share = setting.tp * setting.cp  # the ranks that run one step between them, each a share of it
+        whole = StepFlops(
+            forward=rank.forward * share, backward=rank.backward * share, recompute=rank.recompute * share, tokens=rank.tokens
+        )
+        duration = training_duration(whole, tokens, offer, gpus=gpus, dtype=searcher.compute_dtype, mfu=mfu)
+    capacity = searcher.target.profile.memory_bytes
+    assert capacity is not None, "an offer's GPU has a capacity"
+    bill = dataclasses.replace(quote(offer, gpus, duration), key=order_key(key, offer.name, gpus))
+    return PlanRow(setting=setting, capacity_bytes=capacity, usable_bytes=searcher.usable, quote=bill)

@@ -14,7 +14,7 @@ from vramsim.config.serving import ServeConfig
 from vramsim.config.workload import ATTN_IMPLEMENTATIONS
 from vramsim.errors import ConfigError, UnsupportedError
 
-COMMANDS = ("trace", "validate", "fit", "checkpoint", "serve", "compare", "models", "gpus")
+COMMANDS = ("trace", "validate", "fit", "checkpoint", "serve", "compare", "plan", "models", "gpus")
 
 
 def _help(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str) -> str:

@@ -123,6 +123,8 @@ def test_layouts_follow_the_model() -> None:
     assert all(s.dp % s.ep == 0 for s in moe) and any(s.ep == 2 and s.dp == 8 for s in moe)  # EP among the DP ranks
     assert {s.scheme for s in moe if s.ep > 1} == set(SCHEMES)  # the ep ranks run their own tokens: always data parallel
     assert {s.pp for s in dense if s.gpus <= 8} == {1} and {s.pp for s in dense if s.gpus == 16} == {1, 2}
+    small_nodes = list(settings(8, _WIDE_VOCAB, short, gpus_per_node=2))  # a price sheet's offer of 2-GPU nodes
+    assert {s.tp for s in small_nodes} == {1, 2} and {s.pp for s in small_nodes} == {1, 2}  # pp: at most its 2 layers
     assert all(s.scheme in PIPELINE_SCHEMES for s in dense if s.pp > 1 and s.dp > 1)
     assert {s.checkpointing for s in dense} == {"none", "selective", "every:2", "full", "auto"}
 

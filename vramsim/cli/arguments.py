@@ -18,12 +18,14 @@ from vramsim.config.serving import serve_options
 from vramsim.config.user_files import user_function_file
 from vramsim.config.workload import default_task
 from vramsim.errors import ConfigError
+from vramsim.estimators.assumptions import MODEL_FLOPS_UTILISATION
 from vramsim.estimators.sharding.plan import OFFLOAD_CHOICES
 
 __all__ = [
     "ANY_DEVICE_DEFAULT",
     "BAD_ARGUMENT_EXIT",
     "NOT_FIT_EXIT",
+    "PLAN_CHOSEN",
     "argument_warnings",
     "build_parser",
     "parse_arguments",
@@ -69,6 +71,25 @@ _ALL_LINEAR = _Default("all-linear")
 _NO_CHECKPOINTING = _Default("none")
 
 
+PLAN_CHOSEN = frozenset(
+    {
+        "device",
+        "gpus",
+        "dp",
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "zero",
+        "fsdp",
+        "pp_schedule",
+        "checkpointing",
+        "gradient_checkpointing",
+        "offload",
+    }
+)
+"""Options ``plan`` does not offer: each offer gives the GPUs, the strategy search the layout and checkpointing."""
+
 _PIPELINE_OPTIONS = frozenset(spec.name for spec in fields(DiffusionOptions))
 """The options only a diffusion pipeline reads, which ``checkpoint`` (a single model's) does not offer."""
 
@@ -113,9 +134,11 @@ ANY_DEVICE_DEFAULT = _Default("any")
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The model, then one argument per ``SimulationConfig`` option the command takes."""
     parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
-    offered = "trace" if command in ("fit", "checkpoint", "compare", "inspect") else command
+    offered = "trace" if command in ("fit", "checkpoint", "compare", "inspect", "plan") else command
     for spec, option in options():
         if not option.cli or offered not in option.commands or spec.name == "offload_states":
+            continue
+        if command == "plan" and spec.name in PLAN_CHOSEN:
             continue
         if command == "checkpoint" and spec.name in _PIPELINE_OPTIONS:
             continue
@@ -254,6 +277,51 @@ def _compare_arguments(compare: argparse.ArgumentParser) -> None:
     compare.set_defaults(variant_flags=None)  # the strings after --, split off before parsing (cli/variants.py)
 
 
+def _positive(kind: type[int] | type[float]) -> Any:
+    """A flag's number, more than 0."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} is not more than 0")
+        return value
+
+    return parse
+
+
+def _plan_arguments(planned: argparse.ArgumentParser) -> None:
+    """The price sheet and the duration ``plan`` quotes over."""
+    planned.add_argument(
+        "--prices", required=True, metavar="SHEET", help="the price sheet: TOML or JSON (examples/prices.example.toml)"
+    )
+    duration = planned.add_mutually_exclusive_group(required=True)
+    duration.add_argument("--days", type=_positive(float), help="the job's duration in days")
+    duration.add_argument("--hours", type=_positive(float), help="the job's duration in hours")
+    duration.add_argument(
+        "--tokens",
+        type=_positive(int),
+        help="training tokens: the duration is their steps' traced FLOPs over each offer's GPUs at --mfu of their peak",
+    )
+    planned.add_argument(
+        "--mfu",
+        type=_positive(float),
+        default=None,
+        help="with --tokens: the share of the GPUs' dense peak a step runs at; none given: MODEL_FLOPS_UTILISATION "
+        f"({MODEL_FLOPS_UTILISATION:.2f}, estimators/assumptions.py)",
+    )
+    planned.add_argument(
+        "--max-gpus", type=_positive(int), default=None, help="the most GPUs an order may have; none given: all an offer has"
+    )
+    planned.add_argument(
+        "--fail-if-none",
+        action="store_true",
+        help=f"exit with status {NOT_FIT_EXIT} when no offer holds the job (for scripts and CI)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its flags, built from the options' own specs so the CLI and the API agree."""
     parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
@@ -313,6 +381,15 @@ def build_parser() -> argparse.ArgumentParser:
     _workload_arguments(compare, "compare")
     _compare_arguments(compare)
     _run_arguments(compare, "compare")
+    planned = commands.add_parser(
+        "plan",
+        help="the offers of a price sheet that hold a training job, each with its cheapest setting and quote",
+        usage="%(prog)s MODEL [flags] --prices SHEET\n         (--days D | --hours H | --tokens N)",
+        formatter_class=_HelpFormatter,
+    )
+    _workload_arguments(planned, "plan")
+    _plan_arguments(planned)
+    _run_arguments(planned, "plan")
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser

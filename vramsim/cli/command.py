@@ -14,6 +14,8 @@ from vramsim.cli.renamed import renamed_warnings
 from vramsim.cli.variants import compare_variants
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
+from vramsim.pricing.load import load_sheet
+from vramsim.pricing.sheet import PriceSheet
 
 __all__ = ["Command", "check_command"]
 
@@ -32,6 +34,8 @@ class Command:
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``compare``'s: each variant's label and its ``simulate`` keywords (``serve``'s, with ``--serve``): the shared
     flags, then its own."""
+    sheet: PriceSheet | None = None
+    """``plan``'s price sheet, read and checked with the arguments."""
 
 
 def check_command(args: argparse.Namespace, started: float) -> Command:
@@ -55,6 +59,11 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
             given["memory_history"] = True  # what --memory-viz and --chrome-trace write
         if args.command == "fit" and args.strategies and args.device == "any" and args.device is not ANY_DEVICE_DEFAULT:
             raise ConfigError("--strategies weighs one device's memory: name it with --device (vramsim gpus), not any")
+        if args.command == "plan":
+            if args.mfu is not None and args.tokens is None:
+                raise ConfigError("--mfu is the utilisation a duration from --tokens assumes; give --tokens, or drop --mfu")
+            warnings += SimulationConfig.from_options(**given).warnings
+            return Command(args=args, options=given, warnings=tuple(warnings), started=started, sheet=load_sheet(args.prices))
         warnings += argument_warnings(args)
         checked = {**given, "device": "h100"} if given["device"] == ANY_DEVICE_DEFAULT else given  # fit: each GPU
         config = SimulationConfig.from_options(**checked)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from vramsim.cli import checkpoint, compare, fit, inspect, listing, serve, trace, validate
+from vramsim.cli import checkpoint, compare, fit, inspect, listing, plan, serve, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, parse_arguments
 from vramsim.cli.command import Command, check_command
 from vramsim.cli.variants import split_variants
@@ -27,6 +27,7 @@ _RUNS: dict[str, Callable[[Command, Console], int]] = {
     "serve": serve.run,
     "inspect": inspect.run,
     "compare": compare.run,
+    "plan": plan.run,
     "models": listing.run,
     "gpus": listing.run,
 }
@@ -35,7 +36,7 @@ _RUNS: dict[str, Callable[[Command, Console], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code: 0 done, 1 an error, ``BAD_ARGUMENT_EXIT`` (2) a bad argument,
-    ``NOT_FIT_EXIT`` (3) ``trace --fail-if-not-fit`` that does not fit."""
+    ``NOT_FIT_EXIT`` (3) ``trace --fail-if-not-fit`` that does not fit, ``plan --fail-if-none`` that nothing holds."""
     started = time.perf_counter()
     argv, variant_flags = split_variants(sys.argv[1:] if argv is None else argv)
     args = parse_arguments(argv)

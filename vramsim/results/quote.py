@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["Duration", "Quote", "QuoteLine", "StepFlops", "Stopped", "TrainingEstimate"]
+__all__ = ["Duration", "Quote", "QuoteLine", "StepFlops", "Stopped", "TrainingEstimate", "json_ready"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,21 +119,24 @@ class Quote:
     lines: tuple[QuoteLine, ...]
     total: Decimal
     stopped: Stopped | None = None
+    key: str = ""
+    """The order's key (``pricing/key.py``, ``order_key``): what a retry of this same order passes to a provider's
+    purchase API as its idempotency key. A quote of a plan carries it; one made alone, none."""
 
     def to_dict(self) -> dict[str, Any]:
         """The quote as JSON-ready data: money as decimal strings (exact), durations in seconds."""
-        return _plain(asdict(self))
+        return json_ready(asdict(self))
 
     def __repr__(self) -> str:
         return f"<Quote {self.offer} x{self.gpus} {self.total} {self.currency}>"
 
 
-def _plain(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
     """``asdict``'s output with every Decimal as its exact string."""
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: json_ready(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
+        return [json_ready(item) for item in value]
     return value

@@ -14,7 +14,7 @@ micro-batch (``estimators/communication.py``), then the least device memory. The
 that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
 only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
 is counted, not measured, and ``auto`` only where it can cost no more than the cheapest fit measured so far
-(``_Search._auto_may_win``). Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
+(``StrategySearcher._auto_may_win``). Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
 rules out every setting whose rank must hold more than the usable memory, without tracing its layout: most
 GPU counts below the answer cost no trace at all.
 """
@@ -46,7 +46,7 @@ from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["cheapest_strategy"]
+__all__ = ["StrategySearcher", "cheapest_strategy", "strategy_searcher"]
 
 _CHOSEN = frozenset({"gpus", "checkpointing", "gradient_checkpointing", "tp", "pp", "cp", "ep", "zero", "fsdp", "pp_schedule"})
 """Options the search sets itself (``_check`` refuses the ones a user may not fix)."""
@@ -59,11 +59,9 @@ def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | N
     >>> search.cheapest.gpus, search.cheapest.tp, search.cheapest.checkpointing
     (2, 2, 'none')
     """
-    config = SimulationConfig.from_options(**options)
-    _check(config)
     started = time.perf_counter()
-    base = {k: v for k, v in options.items() if k not in _CHOSEN}
-    search = _Search(model, base, resolve_target(config.device), config, progress)
+    search = strategy_searcher(model, progress=progress, **options)
+    config = search.config
     counts = sorted({*(1 << i for i in range(config.gpus.bit_length()) if 1 << i <= config.gpus), config.gpus})
     cheapest = None
     for gpus in counts:
@@ -83,6 +81,15 @@ def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | N
         refused=list(dict.fromkeys(search.refused)),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
+
+
+def strategy_searcher(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearcher:
+    """A search over ``model``'s settings with ``options`` on their device, its one-rank trace made: ask it for the
+    cheapest setting on each GPU count (``StrategySearcher.cheapest``), every count sharing its traces."""
+    config = SimulationConfig.from_options(**options)
+    _check(config)
+    base = {k: v for k, v in options.items() if k not in _CHOSEN}
+    return StrategySearcher(model, base, resolve_target(config.device), config, progress)
 
 
 def _check(config: SimulationConfig) -> None:
@@ -117,8 +124,8 @@ class _Traced:
     """What each checkpointing plan recomputes on this program, by its spec."""
 
 
-class _Search:
-    """The traces made so far and the candidates measured, for one model and its options."""
+class StrategySearcher:
+    """The traces made so far and the candidates measured, for one model and its options on one device."""
 
     def __init__(
         self,
@@ -145,10 +152,17 @@ class _Search:
         assert one is not None
         self.bound = FloorBound.of(one.graph, target, module_loading=config.cuda_module_loading)
         self.recompute = {c: self._recompute(one, c) for c in CHECKPOINTING_BY_RECOMPUTE}
+        autocast = config.mixed_precision
+        weights = next((p.dtype for p in program.model.parameters() if p.is_floating_point()), None)
+        chosen = autocast if autocast is not None else weights
+        self.compute_dtype = str(chosen).removeprefix("torch.") if chosen is not None else "float32"
+        """The dtype the step's matmuls run in: the autocast dtype, else the weights' floating dtype."""
 
-    def cheapest(self, gpus: int) -> Candidate | None:
-        """The cheapest candidate on ``gpus`` GPUs that fits, measuring them cheapest (lower bound) first."""
-        every = list(settings(gpus, self.source, self.config))
+    def cheapest(self, gpus: int, gpus_per_node: int | None = None) -> Candidate | None:
+        """The cheapest candidate on ``gpus`` GPUs in nodes of ``gpus_per_node`` (``GPUS_PER_NODE`` when None) that
+        fits, measuring them cheapest (lower bound) first."""
+        every = list(settings(gpus, self.source, self.config, gpus_per_node))
+        allowed = set(every)
         possible = [s for s in every if self.bound.bytes(s) <= self.usable]
         self.ruled_out += len(every) - len(possible)
         if self.progress is not None:
@@ -163,7 +177,7 @@ class _Search:
         order = len(heap)
         while heap:
             key, _, setting, measured = heapq.heappop(heap)
-            incumbent = self._incumbent(gpus)
+            incumbent = self._incumbent(allowed)
             if incumbent is not None and key > incumbent.key[:4]:  # everything left costs more
                 self.skipped += sum(1 for _, _, left, _ in [(key, 0, setting, None), *heap] if left not in self.measured)
                 break
@@ -175,7 +189,7 @@ class _Search:
                 if measured is not None and setting.checkpointing == "auto":  # its cost is known now: back in line
                     order += 1
                     heapq.heappush(heap, (measured.key[:4], order, setting, measured))
-        return self._incumbent(gpus)
+        return self._incumbent(allowed)
 
     def _bound(self, setting: Setting) -> tuple[float, ...]:
         """The setting's cost key without its memory; for ``auto`` a lower bound (no recompute)."""
@@ -185,9 +199,18 @@ class _Search:
         share, ops, layers = self.recompute[setting.checkpointing]
         return setting.gpus, round(share + bubble, 9), ops, self._communication(setting, layers)
 
-    def _incumbent(self, gpus: int) -> Candidate | None:
-        """The cheapest candidate measured on ``gpus`` GPUs that fits, popped or not: the answer costs no more."""
-        fitting = [c for c in self.measured.values() if c.gpus == gpus and c.fits]
+    def rank_step(self, candidate: Candidate) -> tuple[nx.MultiDiGraph, CheckpointCost | None]:
+        """The traced graph of ``candidate``'s rank program and what its checkpointing recomputes there (None
+        without checkpointing): what the step's FLOPs are read from, with no other trace."""
+        traced = self.traces[candidate.tp, candidate.ep, candidate.cp]
+        assert traced is not None, "a measured candidate's program was traced"
+        plan = parse_checkpointing(candidate.plan)
+        return traced.graph, None if plan.kind == "none" else self._cost(traced, plan)
+
+    def _incumbent(self, allowed: set[Setting]) -> Candidate | None:
+        """The cheapest candidate measured among ``allowed`` (one GPU count's settings) that fits, popped or not:
+        the answer costs no more."""
+        fitting = [c for s, c in self.measured.items() if s in allowed and c.fits]
         return min(fitting, key=lambda c: c.key, default=None)
 
     def _auto_may_win(self, setting: Setting, incumbent: Candidate | None) -> bool:

@@ -103,9 +103,10 @@ def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShap
     ), source
 
 
-def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setting]:
-    """Every setting on exactly ``gpus`` GPUs for a model of transformers config ``source`` (None: data parallel only)."""
-    for tp, pp, cp, ep in _layouts(gpus, source, config):
+def settings(gpus: int, source: Any, config: SimulationConfig, gpus_per_node: int | None = None) -> Iterator[Setting]:
+    """Every setting on exactly ``gpus`` GPUs for a model of transformers config ``source`` (None: data parallel only),
+    in nodes of ``gpus_per_node`` (``GPUS_PER_NODE`` when None; a price sheet's offer gives its own)."""
+    for tp, pp, cp, ep in _layouts(gpus, source, config, GPUS_PER_NODE if gpus_per_node is None else gpus_per_node):
         dp = gpus // (tp * pp)
         schemes = ["one GPU" if gpus == 1 else "one replica"] if dp == 1 else PIPELINE_SCHEMES if pp > 1 else list(SCHEMES)
         for schedule in _SCHEDULES if pp > 1 else (None,):
@@ -116,14 +117,14 @@ def settings(gpus: int, source: Any, config: SimulationConfig) -> Iterator[Setti
                     )
 
 
-def _layouts(gpus: int, source: Any, config: SimulationConfig) -> Iterator[tuple[int, int, int, int]]:
-    """(tp, pp, cp, ep) dividing ``gpus``: tp within a node, pp at most one stage per node, ep (for experts) and cp
-    (where its 2 x cp chunks divide the sequence, not with ep) among the data-parallel ranks."""
+def _layouts(gpus: int, source: Any, config: SimulationConfig, node: int) -> Iterator[tuple[int, int, int, int]]:
+    """(tp, pp, cp, ep) dividing ``gpus``: tp within a node of ``node`` GPUs, pp at most one stage per node, ep (for
+    experts) and cp (where its 2 x cp chunks divide the sequence, not with ep) among the data-parallel ranks."""
     model_type = str(getattr(source, "model_type", ""))
     experts = getattr(source, EP_EXPERT_COUNTS.get(model_type, ""), None) if source is not None else None
     layers = getattr(source, "num_hidden_layers", 1) if source is not None else 1
-    tps = _powers(min(gpus, GPUS_PER_NODE)) if model_type in TP_MODEL_TYPES else [1]
-    pps = [p for p in _powers(max(1, gpus // GPUS_PER_NODE)) if p <= layers] if source is not None else [1]
+    tps = _powers(min(gpus, node)) if model_type in TP_MODEL_TYPES else [1]
+    pps = [p for p in _powers(max(1, gpus // node)) if p <= layers] if source is not None else [1]
     eps = [1]
     if isinstance(experts, int):
         top_k = getattr(source, "num_experts_per_tok", 1)

@@ -1,0 +1,76 @@
+"""``vramsim plan`` through the CLI: a bad sheet is one line and exit 2 before anything is traced, a job no offer
+holds exits 3 with --fail-if-none, and the ranked table fits 80 columns, with --json and --html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import transformers
+from cli_runs import run, saved_config
+
+SMALL = """
+currency = "EUR"
+
+[[offer]]
+name = "small"
+provider = "Cloud C"
+gpu = "custom:700MiB:sm_86"
+gpus_per_node = 2
+nodes = 1
+interconnect = "pcie"
+price = { day = 5.00 }
+"""
+
+
+def _model(tmp_path: Path, tiny_llama: transformers.LlamaConfig) -> str:
+    return saved_config(tmp_path / "model", tiny_llama)
+
+
+def _sheet(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "prices.toml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_a_bad_sheet_is_one_line_and_exit_2(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _model(tmp_path, tiny_llama)
+    sheet = _sheet(tmp_path, SMALL.replace("day = 5.00", "fortnight = 5.00"))
+    code, out, err = run(capsys, "plan", model, "--prices", sheet, "--days", "1")
+    assert code == 2 and out == ""
+    assert err == (
+        f"vramsim: error: {sheet}: offer 'small': price: unknown period 'fortnight'; choose any of: hour, day, week, month\n"
+    )
+    code, _, err = run(capsys, "plan", model, "--prices", _sheet(tmp_path, SMALL), "--days", "1", "--mfu", "0.5")
+    assert code == 2 and err.count("\n") == 1 and "--mfu" in err
+
+
+def test_fail_if_none_exits_3_when_no_offer_holds_the_job(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """512 MiB less the headroom is below the GPU's own overheads (592 MB): no setting, no change of program fits."""
+    sheet = _sheet(tmp_path, SMALL.replace("700MiB", "512MiB"))
+    args = ("plan", _model(tmp_path, tiny_llama), "--seq-len", "64", "--prices", sheet, "--days", "1", "--quiet")
+    code, out, _ = run(capsys, *args, "--fail-if-none", "--json")
+    found = json.loads(out)
+    assert code == 3 and found["rows"] == [] and found["unfit"] == ["small"] and found["advice_offer"] == "small"
+    assert len(found["key"]) == 64
+
+
+def test_the_table_fits_80_columns_with_json_and_html(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    page = tmp_path / "plan.html"
+    args = ("plan", _model(tmp_path, tiny_llama), "--seq-len", "64", "--prices", _sheet(tmp_path, SMALL), "--days", "10")
+    code, out, err = run(capsys, *args, "--quiet", "--html", str(page))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert all(len(line) <= 80 and line == line.rstrip() for line in lines), out
+    row = next(line for line in lines if line.startswith("small"))
+    assert row.split()[1] == "1" and row.endswith("50.00")  # 10 days x 5.00; two GPUs do not fit
+    assert "Order key" in out and "not from vramsim" in out
+    assert "Where to rent" in page.read_text(encoding="utf-8") and "50.00 EUR" in page.read_text(encoding="utf-8")
