@@ -164,6 +164,7 @@ def plan(
     mfu: float | None = None,
     max_gpus: int | None = None,
     progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
     **options: Any,
 ) -> Plan:
     """Every offer of the price sheet ``prices`` weighed for ``model``'s training job (``simulate``'s options, less
@@ -172,7 +173,8 @@ def plan(
     over the time ``tokens`` of training take there (the setting's traced step FLOPs at the GPU's peak times
     ``mfu``). Rows cheapest first; offers of one GPU model share their traces, and a GPU count that cannot hold the
     job at any sharding is ruled out untraced; ``max_gpus`` caps the counts an order may have. When nothing fits,
-    ``Plan.advice`` says what would.
+    ``Plan.advice`` says what would. The same request (``Plan.key``, with the versions that trace) is answered
+    from the result cache (``cache`` as ``simulate`` takes it).
 
     >>> found = plan("gpt2", prices="examples/prices.example.toml", days=1, seq_len=128)
     >>> found.cheapest.quote.offer, len(found.key)
@@ -194,6 +196,24 @@ def plan(
     options = with_default_task(model, options)
     inputs = {"tokens": tokens, "days": days, "hours": hours, "mfu": mfu, "max_gpus": max_gpus}
     key = plan_key(model, options, sheet, inputs)
+    return cached_answer(
+        cache,
+        Plan,
+        lambda: request_key("plan", model, options, plan=key),
+        lambda: _planned(model, sheet, options, inputs, key, progress),
+    )
+
+
+def _planned(
+    model: ModelSource,
+    sheet: PriceSheet,
+    options: dict[str, Any],
+    inputs: dict[str, Any],
+    key: str,
+    progress: Callable[[str], None] | None,
+) -> Plan:
+    """``plan``'s answer, searched and quoted (what the result cache keeps under the request's key)."""
+    tokens, days, hours, mfu, max_gpus = (inputs[name] for name in ("tokens", "days", "hours", "mfu", "max_gpus"))
     fixed = None if tokens is not None else given_duration(days=days or 0, hours=hours or 0)
     started = time.perf_counter()
     searchers: dict[str, StrategySearcher] = {}

@@ -124,3 +124,43 @@ def test_largest_fit_again_searches_nothing(tiny_gpt2: transformers.GPT2Config, 
     assert searched >= 1 and first.seq_len is not None
     assert vramsim.largest_fit(tiny_gpt2, sizes=("seq_len",), task="train", seq_len=64, device="rtx-4090") == first
     assert len(sizes) == searched
+
+
+PLAN_SHEET = """
+currency = "EUR"
+
+[[offer]]
+name = "small"
+provider = "Cloud C"
+gpu = "custom:2GiB:sm_86"
+gpus_per_node = 1
+nodes = 1
+interconnect = "pcie"
+price = { day = 5.00 }
+"""
+
+
+def test_plan_answers_a_repeated_request_from_the_cache(
+    tiny_llama: transformers.LlamaConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_home: Path
+) -> None:
+    """The issue's words: a second identical plan returns the same key from the cache without tracing; another
+    duration is another request."""
+    from vramsim.search import strategy
+
+    traced: list[object] = []
+    build_and_trace = strategy.build_and_trace
+
+    def counted(*args: object, **kwargs: object) -> object:
+        traced.append(args)
+        return build_and_trace(*args, **kwargs)
+
+    monkeypatch.setattr(strategy, "build_and_trace", counted)
+    sheet = tmp_path / "prices.toml"
+    sheet.write_text(PLAN_SHEET, encoding="utf-8")
+    first = vramsim.plan(tiny_llama, prices=sheet, days=1, task="train", seq_len=16)
+    assert first.rows and traced
+    searched = len(traced)
+    again = vramsim.plan(tiny_llama, prices=sheet, days=1, task="train", seq_len=16)
+    assert again == first and again.key == first.key and len(traced) == searched
+    longer = vramsim.plan(tiny_llama, prices=sheet, days=2, task="train", seq_len=16)
+    assert longer.key != first.key and longer.rows[0].quote.total == 2 * first.rows[0].quote.total

@@ -23,7 +23,7 @@ def run(command: Command, console: Console) -> int:
     assert command.sheet is not None, "plan's sheet is read with its arguments"
     duration = {"tokens": args.tokens, "days": args.days, "hours": args.hours, "mfu": args.mfu, "max_gpus": args.max_gpus}
     with progress(command, f"planning {args.model} over {len(command.sheet.offers)} offer(s)") as told:
-        found = plan(args.model, prices=command.sheet, progress=told, **duration, **command.options)
+        found = plan(args.model, prices=command.sheet, progress=told, cache=not args.no_cache, **duration, **command.options)
     show(command, found, render_plan, console)
     if args.html:
         from vramsim.views.html import plan_html
