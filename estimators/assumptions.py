@@ -258,20 +258,23 @@ DEEPSPEED_OVERLAP_COMM_STAGES = frozenset({3})
 """Stages where DeepSpeed's ``overlap_comm`` defaults to True (config.py ``overlap_comm_valid``:
 ``stage == ZeroStageEnum.weights``); with it stages 1 and 2 double the reduce bucket (``buf_1``)."""
 
-DATA_PARALLEL_COMMUNICATION: dict[str, float] = {
-    "DDP": 2.0,
-    "ZeRO-1": 2.0,
-    "ZeRO-2": 2.0,
-    "FSDP2 grad-op": 2.0,
-    "ZeRO-3": 3.0,
-    "FSDP2 full": 3.0,
+DATA_PARALLEL_COMMUNICATION: dict[str, tuple[float, float]] = {
+    "DDP": (0.0, 2.0),
+    "ZeRO-1": (0.0, 2.0),
+    "ZeRO-2": (0.0, 2.0),
+    "FSDP2 grad-op": (1.0, 1.0),
+    "ZeRO-3": (2.0, 1.0),
+    "FSDP2 full": (2.0, 1.0),
 }
-"""Bytes each rank sends per step, in units of the model's weights, used only to order candidates of
-equal GPUs and recompute (``vramsim/search/strategy.py``). Rajbhandari et al. 2020 (ZeRO), section 7: an
-all-reduce of the gradients moves 2 x the model (reduce-scatter + all-gather); stages 1 and 2 move the
-same (reduce-scatter the gradients, all-gather the updated weights); stage 3 gathers the weights again
-for backward, 3 x (1.5 x DDP). FSDP2 full reshards after forward like stage 3; grad-op keeps the
-weights to backward like stages 1-2. Volumes, not times: bandwidths and overlap are not modelled."""
+"""Bytes each rank sends per step as (gathers of every weight, passes over the trained weights), used only to
+order candidates of equal GPUs and recompute (``vramsim/search/strategy.py``). Rajbhandari et al. 2020 (ZeRO),
+section 7: an all-reduce of the gradients moves 2 x the trained weights (reduce-scatter + all-gather); stages 1
+and 2 move the same (reduce-scatter the gradients, all-gather the updated weights); stage 3 gathers every weight
+for forward and again for backward and reduce-scatters the gradients, 3 x for full training (1.5 x DDP). FSDP2
+full reshards after forward like stage 3; grad-op gathers once and keeps the weights to backward. Frozen weights
+(LoRA's base) have no gradient to synchronise nor update to gather: DDP's reducer buckets only parameters that
+require grad, while a sharded scheme still gathers them. Volumes, not times: bandwidths and overlap are not
+modelled."""
 
 TENSOR_PARALLEL_ALL_REDUCES_PER_LAYER = (2, 2)
 """All-reduces of one decoder layer's activations (tokens x hidden) on a tensor-parallel rank, forward and

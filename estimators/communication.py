@@ -40,6 +40,17 @@ class LayerShape:
     expert_weight_bytes: int = 0
     """Of ``weight_bytes``, the routed experts' (``expert_weight``): under expert parallelism a rank holds 1/ep of them,
     synchronised over the dp / ep ranks holding the same experts."""
+    trained_bytes: int | None = None
+    """Of ``weight_bytes``, the weights that are trained (``requires_grad``); None: all of them."""
+    trained_expert_bytes: int = 0
+    """Of ``trained_bytes``, the routed experts'."""
+
+
+def _synced(weight_bytes: int, expert_bytes: int, dp: int, ep: int) -> float:
+    """What one rank sends in a ring collective over ``weight_bytes`` of weights, ``expert_bytes`` of them the
+    routed experts' (under expert parallelism over the dp / ep ranks holding the same experts)."""
+    dense = weight_bytes - expert_bytes
+    return dense * _ring(dp) + (expert_bytes / ep * _ring(dp // ep) if ep > 1 else expert_bytes * _ring(dp))
 
 
 def _ring(ranks: int) -> float:
@@ -69,9 +80,10 @@ def communication_bytes(
     activation = tokens * shape.hidden * shape.activation_bytes
     total = 0.0
     if scheme is not None and dp > 1:
-        dense, experts = shape.weight_bytes - shape.expert_weight_bytes, shape.expert_weight_bytes
-        synced = dense * _ring(dp) + (experts / ep * _ring(dp // ep) if ep > 1 else experts * _ring(dp))
-        total += DATA_PARALLEL_COMMUNICATION[scheme] * synced / (tp * pp * micro_batches)
+        gathers, passes = DATA_PARALLEL_COMMUNICATION[scheme]
+        held = _synced(shape.weight_bytes, shape.expert_weight_bytes, dp, ep)
+        trained = held if shape.trained_bytes is None else _synced(shape.trained_bytes, shape.trained_expert_bytes, dp, ep)
+        total += (gathers * held + passes * trained) / (tp * pp * micro_batches)
     if tp > 1:
         forward, backward = TENSOR_PARALLEL_ALL_REDUCES_PER_LAYER
         total += ((forward + backward) * layers + forward * recomputed) * 2 * _ring(tp) * activation

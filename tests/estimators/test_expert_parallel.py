@@ -139,4 +139,4 @@ def test_the_experts_weights_are_synchronised_over_the_ranks_holding_them() -> N
         layers=2, tokens=64, hidden=64, kv_width=64, activation_bytes=2, weight_bytes=1000, expert_weight_bytes=800
     )
     sent = communication_bytes(shape, scheme="DDP", dp=8, tp=1, pp=1, virtual=1, micro_batches=1, cp=1, ep=2, recomputed_layers=0)
-    assert sent == DATA_PARALLEL_COMMUNICATION["DDP"] * (200 * 7 / 8 + 800 / 2 * 3 / 4)
+    assert sent == DATA_PARALLEL_COMMUNICATION["DDP"][1] * (200 * 7 / 8 + 800 / 2 * 3 / 4)

@@ -277,3 +277,25 @@ def test_context_parallel_is_tried_below_long_sequences(monkeypatch: pytest.Monk
             **{k: getattr(c, k) for k in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
         )
         assert bound.bytes(setting) <= c.device_bytes
+
+
+def test_frozen_weights_have_no_gradients_to_synchronise() -> None:
+    """LoRA under data parallelism: DDP's all-reduce moves the adapters' gradients only (its reducer buckets what
+    requires grad), while FSDP2 full still gathers every weight twice and reduce-scatters the adapters'."""
+    from vramsim.estimators.communication import communication_bytes
+
+    model = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=128
+    )
+    shape = strategy.strategy_searcher(model, device="h100-sxm", task="train", seq_len=16, lora=4).shape
+    # every linear of 2 layers (peft's all-linear, vramsim's default), A (4 x in) and B (out x 4) in float32:
+    # q, k, v, o 64 -> 64, gate and up 64 -> 128, down 128 -> 64
+    adapters = 2 * 4 * (4 * (64 + 64) + 3 * (64 + 128)) * 4
+    assert shape.trained_bytes == adapters and shape.weight_bytes > 10 * adapters
+
+    def sent(scheme: str) -> float:
+        layout = {"dp": 4, "tp": 1, "pp": 1, "virtual": 1, "micro_batches": 1, "cp": 1, "ep": 1, "recomputed_layers": 0}
+        return communication_bytes(shape, scheme=scheme, **layout)
+
+    assert sent("DDP") == 2 * adapters * 3 / 4
+    assert sent("FSDP2 full") == (2 * shape.weight_bytes + adapters) * 3 / 4

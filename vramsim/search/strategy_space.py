@@ -82,12 +82,24 @@ def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShap
     weights = [p for _, p in named]
     weight_bytes = sum(p.numel() * p.element_size() for p in weights)
     expert_bytes = sum(p.numel() * p.element_size() for name, p in named if expert_weight(name))
+    trained = [(name, p) for name, p in named if p.requires_grad]
+    trained_bytes = sum(p.numel() * p.element_size() for _, p in trained)
+    trained_expert_bytes = sum(p.numel() * p.element_size() for name, p in trained if expert_weight(name))
     autocast = config.mixed_precision
     element = autocast.itemsize if isinstance(autocast, torch.dtype) else next(iter(weights)).element_size()
     source: Any = getattr(program_model, "config", None)
     hidden, layers = getattr(source, "hidden_size", None), getattr(source, "num_hidden_layers", None)
     if not isinstance(hidden, int) or not isinstance(layers, int):
-        return LayerShape(layers=0, tokens=0, hidden=0, kv_width=0, activation_bytes=element, weight_bytes=weight_bytes), None
+        return LayerShape(
+            layers=0,
+            tokens=0,
+            hidden=0,
+            kv_width=0,
+            activation_bytes=element,
+            weight_bytes=weight_bytes,
+            trained_bytes=trained_bytes,
+            trained_expert_bytes=trained_expert_bytes,
+        ), None
     heads = source.num_attention_heads
     head_dim = getattr(source, "head_dim", None) or hidden // heads
     kv_width = (getattr(source, "num_key_value_heads", None) or heads) * head_dim
@@ -100,6 +112,8 @@ def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShap
         activation_bytes=element,
         weight_bytes=weight_bytes,
         expert_weight_bytes=expert_bytes,
+        trained_bytes=trained_bytes,
+        trained_expert_bytes=trained_expert_bytes,
     ), source
 
 
