@@ -142,7 +142,9 @@ class _Search:
         self.pending: set[tuple[int, int, int]] = set()
         """The rank programs the settings still weighed on this GPU count may need."""
         self.references: list[TracedBound] = []
-        """Traced programs whose moments bound the settings they cover (``TracedBound``), made once one is needed."""
+        """Traced programs whose moments bound the settings they cover (``TracedBound``): the one-rank program once a
+        setting passes ``FloorBound``, the widest tensor-parallel one once such settings pass that (four what-ifs
+        each, so not every trace: on Llama-3.1-70B, every trace as a reference ruled no further trace out)."""
         self.refused: list[Refusal] = []
         self.model_name = model_name(model)
         if progress is not None:
@@ -168,7 +170,8 @@ class _Search:
         if reference is not None:  # one trace that may rule many layouts out untraced
             if self.progress is not None:
                 self.progress(f"{len(possible)} of {len(every)} settings on {gpus} GPU(s) pass the bound so far")
-            self._traced(reference)
+            if self._traced(reference) is not None:
+                self.references.append(self._reference(reference))
             possible = [s for s in possible if self._possible(s)]
         self.pending = {s.trace_key for s in possible}
         if self.progress is not None:
@@ -381,8 +384,7 @@ class _Search:
         )
 
     def _traced(self, key: tuple[int, int, int], purpose: str = "a bound of the layouts it covers") -> _Traced | None:
-        """The rank program of ``key``, traced for ``purpose`` (said in the progress line) if not yet; None if refused.
-        A new trace joins the references of the bound."""
+        """The rank program of ``key``, traced for ``purpose`` (said in the progress line) if not yet; None if refused."""
         if key not in self.traces:
             tp, ep, cp = key
             if self.progress is not None:
@@ -396,8 +398,6 @@ class _Search:
             except (ConfigError, UnsupportedError) as exc:
                 self.refused.append(Refusal(gpus=None, tp=tp, pp=1, cp=cp, ep=ep, scheme=None, reason=str(exc)))
                 self.traces[key] = None
-            if self.traces[key] is not None and ep == 1 and self.references:
-                self.references.append(self._reference(key))
         return self.traces[key]
 
     def _trace(self, key: tuple[int, int, int]) -> Any:
