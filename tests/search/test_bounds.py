@@ -8,7 +8,7 @@ import transformers
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.config import SimulationConfig
-from vramsim.search.bounds import FloorBound
+from vramsim.search.bounds import FloorBound, TracedBound
 from vramsim.search.strategy_space import Setting, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
@@ -61,7 +61,7 @@ def test_whole_weights_rule_out_zero_1_and_2_untraced(monkeypatch: pytest.Monkey
     config = SimulationConfig.from_options(task="train", **_ASKED)
     target = resolve_target("h100")
     _, _, trace = build_and_trace(_WIDE, config, target, checkpointing="marked")
-    bound = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading)
+    bound = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading, autocast_itemsize=2)
     zero_2 = next(s for s in settings(2, _WIDE, config) if s.scheme == "ZeRO-2" and s.trace_key == (1, 1, 1))
     usable = bound.bytes(zero_2) - 1
     capacity = vramsim.simulate(_WIDE, task="forward", seq_len=8, device="h100").capacity_bytes
@@ -75,7 +75,46 @@ def test_whole_weights_rule_out_zero_1_and_2_untraced(monkeypatch: pytest.Monkey
         return (self.weight_bytes + self.optimizer_bytes) // spread + kept + self.fixed_bytes
 
     monkeypatch.setattr(strategy.FloorBound, "bytes", split_evenly)
+    monkeypatch.setattr(strategy.TracedBound, "bytes", lambda *_: None)
     before = cheapest_strategy(_WIDE, gpus=2, **asked)
     assert found.cheapest == before.cheapest
-    assert found.ruled_out > before.ruled_out and len(found.candidates) < len(before.candidates)
+    assert len(found.ruled_out) > len(before.ruled_out) and len(found.candidates) < len(before.candidates)
     assert not any(c.scheme in ("DDP", "ZeRO-1", "ZeRO-2") and c.tp == c.cp == 1 for c in found.candidates if c.gpus == 2)
+
+
+def _references(model: object, gpus: int, asked: dict) -> tuple[FloorBound, list[TracedBound], list[Setting]]:
+    """The bounds the search builds on ``gpus`` GPUs, every traced rank program (ep 1) a reference."""
+    config = SimulationConfig.from_options(task="train", **asked)
+    target = resolve_target(asked["device"])
+    _, _, trace = build_and_trace(model, config, target, checkpointing="marked")
+    floor = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading, autocast_itemsize=2)
+    chosen = [s for s in settings(gpus, model, config) if s.checkpointing != "auto"]
+    references = []
+    for tp, _, cp in sorted({s.trace_key for s in chosen}):
+        layout = SimulationConfig.from_options(task="train", **asked, tp=tp, cp=cp)
+        _, _, traced = build_and_trace(model, layout, target, checkpointing="marked")
+        references.append(TracedBound.of(build_graph(traced), tp=tp, cp=cp, tokens=asked["seq_len"] // cp))
+    return floor, references, chosen
+
+
+def test_every_traced_program_bounds_every_setting_it_covers_on_four_gpus() -> None:
+    """On 4 GPUs, every layout (TP 1-4 x CP 1-4), scheme and uniform checkpointing measures at least what each traced
+    rank program bounds it by: the one-rank program over TP and CP, TP 4's over CP, each CP program over wider CP
+    (fp32 weights under bf16 autocast, so ZeRO's narrower weights and gradients are weighed too)."""
+    asked = {"seq_len": 256, "batch_size": 4, "device": "h100", "mixed_precision": "bf16"}
+    model = transformers.LlamaConfig(**{**_WIDE.to_diff_dict(), "num_key_value_heads": 4})  # TP 4 splits the K/V heads
+    floor, references, chosen = _references(model, 4, asked)
+    assert {(r.tp, r.cp) for r in references} == {(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (4, 1)}
+    assert all(r.sdpa and set(r.sweeps) == {"none", "selective", "every:2", "full"} for r in references)
+    covered = 0
+    for trace_key in sorted({s.trace_key for s in chosen}):
+        alike = [s for s in chosen if s.trace_key == trace_key]
+        layout = {k: v for k, v in alike[0].options().items() if k in ("tp", "cp")}
+        variants = [{k: v for k, v in s.options().items() if k not in layout} for s in alike]
+        for setting, report in zip(alike, vramsim.simulate_each(model, variants, **layout, **asked), strict=True):
+            assert floor.bytes(setting) <= report.device_bytes, setting
+            for reference in references:
+                bound = reference.bytes(setting, floor)
+                covered += bound is not None
+                assert bound is None or bound <= report.device_bytes, (reference.tp, reference.cp, setting)
+    assert covered > len(chosen)  # most settings are covered by several programs

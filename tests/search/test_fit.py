@@ -138,7 +138,7 @@ def test_the_cheapest_strategy_is_the_first_that_fits() -> None:
     assert best is not None and best.gpus > 1  # 4.9 GiB of fp32 AdamW states alone: one 6 GiB GPU cannot hold them
     cheaper = found.candidates[: found.candidates.index(best)]
     assert not any(c.fits for c in cheaper) and all(c.key < best.key for c in cheaper)
-    assert found.ruled_out + len(cheaper) > 0, "cheaper settings were weighed: ruled out by the bound or measured"
+    assert len(found.ruled_out) + len(cheaper) > 0, "cheaper settings were weighed: ruled out by the bound or measured"
     assert best.device_bytes <= found.usable_bytes
     alone = vramsim.simulate(_LLAMA_300M, **{**_ASKED, **found.options()})
     assert alone.device_bytes == best.device_bytes

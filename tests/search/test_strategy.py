@@ -147,8 +147,9 @@ def test_pipeline_candidates_cost_their_bubble(monkeypatch: pytest.MonkeyPatch) 
     headroom = _headroom(tiny, 64 * _MiB, **asked)
     found = cheapest_strategy(tiny, gpus=2, headroom=headroom, **asked)  # the CUDA context alone passes 64 MiB
     every = sum(1 for n in (1, 2) for _ in settings(n, tiny, SimulationConfig(task="train", seq_len=64, device="h100")))
-    assert found.cheapest is None and found.candidates == [] and found.ruled_out == every == 75 and found.traces == 1
+    assert found.cheapest is None and found.candidates == [] and len(found.ruled_out) == every == 75 and found.traces == 1
     monkeypatch.setattr(strategy.FloorBound, "bytes", lambda self, setting: 0)  # none ruled out: each group measured
+    monkeypatch.setattr(strategy.TracedBound, "bytes", lambda *_: None)
     found = cheapest_strategy(tiny, gpus=2, headroom=headroom, **asked)
     assert found.cheapest is None and found.traces == 2  # the one-rank program and the CP 2 rank's
     piped = {c.pp_schedule: c for c in found.candidates if c.pp == 2}
@@ -163,7 +164,7 @@ def test_the_table_fits_80_columns_and_folds_what_was_not_tried() -> None:
     80, no trailing space), the layouts not tried counted by reason; ``verbose`` lists each."""
     from rich.console import Console
 
-    from vramsim.results.strategy import Candidate, Refusal, StrategySearch
+    from vramsim.results.strategy import Candidate, Refusal, RuledOut, StrategySearch
     from vramsim.views.fit import render_strategies
 
     piped = Candidate(
@@ -198,7 +199,10 @@ def test_the_table_fits_80_columns_and_folds_what_was_not_tried() -> None:
         cheapest=piped,
         traces=2,
         skipped=5,
-        ruled_out=2500,
+        ruled_out=[
+            RuledOut(gpus=64, tp=8, pp=1, pp_schedule=None, cp=2, ep=1, scheme="FSDP2 full", checkpointing=c, bound_bytes=b)
+            for c, b in (("none", 90 << 30), ("full", 3 * (1 << 30) + (71 << 30)))
+        ],
         refused=[*refused, Refusal(gpus=None, tp=8, pp=1, cp=1, ep=1, scheme=None, reason="tp=8: too many")],
         trace_seconds=1.0,
     )
@@ -223,12 +227,15 @@ def test_the_table_fits_80_columns_and_folds_what_was_not_tried() -> None:
     cells = lines[lines.index(row) : lines.index(row) + 4]
     assert "".join(cell[start:end].strip() for cell in cells) == "auto:first:100+selective:torchtitan:26"  # wrapped, whole
     assert "  not tried (6 layouts): pp=16: 126 layers over 16 stages x 2 virtual" in lines
-    assert "  not tried (1 layout): tp=8: too many" in lines and "2500 ruled out untraced" in text
+    assert "  not tried (1 layout): tp=8: too many" in lines and "2 ruled out before measuring" in text
+    assert "--verbose lists them" in text and "ruled out:" not in text
     assert sum("not tried" in line for line in lines) == 3 and lines[-4] == "  (--verbose lists each layout not tried)"
     listed = rendered(True)
     joined = " ".join(line.strip() for line in listed)  # a line over 80 columns wraps
     assert "not tried: TP 8 x PP 16, DDP on 32 GPUs: pp=16: 126 layers over 16 stages x 2 virtual" in joined
     assert "  not tried: TP 8 (every setting): tp=8: too many" in listed and sum("not tried" in x for x in listed) == 7
+    assert "ruled out: TP 8 x CP 2, FSDP2 full, checkpointing none on 64 GPUs: at least 90.00 GiB > 71.00 GiB usable" in joined
+    assert "checkpointing full on 64 GPUs: at least 74.00 GiB > 71.00 GiB usable" in joined
 
 
 # Sixteen thin layers at 64 x 2,048 tokens: full checkpointing keeps each layer's hidden-sized input (1 GiB in all),
@@ -260,7 +267,9 @@ def test_context_parallel_is_tried_below_long_sequences(monkeypatch: pytest.Monk
     best = found.cheapest
     assert best is not None and best.gpus == 2 and best.cp == 2 and best.tp == 1
     assert [m.split(":")[0] for m in told if m.startswith("weighing")] == ["weighing 1 GPU(s)", "weighing 2 GPU(s)"]
-    assert any(m.startswith("measuring CP 2 x ") for m in told) and any("for tp=1 ep=1 cp=2" in m for m in told)
+    assert any(m.startswith("measuring CP 2 x ") for m in told) and any(
+        m.startswith("tracing LlamaConfig for CP 2 (trace ") for m in told
+    )
     traced = vramsim.simulate(_THIN, headroom=headroom, **asked, **best.options())
     assert traced.device_bytes == best.device_bytes <= found.usable_bytes
     others = vramsim.simulate_each(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["SCHEMES", "Candidate", "Layout", "Refusal", "StrategySearch", "layout_options"]
+__all__ = ["SCHEMES", "Candidate", "Layout", "Refusal", "RuledOut", "StrategySearch", "layout_options"]
 
 SCHEMES: dict[str, dict[str, Any]] = {
     "DDP": {"zero": 0, "fsdp": "no"},
@@ -105,6 +105,22 @@ class Refusal:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RuledOut:
+    """A setting never measured: the least memory its busiest rank holds (``search/bounds.py``) is over the usable."""
+
+    gpus: int
+    tp: int
+    pp: int
+    pp_schedule: str | None
+    cp: int
+    ep: int
+    scheme: str
+    checkpointing: str
+    bound_bytes: int
+    """The lower bound of its busiest rank's device memory."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StrategySearch:
     """Every candidate measured, cheapest first, and the first that fits."""
 
@@ -119,9 +135,9 @@ class StrategySearch:
     """Programs traced: one, plus one per tensor-, context- or expert-parallel degree a measured candidate ran."""
     skipped: int
     """Candidates not measured: their group's ``full`` checkpointing does not fit, or a cheaper one fit first."""
-    ruled_out: int
-    """Candidates never traced nor measured: the least memory any rank of theirs holds (``search/bounds.py``) is
-    above the usable memory."""
+    ruled_out: list[RuledOut]
+    """Candidates never measured (nor their layout traced for them): the least memory any rank of theirs holds
+    (``search/bounds.py``) is above the usable memory."""
     refused: list[Refusal] = field(default_factory=list)
     """Layouts the model or vramsim refuses, each once, with the reason."""
     trace_seconds: float

@@ -21,27 +21,65 @@ busiest rank holds at that moment, hence of its peak:
 - the overheads outside the allocator on one GPU (CUDA context, BLAS workspaces); more GPUs add NCCL's.
 
 The bound costs no trace: one pass over the one-rank trace's storages, then a few integer operations per setting.
+
+Under ZeRO with an autocast dtype narrower than the traced weights, DeepSpeed's bf16/fp16 mode holds the weights, and
+for stages 1-2 the gradients, in the autocast dtype (``estimators/sharding/precision.py``): those terms are counted
+at that width. FSDP2 keeps its shards, and DDP everything, at the traced width.
+
+``TracedBound`` is tighter, for settings without a pipeline or expert parallelism: it follows every moment of the
+last step's forward and backward in a traced rank program (tp_r, cp_r) under each uniform checkpointing choice (the
+choice's what-if of that trace). A setting of tp and cp (cp a multiple of cp_r) runs the same program on a
+``seq_len / cp`` slice with 1/tp of the heads and of the MLP (``workload/build.py``), plus what its scheme and
+layout add (gathered weights, buckets, all-reduce and ring buffers), so each storage the reference holds at a moment
+has a counterpart the setting holds at the same point of its program, no smaller than:
+
+- a gradient: itself over the data-parallel ranks that shard it (a shard lives from the reduce-scatter to the
+  step), or whole (DDP, ZeRO-1); at the autocast width for ZeRO-1/2, as above;
+- an activation or temporary: itself, divided by tp / tp_r where the setting's tensor parallelism is wider (a
+  tensor is whole or split along heads, the MLP's width or the vocabulary; a narrower one splits less, so it is at
+  least the reference's), and divided once by cp / cp_r if one of its dimensions is a multiple of the reference's
+  tokens per sequence (the token dimension, or a flattened batch of them; a hidden size that happens to be one is
+  divided too, which only lowers the bound). A tensor has one token dimension only where attention ran as SDPA,
+  whose kernels hold no tokens x tokens matrix (the kernels context parallelism requires): without SDPA the
+  token-sized terms are left out of context-parallel settings. Left out as well: autocast's copies of weights
+  (``aten._to_copy``; ZeRO and FSDP2 drop them), a dimension one short of the tokens (the shifted labels, which
+  do not scale by cp) and blocks a what-if adds that copy no traced storage.
+
+So at each moment the setting holds at least the sum of those terms, and at all moments the weights, optimizer
+states and overheads of ``FloorBound``: the largest sum over the step is a lower bound of its peak. ``auto`` is
+weighed as ``full``, the least its group can hold (the search's standing rule: a group whose ``full`` does not fit
+is not measured). One what-if per choice per reference, then a vectorised maximum per (choice, shard, cp).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 
 from vramsim.estimators.assumptions import ModuleLoading, overheads_for, totals
+from vramsim.estimators.checkpointing import what_if
+from vramsim.estimators.checkpointing_plan import parse_checkpointing
+from vramsim.estimators.timeline import Timeline
 from vramsim.results.strategy import SCHEMES
-from vramsim.search.strategy_space import Setting
+from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, Setting
 from vramsim.tracer.graph import storage_nodes
 from vramsim.workload.targets import Target
 
-__all__ = ["FloorBound"]
+__all__ = ["FloorBound", "TracedBound"]
 
 _SHARD_WEIGHTS = frozenset({"ZeRO-3", "FSDP2 grad-op", "FSDP2 full"})
 """Schemes whose data-parallel ranks each hold a shard of the weights between steps."""
 _SHARD_GRADIENTS = _SHARD_WEIGHTS | {"ZeRO-2"}
 """Schemes whose data-parallel ranks each hold a shard of the gradients at the optimizer step."""
+_DEEPSPEED = frozenset({"ZeRO-1", "ZeRO-2", "ZeRO-3"})
+"""Schemes whose bf16/fp16 mode holds the weights in the autocast dtype."""
+_LOW_GRADIENTS = frozenset({"ZeRO-1", "ZeRO-2"})
+"""Schemes that also hold the (whole or bucketed) gradients in the autocast dtype."""
+_MODEL_STATES = frozenset({"parameters", "optimizer_states", "buffers"})
+"""Categories ``FloorBound`` counts (or, buffers, leaves out) for every moment."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +96,19 @@ class FloorBound:
     """The inputs the last step's checkpointed blocks keep, each block's own."""
     fixed_bytes: int
     """Device memory outside the allocator on one GPU of the target."""
+    narrow: float = 1.0
+    """The autocast dtype's width over the traced weights' (1 without a narrower autocast)."""
 
     @classmethod
-    def of(cls, graph: nx.MultiDiGraph, target: Target, *, module_loading: ModuleLoading) -> FloorBound:
-        """The bound's terms from the one-rank trace ``graph`` on ``target``."""
+    def of(
+        cls, graph: nx.MultiDiGraph, target: Target, *, module_loading: ModuleLoading, autocast_itemsize: int | None = None
+    ) -> FloorBound:
+        """The bound's terms from the one-rank trace ``graph`` on ``target``, traced under ``autocast_itemsize``."""
         storages = dict(storage_nodes(graph))
-        weights = sum(a["nbytes"] for a in storages.values() if a["category"] == "parameters" and a["free_at"] is None)
+        params = [a for a in storages.values() if a["category"] == "parameters" and a["free_at"] is None]
+        weights = sum(a["nbytes"] for a in params)
         states = sum(a["nbytes"] for a in storages.values() if a["category"] == "optimizer_states" and a["free_at"] is None)
+        widest = max((a["nbytes"] // max(1, _numel(a["shape"])) for a in params if _numel(a["shape"])), default=0)
         units = graph.graph["units"]
         last = max((unit.step for unit in units), default=0)
         inputs = [sid for unit in units if unit.step == last for sid in set(unit.inputs)]
@@ -76,18 +120,117 @@ class FloorBound:
             gradient_bytes=_gradients_at_step(graph, storages),
             kept_input_bytes=sum(storages[sid]["nbytes"] for sid in owned),
             fixed_bytes=totals(overheads).device,
+            narrow=min(1.0, autocast_itemsize / widest) if autocast_itemsize and widest else 1.0,
         )
 
     def bytes(self, setting: Setting) -> int:
         """A lower bound of the device memory of ``setting``'s busiest rank."""
+        kept = self.kept_input_bytes // setting.cp if setting.pp == 1 else 0
+        return self.held_bytes(setting) + max(self.gradient_share(setting, self.gradient_bytes), kept)
+
+    def held_bytes(self, setting: Setting) -> int:
+        """The weights, optimizer states and overheads ``setting``'s busiest rank holds at every moment."""
         model = setting.tp * setting.pp
         replicas = setting.ep  # expert parallelism splits the experts at least (a weaker split of the whole)
         sharded = setting.scheme in SCHEMES and setting.scheme != "DDP"
-        weights = self.weight_bytes // (model * (setting.dp if setting.scheme in _SHARD_WEIGHTS else replicas))
+        width = self.narrow if setting.scheme in _DEEPSPEED else 1.0
+        weights = int(self.weight_bytes * width) // (model * (setting.dp if setting.scheme in _SHARD_WEIGHTS else replicas))
         states = self.optimizer_bytes // (model * (setting.dp if sharded else replicas))
-        gradients = self.gradient_bytes // (model * (setting.dp if setting.scheme in _SHARD_GRADIENTS else replicas))
-        kept = self.kept_input_bytes // setting.cp if setting.pp == 1 else 0
-        return weights + states + max(gradients, kept) + self.fixed_bytes
+        return weights + states + self.fixed_bytes
+
+    def gradient_share(self, setting: Setting, gradient_bytes: float) -> int:
+        """``gradient_bytes`` of the one-rank program, as ``setting``'s busiest rank holds them."""
+        return int(gradient_bytes * self.gradient_factor(setting) / (setting.tp * setting.pp))
+
+    def gradient_factor(self, setting: Setting) -> float:
+        """What of a gradient a data-parallel rank of ``setting`` holds: its shard, at the width the scheme keeps."""
+        width = self.narrow if setting.scheme in _LOW_GRADIENTS else 1.0
+        return width / (setting.dp if setting.scheme in _SHARD_GRADIENTS else setting.ep)
+
+
+@dataclass(frozen=True, slots=True)
+class TracedBound:
+    """What one traced rank program says, moment by moment, every setting it covers holds (the module's docstring)."""
+
+    tp: int
+    cp: int
+    sdpa: bool
+    """Attention ran as SDPA: a token-sized tensor has one token dimension."""
+    sweeps: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    """By uniform checkpointing choice: gradient, token-sized and other bytes live after each event of the last step's
+    forward and backward."""
+    _peaks: dict[tuple[str, float, int], float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, graph: nx.MultiDiGraph, *, tp: int, cp: int, tokens: int) -> TracedBound:
+        """The bound of the program ``graph`` traced for ``tp`` and ``cp`` at ``tokens`` per sequence."""
+        sweeps = {}
+        for choice in CHECKPOINTING_BY_RECOMPUTE:
+            try:
+                timeline = what_if(graph, parse_checkpointing(choice)).timeline
+            except (ValueError, NotImplementedError):  # no blocks to checkpoint: FloorBound alone weighs the choice
+                continue
+            sweeps[choice] = _sweep(graph, timeline, tokens)
+        sdpa = any(node[0] == "op" and "scaled_dot_product" in attrs["name"] for node, attrs in graph.nodes(data=True))
+        return cls(tp=tp, cp=cp, sdpa=sdpa, sweeps=sweeps)
+
+    def bytes(self, setting: Setting, floor: FloorBound) -> int | None:
+        """A lower bound of ``setting``'s busiest rank, or None where this program does not cover it."""
+        choice = "full" if setting.checkpointing == "auto" else setting.checkpointing
+        if setting.pp > 1 or setting.ep > 1 or setting.cp % self.cp or choice not in self.sweeps:
+            return None
+        shard = floor.gradient_factor(setting)
+        splits = setting.cp // self.cp
+        key = (choice, shard, splits)
+        if key not in self._peaks:
+            gradients, tokens, other = self.sweeps[choice]
+            scaled = tokens / splits if self.sdpa or splits == 1 else 0.0
+            self._peaks[key] = float(np.max(gradients * shard + scaled + other, initial=0.0))
+        return floor.held_bytes(setting) + int(self._peaks[key] * min(1.0, self.tp / setting.tp))
+
+
+def _sweep(graph: nx.MultiDiGraph, timeline: Timeline, tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradient, token-sized and other bytes live after each event of the last step, up to its optimizer step."""
+    attrs = [a for _, a in storage_nodes(graph)]
+    kinds = []  # per block: None left out, else 0 gradient, 1 token-sized, 2 other
+    for key, block in enumerate(timeline.blocks):
+        source = key if key < len(attrs) else block.copy_of
+        kinds.append(None if source is None else _kind(block.category, attrs[source], tokens))
+    first, last = timeline.steps[-1]
+    live = [0, 0, 0]
+    rows: list[tuple[int, int, int]] = []
+    for index, (key, is_alloc) in enumerate(timeline.events[: last + 1]):
+        block = timeline.blocks[key]
+        if index >= first and is_alloc and block.phase == "optimizer":
+            break
+        kind = kinds[key]
+        if kind is not None:
+            live[kind] += block.nbytes if is_alloc else -block.nbytes
+        if index >= first:
+            rows.append((live[0], live[1], live[2]))
+    table = np.array(rows or [(0, 0, 0)], dtype=np.float64)
+    return table[:, 0], table[:, 1], table[:, 2]
+
+
+def _kind(category: str, source: dict, tokens: int) -> int | None:
+    """How a block of ``category`` in the image of storage ``source`` scales to another setting (the docstring)."""
+    if category == "gradients":
+        return 0
+    if category in _MODEL_STATES or source["category"] in _MODEL_STATES or source["op"] == "aten._to_copy":
+        return None
+    dims = tuple(source["shape"])
+    if any(d and d % tokens == 0 for d in dims):
+        return 1
+    if any((d + 1) % tokens == 0 for d in dims):
+        return None
+    return 2
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    count = 1
+    for d in shape:
+        count *= d
+    return count
 
 
 def _gradients_at_step(graph: nx.MultiDiGraph, storages: dict[int, dict]) -> int:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
+import torch
 
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
@@ -36,8 +37,8 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointCost, what_if
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, first_layers, parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
-from vramsim.results.strategy import SCHEMES, Candidate, Refusal, StrategySearch
-from vramsim.search.bounds import FloorBound
+from vramsim.results.strategy import SCHEMES, Candidate, Refusal, RuledOut, StrategySearch
+from vramsim.search.bounds import FloorBound, TracedBound
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, Setting, layer_shape, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
@@ -77,7 +78,7 @@ def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | N
         cheapest=cheapest,
         traces=sum(traced is not None for traced in search.traces.values()),
         skipped=search.skipped,
-        ruled_out=search.ruled_out,
+        ruled_out=list(search.ruled_out.values()),
         refused=list(dict.fromkeys(search.refused)),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
@@ -143,16 +144,30 @@ class StrategySearcher:
         self.usable = int(capacity * (1 - config.headroom))
         self.traces: dict[tuple[int, int, int], _Traced | None] = {}
         self.measured: dict[Setting, Candidate] = {}
-        self.skipped = self.ruled_out = 0
+        self.skipped = 0
+        self.ruled_out: dict[Setting, RuledOut] = {}
+        self.pending: set[tuple[int, int, int]] = set()
+        """The rank programs the settings still weighed on this GPU count may need."""
+        self.references: list[TracedBound] = []
+        """Traced programs whose moments bound the settings they cover (``TracedBound``): the one-rank program once a
+        setting passes ``FloorBound``, the widest tensor-parallel one once such settings pass that (four what-ifs
+        each, so not every trace: on Llama-3.1-70B, every trace as a reference ruled no further trace out)."""
         self.refused: list[Refusal] = []
         self.model_name = model_name(model)
+        if progress is not None:
+            progress(f"tracing {self.model_name} on one GPU (trace 1), for every data-parallel setting and the bound")
         program = self._trace((1, 1, 1))
         self.shape, self.source = layer_shape(program.model, config)
         one = self.traces[1, 1, 1]
         assert one is not None
-        self.bound = FloorBound.of(one.graph, target, module_loading=config.cuda_module_loading)
-        self.recompute = {c: self._recompute(one, c) for c in CHECKPOINTING_BY_RECOMPUTE}
         autocast = config.mixed_precision
+        self.bound = FloorBound.of(
+            one.graph,
+            target,
+            module_loading=config.cuda_module_loading,
+            autocast_itemsize=autocast.itemsize if isinstance(autocast, torch.dtype) else None,
+        )
+        self.recompute = {c: self._recompute(one, c) for c in CHECKPOINTING_BY_RECOMPUTE}
         weights = next((p.dtype for p in program.model.parameters() if p.is_floating_point()), None)
         chosen = autocast if autocast is not None else weights
         self.compute_dtype = str(chosen).removeprefix("torch.") if chosen is not None else "float32"
@@ -163,12 +178,20 @@ class StrategySearcher:
         fits, measuring them cheapest (lower bound) first."""
         every = list(settings(gpus, self.source, self.config, gpus_per_node))
         allowed = set(every)
-        possible = [s for s in every if self.bound.bytes(s) <= self.usable]
-        self.ruled_out += len(every) - len(possible)
+        possible = [s for s in every if self._possible(s)]
+        reference = self._reference_key(possible)
+        if reference is not None:  # one trace that may rule many layouts out untraced
+            if self.progress is not None:
+                self.progress(f"{len(possible)} of {len(every)} settings on {gpus} GPU(s) pass the bound so far")
+            if self._traced(reference) is not None:
+                self.references.append(self._reference(reference))
+            possible = [s for s in possible if self._possible(s)]
+        self.pending = {s.trace_key for s in possible}
         if self.progress is not None:
             self.progress(
-                f"weighing {gpus} GPU(s): {len(possible)} of {len(every)} settings may fit "
-                f"({len(self.traces)} traced, {len(self.measured)} measured so far)"
+                f"weighing {gpus} GPU(s): {len(possible)} of {len(every)} settings may fit, over at most "
+                f"{len(self.pending - set(self.traces))} more trace(s) ({len(self.traces)} traced, "
+                f"{len(self.measured)} measured so far)"
             )
         heap: list[tuple[tuple[float, ...], int, Setting, Candidate | None]] = [
             (self._bound(s), i, s, None) for i, s in enumerate(possible)
@@ -182,6 +205,8 @@ class StrategySearcher:
                 self.skipped += sum(1 for _, _, left, _ in [(key, 0, setting, None), *heap] if left not in self.measured)
                 break
             if measured is None:
+                if not self._possible(setting):  # a trace made since tightened the bound
+                    continue
                 if not self._floor_fits(setting) or not self._auto_may_win(setting, incumbent):
                     self.skipped += 1
                     continue
@@ -190,6 +215,33 @@ class StrategySearcher:
                     order += 1
                     heapq.heappush(heap, (measured.key[:4], order, setting, measured))
         return self._incumbent(allowed)
+
+    def _possible(self, setting: Setting) -> bool:
+        """Whether ``setting`` may fit: its lower bound within the usable memory (else it is noted as ruled out)."""
+        if setting in self.ruled_out:
+            return False
+        bound = self.bound.bytes(setting)
+        if bound <= self.usable:
+            if not self.references:
+                self.references.append(self._reference((1, 1, 1)))
+            bound = max([bound, *(b for r in self.references if (b := r.bytes(setting, self.bound)) is not None)])
+        if bound <= self.usable:
+            return True
+        fields = {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "pp_schedule", "cp", "ep", "scheme")}
+        self.ruled_out[setting] = RuledOut(**fields, checkpointing=setting.checkpointing, bound_bytes=bound)
+        return False
+
+    def _reference_key(self, possible: list[Setting]) -> tuple[int, int, int] | None:
+        """The widest tensor-parallel program not yet traced that bounds ``possible`` settings: it bounds every
+        narrower one (``TracedBound``), and its settings are the ones with the least activations per rank."""
+        widest = max((s.tp for s in possible if s.pp == 1 and s.ep == 1), default=1)
+        return None if widest == 1 or (widest, 1, 1) in self.traces else (widest, 1, 1)
+
+    def _reference(self, key: tuple[int, int, int]) -> TracedBound:
+        traced = self.traces[key]
+        assert traced is not None
+        tp, _, cp = key
+        return TracedBound.of(traced.graph, tp=tp, cp=cp, tokens=self.config.seq_len // cp)
 
     def _bound(self, setting: Setting) -> tuple[float, ...]:
         """The setting's cost key without its memory; for ``auto`` a lower bound (no recompute)."""
@@ -263,7 +315,7 @@ class StrategySearcher:
         if setting.checkpointing == "full":
             return True
         floor = Setting(**{**_fields(setting), "checkpointing": "full"})
-        if floor not in self.measured:
+        if floor not in self.measured and self._possible(floor):
             self._measure(floor)
         found = self.measured.get(floor)
         return found is not None and found.fits
@@ -272,17 +324,12 @@ class StrategySearcher:
         """The setting's what-if on its layout's trace; None (with a note) where vramsim or the model refuses it."""
         if setting in self.measured:
             return self.measured[setting]
-        traced = self._traced(setting.trace_key)
+        described = f"{_described(setting)} on {setting.gpus} GPU(s), checkpointing {setting.checkpointing}"
+        traced = self._traced(setting.trace_key, described)
         if traced is None:
             return None
         if self.progress is not None:
-            degrees = [
-                f"{name.upper()} {getattr(setting, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(setting, name) > 1
-            ]
-            self.progress(
-                f"measuring {' x '.join([*degrees, setting.scheme])} on {setting.gpus} GPU(s), checkpointing "
-                f"{setting.checkpointing} ({len(self.measured)} measured, {len(self.traces)} traced so far)"
-            )
+            self.progress(f"measuring {described} ({len(self.measured) + 1} measured so far)")
         try:
             config = SimulationConfig.from_options(**self.base, **setting.options())
             outcome = Analysis(traced.graph, self.target, config, routed=traced.routed).run(
@@ -358,12 +405,19 @@ class StrategySearcher:
             float(full),
         )
 
-    def _traced(self, key: tuple[int, int, int]) -> _Traced | None:
+    def _traced(self, key: tuple[int, int, int], purpose: str = "a bound of the layouts it covers") -> _Traced | None:
+        """The rank program of ``key``, traced for ``purpose`` (said in the progress line) if not yet; None if refused."""
         if key not in self.traces:
+            tp, ep, cp = key
+            if self.progress is not None:
+                most = len(self.traces) + len(self.pending - set(self.traces))
+                self.progress(
+                    f"tracing {self.model_name} for {_degrees(tp=tp, ep=ep, cp=cp) or 'one rank'} "
+                    f"(trace {len(self.traces) + 1} of at most {max(most, len(self.traces) + 1)}), for {purpose}"
+                )
             try:
                 self._trace(key)
             except (ConfigError, UnsupportedError) as exc:
-                tp, ep, cp = key
                 self.refused.append(Refusal(gpus=None, tp=tp, pp=1, cp=cp, ep=ep, scheme=None, reason=str(exc)))
                 self.traces[key] = None
         return self.traces[key]
@@ -371,8 +425,6 @@ class StrategySearcher:
     def _trace(self, key: tuple[int, int, int]) -> Any:
         """Trace the rank program of ``key`` (tp, ep, cp); returns the program."""
         tp, ep, cp = key
-        if self.progress is not None:
-            self.progress(f"tracing {self.model_name} for tp={tp} ep={ep} cp={cp} ({len(self.traces) + 1} traced so far)")
         config = SimulationConfig.from_options(**self.base, tp=tp, ep=ep, cp=cp)
         program, _, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
         graph = build_graph(trace)
@@ -398,6 +450,17 @@ def _most(ok: Callable[[int], bool], high: int) -> int:
         else:
             high = middle - 1
     return low
+
+
+def _described(setting: Setting) -> str:
+    """``TP 8 x CP 4 x FSDP2 full``."""
+    degrees = _degrees(**{name: getattr(setting, name) for name in ("tp", "pp", "cp", "ep")})
+    return f"{degrees} x {setting.scheme}" if degrees else setting.scheme
+
+
+def _degrees(**degrees: int) -> str:
+    """``TP 8 x CP 4``: the degrees above 1, in the order given."""
+    return " x ".join(f"{name.upper()} {degree}" for name, degree in degrees.items() if degree > 1)
 
 
 def _fields(setting: Setting) -> dict[str, Any]:

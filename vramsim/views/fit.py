@@ -12,7 +12,7 @@ from rich.text import Text
 
 from vramsim.results.device_fit import DeviceFit, DeviceVerdict
 from vramsim.results.fit import Largest, LargestFit
-from vramsim.results.strategy import Candidate, Refusal, StrategySearch
+from vramsim.results.strategy import Candidate, Refusal, RuledOut, StrategySearch
 from vramsim.views.lines import print_wrapped
 from vramsim.views.units import format_bytes
 
@@ -127,11 +127,15 @@ def render_strategies(search: StrategySearch, console: Console, *, verbose: bool
     )
     for line in _refusal_lines(search.refused, verbose=verbose):
         _print(console, line, indent=2)
+    if verbose:
+        for ruled in search.ruled_out:
+            _print(console, _ruled_out_line(ruled, search.usable_bytes), indent=2)
     _print(
         console,
         f"[dim]{len(search.candidates)} settings measured ({search.skipped} skipped: their full checkpointing "
-        f"does not fit, or a cheaper one fits; {search.ruled_out} ruled out untraced: their least memory is over "
-        f"the usable) from {search.traces} trace(s) in {search.trace_seconds:.2f} s[/dim]",
+        f"does not fit, or a cheaper one fits; {len(search.ruled_out)} ruled out before measuring: their least "
+        f"memory is over the usable{'' if verbose else ', --verbose lists them'}) from {search.traces} trace(s) "
+        f"in {search.trace_seconds:.2f} s[/dim]",
     )
 
 
@@ -189,7 +193,15 @@ def _refused_layout(refusal: Refusal) -> str:
     return f"{layout}, {refusal.scheme} on {refusal.gpus} GPUs"
 
 
-def _layout(candidate: Candidate) -> str:
+def _ruled_out_line(ruled: RuledOut, usable: int) -> str:
+    """``ruled out: TP 8 x CP 2, FSDP2 full, checkpointing none on 64 GPUs: at least 80.12 GiB > 71.53 GiB usable``."""
+    return (
+        f"ruled out: {_layout(ruled)}, {ruled.scheme}, checkpointing {ruled.checkpointing} on {ruled.gpus} GPUs: "
+        f"at least {format_bytes(ruled.bound_bytes)} > {format_bytes(usable)} usable"
+    )
+
+
+def _layout(candidate: Candidate | RuledOut) -> str:
     """``TP 2 x PP 2 (1f1b)``, or ``-`` for data parallelism alone."""
     parts = [f"{name.upper()} {getattr(candidate, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(candidate, name) > 1]
     schedule = f" ({candidate.pp_schedule.replace('-', ' ')})" if candidate.pp_schedule else ""
