@@ -24,6 +24,7 @@ sigmoid terms, output-sized) are not counted.
 from __future__ import annotations
 
 from math import prod
+from typing import Any
 
 import networkx as nx
 
@@ -40,23 +41,35 @@ _AFTER = 1 << 30
 """Seq of the added events at a clock: after any a checkpointing what-if placed there (tier 1)."""
 
 
+def _qkv(reads: list[dict[str, Any]], out_numel: int) -> tuple[int, int, int]:
+    """q's elements, k's and v's elements and k's and v's bytes, from the storages an SDPA forward read in argument
+    order (each storage once). Fewer than three: q, k and v are views of one storage, a fused QKV projection split
+    (GPT-2's ``c_attn``), whose q has the output's elements (those models' heads have one width)."""
+    if len(reads) < 3:
+        fused = reads[0]
+        kv_numel = prod(fused["shape"]) - out_numel
+        return out_numel, kv_numel, kv_numel * (fused["nbytes"] // prod(fused["shape"]))
+    q, k, v = reads[:3]
+    return prod(q["shape"]), prod(k["shape"]) + prod(v["shape"]), k["nbytes"] + v["nbytes"]
+
+
 def ring_buffers(graph: nx.MultiDiGraph, timeline: Timeline) -> tuple[Timeline, int]:
     """``timeline`` with each SDPA call's ring buffers, and the bytes of the largest K/V ring (three chunks)."""
     attrs = {sid: a for sid, a in storage_nodes(graph)}
     blocks = [block.copy() for block in timeline.blocks]
     largest = 0
+    forwards: dict[tuple[str, int], tuple[int, int, int]] = {}  # (module, step): q, k and v as its forward read them
     for node, op in graph.nodes(data=True):
         if node[0] != "op" or "scaled_dot_product" not in op["name"] or op["phase"] not in ("forward", "backward"):
             continue
         reads = [attrs[sid] for (_, sid), _, key in graph.in_edges(node, keys=True) if key == "read"]
-        backward = op["name"].endswith("_backward")
-        q, k, v = reads[1:4] if backward else reads[0:3]
-        kv = k["nbytes"] + v["nbytes"]
-        numel = prod(q["shape"]) + prod(k["shape"]) + prod(v["shape"])
-        if backward:  # gradient accumulators of q, k, v and the K/V gradients' ring (sent, receiving)
-            scratch = _FP32 * numel + 2 * _FP32 * (numel - prod(q["shape"]))
+        produced = [attrs[sid] for _, (_, sid), key in graph.out_edges(node, keys=True) if key == "produced"]
+        if op["name"].endswith("_backward"):  # q, k, v as its forward read them (reads[0]: the output's gradient)
+            q_numel, kv_numel, kv = forwards.get((op["module"], op["step"])) or _qkv(reads[1:], prod(reads[0]["shape"]))
+            # gradient accumulators of q, k, v and the K/V gradients' ring (sent, receiving)
+            scratch = _FP32 * (q_numel + kv_numel) + 2 * _FP32 * kv_numel
         else:  # the merger's float32 output and logsumexp, the size of the op's own
-            produced = [attrs[sid] for _, (_, sid), key in graph.out_edges(node, keys=True) if key == "produced"]
+            q_numel, kv_numel, kv = forwards[op["module"], op["step"]] = _qkv(reads, prod(produced[0]["shape"]))
             scratch = _FP32 * prod(produced[0]["shape"]) + sum(p["nbytes"] for p in produced[1:2])
         largest = max(largest, 3 * kv)
         clock = op["clock_after"]

@@ -56,6 +56,23 @@ def test_each_attention_call_adds_the_ring_buffers_torch_makes(llama: transforme
     assert all(b.free_at is not None and b.free_at[0] == b.alloc_at[0] + 1 for b in added)  # the op's duration
 
 
+def test_a_fused_qkv_projection_rings_the_same_buffers() -> None:
+    """GPT-2's q, k and v are views of one ``c_attn`` output (the SDPA call reads one storage): its ring holds the
+    same K/V and float32 accumulators as a model whose projections are apart, on the same heads (bf16, flash)."""
+    gpt2 = transformers.GPT2Config(n_embd=HEADS * HEAD_DIM, n_layer=LAYERS, n_head=HEADS, vocab_size=301, n_positions=64)
+    config = SimulationConfig(cp=CP, seq_len=SEQ, **{**OPTIONS, "device": "h100-sxm", "dtype": "bf16"})
+    _, _, trace = build_and_trace(gpt2, config, resolve_target("h100-sxm"), checkpointing="marked")
+    graph = build_graph(trace)
+    timeline = derive_timeline(graph)
+    ringed, largest = ring_buffers(graph, timeline)
+    added = ringed.blocks[len(timeline.blocks) :]
+    local = SEQ // CP
+    q = kv_half = 2 * HEADS * local * HEAD_DIM  # elements of q, and of K or V (all heads are K/V heads)
+    assert largest == 3 * 2 * 2 * kv_half  # bf16
+    backward = {b.nbytes for b in added if b.phase == "backward" and b.category == "temporaries"}
+    assert backward == {4 * (q + 2 * kv_half) + 2 * 4 * 2 * kv_half}
+
+
 def test_a_rank_runs_its_share_of_the_sequence(llama: transformers.LlamaConfig) -> None:
     """CP 2 over 32 tokens is the 16-token program plus DDP's buckets over the cp ranks (the weights are
     replicated unless --fsdp shards them over dp x cp) and the ring buffers, live only in attention."""
