@@ -15,15 +15,23 @@ import torch
 __all__ = ["attached_tensors", "is_wrapper_subclass", "tensor_leaves"]
 
 
-def tensor_leaves(obj: Any) -> Iterator[torch.Tensor]:
+def tensor_leaves(obj: Any) -> list[torch.Tensor]:
     if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from tensor_leaves(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from tensor_leaves(item)
+        return [obj]
+    found: list[torch.Tensor] = []
+    if isinstance(obj, (tuple, list, dict)):
+        _collect(obj, found)
+    return found
+
+
+def _collect(container: tuple[Any, ...] | list[Any] | dict[Any, Any], found: list[torch.Tensor]) -> None:
+    """Depth first, in order, into ``found``: a list, not nested generators, each of which would pass
+    every tensor up through every level."""
+    for item in container.values() if isinstance(container, dict) else container:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list, dict)):
+            _collect(item, found)
 
 
 def attached_tensors(param: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:

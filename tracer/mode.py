@@ -14,6 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from .categories import Category, Phase
+from .collector import collector_paused
 from .data_dependent import DataDependentPolicy
 from .leaves import attached_tensors, is_wrapper_subclass, tensor_leaves
 from .patches import dispatched_rng_state, host_checkpoint_device
@@ -86,6 +87,10 @@ class MemoryTracer(TorchDispatchMode):
         self.data_dependent = DataDependentPolicy(scope, self.trace.notes, moe_routing=moe_routing)
         """Values and data-dependent sizes a meta tensor lacks (``tracer/data_dependent/``)."""
         self._devices = frozenset(devices)
+        self._counts_meta = "meta" in self._devices
+        self._ops: dict[Any, tuple[str, Callable[..., int] | None]] = {}
+        """Each op overload's name in the records and its flop formula, looked up once: formatting the name
+        anew at every call costs more than the meta op itself."""
         self._sids: dict[int, int] = {}
         """``id(UntypedStorage)`` of each live storage -> its sid."""
         self._refs: dict[int, weakref.ref[torch.UntypedStorage]] = {}
@@ -103,6 +108,7 @@ class MemoryTracer(TorchDispatchMode):
         self._patches = contextlib.ExitStack()
 
     def __enter__(self) -> MemoryTracer:
+        self._patches.enter_context(collector_paused())
         self._saved_hooks.__enter__()
         self._patches.enter_context(dispatched_rng_state())
         if "cpu" in self._devices:  # meta tensors stand for host ones
@@ -132,11 +138,15 @@ class MemoryTracer(TorchDispatchMode):
             return self.data_dependent.scalar(args[0])
         inputs = tuple(self._sid_or_existing(t) for t in tensor_leaves((args, kwargs)) if self._counts(t))
         out = self.data_dependent.run(func, args, kwargs)
-        new = self._track_outputs(out, str(func.overloadpacket))
+        known = self._ops.get(func)
+        if known is None:
+            known = self._ops[func] = (str(func.overloadpacket), flop_registry.get(func.overloadpacket))
+        name, formula = known
+        new = self._track_outputs(out, name)
         if self._workspaces is not None:
             for nbytes in self._workspaces(func, args, kwargs):
-                self._transient(nbytes, f"{func.overloadpacket}:workspace")
-        self._record_op(str(func.overloadpacket), inputs, new, _flops(func, args, kwargs, out))
+                self._transient(nbytes, f"{name}:workspace")
+        self._record_op(name, inputs, new, 0 if formula is None else _flops(formula, args, kwargs, out))
         return out
 
     def record_kernel(self, name: str, inputs: Iterable[torch.Tensor], out: Any) -> None:
@@ -244,14 +254,15 @@ class MemoryTracer(TorchDispatchMode):
     def _counts(self, obj: Any) -> bool:
         return (
             isinstance(obj, torch.Tensor)
-            and obj.device.type in self._devices
+            and ((self._counts_meta and obj.is_meta) or obj.device.type in self._devices)  # is_meta: no device object
             and obj.layout is torch.strided
             and not is_wrapper_subclass(obj)
         )
 
     def _sid_or_existing(self, tensor: torch.Tensor) -> int:
         """An input's storage; one never seen before existed before tracing began."""
-        return self._track(tensor, "<pre-existing>", clock=BEFORE_TRACE)[0]
+        sid = self._sids.get(id(tensor.untyped_storage()))
+        return sid if sid is not None else self._track(tensor, "<pre-existing>", clock=BEFORE_TRACE)[0]
 
     def _track(self, tensor: torch.Tensor, op: str, clock: int | None = None) -> tuple[int, bool]:
         """Return the storage's sid and whether this call allocated it."""
@@ -371,9 +382,6 @@ class MemoryTracer(TorchDispatchMode):
 _SCALAR_READ = torch.ops.aten._local_scalar_dense.default
 
 
-def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    formula = flop_registry.get(func.overloadpacket)
-    if formula is None:
-        return 0
+def _flops(formula: Callable[..., int], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     # The out_dtype overloads (addmm.dtype_out) pass a dtype where the formulas take out_shape: a dtype is no shape.
     return int(formula(*(a for a in args if not isinstance(a, torch.dtype)), **kwargs, out_val=out))

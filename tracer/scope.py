@@ -45,6 +45,8 @@ class ModuleScope:
                 for path, module in root.named_modules():
                     self._tracker._known_modules[module] = f"{name}.{path}" if path else name
         self._forward_depth = 0
+        self._paths: dict[frozenset[str], str] = {}
+        """``module`` of each set of active modules seen: asked for every op and storage, it changes only at hooks."""
         self.phase: Phase = Phase.SETUP
         self.step: int = -1
 
@@ -84,7 +86,13 @@ class ModuleScope:
     @property
     def module(self) -> str:
         """Dotted path of the innermost active module, without the root class name."""
-        parents = self._tracker.parents - {"Global"}
+        active = frozenset(self._tracker.parents)
+        path = self._paths.get(active)
+        if path is None:
+            path = self._paths[active] = self._innermost(active - {"Global"})
+        return path
+
+    def _innermost(self, parents: frozenset[str]) -> str:
         if not parents:
             return ""
         # ModTracker keeps a set: in backward, modules of equal depth can be active together (their

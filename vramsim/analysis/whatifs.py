@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -24,6 +21,7 @@ from vramsim.estimators.pipeline_parallel import PipelineSplit
 from vramsim.estimators.sharding import Sharded, shard
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.report import CheckpointChoice, PlacedDevice, StageMemory
+from vramsim.tracer.collector import collector_paused
 from vramsim.workload.parallel.device_map import DevicePlacement
 from vramsim.workload.targets import Target
 
@@ -124,7 +122,7 @@ class Analysis:
         return budgeted_plan(layers, measure)
 
     def _run(self, plan: CheckpointPlan) -> Outcome:
-        with _collector_paused():
+        with collector_paused():
             return self._analysed(plan)
 
     def _what_if(self, plan: CheckpointPlan) -> WhatIf:
@@ -270,20 +268,6 @@ class Analysis:
             fits=self.fits(outcome.memory),
             cost=outcome.what_if.cost,
         )
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """A what-if makes millions of short-lived blocks and events beside a graph of millions of objects;
-    each of Python's cyclic collections rescans them all (a third of a 70B sweep's time). What a what-if makes
-    holds no cycles, so reference counting frees it; the collector is paused meanwhile, then restored."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def checkpointing_choices(target: Target) -> list[CheckpointPlan]:
