@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from vramsim.cli import checkpoint, compare, fit, inspect, listing, serve, trace, validate
+from vramsim.cli import checkpoint, compare, fit, inspect, listing, serve, sweep, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, build_parser, subparser
 from vramsim.cli.command import Command, check_command
 from vramsim.cli.variants import split_variants
@@ -26,6 +26,7 @@ _RUNS: dict[str, Callable[[Command, Console], int]] = {
     "serve": serve.run,
     "inspect": inspect.run,
     "compare": compare.run,
+    "sweep": sweep.run,
     "models": listing.run,
     "gpus": listing.run,
 }
