@@ -12,9 +12,7 @@ from vramsim.search.sweep_workers import TraceTask, trace_records
 def test_every_point_equals_its_own_trace(tiny_llama: transformers.LlamaConfig) -> None:
     """A small model's grid: the points derived from the proven boxes and the traced ones alike are what
     ``simulate`` reports at each, peak, reserved, device and verdict, under two checkpointing choices."""
-    found = vramsim.sweep(
-        tiny_llama, batch_size="1:3", seq_len="16:128:16", device="h100", checkpointing="none,full", jobs=1
-    )
+    found = vramsim.sweep(tiny_llama, batch_size="1:3", seq_len="16:128:16", device="h100", checkpointing="none,full", jobs=1)
     assert len(found.points) == 3 * 8 * 2
     derived = [p for p in found.points if p.answer == "derived"]
     assert len(derived) >= 12 and found.traces < 24  # batch 1 is its own structure; 2-3 are proven and derived
