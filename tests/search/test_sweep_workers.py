@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,7 @@ def test_ray_gives_the_local_table(tiny_llama: transformers.LlamaConfig) -> None
         on_ray = vramsim.sweep(tiny_llama, backend="ray", **axes)
         local = vramsim.sweep(tiny_llama, jobs=1, **axes)
         assert on_ray.points == local.points and on_ray.largest == local.largest
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import a test module
         dead = run_traces([TraceTask("m", {"die": True})], backend="ray", work=_always_dies)
         assert isinstance(dead[0], Failed) and "died twice" in dead[0].reason
     finally:

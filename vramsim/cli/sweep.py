@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from vramsim.cli.command import Command
 
@@ -46,7 +46,7 @@ def _progress_bar(*, quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         console=Console(stderr=True),
         transient=True,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def told(stage: str, done: int, total: int) -> None:
         if stage not in tasks:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["Sweep", "SweepPoint"]
+__all__ = ["Answer", "Sweep", "SweepPoint"]
 
 Answer = Literal["traced", "derived", "failed"]
 """How a point was answered: from its own trace; from the sizes of traced points of the same structure

@@ -27,7 +27,7 @@ from vramsim.config import SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
-from vramsim.results.sweep import Sweep, SweepPoint
+from vramsim.results.sweep import Answer, Sweep, SweepPoint
 from vramsim.search.sweep_grid import MAX_POINTS, axis_values
 from vramsim.search.sweep_sizes import Resized, SizeFit, quantities, structure
 from vramsim.search.sweep_workers import Backend, Failed, TraceTask, run_traces
@@ -262,10 +262,11 @@ class _DeviceGrid:
         combos = list(product(self._axes["checkpointing"], self._axes["gpus"]))
         if isinstance(answer, Failed):
             return [_failed(point, self._options["device"], spec, world, answer.reason) for spec, world in combos]
+        how: Answer = "derived" if isinstance(answer, _Derived) else "traced"
         if isinstance(answer, _Derived):
-            graph, how = answer.resized.write(values or []), "derived"
+            graph = answer.resized.write(values or [])
         else:
-            graph, how = self._resized(structure(answer), answer).write(quantities(answer)), "traced"
+            graph = self._resized(structure(answer), answer).write(quantities(answer))
         target = resolve_target(self._options["device"])
         rows = []
         for spec, world in combos:
