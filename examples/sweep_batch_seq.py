@@ -1,8 +1,8 @@
-"""How large a batch and how long a sequence can GPT-2 train with on a 12 GB RTX 3060, and on an 8 GB RTX 4060 Ti?
+"""How large a batch and how long a sequence can GPT-2 train with on a 12 GB RTX 3060?
 
-A grid of 4 batch sizes x 8 lengths on each card: vramsim traces a few of its points, proves that every size of
-the traced program is a polynomial in the batch size and the length, and derives the others from it, the allocator
-replayed at each point. Traced here in this process (``jobs=1``); by default the traces run in worker processes.
+A grid of 4 batch sizes x 8 lengths: vramsim traces points of it, derives the others where it proves that every
+size of the traced program is a polynomial in the batch size and the length (the allocator replayed at each point),
+and says which point was which. Traced here in this process (``jobs=1``); by default the traces run in worker processes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from vramsim import format_bytes
 
 
 def main() -> None:
-    found = vramsim.sweep("gpt2", batch_size="2:8:2", seq_len="128:1024:128", device="rtx-3060,rtx-4060-ti", jobs=1)
+    found = vramsim.sweep("gpt2", batch_size="2:8:2", seq_len="128:1024:128", device="rtx-3060", jobs=1)
     derived = sum(point.answer == "derived" for point in found.points)
     print(f"{len(found.points)} points: {found.traces} traced, {derived} derived")
     for device in dict.fromkeys(point.device for point in found.points):
