@@ -1,7 +1,7 @@
 """vramsim: predict the GPU memory of a PyTorch job before it reaches a GPU.
 
 The entry points (``simulate``, ``simulate_each``, ``compare``, ``inspect``, ``plan``, ``largest_fit``,
-``cheapest_strategy``, ``checkpoint``, ``serve``, ``compare_serve``, ``validate``, ``count_parameters``), the records
+``cheapest_strategy``, ``sweep``, ``checkpoint``, ``serve``, ``compare_serve``, ``validate``, ``count_parameters``), the records
 they return, the errors they raise, and the views that word the records (``report_text``, ``report_html``,
 ``compare_text``, ``advice_line``,
 ``format_bytes``) or write them to files (``write_memory_viz``, ``write_chrome_trace``, ``write_graph``). The
@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from vramsim.results.report import Assumption, LayerRow, PeakSite, Report
     from vramsim.results.serving import ServeReport
     from vramsim.results.strategy import StrategySearch
+    from vramsim.results.sweep import Sweep
     from vramsim.results.validation import Validation
     from vramsim.search.fitting import largest_fit
     from vramsim.search.strategy import cheapest_strategy
+    from vramsim.search.sweep import sweep
     from vramsim.serving.budget import serve
     from vramsim.serving.compare import compare_serve
     from vramsim.validation.validate import validate
@@ -57,6 +59,7 @@ __all__ = [
     "ServeComparison",
     "ServeReport",
     "StrategySearch",
+    "Sweep",
     "TraceError",
     "UnsupportedError",
     "Validation",
@@ -77,6 +80,7 @@ __all__ = [
     "serve",
     "simulate",
     "simulate_each",
+    "sweep",
     "validate",
     "write_chrome_trace",
     "write_graph",
@@ -92,6 +96,7 @@ _HOMES = {
     "largest_fit": "search.fitting",
     "cheapest_strategy": "search.strategy",
     "StrategySearch": "results.strategy",
+    "sweep": "search.sweep", "Sweep": "results.sweep",
     "validate": "validation.validate",
     "ConfigError": "errors", "ModelNotFoundError": "errors", "TraceError": "errors", "UnsupportedError": "errors",
     "VramsimError": "errors",

@@ -134,7 +134,7 @@ ANY_DEVICE_DEFAULT = _Default("any")
 def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The model, then one argument per ``SimulationConfig`` option the command takes."""
     parser.add_argument("model", help="Hugging Face id, bundled id (vramsim models), folder or config.json")
-    offered = "trace" if command in ("fit", "checkpoint", "compare", "inspect", "plan") else command
+    offered = "trace" if command in ("fit", "checkpoint", "compare", "inspect", "plan", "sweep") else command
     for spec, option in options():
         if not option.cli or offered not in option.commands or spec.name == "offload_states":
             continue
@@ -168,7 +168,7 @@ def _workload_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     if command == "checkpoint":
         _offload_argument(parser, pipelines=False)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    if command not in ("validate", "inspect"):
+    if command not in ("validate", "inspect", "sweep"):
         add_page_arguments(parser, command)
     if command in ("trace", "inspect"):
         parser.add_argument(
@@ -322,6 +322,39 @@ def _plan_arguments(planned: argparse.ArgumentParser) -> None:
     )
 
 
+SWEPT = ("batch_size", "seq_len", "device", "checkpointing", "gpus")
+"""The options ``sweep`` takes as lists or ranges: its axes."""
+
+
+def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    """The axes as lists (``a,b,c``) or ranges (``start:stop[:step]``, ``xK`` multiplying), where the traces run,
+    and the CSV output."""
+    for action in parser._actions:
+        if action.dest in SWEPT:
+            ranges = action.dest in ("batch_size", "seq_len", "gpus")
+            action.type = _as_given
+            action.default = action.default if isinstance(action.default, str) else str(action.default)
+            action.help = (
+                f"{action.help}; a list a,b,c{' or a range start:stop[:step] (xK: a step that multiplies)' if ranges else ''}"
+            )
+    parser.add_argument("--csv", action="store_true", help="print every point as CSV instead of the table")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the traces run: local worker processes, or the Ray cluster at --address (pip install 'vramsim[ray]')",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="with --backend ray: the cluster's address, as ray.init(address=...) takes it; none given: RAY_ADDRESS, "
+        "else Ray starts one on this machine",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="local worker processes (1: trace in this process); none given: one per CPU"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its flags, built from the options' own specs so the CLI and the API agree."""
     parser = _Parser(prog="vramsim", description="Predict the GPU memory of a PyTorch job before it reaches a GPU.")
@@ -390,6 +423,14 @@ def build_parser() -> argparse.ArgumentParser:
     _workload_arguments(planned, "plan")
     _plan_arguments(planned)
     _run_arguments(planned, "plan")
+    swept = commands.add_parser(
+        "sweep",
+        help="every point of a grid of batch sizes, lengths, devices, checkpointing and GPUs, most derived from a few traces",
+        formatter_class=_HelpFormatter,
+    )
+    _workload_arguments(swept, "sweep")
+    _sweep_arguments(swept)
+    _run_arguments(swept, "sweep")
     commands.add_parser("models", help="list the bundled model configs")
     commands.add_parser("gpus", help="list the target devices")
     return parser

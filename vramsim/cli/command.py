@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramsim.checkpoints.choices import checkpoint_choice
-from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, argument_warnings, serving_options, workload_options
+from vramsim.cli.arguments import ANY_DEVICE_DEFAULT, SWEPT, argument_warnings, serving_options, workload_options
 from vramsim.cli.exports import export_paths
 from vramsim.cli.pages import check_page_arguments
 from vramsim.cli.renamed import renamed_warnings
@@ -16,6 +16,7 @@ from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError
 from vramsim.pricing.load import load_sheet
 from vramsim.pricing.sheet import PriceSheet
+from vramsim.search.sweep_grid import axis_values
 
 __all__ = ["Command", "check_command"]
 
@@ -53,6 +54,9 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         warnings += [warning for variant in variants for warning in variant.warnings]
         once = tuple(dict.fromkeys(warnings))  # a warning of the shared flags is every variant's: told once
         return Command(args=args, options={}, warnings=once, started=started, variants={v.label: v.options for v in variants})
+    elif args.command == "sweep":
+        given = _sweep_options(args)
+        warnings += argument_warnings(args)
     else:
         given = workload_options(args)
         if args.command == "trace" and export_paths(args):
@@ -71,3 +75,13 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
             checkpoint_choice(config, args.save_format, args.map_location, args.async_save)
         warnings += config.warnings
     return Command(args=args, options=given, warnings=tuple(warnings), started=started)
+
+
+def _sweep_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``vramsim.sweep``'s keywords: each axis parsed (a bad list or range is refused now), the rest as ``trace``'s;
+    ``--gradient-checkpointing`` is the checkpointing axis ``full``. The options at each point are checked by the
+    sweep before it traces."""
+    given = workload_options(args)
+    if given.pop("gradient_checkpointing"):
+        given["checkpointing"] = "full"
+    return given | {name: axis_values(given[name], name) for name in SWEPT}

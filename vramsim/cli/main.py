@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from vramsim.cli import checkpoint, compare, fit, inspect, listing, plan, serve, trace, validate
+from vramsim.cli import checkpoint, compare, fit, inspect, listing, plan, serve, sweep, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, parse_arguments
 from vramsim.cli.command import Command, check_command
 from vramsim.cli.variants import split_variants
@@ -28,6 +28,7 @@ _RUNS: dict[str, Callable[[Command, Console], int]] = {
     "inspect": inspect.run,
     "compare": compare.run,
     "plan": plan.run,
+    "sweep": sweep.run,
     "models": listing.run,
     "gpus": listing.run,
 }

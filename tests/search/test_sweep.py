@@ -1,0 +1,56 @@
+"""``vramsim.sweep``: every point, derived or traced, equals its own full trace to the byte."""
+
+import pytest
+import transformers
+
+import vramsim
+from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.search.sweep_sizes import SizeFit, quantities, structure
+from vramsim.search.sweep_workers import TraceTask, trace_records
+
+
+def test_every_point_equals_its_own_trace(tiny_llama: transformers.LlamaConfig) -> None:
+    """A small model's grid: the points derived from the proven boxes and the traced ones alike are what
+    ``simulate`` reports at each, peak, reserved, device and verdict, under two checkpointing choices."""
+    found = vramsim.sweep(tiny_llama, batch_size="1:3", seq_len="16:128:16", device="h100", checkpointing="none,full", jobs=1)
+    assert len(found.points) == 3 * 8 * 2
+    derived = [p for p in found.points if p.answer == "derived"]
+    assert len(derived) >= 12 and found.traces < 24  # batch 1 is its own structure; 2-3 are proven and derived
+    for point in found.points:
+        report = vramsim.simulate(
+            tiny_llama,
+            batch_size=point.batch_size,
+            seq_len=point.seq_len,
+            device="h100",
+            checkpointing=point.checkpointing,
+            advice="none",
+        )
+        assert (point.peak_bytes, point.reserved_bytes, point.device_bytes, point.fits) == (
+            report.peak_bytes,
+            report.reserved_bytes,
+            report.device_bytes,
+            report.fits,
+        ), point
+    assert {(p.checkpointing, p.batch_size, p.seq_len) for p in found.largest} == {("none", 3, 128), ("full", 3, 128)}
+
+
+def test_a_fit_is_checked_to_the_byte(tiny_llama: transformers.LlamaConfig) -> None:
+    """The polynomials through a 2 x 3 grid of traces give a further trace's every size; a grid without the
+    sequence's square (2 x 2) does not (attention's FLOPs grow with it), so that box would be traced."""
+    traced = {
+        (b, s): trace_records(TraceTask(tiny_llama, {"task": "train", "batch_size": b, "seq_len": s, "device": "h100"}))
+        for b, s in [(2, 16), (2, 64), (2, 128), (4, 16), (4, 64), (4, 128), (3, 96)]
+    }
+    assert len({structure(trace) for trace in traced.values()}) == 1
+    sizes = {point: quantities(trace) for point, trace in traced.items()}
+    assert SizeFit((2, 4), (16, 64, 128), sizes).predicts(3, 96, sizes[3, 96])
+    assert not SizeFit((2, 4), (16, 128), sizes).predicts(3, 96, sizes[3, 96])
+
+
+def test_what_a_sweep_refuses(tiny_llama: transformers.LlamaConfig) -> None:
+    with pytest.raises(ConfigError, match="'all' is a table of its own"):
+        vramsim.sweep(tiny_llama, checkpointing="none,all", jobs=1)
+    with pytest.raises(UnsupportedError, match="task='generate'"):
+        vramsim.sweep(tiny_llama, task="generate", jobs=1)
+    with pytest.raises(ConfigError, match="'x' is not a whole number"):
+        vramsim.sweep(tiny_llama, seq_len="16,x", jobs=1)
