@@ -43,7 +43,8 @@ def main() -> None:
         return
     bill = best.quote
     print(
-        f"Answer: {bill.offer} ({bill.provider}), {bill.gpus} x {bill.device}, {bill.duration.hours:,.1f} hours: "
+        f"Answer: on orders of one GPU, {bill.offer} ({bill.provider}), {bill.gpus} x {bill.device}, "
+        f"{bill.duration.hours:,.1f} hours: "
         f"{bill.total:,} {bill.currency} at the sheet's made-up prices (order key {bill.key[:12]}...)."
     )
 
