@@ -88,6 +88,7 @@ def _entry(**overrides: object) -> bytes:
         (_entry(kind="vramsim.results.fit.LargestFit"), "another request"),
         (_entry(), "does not read back"),
     ],
+    ids=["not gzip", "not json", "another schema", "another key", "another kind", "a record not read back"],
 )
 def test_a_foreign_entry_warns_and_answers_nothing(content: bytes, why: str, tmp_path: Path) -> None:
     store = ResultCache(tmp_path)
