@@ -10,7 +10,7 @@ from vramsim.config.workload import MAX_SEQ_LEN
 from vramsim.errors import ConfigError
 from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
 
-__all__ = ["ENGINES", "VLLM_QUANTIZATION_NAMES", "ServeConfig", "serve_options"]
+__all__ = ["DEFAULT_VLLM_VERSION", "ENGINES", "VLLM_QUANTIZATION_NAMES", "ServeConfig", "serve_options"]
 
 ENGINES = ("vllm", "sglang")
 QUANTIZATIONS = ("fp8", "gptq", "awq", "nf4-dq")
@@ -20,6 +20,8 @@ NF4 with double-quantized scales, named as ``trace --quantization`` names that f
 VLLM_QUANTIZATION_NAMES = {"nf4-dq": "bitsandbytes"}
 """vLLM's own ``--quantization`` name where it differs; taken from Python too (the command line warns of it)."""
 MAX_GPUS = 1024
+DEFAULT_VLLM_VERSION = "0.19"
+"""The vLLM release a budget follows when none is named: the newest line ``vramsim/serving/versions.py`` knows."""
 
 
 def _option(**option: Any) -> dict[str, Option]:
@@ -90,6 +92,20 @@ class ServeConfig:
         default="auto", metadata=_option(help=f"auto (the model's dtype) or {', '.join(KV_CACHE_DTYPE_BYTES)}", report=_same)
     )
     enforce_eager: bool = field(default=False, metadata=_option(help="no CUDA graphs (nothing kept for their pool)"))
+    vllm_version: str = field(
+        default=DEFAULT_VLLM_VERSION,
+        metadata=_option(
+            help="the vLLM release whose profile run is modelled (0.8 on: its sampler warm-up, CUDA graph accounting)",
+            report=_same,
+        ),
+    )
+    attention_backend: str | None = field(
+        default=None,
+        metadata=_option(
+            help="vLLM's --attention-backend: FLASH_ATTN, FLASHINFER or TRITON_ATTN (default: the one vLLM selects)",
+            report=_same,
+        ),
+    )
     engine: Literal["vllm", "sglang"] = field(default="vllm", metadata=_option(help="vllm or sglang", report=_same))
     concurrency: int | None = field(
         default=None,

@@ -7,6 +7,7 @@ from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
 from vramsim.serving.profile_run import VLLM_QUANTIZED_LAYERS
+from vramsim.serving.versions import vllm_release
 
 __all__ = ["budget_assumptions", "encoder_note", "hybrid_note", "pipeline_note"]
 
@@ -32,7 +33,8 @@ def _memory_notes(config: ServeConfig, non_torch: list[tuple[str, int, str]], gr
                 bytes=graphs,
                 detail="estimators/serving.py "
                 "VLLM_CUDA_GRAPH_BYTES: 0.21 GiB measured for Llama-3.2-1B (vllm#11349); subtracted "
-                "as vLLM >= 0.19 does; --enforce-eager drops it",
+                "as vLLM >= 0.19 does (before it the graphs are captured after the KV cache, in the share "
+                "utilization leaves out); --enforce-eager drops it",
             )
         )
     found.append(
@@ -77,14 +79,27 @@ def _quantization_notes(config: ServeConfig) -> list[Assumption]:
 
 def _trace_notes(config: ServeConfig, notes: list[str]) -> list[Assumption]:
     """What the profile forward and the cache probes measure, and the trace's own notes."""
+    release = vllm_release(config.vllm_version)
+    sampler = (
+        "top-k/top-p by PyTorch's sort (sorted values, int64 indices, masks, a cumulative softmax)"
+        if release.top_k_top_p == "sort"
+        else "top-k/top-p by the Triton kernel, in place (its ~80 MiB of per-program buffers not counted)"
+    )
     return [
         Assumption(
             name="profile_forward",
-            detail="one sequence of max_num_batched_tokens tokens keeping "
-            "logits for max_num_seqs rows; vLLM's sampler warm-up and attention-backend metadata "
-            "buffers are not traced"
+            detail=f"vLLM {config.vllm_version}'s profile run: one sequence of max_num_batched_tokens tokens "
+            "keeping logits for max_num_seqs rows, then the sampler's warm-up over them (float32 logits, "
+            f"{sampler}, softmax and exponential noise; vramsim/serving/sampler.py); the hidden states vLLM "
+            "still holds while it samples are not counted"
             if config.engine == "vllm"
             else "SGLang subtracts no profile forward from its token pool",
+        ),
+        Assumption(
+            name="attention_backend",
+            detail=f"vLLM's {config.attention_backend or 'default'} backend (fused, no score matrix, softcap in the "
+            "kernel; no attention metadata in the profile run), traced as flash_attention_2 (sdpa for float32 "
+            "weights); vramsim/serving/attention.py",
         ),
         Assumption(
             name="kv_layers",

@@ -38,6 +38,7 @@ from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
 from vramsim.serving.max_model_len import resolve_max_model_len
 from vramsim.serving.pipelined import pipelined
 from vramsim.serving.probes import rank_config, read_kv_cache, state_per_rank
+from vramsim.serving.profile_run import profile_options
 from vramsim.serving.traces import RankTraces
 from vramsim.workload.build import weight_dtype
 from vramsim.workload.models import load_config
@@ -140,6 +141,7 @@ def _rank_budget(
         quantization=config.quantization,
         checked=checked,
         encoder_decoder=encoder_decoder,
+        **profile_options(config, target, dtype, _vocab(source)),
     )
     layers, peak_notes = traced.layers, traced.notes
     inputs, non_torch = budget_inputs(config, target, traced.weights_bytes, traced.activation_peak_bytes, layers, tokens)
@@ -150,6 +152,12 @@ def _rank_budget(
         *encoder_note(encoder_decoder, profile_tokens),
     ]
     return serve_report(name, config, target, inputs, budget, tokens, seqs, started, assumptions=assumptions)
+
+
+def _vocab(source: PretrainedConfig) -> int:
+    """The vocabulary the sampler's warm-up runs over: the model's own (a decoder's, for an encoder-decoder)."""
+    text = getattr(source, "get_text_config", lambda: source)()
+    return int(getattr(text, "vocab_size", 0) or 0)
 
 
 def _check_quantization(config: ServeConfig, profile: Any) -> None:

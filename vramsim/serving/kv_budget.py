@@ -17,6 +17,7 @@ from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
 from vramsim.results.serving import ServeReport
+from vramsim.serving.versions import vllm_release
 from vramsim.workload.targets import Target
 
 __all__ = ["budget_inputs", "engine_budget", "serve_report"]
@@ -30,7 +31,8 @@ def budget_inputs(
     assert profile.memory_bytes is not None and config.tp is not None and config.max_model_len is not None
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
     non_torch = _non_torch(target, config.tp, config.engine, config.pp)
-    graphs = 0 if config.enforce_eager or config.engine == "sglang" else serving.VLLM_CUDA_GRAPH_BYTES
+    estimated = vllm_release(config.vllm_version).estimates_cuda_graphs
+    graphs = serving.VLLM_CUDA_GRAPH_BYTES if config.engine == "vllm" and estimated and not config.enforce_eager else 0
     utilization = config.gpu_memory_utilization or (
         serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp)
     )

@@ -15,6 +15,7 @@ from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.serving import ServeReport, ServeStage
 from vramsim.serving.assumptions import budget_assumptions, hybrid_note, pipeline_note
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
+from vramsim.serving.profile_run import profile_options
 from vramsim.serving.traces import RankTraces
 from vramsim.workload.targets import Target
 
@@ -71,6 +72,7 @@ def pipelined(
                 (first, last),
                 embedding=index == 0 or (head and tied),
                 head=head,
+                vocab=int(getattr(source, "vocab_size", 0) or 0),
             )
         )
     picked = min(stages, key=lambda stage: stage.budget.kv_blocks)
@@ -113,6 +115,7 @@ def _stage_budget(
     *,
     embedding: bool,
     head: bool,
+    vocab: int,
 ) -> _StageBudget:
     """One stage's cache, profile run and budget: what it holds of the embedding and head, and its layers."""
     assert config.max_model_len is not None
@@ -135,6 +138,7 @@ def _stage_budget(
         checked=checked,
         embedding=embedding,
         head=head,
+        **profile_options(config, target, dtype, vocab, head=head),
     )
     weights, activation, notes, layers = traced.weights_bytes, traced.activation_peak_bytes, traced.notes, traced.layers
     inputs, non_torch = budget_inputs(config, target, weights, activation, layers, tokens)

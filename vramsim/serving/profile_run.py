@@ -1,7 +1,8 @@
 """vLLM's profile run traced on one rank: the weights it holds and the activation peak over them.
 
-One forward over ``max_num_batched_tokens`` tokens keeping logits for ``max_num_seqs`` of them; its
-steady-state peak over the weights is the activation peak.
+One forward over ``max_num_batched_tokens`` tokens keeping logits for ``max_num_seqs`` of them, with the
+attention the engine's backend runs (``attention.py``), then the sampler's warm-up over those logits
+(``sampler.py``); the steady-state peak over the weights is the activation peak.
 """
 
 from __future__ import annotations
@@ -16,14 +17,19 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from vramsim.analysis.device_memory import device_memory
 from vramsim.config import SimulationConfig
+from vramsim.config.serving import ServeConfig
 from vramsim.estimators.checkpointing import what_if
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
-from vramsim.tracer.categories import Category
+from vramsim.serving.attention import engine_attention, traced_attention
+from vramsim.serving.sampler import sampler_warmup
+from vramsim.serving.versions import TopKTopP, vllm_release
+from vramsim.tracer.categories import Category, Phase
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import BEFORE_TRACE
+from vramsim.workload.program import Program, StepObserver, tensors_in
 from vramsim.workload.targets import Target
 
-__all__ = ["VLLM_QUANTIZED_LAYERS", "profile_run"]
+__all__ = ["VLLM_QUANTIZED_LAYERS", "profile_options", "profile_run"]
 
 VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "nf4-dq": "nf4-dq"}
 """vLLM's ``--quantization`` -> the trace side's layers holding the same tensors (``vramsim/workload/quantization/weights.py``).
@@ -44,6 +50,14 @@ _ALLOCATION_ROUND = 512
 """The CUDA caching allocator rounds every block up to 512 B (``kMinBlockSize``)."""
 
 
+def profile_options(config: ServeConfig, target: Target, dtype: torch.dtype, vocab: int, *, head: bool = True) -> dict[str, Any]:
+    """``profile_run``'s keywords for the engine's release and backend: the attention standing for the backend,
+    the release's sampler path (none for a stage without the head) and the vocabulary it samples over."""
+    release = vllm_release(config.vllm_version)
+    engine_attention(target, config.attention_backend)  # checks the name; every backend traces alike
+    return {"sampler": release.top_k_top_p if head else None, "vocab": vocab}
+
+
 def profile_run(
     rank: PretrainedConfig,
     target: Target,
@@ -52,6 +66,8 @@ def profile_run(
     seqs: int,
     quantization: str | None,
     *,
+    sampler: TopKTopP | None,
+    vocab: int,
     encoder_decoder: bool = False,
     embedding: bool = True,
     head: bool = True,
@@ -60,10 +76,16 @@ def profile_run(
     stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
     encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
     encoder budget of ``profile_run`` (1500 tokens, one 30-s clip) allows, keeping its output for a
-    decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence."""
+    decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence. The attention standing for
+    the engine's fused backend is ``attention.traced_attention``'s; ``sampler`` the release's top-k/top-p path for the
+    warm-up over the kept logits of the model's whole ``vocab`` (None: a stage without the head, which samples
+    nothing)."""
     from vramsim.analysis.traced import build_and_trace
 
-    positions = _takes_position_ids(rank)
+    causal_lm = _causal_lm_class(rank)
+    attention = traced_attention(causal_lm is not None and bool(getattr(causal_lm, "_supports_sdpa", False)), dtype)
+    # flash-attn reads zero positions as a packed batch (its varlen path); its models count their own positions
+    positions = _takes_position_ids(causal_lm) and attention != "flash_attention_2"
 
     def inputs(batch: int, length: int) -> dict[str, Any]:
         # vLLM's profile run writes no KV cache: no transformers cache either; its dummy batch's positions are
@@ -89,8 +111,14 @@ def profile_run(
         inputs=encoder_decoder_inputs if encoder_decoder else inputs,
         optimizer=None,
         quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""),
+        attn_implementation=attention,
     )
-    program, _, trace = build_and_trace(rank, config, target, checkpointing="marked")
+
+    def with_sampler(program: Program) -> None:
+        if sampler is not None:
+            program.step = lambda p, o: _profile_step(p, o, seqs, vocab, sampler)
+
+    program, _, trace = build_and_trace(rank, config, target, checkpointing="marked", prepare=with_sampler)
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
     memory = device_memory(outcome.timeline, target, training=False)
     resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
@@ -105,11 +133,27 @@ def profile_run(
     return weights, memory.peak_bytes - resident, list(trace.notes)
 
 
-def _takes_position_ids(config: PretrainedConfig) -> bool:
-    """Whether the causal LM transformers builds for ``config`` names ``position_ids`` (those that do not have no
-    position table to index)."""
+def _profile_step(program: Program, observer: StepObserver, seqs: int, vocab: int, sampler: TopKTopP) -> None:
+    """The dummy forward, then the sampler's warm-up over the last ``seqs`` rows of its logits, ``vocab`` wide
+    (vLLM's whole vocabulary, gathered from a tensor-parallel rank's shard)."""
+    observer.set_phase(Phase.FORWARD)
+    with torch.no_grad():
+        outputs = program.model(**program.batch)
+        logits = outputs.logits[0, -seqs:]  # (seqs, vocab shard)
+        del outputs
+        sampled = sampler_warmup(logits, vocab, sampler)
+        observer.mark(tensors_in(sampled), Category.OUTPUT)
+        del logits, sampled
+
+
+def _causal_lm_class(config: PretrainedConfig) -> type | None:
+    """The causal LM class transformers builds for ``config``, where it has one."""
     name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
-    cls = getattr(transformers, name, None) if name else None
+    return getattr(transformers, name, None) if name else None
+
+
+def _takes_position_ids(cls: type | None) -> bool:
+    """Whether the causal LM ``cls`` names ``position_ids`` (those that do not have no position table to index)."""
     return cls is not None and "position_ids" in inspect.signature(cls.forward).parameters
 
 

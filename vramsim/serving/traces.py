@@ -55,7 +55,7 @@ class RankTraces:
         seqs: int,
         quantization: str | None,
         checked: Callable[[list[LayerCache]], list[LayerCache]],
-        **held: bool,
+        **held: Any,
     ) -> RankTrace:
         """The rank's cache probes up to ``long_tokens`` as ``checked`` passes them (it refuses what the budget
         does not model, each time, before any profile run), then its profile run (``profile_run``'s keywords in

@@ -1,0 +1,61 @@
+"""What differs between vLLM releases in the memory its V1 worker profiles, as read from each release line's source.
+
+Every V1 release (0.8 on) runs the same profile: ``GPUModelRunner.profile_run`` runs ``_dummy_run`` over
+``max_num_batched_tokens`` tokens split over ``min(max_num_seqs, max_num_batched_tokens)`` requests, then, on the
+last pipeline stage, ``_dummy_sampler_run`` over the last token of each request (logits of ``max_num_seqs`` x
+vocab, the sampler with top-k and top-p on); attention layers get no metadata in that run and write nothing. What
+changes from release to release:
+
+- how the sampler applies top-k and top-p: the PyTorch sort (``apply_top_k_top_p_pytorch``: sorted values,
+  int64 indices, masks, a softmax and its cumsum, each one row per request over the vocabulary) until the
+  Triton pivot-search kernel (vllm#33538, merged in February 2026) replaced it wherever Triton runs;
+- whether the CUDA graphs' memory is estimated before the KV cache is sized (``profile_cudagraph_memory``,
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, on by default from 0.19) or captured after it, in the share
+  ``gpu_memory_utilization`` leaves out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from vramsim.config.serving import DEFAULT_VLLM_VERSION
+from vramsim.errors import ConfigError, UnsupportedError
+
+__all__ = ["VLLM_RELEASES", "TopKTopP", "VllmRelease", "vllm_release"]
+
+TopKTopP = Literal["sort", "triton"]
+
+
+@dataclass(frozen=True, slots=True)
+class VllmRelease:
+    """One vLLM release line: the first version it covers and what its profile does differently."""
+
+    first: tuple[int, int]
+    top_k_top_p: TopKTopP
+    """``sort``: ``apply_top_k_top_p_pytorch``; ``triton``: ``apply_top_k_top_p_triton``, in place on the logits."""
+    estimates_cuda_graphs: bool
+    """The CUDA graphs' memory comes off the KV budget (``profile_cudagraph_memory``)."""
+
+
+VLLM_RELEASES = (
+    VllmRelease(first=(0, 8), top_k_top_p="sort", estimates_cuda_graphs=False),
+    VllmRelease(first=(0, 16), top_k_top_p="triton", estimates_cuda_graphs=False),
+    VllmRelease(first=(0, 19), top_k_top_p="triton", estimates_cuda_graphs=True),
+)
+"""Release lines, oldest first. 0.8: the V1 worker's profile run with the sampler in it (``profile_run`` calls
+``_dummy_sampler_run``). 0.16: the first release after vllm#33538 ("Triton-based Top-k and Top-p sampler
+kernels", February 2026; 0.15.2rc1 builds still sort, vllm#34076). 0.19: CUDA graph memory estimated before the
+KV cache is sized, by default."""
+
+
+def vllm_release(version: str) -> VllmRelease:
+    """The release line ``version`` (``0.10.1``, ``v0.19.0``, ``0.11``) belongs to."""
+    parts = version.strip().removeprefix("v").split(".")
+    try:
+        numbers = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        raise ConfigError(f"vllm_version {version!r} is not a version like 0.10.1") from None
+    if numbers < VLLM_RELEASES[0].first:
+        raise UnsupportedError(f"vLLM {version} profiles with its V0 engine, not modelled; pass --vllm-version 0.8 or later")
+    return [release for release in VLLM_RELEASES if release.first <= numbers][-1]
