@@ -13,10 +13,11 @@ from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
 __all__ = ["DEFAULT_VLLM_VERSION", "ENGINES", "VLLM_QUANTIZATION_NAMES", "ServeConfig", "serve_options"]
 
 ENGINES = ("vllm", "sglang")
-QUANTIZATIONS = ("fp8", "gptq", "awq", "nf4-dq")
+QUANTIZATIONS = ("fp8", "gptq", "awq", "nf4-dq", "mxfp4")
 """vLLM ``--quantization`` methods modelled: FP8 weights quantized at load (one scale per tensor),
 GPTQ and AWQ checkpoints (4 bits, groups of 128) on the Marlin kernel, and vLLM's ``bitsandbytes``: in-flight
-NF4 with double-quantized scales, named as ``trace --quantization`` names that format."""
+NF4 with double-quantized scales, named as ``trace --quantization`` names that format; MXFP4 experts (gpt-oss's
+checkpoints, read from their ``quantization_config``)."""
 VLLM_QUANTIZATION_NAMES = {"nf4-dq": "bitsandbytes"}
 """vLLM's own ``--quantization`` name where it differs; taken from Python too (the command line warns of it)."""
 MAX_GPUS = 1024
@@ -122,7 +123,8 @@ class ServeConfig:
         default=None,
         metadata=_option(
             help="fp8 (vLLM's: linear weights in FP8), gptq / awq (4-bit checkpoints on the Marlin kernel), nf4-dq "
-            "(vLLM's bitsandbytes: NF4 quantized in flight, double-quantized scales)",
+            "(vLLM's bitsandbytes: NF4 quantized in flight, double-quantized scales), mxfp4 (gpt-oss's experts; the "
+            "default for an MXFP4 checkpoint)",
             report=_same,
         ),
     )

@@ -63,6 +63,16 @@ def _quantization_notes(config: ServeConfig) -> list[Assumption]:
                 "layer each, so it holds fewer per-layer workspaces and rounds fewer tensors",
             )
         ]
+    if config.quantization == "mxfp4":
+        return [
+            Assumption(
+                name="mxfp4_weights",
+                detail="fused expert weights as vLLM's Mxfp4MoEMethod creates them: uint8 blocks of two 4-bit "
+                "values per byte plus a uint8 scale per 32 values; expert biases, attention, router, embeddings "
+                "and head in the model's dtype; the Triton MoE kernels' swizzled layout, made after loading, is "
+                "not counted; the profile forward runs the experts in the model's dtype",
+            )
+        ]
     if config.quantization == "fp8":
         return [
             Assumption(
@@ -97,9 +107,9 @@ def _trace_notes(config: ServeConfig, notes: list[str]) -> list[Assumption]:
         ),
         Assumption(
             name="attention_backend",
-            detail=f"vLLM's {config.attention_backend or 'default'} backend (fused, no score matrix, softcap in the "
-            "kernel; no attention metadata in the profile run), traced as flash_attention_2 (sdpa for float32 "
-            "weights); vramsim/serving/attention.py",
+            detail=f"vLLM's {config.attention_backend or 'default'} backend: fused (no score matrix, softcap in the "
+            "kernel), and in the profile run, which builds no attention metadata, it only returns its output "
+            "buffer; traced so (vramsim/serving/attention.py), whatever transformers' default attention is",
         ),
         Assumption(
             name="kv_layers",

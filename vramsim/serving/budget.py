@@ -61,7 +61,9 @@ def serve(model: str | PretrainedConfig, *, traces: RankTraces | None = None, **
     started = time.perf_counter()
     source = load_config(model) if isinstance(model, str) else model
     name = model if isinstance(model, str) else (getattr(model, "name_or_path", "") or type(model).__name__)
-    config = dataclasses.replace(config, max_model_len=resolve_max_model_len(name, source, config))
+    config = dataclasses.replace(
+        config, max_model_len=resolve_max_model_len(name, source, config), quantization=_checkpoint_quantization(source, config)
+    )
     traces = RankTraces() if traces is None else traces
     if config.concurrency is None:
         return _budget(name, source, config, started, traces)
@@ -152,6 +154,20 @@ def _rank_budget(
         *encoder_note(encoder_decoder, profile_tokens),
     ]
     return serve_report(name, config, target, inputs, budget, tokens, seqs, started, assumptions=assumptions)
+
+
+def _checkpoint_quantization(source: PretrainedConfig, config: ServeConfig) -> str | None:
+    """``--quantization``, or the checkpoint's own where vLLM reads it from the config (``quantization_config``'s
+    ``quant_method``: gpt-oss's ``mxfp4``, DeepSeek-V3's ``fp8``); another method named there is refused."""
+    found = getattr(source, "quantization_config", None)
+    method = found.get("quant_method") if isinstance(found, dict) else getattr(found, "quant_method", None)
+    if config.quantization is not None or method is None:
+        return config.quantization
+    if method not in ("mxfp4", "fp8"):
+        raise UnsupportedError(
+            f"the checkpoint's quantization_config names {method!r}, not modelled for serving; pass --quantization"
+        )
+    return str(method)
 
 
 def _vocab(source: PretrainedConfig) -> int:

@@ -1,7 +1,7 @@
 """vLLM's profile run traced on one rank: the weights it holds and the activation peak over them.
 
 One forward over ``max_num_batched_tokens`` tokens keeping logits for ``max_num_seqs`` of them, with the
-attention the engine's backend runs (``attention.py``), then the sampler's warm-up over those logits
+attention as the engine's backends run in that run (``attention.py``), then the sampler's warm-up over those logits
 (``sampler.py``); the steady-state peak over the weights is the activation peak.
 """
 
@@ -20,7 +20,7 @@ from vramsim.config import SimulationConfig
 from vramsim.config.serving import ServeConfig
 from vramsim.estimators.checkpointing import what_if
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
-from vramsim.serving.attention import engine_attention, traced_attention
+from vramsim.serving.attention import engine_attention, use_profile_attention
 from vramsim.serving.sampler import sampler_warmup
 from vramsim.serving.versions import TopKTopP, vllm_release
 from vramsim.tracer.categories import Category, Phase
@@ -51,8 +51,8 @@ _ALLOCATION_ROUND = 512
 
 
 def profile_options(config: ServeConfig, target: Target, dtype: torch.dtype, vocab: int, *, head: bool = True) -> dict[str, Any]:
-    """``profile_run``'s keywords for the engine's release and backend: the attention standing for the backend,
-    the release's sampler path (none for a stage without the head) and the vocabulary it samples over."""
+    """``profile_run``'s keywords for the engine's release: its sampler path (none for a stage without the head) and
+    the vocabulary it samples over; the backend named is checked (every fused backend profiles alike)."""
     release = vllm_release(config.vllm_version)
     engine_attention(target, config.attention_backend)  # checks the name; every backend traces alike
     return {"sampler": release.top_k_top_p if head else None, "vocab": vocab}
@@ -76,16 +76,13 @@ def profile_run(
     stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
     encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
     encoder budget of ``profile_run`` (1500 tokens, one 30-s clip) allows, keeping its output for a
-    decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence. The attention standing for
-    the engine's fused backend is ``attention.traced_attention``'s; ``sampler`` the release's top-k/top-p path for the
-    warm-up over the kept logits of the model's whole ``vocab`` (None: a stage without the head, which samples
-    nothing)."""
+    decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence. Attention runs as the
+    backends run it there (``attention.use_profile_attention``: the output buffer); ``sampler`` is the release's
+    top-k/top-p path for the warm-up over the kept logits of the model's whole ``vocab`` (None: a stage without the
+    head, which samples nothing)."""
     from vramsim.analysis.traced import build_and_trace
 
-    causal_lm = _causal_lm_class(rank)
-    attention = traced_attention(causal_lm is not None and bool(getattr(causal_lm, "_supports_sdpa", False)), dtype)
-    # flash-attn reads zero positions as a packed batch (its varlen path); its models count their own positions
-    positions = _takes_position_ids(causal_lm) and attention != "flash_attention_2"
+    positions = _takes_position_ids(rank)
 
     def inputs(batch: int, length: int) -> dict[str, Any]:
         # vLLM's profile run writes no KV cache: no transformers cache either; its dummy batch's positions are
@@ -111,14 +108,15 @@ def profile_run(
         inputs=encoder_decoder_inputs if encoder_decoder else inputs,
         optimizer=None,
         quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""),
-        attn_implementation=attention,
     )
 
-    def with_sampler(program: Program) -> None:
+    def as_vllm_runs_it(program: Program) -> None:
+        if not encoder_decoder:
+            use_profile_attention(program.model)
         if sampler is not None:
             program.step = lambda p, o: _profile_step(p, o, seqs, vocab, sampler)
 
-    program, _, trace = build_and_trace(rank, config, target, checkpointing="marked", prepare=with_sampler)
+    program, _, trace = build_and_trace(rank, config, target, checkpointing="marked", prepare=as_vllm_runs_it)
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
     memory = device_memory(outcome.timeline, target, training=False)
     resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
@@ -129,6 +127,8 @@ def profile_run(
     )
     if quantization == "fp8":
         weights -= _fp8_savings(program.model)
+    if quantization == "mxfp4":
+        weights -= _mxfp4_savings(program.model)
     weights -= _unheld(program.model, embedding=embedding, head=head)
     return weights, memory.peak_bytes - resident, list(trace.notes)
 
@@ -146,14 +146,11 @@ def _profile_step(program: Program, observer: StepObserver, seqs: int, vocab: in
         del logits, sampled
 
 
-def _causal_lm_class(config: PretrainedConfig) -> type | None:
-    """The causal LM class transformers builds for ``config``, where it has one."""
+def _takes_position_ids(config: PretrainedConfig) -> bool:
+    """Whether the causal LM transformers builds for ``config`` names ``position_ids`` (those that do not have no
+    position table to index)."""
     name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
-    return getattr(transformers, name, None) if name else None
-
-
-def _takes_position_ids(cls: type | None) -> bool:
-    """Whether the causal LM ``cls`` names ``position_ids`` (those that do not have no position table to index)."""
+    cls = getattr(transformers, name, None) if name else None
     return cls is not None and "position_ids" in inspect.signature(cls.forward).parameters
 
 
@@ -186,6 +183,24 @@ def _fp8_savings(model: torch.nn.Module) -> int:
             weights = [(p, p.shape[0]) for p in module.parameters(recurse=False) if p.dim() == 3]
         for weight, scales in weights:
             saved += _rounded(weight.numel() * weight.element_size()) - _rounded(weight.numel()) - _rounded(4 * scales)
+    return saved
+
+
+MXFP4_BLOCK = 32
+"""Elements per MXFP4 block: 32 four-bit values (16 bytes) share one uint8 E8M0 scale (OCP MX spec; vLLM's
+``Mxfp4MoEMethod`` ``mxfp4_block = 32``)."""
+
+
+def _mxfp4_savings(model: torch.nn.Module) -> int:
+    """Bytes MXFP4 experts save, as vLLM's ``Mxfp4MoEMethod.create_weights`` holds them (and transformers' checkpoint
+    stores them, ``*_blocks`` / ``*_scales``): each fused expert weight (``experts, out, in``) as uint8 blocks of two
+    values per byte plus one uint8 scale per 32 values, its intermediate size padded to 64 on CUDA (gpt-oss's 2880
+    already is); the expert biases, attention, router, embeddings and head keep the model's dtype."""
+    saved = 0
+    for module in model.modules():
+        for weight in (p for p in module.parameters(recurse=False) if p.dim() == 3):
+            stored = _rounded(weight.numel() // 2) + _rounded(weight.numel() // MXFP4_BLOCK)
+            saved += _rounded(weight.numel() * weight.element_size()) - stored
     return saved
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from vramsim.config.serving import DEFAULT_VLLM_VERSION
 from vramsim.errors import ConfigError, UnsupportedError
 
 __all__ = ["VLLM_RELEASES", "TopKTopP", "VllmRelease", "vllm_release"]
