@@ -1,0 +1,120 @@
+"""vLLM's profile run as its V1 worker runs it: the sampler's warm-up per release, attention as the backends run in
+that run, the release's CUDA graph accounting, and gpt-oss's MXFP4 experts."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import transformers
+
+from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.estimators.serving import VLLM_CUDA_GRAPH_BYTES
+from vramsim.serving.budget import serve
+from vramsim.workload.models import load_config
+
+TOKENS, SEQS, VOCAB = 2048, 256, 32000
+
+
+def _llama(**changes: object) -> transformers.LlamaConfig:
+    values: dict[str, object] = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        dtype=torch.bfloat16,
+    )
+    return transformers.LlamaConfig(**(values | changes))
+
+
+def _gemma2() -> transformers.Gemma2Config:
+    """A tiny Gemma-2: softcapped attention and logits, sliding layers, and no sdpa in transformers (eager by default)."""
+    return transformers.Gemma2Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=8192,
+        sliding_window=64,
+        dtype=torch.bfloat16,
+    )
+
+
+def _budget(config: transformers.PretrainedConfig, **options: object):  # type: ignore[no-untyped-def]
+    return serve(config, device="h100", max_model_len=1024, enforce_eager=True, **options)
+
+
+def test_the_sort_based_sampler_holds_ten_more_bytes_per_logit() -> None:
+    """Until 0.16 top-k/top-p sort the float32 logits: at their peak the sorted values (4 B), int64 indices (8 B),
+    both masks (1 B each) and the cumulative softmax (4 B) are live beside the bf16 and float32 logits (2 + 4 B);
+    the Triton path's peak is the logits, the softmax and its noise (2 + 4 + 4 + 4 B): 10 B more per logit."""
+    sort = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.10")
+    triton = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.19")
+    extra = sort.activation_peak_bytes - triton.activation_peak_bytes
+    assert extra == pytest.approx(10 * SEQS * VOCAB, rel=1e-3)
+
+
+def test_the_warm_up_samples_max_num_seqs_rows_of_float32_logits() -> None:
+    """Each extra sequence adds at least its float32 softmax and noise rows over the vocabulary (Triton path)."""
+    few = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=64)
+    many = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS)
+    assert many.activation_peak_bytes - few.activation_peak_bytes >= (SEQS - 64) * VOCAB * (2 + 4 + 4 + 4)
+
+
+def test_gemma2_profiles_without_a_score_matrix() -> None:
+    """transformers runs Gemma-2 eagerly (a float32 score matrix per layer, softcapped); vLLM's profile run computes
+    no attention. Doubling the dummy batch grows the peak by far less than one layer's score matrix would."""
+    short = _budget(_gemma2(), max_num_batched_tokens=2048, max_num_seqs=1)
+    long = _budget(_gemma2(), max_num_batched_tokens=4096, max_num_seqs=1)
+    score_matrix = 4 * 4096 * 4096 * 4  # heads x tokens x tokens x float32, one layer
+    assert long.activation_peak_bytes - short.activation_peak_bytes < score_matrix / 20
+
+
+def test_every_backend_profiles_alike_and_a_bad_one_is_refused() -> None:
+    default = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS)
+    flashinfer = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, attention_backend="flashinfer")
+    assert flashinfer.kv_cache_bytes == default.kv_cache_bytes
+    with pytest.raises(ConfigError, match="unknown attention_backend 'xformers'; choose one of: FLASH_ATTN"):
+        _budget(_llama(), attention_backend="xformers")
+
+
+def test_cuda_graphs_come_off_the_budget_from_0_19() -> None:
+    config = _llama()
+    assert serve(config, device="h100", max_model_len=1024, vllm_version="0.10.1").cuda_graph_bytes == 0
+    assert serve(config, device="h100", max_model_len=1024, vllm_version="v0.19.0").cuda_graph_bytes == VLLM_CUDA_GRAPH_BYTES
+
+
+@pytest.mark.parametrize(
+    ("version", "error", "message"),
+    [("0.7.3", UnsupportedError, "V0 engine, not modelled"), ("latest", ConfigError, "is not a version like 0.10.1")],
+)
+def test_versions_outside_v1_are_refused(version: str, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        _budget(_llama(), vllm_version=version)
+
+
+def _held_bytes(nbytes: int) -> int:
+    return -(-nbytes // 512) * 512  # the caching allocator's 512-B blocks
+
+
+def test_gpt_oss_20b_serves_on_an_h100_with_mxfp4_experts() -> None:
+    """The checkpoint's quantization_config (mxfp4) is read as vLLM reads it: each fused expert weight in uint8 blocks
+    of two values plus a uint8 scale per 32 (Mxfp4MoEMethod), all else in bf16; an 8k request fits many times."""
+    config = load_config("openai/gpt-oss-20b")
+    mxfp4 = serve(config, device="h100", max_model_len=4096)
+    plain = copy.deepcopy(config)
+    del plain.quantization_config
+    bf16 = serve(plain, device="h100", max_model_len=4096)
+    experts, hidden, inter = config.num_local_experts, config.hidden_size, config.intermediate_size
+    per_layer = [experts * hidden * 2 * inter, experts * inter * hidden]  # gate_up, down
+    saved = config.num_hidden_layers * sum(_held_bytes(2 * n) - _held_bytes(n // 2) - _held_bytes(n // 32) for n in per_layer)
+    assert bf16.weights_bytes - mxfp4.weights_bytes == saved
+    assert mxfp4.weights_bytes / 2**30 == pytest.approx(12.82, abs=0.01)
+    assert mxfp4.max_concurrency > 100
