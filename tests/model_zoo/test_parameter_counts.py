@@ -86,7 +86,13 @@ CASES = [
     Published("bigcode/octocoder", "AutoModelForCausalLM", "GPTBigCodeForCausalLM", 15_517_456_384),
     # Hub safetensors total ("242M"); proj_out is tied to the decoder embedding. Whisper paper: 244M.
     Published("openai/whisper-small", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 241_734_912),
+    # Exact count as transformers builds it (bf16 experts); the Hub counts MXFP4 blocks as U8 elements, so no exact
+    # figure is published: the model card (arXiv 2508.10925) gives 20.9B and 116.8B, checked below.
+    Published("openai/gpt-oss-20b", "AutoModelForCausalLM", "GptOssForCausalLM", 20_914_757_184),
+    Published("openai/gpt-oss-120b", "AutoModelForCausalLM", "GptOssForCausalLM", 116_829_156_672),
 ]
+MODEL_CARD_BILLIONS = {"openai/gpt-oss-20b": 20.9, "openai/gpt-oss-120b": 116.8}
+"""gpt-oss model card, "Model architecture": 116.8B total parameters (120b), 20.9B (20b)."""
 
 
 def _counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -110,7 +116,7 @@ def test_bundled_config_builds_the_published_parameter_count(case: Published) ->
 
 def test_model_ids_lists_every_bundled_model() -> None:
     ids = model_zoo.model_ids()
-    assert len(ids) == 24
+    assert len(ids) == 26
     assert ids == sorted(case.model_id for case in CASES)
 
 
@@ -143,3 +149,10 @@ def test_find_resolves_legacy_short_ids(alias: str, model_id: str) -> None:
 )
 def test_find_returns_none_for_ids_not_bundled(model_id: str) -> None:
     assert model_zoo.find(model_id) is None
+
+
+@pytest.mark.parametrize("model_id", sorted(MODEL_CARD_BILLIONS))
+def test_gpt_oss_counts_round_to_the_model_cards(model_id: str) -> None:
+    """The rows above hold the built count; it must round to the model card's figure in billions."""
+    count = next(case.count for case in CASES if case.model_id == model_id)
+    assert round(count / 1e9, 1) == MODEL_CARD_BILLIONS[model_id]
