@@ -118,3 +118,19 @@ def test_gpt_oss_20b_serves_on_an_h100_with_mxfp4_experts() -> None:
     assert bf16.weights_bytes - mxfp4.weights_bytes == saved
     assert mxfp4.weights_bytes / 2**30 == pytest.approx(12.82, abs=0.01)
     assert mxfp4.max_concurrency > 100
+
+
+def test_the_docs_gpt_oss_120b_rows_stay_true() -> None:
+    """docs/serving.md's vramsim column for gpt-oss-120b on one H100 (vllm#33155, #23278, #27508's settings)."""
+    report = serve(
+        "openai/gpt-oss-120b",
+        device="h100",
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=1024,
+        vllm_version="0.11",
+        max_model_len=131072,
+    )
+    gib = 2**30
+    assert round(report.weights_bytes / gib, 2) == 60.77
+    assert round(report.activation_peak_bytes / gib, 2) == 4.68
+    assert round(report.kv_cache_bytes / gib, 2) == 9.78

@@ -41,20 +41,20 @@ def test_sglang_refuses_a_longer_context_length_with_its_own_variable(capsys: py
 
 
 def test_one_request_that_does_not_fit_the_kv_cache_is_refused_with_the_tokens_it_holds() -> None:
-    """Llama-3.1-8B at 131,072 tokens on an RTX 4090 (it answered 0.37x): 16 GiB per request, 5.87 GiB of KV
-    cache, 48,096 tokens; vLLM's check_enough_kv_cache_memory refuses, with the longest length that fits."""
+    """Llama-3.1-8B at 131,072 tokens on an RTX 4090 (it answered 0.37x): 16 GiB per request, 5.67 GiB of KV
+    cache, 46,432 tokens; vLLM's check_enough_kv_cache_memory refuses, with the longest length that fits."""
     with pytest.raises(ConfigError) as refused:
         serve("meta-llama/Llama-3.1-8B", device="rtx-4090", max_model_len=131072)
     message = str(refused.value)
     assert "one request of max_model_len=131072 tokens needs 16.00 GiB of KV cache" in message
-    assert "leaves 5.87 GiB (48,096 tokens); vLLM refuses to start" in message
-    assert "pass max_model_len=48096 or less, or raise gpu_memory_utilization or --tp" in message
+    assert "leaves 5.67 GiB (46,432 tokens); vLLM refuses to start" in message
+    assert "pass max_model_len=46432 or less, or raise gpu_memory_utilization or --tp" in message
 
 
 def test_the_full_context_still_answers_where_it_fits() -> None:
-    """Llama-3.1-8B at 131,072 tokens on an H200: 898,752 tokens of KV cache, 6.86 requests."""
+    """Llama-3.1-8B at 131,072 tokens on an H200: 892,160 tokens of KV cache, 6.81 requests."""
     report = serve("meta-llama/Llama-3.1-8B", device="h200", max_model_len=131072)
-    assert report.kv_cache_tokens == 898_752 and round(report.max_concurrency, 2) == 6.86
+    assert report.kv_cache_tokens == 892_160 and round(report.max_concurrency, 2) == 6.81
 
 
 def test_no_memory_for_blocks_is_refused() -> None:
