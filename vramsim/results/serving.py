@@ -76,6 +76,8 @@ class ServeReport:
     """Data-parallel copies of the tensor-parallel group the answer needs."""
     trace_seconds: float = 0.0
     pp: int = 1
+    vllm_version: str | None = None
+    """The vLLM release whose profile run the budget follows (``--vllm-version``); None for SGLang."""
     stages: list[ServeStage] = field(default_factory=list)
     """With pipeline parallel, every stage; the report's other figures are the stage with the fewest blocks."""
 

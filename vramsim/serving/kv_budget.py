@@ -132,6 +132,7 @@ def serve_report(
         gpus=config.gpus,
         tp=config.tp,
         pp=config.pp,
+        vllm_version=config.vllm_version if config.engine == "vllm" else None,
         max_model_len=config.max_model_len,
         max_num_batched_tokens=tokens,
         max_num_seqs=seqs,

@@ -16,7 +16,7 @@ __all__ = ["render_serve"]
 def render_serve(report: ServeReport, console: Console) -> None:
     """The budget term by term, then the lines vLLM logs (``Available KV cache memory``,
     ``GPU KV cache size``, ``Maximum concurrency``), then the layers and the assumptions."""
-    engine = "vLLM" if report.engine == "vllm" else "SGLang"
+    engine = f"vLLM {report.vllm_version}" if report.engine == "vllm" else "SGLang"
     pipeline = f", pipeline parallel {report.pp}" if report.pp > 1 else ""
     _say(
         console,
