@@ -227,7 +227,7 @@ class KernelEmulation(TorchFunctionMode):
         if not _eligible(arg) or arg.dtype == dtype:
             return arg
         cacheable = (
-            dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf and not arg._is_view()
+            dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf and arg._base is None
         )
         if not cacheable:
             return arg.to(dtype)
