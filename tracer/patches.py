@@ -23,7 +23,8 @@ from torch.utils._mode_utils import no_dispatch
 from torch.utils._pytree import tree_map
 
 __all__ = [
-    "PATCHES", "Patch", "any_mode_grad_hooks", "dispatched_rng_state", "emulated_autocast", "flash_attn_installed",
+    "PATCHES", "Patch", "any_mode_grad_hooks", "checkpoint_recomputes_under", "dispatched_rng_state", "emulated_autocast",
+    "flash_attn_installed",
     "foreach_clipping_on_meta", "fp8_kernels_on_meta", "fused_optimizers_on_meta",
     "host_checkpoint_device", "leftovers", "torchao_float8_hardware_checked", "torchao_int4_on_meta",
     "torchao_tinygemm_capability_checked",
@@ -80,6 +81,7 @@ MAYBE_AUTOCAST = Patch("maybe_autocast", "transformers.utils.generic", "maybe_au
 META_AUTOCAST = Patch("meta_autocast", "torch", "autocast")
 MULTI_GRAD_HOOK = Patch("multi_grad_hook", "torch.distributed._tools.mod_tracker", "register_multi_grad_hook")
 CHECKPOINT_DEVICE = Patch("checkpoint_device", "torch.utils.checkpoint", "_infer_device_type")
+CHECKPOINT_RECOMPUTE = Patch("checkpoint_recompute", "torch.utils.checkpoint", "_checkpoint_without_reentrant_generator")
 FLASH_INSTALLED = Patch("flash_installed", "transformers.modeling_utils", "_flash_attn_import_error", owner="PreTrainedModel")
 FLASH_IMPORTS = Patch("flash_imports", "transformers.modeling_flash_attention_utils", "lazy_import_flash_attention", by_name=True)
 FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flash_attention", "get_target_dtype", by_name=True)
@@ -97,6 +99,7 @@ PATCHES = (
     META_AUTOCAST,
     MULTI_GRAD_HOOK,
     CHECKPOINT_DEVICE,
+    CHECKPOINT_RECOMPUTE,
     FLASH_INSTALLED,
     FLASH_IMPORTS,
     FLASH_TARGET_DTYPE,
@@ -152,6 +155,26 @@ def _autocast_on_meta(
     original: Callable[..., Any], replacement: Callable[..., Any], device_type: str, *args: Any, **kwargs: Any
 ) -> Any:
     return (replacement if device_type == "meta" else original)(device_type, *args, **kwargs)
+
+
+def checkpoint_recomputes_under(
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> contextlib.AbstractContextManager[None]:
+    """Every non-reentrant ``torch.utils.checkpoint`` runs its function as ``wrap(function)``, however the
+    checkpoint was asked for (a user's own ``gradient_checkpointing_enable()`` passes no ``context_fn``):
+    the recompute runs inside autograd's engine, where the emulation's torch-function mode is not on,
+    and ``wrap`` puts it back (``KernelEmulation.recomputing``)."""
+    return CHECKPOINT_RECOMPUTE.applied(lambda original: functools.partial(_recomputed_under, original, wrap))
+
+
+def _recomputed_under(
+    original: Callable[..., Any],
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
+    fn: Callable[..., Any],
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    return original(wrap(fn), *args, **kwargs)
 
 
 def any_mode_grad_hooks() -> contextlib.AbstractContextManager[None]:

@@ -94,3 +94,34 @@ def test_a_returned_tensor_that_is_no_loss_is_refused() -> None:
 class UsesNoLoss(torch.nn.Sequential):
     def __init__(self) -> None:
         super().__init__(torch.nn.Linear(8, 4))
+
+
+def _self_checkpointing_llama() -> torch.nn.Module:
+    """A user's own 4-layer Llama that turns on transformers' checkpointing itself (no ``context_fn``)."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=256,
+    )
+    model = transformers.LlamaForCausalLM(config)
+    model.gradient_checkpointing_enable()
+    return model
+
+
+def test_a_model_checkpointing_itself_recomputes_with_the_targets_kernels() -> None:
+    """The recompute re-enters the target's kernel emulation: the CPU's flash attention, as in the forward
+    (before, the recompute took the math path and checkpoint refused its different saved tensors at
+    ``model.layers.3.mlp.down_proj``); the peak is the real CPU run's."""
+    from vramsim.config import SimulationConfig
+    from vramsim.validation.measure import measure_cpu
+
+    options = {"task": "train", "batch_size": 2, "seq_len": 64}
+    report = vramsim.simulate(_self_checkpointing_llama, device="cpu", **options)
+    measured = measure_cpu(_self_checkpointing_llama, SimulationConfig(device="cpu", **options)).peak_bytes
+    assert report.peak_bytes / measured == pytest.approx(1.0, abs=0.005)

@@ -133,11 +133,7 @@ class GpuAttention:
         ``sdp_utils.cpp`` checks ``ctx.userEnabled*SDP()`` first) whose constraints the call meets; else math."""
         order = ("cudnn", "flash", "efficient") if self.prefers_cudnn() else ("flash", "efficient")
         checks = {"cudnn": self._cudnn_ok, "flash": self._flash_ok, "efficient": self._efficient_ok}
-        enabled = {
-            "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
-            "flash": torch.backends.cuda.flash_sdp_enabled(),
-            "efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
-        }
+        enabled = dict(zip(("cudnn", "flash", "efficient"), _user_enabled(), strict=True))
         return next((name for name in order if enabled[name] and _dense_ok(call) and checks[name](call)), "math")
 
     def prefers_cudnn(self) -> bool:
@@ -235,6 +231,16 @@ class GpuAttention:
         if choice == "efficient":
             return _efficient(call)
         return None
+
+
+@torch.compiler.assume_constant_result
+def _user_enabled() -> tuple[bool, bool, bool]:
+    """Whether the user left cuDNN, flash and efficient attention on (``sdpa_kernel``, ``enable_*_sdp``);
+    under ``torch.compile`` read once, at trace time, as the device's compiled graph fixes its kernel
+    (dynamo cannot trace these getters, and a graph break inside the emulation's torch-function mode
+    resumes the model's frame with wrong values)."""
+    backends = torch.backends.cuda
+    return backends.cudnn_sdp_enabled(), backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled()
 
 
 def _requires_grad(call: AttentionCall) -> bool:

@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from ..patches import emulated_autocast, foreach_clipping_on_meta, fused_optimizers_on_meta
+from ..patches import checkpoint_recomputes_under, emulated_autocast, foreach_clipping_on_meta, fused_optimizers_on_meta
 
 __all__ = ["AttentionCall", "KernelEmulation", "KernelRules"]
 
@@ -116,6 +116,7 @@ class KernelEmulation(TorchFunctionMode):
             self._patches.enter_context(emulated_autocast(self._maybe_autocast))
             self._patches.enter_context(fused_optimizers_on_meta())
             self._patches.enter_context(foreach_clipping_on_meta())
+            self._patches.enter_context(checkpoint_recomputes_under(self.recomputing))
             if self._layouts is not None:
                 self._layouts.__enter__()
         self._depth += 1
@@ -139,6 +140,19 @@ class KernelEmulation(TorchFunctionMode):
         state, as checkpoint itself restores the real autocast state."""
         state = self._autocast[-1] if self._autocast else None
         return contextlib.nullcontext(), self._recompute(state)
+
+    def recomputing(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` as a checkpoint runs it: where this mode is off (the recompute, in autograd's
+        engine) it is re-entered with the autocast state of the forward that checkpointed ``function``."""
+        state = self._autocast[-1] if self._autocast else None
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if self in torch.overrides._get_current_function_mode_stack():
+                return function(*args, **kwargs)
+            with self._recompute(state):
+                return function(*args, **kwargs)
+
+        return run
 
     @contextlib.contextmanager
     def _recompute(self, state: tuple[bool, torch.dtype] | None) -> Iterator[None]:
@@ -213,7 +227,7 @@ class KernelEmulation(TorchFunctionMode):
         if not _eligible(arg) or arg.dtype == dtype:
             return arg
         cacheable = (
-            dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf and not arg._is_view()
+            dtype != torch.float32 and arg.dtype == torch.float32 and arg.requires_grad and arg.is_leaf and arg._base is None
         )
         if not cacheable:
             return arg.to(dtype)
