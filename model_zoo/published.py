@@ -138,4 +138,14 @@ PUBLISHED = [
     Published("mistralai/Mistral-Small-24B-Base-2501", "AutoModelForCausalLM", "MistralForCausalLM", 23_572_403_200),
     # Hub safetensors total of mistral-community/Mixtral-8x22B-v0.1 (the official mirror); announcement: 141B, 39B active.
     Published("mistralai/Mixtral-8x22B-v0.1", "AutoModelForCausalLM", "MixtralForCausalLM", 140_620_634_112),
+    # KerasHub's GPT-2 presets ("params"), the same as GPT2LMHeadModel's count (LM head tied to wte); model card: 355M.
+    Published("openai-community/gpt2-medium", "AutoModelForCausalLM", "GPT2LMHeadModel", 354_823_168),
+    # KerasHub's GPT-2 presets; model card: 774M.
+    Published("openai-community/gpt2-large", "AutoModelForCausalLM", "GPT2LMHeadModel", 774_030_080),
+    # KerasHub's GPT-2 presets; model card: "1.5B" (the paper's 1542M). The Hub's totals of these three also count
+    # the causal-mask buffers (attn.bias) the old checkpoints saved.
+    Published("openai-community/gpt2-xl", "AutoModelForCausalLM", "GPT2LMHeadModel", 1_557_611_200),
+    # Hub safetensors of roberta-base: F32 124,697,433 (plus I64 514, the position_ids buffer, not a weight the
+    # model builds); RoBERTa paper: 125M. The LM head's decoder is tied to the embedding.
+    Published("FacebookAI/roberta-base", "AutoModelForMaskedLM", "RobertaForMaskedLM", 124_697_433),
 ]

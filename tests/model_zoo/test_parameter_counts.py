@@ -72,6 +72,10 @@ def test_model_ids_lists_every_bundled_model() -> None:
         ("bert-base-uncased", "google-bert/bert-base-uncased"),
         ("bert-large-uncased", "google-bert/bert-large-uncased"),
         ("t5-base", "google-t5/t5-base"),
+        ("gpt2-medium", "openai-community/gpt2-medium"),
+        ("gpt2-large", "openai-community/gpt2-large"),
+        ("gpt2-xl", "openai-community/gpt2-xl"),
+        ("roberta-base", "FacebookAI/roberta-base"),
     ],
 )
 def test_find_resolves_legacy_short_ids(alias: str, model_id: str) -> None:
