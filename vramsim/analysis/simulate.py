@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from vramsim import model_zoo
 from vramsim.analysis import generation, summary
 from vramsim.analysis.advice import graph_advice
 from vramsim.analysis.memory_history import memory_history
@@ -84,6 +85,7 @@ def _report(
     fits = analysis.fits(memory)
     return Report(
         model=model_name(model),
+        config_of=model_zoo.config_of(model) if isinstance(model, str) else None,
         target=target.name,
         task=config.task,
         peak_bytes=memory.peak_bytes,

@@ -431,7 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     _workload_arguments(swept, "sweep")
     _sweep_arguments(swept)
     _run_arguments(swept, "sweep")
-    commands.add_parser("models", help="list the bundled model configs")
+    listed = commands.add_parser("models", help="list the bundled model configs: family, parameters, tasks")
+    listed.add_argument(
+        "pattern", nargs="?", help="only ids containing PATTERN (any case), or matching it as a glob (*, ?, [...])"
+    )
     commands.add_parser("gpus", help="list the target devices")
     return parser
 

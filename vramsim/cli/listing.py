@@ -2,38 +2,37 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console
 
-from vramsim import model_zoo
 from vramsim.cli.command import Command
+from vramsim.errors import ConfigError
+from vramsim.model_zoo.entries import model_entries, pipeline_entries
+from vramsim.views.models import render_models
 
 __all__ = ["run"]
 
 
-def _models() -> None:
-    """The bundled model ids, then the bundled pipelines with the tasks each takes, an id first on each line: read
-    from the bundled files and the trained pipelines' table, without torch."""
-    for model_id in model_zoo.model_ids():
-        print(model_id)
+def _models(pattern: str | None, console: Console) -> None:
+    """The bundled models and pipelines whose ids match ``pattern``, read from the bundled files and the trained
+    pipelines' table, without torch; none matching is an error naming what to do instead."""
     from vramsim.workload.diffusion.scripts import TRAINING_SCRIPTS  # here: other commands load no diffusion module
 
-    pipelines = model_zoo.pipeline_ids()
-    width = max(map(len, pipelines), default=0)
-    print("diffusion pipelines, with the --task values each takes:")
-    for pipeline_id in pipelines:
-        folder = model_zoo.find_pipeline(pipeline_id)
-        assert folder is not None, "a bundled pipeline id has its folder"
-        index = json.loads((folder / "model_index.json").read_text())
-        tasks = "generate, train" if index.get("_class_name") in TRAINING_SCRIPTS else "generate"
-        print(f"{pipeline_id.ljust(width)}  {tasks}")
+    models = model_entries(pattern)
+    pipelines = [
+        (entry, "generate, train" if entry.family in TRAINING_SCRIPTS else "generate") for entry in pipeline_entries(pattern)
+    ]
+    if not models and not pipelines:
+        raise ConfigError(
+            f"no bundled model or pipeline matches {pattern!r} (`vramsim models` lists them all); any other model "
+            "runs from its Hugging Face id, or offline from a local config.json (its path or its folder)"
+        )
+    render_models(models, pipelines, console)
 
 
 def run(command: Command, console: Console) -> int:
     """``models``: the bundled configs; ``gpus``: the target devices."""
     if command.args.command == "models":
-        _models()
+        _models(command.args.pattern, console)
     else:
         from vramsim.views.devices import render_devices
 

@@ -192,6 +192,9 @@ class Report:
     model: str
     target: str
     task: str
+    config_of: str | None = None
+    """The bundled id whose config.json was built where ``model`` names another repository of the same
+    architecture (an instruct fine-tune, a base/instruct twin: ``model_zoo.SAME_ARCHITECTURE``); else None."""
     peak_bytes: int
     """Steady-state peak of allocated bytes over the last step (``max_memory_allocated``): on a GPU
     each tensor counts its caching-allocator block (rounded up), plus allocated overheads."""

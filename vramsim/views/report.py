@@ -28,6 +28,7 @@ def render_summary(report: Report, console: Console) -> None:
         console,
         Text.assemble(
             (f"{report.model}", "bold"),
+            f" (config of {report.config_of}, same architecture)" if report.config_of else "",
             (
                 f"  task={report.task} target={report.target} batch={opts.get('batch_size')} seq={opts.get('seq_len')}"
                 f" checkpointing={opts.get('checkpointing')}"

@@ -1,0 +1,155 @@
+"""The published parameter count of every bundled model and the transformers class it counts.
+
+Data, read without torch: ``vramsim models`` lists the figures, and tests/model_zoo/test_parameter_counts.py
+builds each bundled config on the meta device and checks it gives exactly this count (or, where only a rounded
+figure is published, that its count rounds to it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PUBLISHED", "Published"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published parameter count and the transformers class whose weights it counts."""
+
+    model_id: str
+    auto_class: str  # the Auto class that builds `model_class` from the config
+    model_class: str
+    count: int | str  # exact, or the rounded figure ("0.6B") where only that is published
+    buffers: int = 0  # persistent buffers the checkpoint stores as weights; included in `count`
+
+
+# "Hub safetensors total" is the exact parameter count the Hugging Face Hub shows for the model's safetensors
+# (rounded on the page, e.g. "8.03B params"; exact in the file metadata). Tied weights are stored once.
+PUBLISHED = [
+    # Hub safetensors total; model card: 8B.
+    Published("meta-llama/Llama-3.1-8B", "AutoModelForCausalLM", "LlamaForCausalLM", 8_030_261_248),
+    # Hub safetensors total; model card: 70B.
+    Published("meta-llama/Llama-3.1-70B", "AutoModelForCausalLM", "LlamaForCausalLM", 70_553_706_496),
+    # Hub safetensors total (BF16 weights); model card: 405B.
+    Published("meta-llama/Llama-3.1-405B", "AutoModelForCausalLM", "LlamaForCausalLM", 405_853_388_800),
+    # Hub safetensors total ("13B"): 40 layers x 317,204,480 + embeddings and head 2 x 163,840,000 + norm 5,120.
+    Published("meta-llama/Llama-2-13b-hf", "AutoModelForCausalLM", "LlamaForCausalLM", 13_015_864_320),
+    # Hub safetensors total ("1.24B"); the embedding is tied to the LM head.
+    Published("meta-llama/Llama-3.2-1B", "AutoModelForCausalLM", "LlamaForCausalLM", 1_235_814_400),
+    # Hub safetensors total ("3.21B"); the embedding is tied to the LM head.
+    Published("meta-llama/Llama-3.2-3B", "AutoModelForCausalLM", "LlamaForCausalLM", 3_212_749_824),
+    # Hub safetensors total ("7.24B"); Mistral's announcement: 7.3B.
+    Published("mistralai/Mistral-7B-v0.1", "AutoModelForCausalLM", "MistralForCausalLM", 7_241_732_096),
+    # Hub safetensors total; Mixtral paper / announcement: 46.7B total, 12.9B active per token.
+    Published("mistralai/Mixtral-8x7B-v0.1", "AutoModelForCausalLM", "MixtralForCausalLM", 46_702_792_704),
+    # Hub safetensors total; model card: 0.49B (tied embeddings).
+    Published("Qwen/Qwen2.5-0.5B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 494_032_768),
+    # Hub safetensors total; model card: 7.61B.
+    Published("Qwen/Qwen2.5-7B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 7_615_616_512),
+    # Hub safetensors total; model card: 72.7B.
+    Published("Qwen/Qwen2.5-72B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 72_706_203_648),
+    # Hub safetensors total; model card: 8.2B.
+    Published("Qwen/Qwen3-8B", "AutoModelForCausalLM", "Qwen3ForCausalLM", 8_190_735_360),
+    # Hub safetensors total ("9.24B"); embedding tied to the LM head.
+    Published("google/gemma-2-9b", "AutoModelForCausalLM", "Gemma2ForCausalLM", 9_241_705_984),
+    # Hub safetensors total ("27.2B"); embedding tied to the LM head.
+    Published("google/gemma-2-27b", "AutoModelForCausalLM", "Gemma2ForCausalLM", 27_227_128_320),
+    # Hub safetensors total ("3.82B"); model card: 3.8B.
+    Published("microsoft/Phi-3-mini-4k-instruct", "AutoModelForCausalLM", "Phi3ForCausalLM", 3_821_079_552),
+    # Model card: "685B ... includes 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP)
+    # Module weights". transformers builds the main model only (layers 0-60, no MTP layer 61), so the figure is
+    # the main model's: the checkpoint's tensors outside model.layers.61, without the FP8 weight_scale_inv
+    # tensors, = 671,026,419,200. Of those, 58 MoE layers x 256 = 14,848 are the router's
+    # e_score_correction_bias, which transformers keeps as a persistent buffer (it is stored in the checkpoint
+    # and occupies memory, but is not an nn.Parameter), so parameters() alone gives 671,026,404,352.
+    Published("deepseek-ai/DeepSeek-V3", "AutoModelForCausalLM", "DeepseekV3ForCausalLM", 671_026_419_200, buffers=14_848),
+    # OpenAI GPT-2 small: 124M (GPT2LMHeadModel, LM head tied to wte). The Hub's safetensors total, 137M, also
+    # counts the 12 x 1024 x 1024 causal-mask buffers (attn.bias) the old checkpoint saved.
+    Published("openai-community/gpt2", "AutoModelForCausalLM", "GPT2LMHeadModel", 124_439_808),
+    # BERT paper: BERT-base 110M, the encoder with its pooler (BertModel). The Hub's safetensors total,
+    # 110,106,428, is BertForPreTraining: the same plus the MLM transform/bias and next-sentence head.
+    Published("google-bert/bert-base-uncased", "AutoModel", "BertModel", 109_482_240),
+    # BERT paper: BERT-large 340M, BertModel with pooler (Hub safetensors total 336,226,108 = BertForPreTraining).
+    Published("google-bert/bert-large-uncased", "AutoModel", "BertModel", 335_141_888),
+    # Hub safetensors total ("223M"); T5 paper: ~220M for T5-Base. Embedding shared by encoder, decoder, LM head.
+    Published("google-t5/t5-base", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 222_903_552),
+    # Hub safetensors total ("86.6M"): ViT-B/16 with its 1000-class ImageNet head; ViT paper: 86M.
+    Published("google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656),
+    # Pythia paper (Biderman et al. 2023, table 1): 405,334,016 total parameters for "410M" (untied embed_in/out).
+    Published("EleutherAI/pythia-410m-deduped", "AutoModelForCausalLM", "GPTNeoXForCausalLM", 405_334_016),
+    # StarCoder 15.5B architecture (OctoCoder is its instruction-tuned copy): 15,517,456,384 with the LM head tied
+    # to wte. The causal-mask buffer transformer.bias (8192 x 8192 bool) is non-persistent, so not counted.
+    Published("bigcode/octocoder", "AutoModelForCausalLM", "GPTBigCodeForCausalLM", 15_517_456_384),
+    # Hub safetensors total ("242M"); proj_out is tied to the decoder embedding. Whisper paper: 244M.
+    Published("openai/whisper-small", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 241_734_912),
+    # GGUF general.parameter_count and Hub listings of meta-llama/Llama-2-7b-hf: 6,738,415,616 ("6.74B").
+    Published("meta-llama/Llama-2-7b-hf", "AutoModelForCausalLM", "LlamaForCausalLM", 6_738_415_616),
+    # Hub safetensors total of the Llama-2-70b checkpoint (quoted for togethercomputer/llama-2-70b): "69B".
+    Published("meta-llama/Llama-2-70b-hf", "AutoModelForCausalLM", "LlamaForCausalLM", 68_976_648_192),
+    # Hub safetensors total (quoted for its unsloth mirror); model card: 8B.
+    Published("meta-llama/Meta-Llama-3-8B", "AutoModelForCausalLM", "LlamaForCausalLM", 8_030_261_248),
+    # Hub safetensors total (quoted for its NousResearch mirror); model card: 70B.
+    Published("meta-llama/Meta-Llama-3-70B", "AutoModelForCausalLM", "LlamaForCausalLM", 70_553_706_496),
+    # Hub safetensors total (quoted for its unsloth mirror); model card: 70B.
+    Published("meta-llama/Llama-3.3-70B-Instruct", "AutoModelForCausalLM", "LlamaForCausalLM", 70_553_706_496),
+    # Hub safetensors total of the Instruct twin (same sizes); model card: 109B total, 17B active.
+    Published(
+        "meta-llama/Llama-4-Scout-17B-16E", "AutoModelForImageTextToText", "Llama4ForConditionalGeneration", 108_641_793_536
+    ),
+    # Parameter count quoted for the Instruct twin (Fireworks' model listing); Hub: "402B"; card: 400B total.
+    Published(
+        "meta-llama/Llama-4-Maverick-17B-128E",
+        "AutoModelForImageTextToText",
+        "Llama4ForConditionalGeneration",
+        401_583_781_376,
+    ),
+    # Model card: 0.6B (the Hub's 0.8B counts the tied LM head the checkpoint stores again).
+    Published("Qwen/Qwen3-0.6B", "AutoModelForCausalLM", "Qwen3ForCausalLM", "0.6B"),
+    # Model card: 1.7B (the Hub's 2.03B counts the tied LM head again).
+    Published("Qwen/Qwen3-1.7B", "AutoModelForCausalLM", "Qwen3ForCausalLM", "1.7B"),
+    # Model card: 4.0B.
+    Published("Qwen/Qwen3-4B", "AutoModelForCausalLM", "Qwen3ForCausalLM", "4.0B"),
+    # Model card: 14.8B.
+    Published("Qwen/Qwen3-14B", "AutoModelForCausalLM", "Qwen3ForCausalLM", "14.8B"),
+    # Hub safetensors total (quoted in public catalogs); model card: 32.8B.
+    Published("Qwen/Qwen3-32B", "AutoModelForCausalLM", "Qwen3ForCausalLM", 32_762_123_264),
+    # Hub safetensors total (quoted in public catalogs, equal for the -2507 twins); card: 30.5B, 3.3B active.
+    Published("Qwen/Qwen3-30B-A3B", "AutoModelForCausalLM", "Qwen3MoeForCausalLM", 30_532_122_624),
+    # Hub safetensors total ("safetensors": {"total": 235093634560} in the API answer quoted publicly); card: 235B.
+    Published("Qwen/Qwen3-235B-A22B", "AutoModelForCausalLM", "Qwen3MoeForCausalLM", 235_093_634_560),
+    # Hub safetensors total (quoted publicly, equal for DeepSeek-V2-Lite-Chat); model card: 16B total, 2.4B active.
+    Published("deepseek-ai/DeepSeek-V2-Lite", "AutoModelForCausalLM", "DeepseekV2ForCausalLM", 15_706_484_224),
+    # Model card: 671B total (the V3 architecture: the same main model as DeepSeek-V3 above, router biases stored
+    # as buffers; the Hub's 685B adds the MTP layer and the FP8 scales).
+    Published("deepseek-ai/DeepSeek-R1", "AutoModelForCausalLM", "DeepseekV3ForCausalLM", "671B", buffers=14_848),
+    # Hub safetensors total of gemma-2-2b-it (same sizes), quoted in public catalogs; model card: 2B ("2.61B").
+    Published("google/gemma-2-2b", "AutoModelForCausalLM", "Gemma2ForCausalLM", 2_614_341_888),
+    # Hub safetensors total (quoted in public catalogs); model card: 1B. Embedding tied to the LM head.
+    Published("google/gemma-3-1b-it", "AutoModelForCausalLM", "Gemma3ForCausalLM", 999_885_952),
+    # Hub safetensors total (quoted in public catalogs): language model, SigLIP tower and projector.
+    Published("google/gemma-3-4b-it", "AutoModelForImageTextToText", "Gemma3ForConditionalGeneration", 4_300_079_472),
+    # Hub safetensors total (quoted for its unsloth mirror).
+    Published("google/gemma-3-12b-it", "AutoModelForImageTextToText", "Gemma3ForConditionalGeneration", 12_187_325_040),
+    # Hub safetensors total (quoted in public catalogs and for its unsloth mirror).
+    Published("google/gemma-3-27b-it", "AutoModelForImageTextToText", "Gemma3ForConditionalGeneration", 27_432_406_640),
+    # Hub safetensors total of Mistral-Nemo-Instruct-2407 (same sizes), quoted publicly; announcement: 12B.
+    Published("mistralai/Mistral-Nemo-Base-2407", "AutoModelForCausalLM", "MistralForCausalLM", 12_247_782_400),
+    # GGUF general.parameter_count of the Mistral Small 3 line (24B, same sizes), quoted publicly; card: 24B.
+    Published("mistralai/Mistral-Small-24B-Base-2501", "AutoModelForCausalLM", "MistralForCausalLM", 23_572_403_200),
+    # Hub safetensors total of mistral-community/Mixtral-8x22B-v0.1 (the official mirror); announcement: 141B, 39B active.
+    Published("mistralai/Mixtral-8x22B-v0.1", "AutoModelForCausalLM", "MixtralForCausalLM", 140_620_634_112),
+    # KerasHub's GPT-2 presets ("params"), the same as GPT2LMHeadModel's count (LM head tied to wte); model card: 355M.
+    Published("openai-community/gpt2-medium", "AutoModelForCausalLM", "GPT2LMHeadModel", 354_823_168),
+    # KerasHub's GPT-2 presets; model card: 774M.
+    Published("openai-community/gpt2-large", "AutoModelForCausalLM", "GPT2LMHeadModel", 774_030_080),
+    # KerasHub's GPT-2 presets; model card: "1.5B" (the paper's 1542M). The Hub's totals of these three also count
+    # the causal-mask buffers (attn.bias) the old checkpoints saved.
+    Published("openai-community/gpt2-xl", "AutoModelForCausalLM", "GPT2LMHeadModel", 1_557_611_200),
+    # Hub safetensors of roberta-base: F32 124,697,433 (plus I64 514, the position_ids buffer, not a weight the
+    # model builds); RoBERTa paper: 125M. The LM head's decoder is tied to the embedding.
+    Published("FacebookAI/roberta-base", "AutoModelForMaskedLM", "RobertaForMaskedLM", 124_697_433),
+    # gpt-oss model card (arXiv 2508.10925, "Model architecture"): 20.9B and 116.8B total parameters. The Hub counts
+    # the MXFP4 blocks as U8 elements, so no exact total is published; transformers builds the experts in bf16.
+    Published("openai/gpt-oss-20b", "AutoModelForCausalLM", "GptOssForCausalLM", "20.9B"),
+    Published("openai/gpt-oss-120b", "AutoModelForCausalLM", "GptOssForCausalLM", "116.8B"),
+]
