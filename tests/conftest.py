@@ -14,6 +14,7 @@ os.environ["VRAMSIM_NO_CACHE"] = "1"
 import pytest
 import torch
 import transformers
+from tiny_models import tiny_llama_config
 
 # One intra-op thread per test process. The suite runs in one worker per core (pytest -n 2 on CI's two
 # cores, the architecture sweep's pool beside them): a second OpenMP thread per process only spin-waits
@@ -32,15 +33,7 @@ def no_progress_lines(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def tiny_llama() -> transformers.LlamaConfig:
-    return transformers.LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=500,
-        max_position_embeddings=256,
-    )
+    return tiny_llama_config()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import transformers
+from tiny_models import tiny_llama_config
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
@@ -77,18 +78,6 @@ EXPECTED = [
 ]
 
 
-def _llama() -> transformers.LlamaConfig:
-    return transformers.LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=500,
-        max_position_embeddings=256,
-    )
-
-
 def _sheet(tmp_path: Path, text: str = SHEET, name: str = "prices.toml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
@@ -107,7 +96,7 @@ def _planned() -> tuple[Plan, list[str]]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(strategy, "build_and_trace", counted)
-        found = plan(_llama(), prices=parse_sheet(_toml(SHEET), "sheet.toml"), days=1, **JOB)
+        found = plan(tiny_llama_config(), prices=parse_sheet(_toml(SHEET), "sheet.toml"), days=1, **JOB)
     return found, traced
 
 
@@ -138,7 +127,7 @@ def test_each_rows_setting_is_what_a_trace_of_it_gives(index: int) -> None:
     """The row's per-GPU figure is ``simulate``'s for that setting on that GPU, and fits under the headroom."""
     row = _planned()[0].rows[index]
     device = {"small": "custom:700MiB:sm_86"}.get(row.quote.offer, "a100-80gb-pcie")
-    report = vramsim.simulate(_llama(), device=device, advice="none", **JOB, **row.setting.options())
+    report = vramsim.simulate(tiny_llama_config(), device=device, advice="none", **JOB, **row.setting.options())
     assert report.device_bytes == row.setting.device_bytes <= row.usable_bytes
     assert report.fits
 
@@ -148,10 +137,10 @@ def test_a_duration_from_tokens_is_the_rows_traced_flops_over_the_peak() -> None
     20 TFLOPS (the sheet's) x the stated utilisation is the duration, billed in started days."""
     head, *offers = SHEET.split("[[offer]]")
     small = f"{head}[[offer]]{offers[2]}"
-    found = plan(_llama(), prices=parse_sheet(_toml(small), "small.toml"), tokens=10**12, **JOB)
+    found = plan(tiny_llama_config(), prices=parse_sheet(_toml(small), "small.toml"), tokens=10**12, **JOB)
     (row,) = found.rows
     config = SimulationConfig(**JOB, device="custom:700MiB:sm_86")
-    _, _, trace = build_and_trace(_llama(), config, resolve_target(config.device), checkpointing="marked")
+    _, _, trace = build_and_trace(tiny_llama_config(), config, resolve_target(config.device), checkpointing="marked")
     step = step_flops(build_graph(trace), 64)
     training = row.quote.duration.training
     assert training is not None and training.step == step and training.steps == 10**12 // 64
@@ -164,20 +153,21 @@ def test_the_key_is_the_requests(tmp_path: Path) -> None:
     """The same request, however the sheet is written, gives the same key; any change of model, option, sheet or
     duration a new one. Each row's order key differs from every other's."""
     found, _ = _planned()
+    llama = tiny_llama_config()
     sheet = load_sheet(_sheet(tmp_path))
-    key = plan_key(_llama(), JOB, sheet, {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None})
+    key = plan_key(llama, JOB, sheet, {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None})
     assert found.key == key and len(key) == 64 and int(key, 16) >= 0
     shuffled = SHEET.replace("price = { hour = 2.00, day = 40.00 }", "price = {day=40.0,hour=2}").replace(
         "minimum = { days = 2 }", "minimum = { hours = 48 }  # the same"
     )
     same = load_sheet(_sheet(tmp_path, shuffled, "other.toml"))
     duration = {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None}
-    assert plan_key(_llama(), {**JOB, "batch_size": 1}, same, duration) == key  # batch 1 is the default
+    assert plan_key(llama, {**JOB, "batch_size": 1}, same, duration) == key  # batch 1 is the default
     changed = [
-        plan_key(_llama(), JOB, load_sheet(_sheet(tmp_path, SHEET.replace("day = 5.00", "day = 5.01"), "c.toml")), duration),
-        plan_key(_llama(), {**JOB, "seq_len": 128}, sheet, duration),
-        plan_key(_llama(), JOB, sheet, {**duration, "days": 2}),
-        plan_key(transformers.LlamaConfig(**{**_llama().to_dict(), "num_hidden_layers": 3}), JOB, sheet, duration),
+        plan_key(llama, JOB, load_sheet(_sheet(tmp_path, SHEET.replace("day = 5.00", "day = 5.01"), "c.toml")), duration),
+        plan_key(llama, {**JOB, "seq_len": 128}, sheet, duration),
+        plan_key(llama, JOB, sheet, {**duration, "days": 2}),
+        plan_key(transformers.LlamaConfig(**{**llama.to_dict(), "num_hidden_layers": 3}), JOB, sheet, duration),
     ]
     assert len({key, *changed}) == 5
     assert len({row.quote.key for row in found.rows}) == len(found.rows)

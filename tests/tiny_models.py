@@ -1,0 +1,19 @@
+"""Tiny model configs as plain functions, for the fixtures of tests/conftest.py and for helpers that run outside
+a test's fixtures (a module-level builder, a worker): one definition of each."""
+
+from __future__ import annotations
+
+import transformers
+
+
+def tiny_llama_config() -> transformers.LlamaConfig:
+    """A two-layer Llama small enough to run for real on the CPU in milliseconds."""
+    return transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=500,
+        max_position_embeddings=256,
+    )
