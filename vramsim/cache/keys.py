@@ -6,6 +6,9 @@ fields (defaults filled in, names made canonical, launch files' content), the ca
 sheet's content, a duration), vramsim's version and its own source, the versions of the libraries whose code runs
 in the trace, and what the host's CPU kernels read (threads, ISA). A part that cannot be written out exactly (a
 model object, a lambda, a closure, trust_remote_code's own code) makes the request unkeyable: it is traced.
+
+``canonical`` is vramsim's one way to write a request out, shared by every key: a plan's key
+(``pricing/key.py``) writes its price sheet and duration with it too.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import json
 import platform
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from decimal import Decimal
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ from vramsim.config import SimulationConfig
 from vramsim.config.user_files import user_function_file
 from vramsim.workload.models import ModelSource, load_config, model_name, pipeline_index
 
-__all__ = ["LIBRARIES", "request_key"]
+__all__ = ["LIBRARIES", "StandIn", "Unkeyable", "canonical", "digest", "model_content", "option_fields", "request_key"]
 
 LIBRARIES = ("torch", "transformers", "diffusers", "peft", "accelerate", "bitsandbytes", "torchao")
 """The distributions whose code runs in a trace; a key holds each one's installed version (``None``: not installed)."""
@@ -42,8 +46,12 @@ _OWN_MODULES = frozenset(("vramsim", *LIBRARIES))
 """Top-level modules a callable from which is named by its qualified name (their versions are in the key)."""
 
 
-class _Unkeyable(Exception):
+class Unkeyable(Exception):
     """A part of the request that cannot be written out exactly."""
+
+
+StandIn = Callable[[Any], str]
+"""What a caller writes for a part that cannot be written out exactly, where a key must exist anyway (a plan's)."""
 
 
 def request_key(kind: str, model: ModelSource, options: Mapping[str, Any], **parts: Any) -> str | None:
@@ -57,43 +65,53 @@ def request_key(kind: str, model: ModelSource, options: Mapping[str, Any], **par
     True
     """
     config = SimulationConfig.from_options(**options)
-    folded = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
-    for name in _FILE_OPTIONS:
-        folded[name] = None if folded[name] is None else Path(folded[name])
     try:
+        if config.trust_remote_code:
+            raise Unkeyable("the model's own code")
         request = {
             "kind": kind,
-            "model": _model(model, trust_remote_code=config.trust_remote_code),
-            "options": _canonical(folded),
-            "parts": _canonical(parts),
+            "model": {"name": model_name(model)} | model_content(model),
+            "options": canonical(option_fields(config)),
+            "parts": canonical(parts),
             "vramsim": [_version("vramsim"), _own_source()],
             "libraries": {name: _version(name) for name in LIBRARIES},
             "host": _host(),
         }
-    except _Unkeyable:
+    except Unkeyable:
         return None
-    text = json.dumps(request, sort_keys=True, separators=(",", ":"))
+    return digest(request)
+
+
+def digest(data: Any) -> str:
+    """SHA-256 (hex) of JSON data (what ``canonical`` writes) with its keys sorted: one text per value."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _model(model: ModelSource, *, trust_remote_code: bool) -> dict[str, Any]:
-    """The model as given (its name is the report's) and its content."""
-    if trust_remote_code:
-        raise _Unkeyable("the model's own code")
-    named: dict[str, Any] = {"name": model_name(model)}
+def option_fields(config: SimulationConfig) -> dict[str, Any]:
+    """Every option as the config holds it (defaults filled in, names made canonical); a launch file by its content."""
+    folded = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+    for name in _FILE_OPTIONS:
+        folded[name] = None if folded[name] is None else Path(folded[name])
+    return folded
+
+
+def model_content(model: ModelSource, *, trust_remote_code: bool = False) -> dict[str, Any]:
+    """What the model is, apart from its name: a config's every field, a pipeline folder's or a builder file's
+    bytes. A model object or a function raises ``Unkeyable`` (its weights and code are not written out)."""
     if isinstance(model, PretrainedConfig):
-        return named | {"config": _config(model)}
+        return {"config": _config(model)}
     if not isinstance(model, (str, Path)):
-        raise _Unkeyable(type(model).__name__)
+        raise Unkeyable(type(model).__name__)
     index = pipeline_index(model)
     if index is not None:
         files = sorted(index.folder.rglob("*.json"))
-        return named | {"pipeline": {str(file.relative_to(index.folder)): _file_digest(file) for file in files}}
+        return {"pipeline": {str(file.relative_to(index.folder)): _file_digest(file) for file in files}}
     path_text, sep, function = str(model).rpartition(":")
     if sep and path_text.endswith(".py"):
         path, function = user_function_file(str(model))
-        return named | {"builder": function, "file": _file_digest(path)}
-    return named | {"config": _config(load_config(model))}
+        return {"builder": function, "file": _file_digest(path)}
+    return {"config": _config(load_config(model, trust_remote_code=trust_remote_code))}
 
 
 def _config(config: PretrainedConfig) -> dict[str, Any]:
@@ -101,16 +119,29 @@ def _config(config: PretrainedConfig) -> dict[str, Any]:
     try:
         text = config.to_json_string(use_diff=False)
     except (TypeError, ValueError) as exc:
-        raise _Unkeyable("a config field") from exc
+        raise Unkeyable("a config field") from exc
     return {"class": f"{type(config).__module__}.{type(config).__qualname__}", "fields": json.loads(text)}
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` as JSON data that only an equal value writes."""
+def canonical(value: Any, *, stand_in: StandIn | None = None) -> Any:
+    """``value`` as JSON data that only an equal value writes: decimals exact and normalised (``2.50`` is ``2.5``),
+    a ``Path`` by its file's content, a library's callable by name, a user's module-level function by its file.
+    A part that cannot be written out exactly raises ``Unkeyable``, or is written as ``stand_in`` gives it."""
+    try:
+        return _written(value, stand_in)
+    except Unkeyable:
+        if stand_in is None:
+            raise
+        return {"stand_in": stand_in(value)}
+
+
+def _written(value: Any, stand_in: StandIn | None) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value  # a StrEnum is its text
     if isinstance(value, float):
         return repr(value)  # nan and inf too
+    if isinstance(value, Decimal):
+        return {"decimal": format(value.normalize(), "f") if value.is_finite() else str(value)}
     if isinstance(value, Path):
         return {"file": _file_digest(value)}
     if isinstance(value, (torch.dtype, torch.device)):
@@ -118,19 +149,24 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return {"enum": f"{type(value).__qualname__}.{value.name}"}
     if isinstance(value, Mapping):
-        return {"map": {json.dumps(_canonical(key), sort_keys=True): _canonical(item) for key, item in value.items()}}
+        return {
+            "map": {
+                json.dumps(canonical(key, stand_in=stand_in), sort_keys=True): canonical(item, stand_in=stand_in)
+                for key, item in value.items()
+            }
+        }
     if isinstance(value, (list, tuple)):
-        return [_canonical(item) for item in value]
+        return [canonical(item, stand_in=stand_in) for item in value]
     if isinstance(value, (set, frozenset)):
-        return {"set": sorted(json.dumps(_canonical(item), sort_keys=True) for item in value)}
+        return {"set": sorted(json.dumps(canonical(item, stand_in=stand_in), sort_keys=True) for item in value)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return {"class": _qualified(type(value)), "fields": _canonical(fields)}
+        return {"class": _qualified(type(value)), "fields": canonical(fields, stand_in=stand_in)}
     if callable(getattr(value, "to_dict", None)) and not isinstance(value, type):
-        return {"class": _qualified(type(value)), "fields": _canonical(value.to_dict())}
+        return {"class": _qualified(type(value)), "fields": canonical(value.to_dict(), stand_in=stand_in)}
     if callable(value):
         return _callable(value)
-    raise _Unkeyable(type(value).__name__)
+    raise Unkeyable(type(value).__name__)
 
 
 def _callable(value: Any) -> dict[str, Any]:
@@ -144,7 +180,7 @@ def _callable(value: Any) -> dict[str, Any]:
         file = Path(code.co_filename)
         if file.is_file():
             return {"function": qualname, "file": _file_digest(file)}
-    raise _Unkeyable(f"the callable {qualname}")
+    raise Unkeyable(f"the callable {qualname}")
 
 
 def _qualified(cls: type) -> str:
@@ -156,7 +192,7 @@ def _file_digest(path: Path) -> str:
     try:
         return hashlib.sha256(path.expanduser().read_bytes()).hexdigest()
     except OSError as exc:
-        raise _Unkeyable(str(path)) from exc
+        raise Unkeyable(str(path)) from exc
 
 
 def _version(distribution: str) -> str | None:
