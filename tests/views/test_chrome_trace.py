@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-import transformers
+from tiny_models import tiny_llama_config
 
 import vramsim
 from vramsim.views.chrome_trace import write_chrome_trace
@@ -16,15 +16,7 @@ from vramsim.views.chrome_trace import write_chrome_trace
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[vramsim.Report, list[dict[str, Any]]]:
     """A two-layer Llama's training step on an H100, with full activation checkpointing (recomputed blocks)."""
-    config = transformers.LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=500,
-        max_position_embeddings=256,
-    )
+    config = tiny_llama_config()
     report = vramsim.simulate(
         config, task="train", device="h100-sxm", batch_size=2, seq_len=64, checkpointing="full", memory_history=True
     )
