@@ -44,7 +44,8 @@ Not modelled (their defaults are assumed): ``max_split_size_mb`` (unlimited),
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,6 +53,8 @@ from vramsim.errors import ConfigError
 
 from .allocator_blocks import (
     ADDRESS_SPACE,
+    KEY_STRIDE,
+    MIN_BLOCK_SIZE,
     SMALL_SIZE,
     Block,
     ExpandableSegment,
@@ -191,16 +194,9 @@ class CachingAllocator:
             return True
         size = round_size(nbytes)
         pool = self._small if size <= SMALL_SIZE else self._large
-        block = take_cached(pool, size, expandable=self._expandable)
+        block = take_cached(pool, size, expandable=self._expandable) or self._uncached(pool, size)
         if block is None:
-            block = self._new_block(pool, size)
-            if block is None:
-                self._release_cached(self._event)
-                self._retries += 1
-                block = self._new_block(pool, size)
-                if block is None:
-                    self._oom_event = self._event
-                    return False
+            return False
         split(block, size, expandable=self._expandable)
         block.allocated = True
         self._live[key] = block
@@ -211,6 +207,82 @@ class CachingAllocator:
             self._peak_allocated = self._allocated
             self._peak_allocated_event = self._event
         return True
+
+    def replay(
+        self, events: Sequence[tuple[int, bool]], sizes: list[int], allocated: list[int], reserved: list[int]
+    ) -> int | None:
+        """Replay ``(key, is_alloc)`` events: ``malloc(key, sizes[key])`` or ``free(key)`` each, the same rules in one
+        loop (the replay of a long timeline, once per what-if and sweep point, spends its time in calls). After each
+        event its counters go to ``allocated`` and ``reserved``, and an allocation's block bytes to ``sizes[key]``.
+        Returns the index into ``events`` of an allocation that fails (the replay stops there), else ``None``."""
+        if self._expandable or self.history is not None:
+            return self._replay_calls(events, sizes, allocated, reserved)
+        live, small, large = self._live, self._small, self._large
+        event, total, peak, peak_event = self._event, self._allocated, self._peak_allocated, self._peak_allocated_event
+        try:
+            for index, (key, is_alloc) in enumerate(events):
+                event += 1
+                if is_alloc:
+                    if key in live:
+                        raise ConfigError(f"event {event}: storage key {key} allocated twice without a free")
+                    nbytes = sizes[key]
+                    if nbytes == 0:
+                        live[key] = None
+                    else:
+                        size = -(-nbytes // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE if nbytes > MIN_BLOCK_SIZE else MIN_BLOCK_SIZE
+                        pool = small if size <= SMALL_SIZE else large
+                        keys = pool.free_keys
+                        found = bisect_left(keys, size * KEY_STRIDE)
+                        if found < len(keys):
+                            block = pool.free.pop(keys.pop(found))
+                        else:
+                            self._event = event
+                            block = self._uncached(pool, size)
+                            if block is None:
+                                return index
+                        rest = block.size - size
+                        if rest >= MIN_BLOCK_SIZE if pool.small else rest > SMALL_SIZE:
+                            insert_free(cut(block, size, mapped=True))
+                        block.allocated = True
+                        live[key] = block
+                        sizes[key] = block.size
+                        total += block.size
+                        if total > peak:
+                            peak, peak_event = total, event
+                else:
+                    try:
+                        block = live.pop(key)
+                    except KeyError:
+                        raise ConfigError(f"event {event}: free of storage key {key}, which is not allocated") from None
+                    if block is not None:
+                        block.allocated = False
+                        total -= block.size
+                        before, after = block.prev, block.next
+                        if before is not None and not before.allocated:
+                            merge(block, before)
+                        if after is not None and not after.allocated:
+                            merge(block, after)
+                        insert_free(block)
+                allocated.append(total)
+                reserved.append(self._reserved)
+        finally:
+            self._event, self._allocated, self._peak_allocated, self._peak_allocated_event = event, total, peak, peak_event
+        return None
+
+    def _replay_calls(
+        self, events: Sequence[tuple[int, bool]], sizes: list[int], allocated: list[int], reserved: list[int]
+    ) -> int | None:
+        """``replay`` one call per event: with expandable segments or a history to keep."""
+        for index, (key, is_alloc) in enumerate(events):
+            if not is_alloc:
+                self.free(key)
+            elif self.malloc(key, sizes[key]):
+                sizes[key] = self.block_bytes(key)
+            else:
+                return index
+            allocated.append(self._allocated)
+            reserved.append(self._reserved)
+        return None
 
     def empty_cache(self) -> None:
         """``torch.cuda.empty_cache()``: every wholly free segment (or free page) goes back to the device."""
@@ -288,6 +360,18 @@ class CachingAllocator:
             self._peak_reserved = self._reserved
             self._peak_reserved_event = self._event
             self._segments_at_peak = self._segments
+
+    def _uncached(self, pool: Pool, size: int) -> Block | None:
+        """A block where no cached one fits: a new one, else a new one after emptying the cache (``num_alloc_retries``),
+        else ``None``, the current event then out of memory."""
+        block = self._new_block(pool, size)
+        if block is None:
+            self._release_cached(self._event)
+            self._retries += 1
+            block = self._new_block(pool, size)
+            if block is None:
+                self._oom_event = self._event
+        return block
 
     def _new_block(self, pool: Pool, size: int) -> Block | None:
         """``alloc_block``: a fresh segment, or (expandable) newly mapped pages; None if it won't fit."""

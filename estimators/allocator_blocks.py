@@ -11,6 +11,8 @@ from bisect import bisect_left, insort
 
 __all__ = [
     "ADDRESS_SPACE",
+    "KEY_STRIDE",
+    "MIN_BLOCK_SIZE",
     "SMALL_SIZE",
     "Block",
     "ExpandableSegment",

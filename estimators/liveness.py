@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from .allocator import CachingAllocator
 from .timeline import Timeline
@@ -77,33 +78,36 @@ def liveness(
     sizes = [block.nbytes for block in timeline.blocks]
     allocated: list[int] = []
     reserved: list[int] = []
-    total = 0
     last_step_first = timeline.steps[-1][0] if timeline.steps else 0
-    for index, (key, is_alloc) in enumerate(timeline.events):
-        if index == timeline.preexisting and overhead_bytes:
-            total += overhead_bytes
-            if allocator is not None:
-                allocator.malloc(_OVERHEAD_KEY, overhead_bytes)
-        if index == last_step_first and allocator is not None:
-            allocator.reset_peak_stats()
-        if index in cache_releases and allocator is not None:
-            allocator.empty_cache()
-        if allocator is None:
+    if allocator is None:
+        total = 0
+        for index, (key, is_alloc) in enumerate(timeline.events):
+            if index == timeline.preexisting:
+                total += overhead_bytes
             total += sizes[key] if is_alloc else -sizes[key]
-        elif is_alloc:
-            allocator.malloc(key, sizes[key])
-            sizes[key] = allocator.block_bytes(key)
-            total = allocator.allocated_bytes
-        else:
-            allocator.free(key)
-            total = allocator.allocated_bytes
-        allocated.append(total)
-        reserved.append(total if allocator is None else allocator.reserved_bytes)
+            allocated.append(total)
+        reserved = allocated
+    else:
+        for first, last in _stretches(timeline, last_step_first, cache_releases):
+            if first == timeline.preexisting and overhead_bytes:
+                allocator.malloc(_OVERHEAD_KEY, overhead_bytes)
+            if first == last_step_first:
+                allocator.reset_peak_stats()
+            if first in cache_releases:
+                allocator.empty_cache()
+            allocator.replay(timeline.events[first:last], sizes, allocated, reserved)
     last_step = allocated[last_step_first:]
     peak_reserved = allocator.stats().peak_reserved_bytes if allocator is not None else max(last_step, default=0)
     return Liveness(
         allocated=allocated, reserved=reserved, sizes=sizes, overhead_bytes=overhead_bytes, peak_reserved_bytes=peak_reserved
     )
+
+
+def _stretches(timeline: Timeline, last_step_first: int, cache_releases: frozenset[int]) -> list[tuple[int, int]]:
+    """``(first, last)``: the event ranges between the moments a replay does something besides the events (the
+    overheads allocated, the peaks reset, the cache emptied), each range starting at one of them."""
+    cuts = sorted({0, len(timeline.events), timeline.preexisting, last_step_first, *cache_releases})
+    return list(pairwise(cuts))
 
 
 def replay_under_limit(
@@ -115,17 +119,17 @@ def replay_under_limit(
     where the last step begins."""
     sizes = [block.nbytes for block in timeline.blocks]
     last_step_first = timeline.steps[-1][0] if timeline.steps else 0
-    for index, (key, is_alloc) in enumerate(timeline.events):
-        if index == timeline.preexisting and overhead_bytes and not allocator.malloc(_OVERHEAD_KEY, overhead_bytes):
-            return index
-        if index == last_step_first:
+    counters: list[int] = []
+    for first, last in _stretches(timeline, last_step_first, cache_releases):
+        if first == timeline.preexisting and overhead_bytes and not allocator.malloc(_OVERHEAD_KEY, overhead_bytes):
+            return first
+        if first == last_step_first:
             allocator.reset_peak_stats()
-        if index in cache_releases:
+        if first in cache_releases:
             allocator.empty_cache()
-        if not is_alloc:
-            allocator.free(key)
-        elif not allocator.malloc(key, sizes[key]):
-            return index
+        failed = allocator.replay(timeline.events[first:last], sizes, counters, counters)
+        if failed is not None:
+            return first + failed
     return None
 
 
