@@ -237,9 +237,10 @@ class CachingAllocator:
                             block = pool.free.pop(keys.pop(found))
                         else:
                             self._event = event
-                            block = self._uncached(pool, size)
-                            if block is None:
+                            fresh = self._uncached(pool, size)
+                            if fresh is None:
                                 return index
+                            block = fresh
                         rest = block.size - size
                         if rest >= MIN_BLOCK_SIZE if pool.small else rest > SMALL_SIZE:
                             insert_free(cut(block, size, mapped=True))
@@ -251,18 +252,18 @@ class CachingAllocator:
                             peak, peak_event = total, event
                 else:
                     try:
-                        block = live.pop(key)
+                        freed = live.pop(key)
                     except KeyError:
                         raise ConfigError(f"event {event}: free of storage key {key}, which is not allocated") from None
-                    if block is not None:
-                        block.allocated = False
-                        total -= block.size
-                        before, after = block.prev, block.next
+                    if freed is not None:
+                        freed.allocated = False
+                        total -= freed.size
+                        before, after = freed.prev, freed.next
                         if before is not None and not before.allocated:
-                            merge(block, before)
+                            merge(freed, before)
                         if after is not None and not after.allocated:
-                            merge(block, after)
-                        insert_free(block)
+                            merge(freed, after)
+                        insert_free(freed)
                 allocated.append(total)
                 reserved.append(self._reserved)
         finally:
