@@ -32,6 +32,7 @@ import torch
 
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointCost, what_if
@@ -53,13 +54,30 @@ _CHOSEN = frozenset({"gpus", "checkpointing", "gradient_checkpointing", "tp", "p
 """Options the search sets itself (``_check`` refuses the ones a user may not fix)."""
 
 
-def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearch:
-    """The cheapest setting on 1, 2, 4, ... up to ``gpus`` GPUs that fits, from as few traces as it needs.
+def cheapest_strategy(
+    model: ModelSource,
+    *,
+    progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
+    **options: Any,
+) -> StrategySearch:
+    """The cheapest setting on 1, 2, 4, ... up to ``gpus`` GPUs that fits, from as few traces as it needs; ``cache``
+    as ``simulate`` takes it: the same search again is answered from the result cache.
 
     >>> search = cheapest_strategy("meta-llama/Llama-3.2-1B", gpus=8, seq_len=2048, mixed_precision="bf16", device="rtx-4090")
     >>> search.cheapest.gpus, search.cheapest.tp, search.cheapest.checkpointing
     (2, 2, 'none')
     """
+    return cached_answer(
+        cache,
+        StrategySearch,
+        lambda: request_key("cheapest_strategy", model, options),
+        lambda: _searched(model, progress, options),
+    )
+
+
+def _searched(model: ModelSource, progress: Callable[[str], None] | None, options: dict[str, Any]) -> StrategySearch:
+    """``cheapest_strategy``'s answer, searched."""
     started = time.perf_counter()
     search = strategy_searcher(model, progress=progress, **options)
     config = search.config
