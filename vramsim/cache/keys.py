@@ -5,8 +5,8 @@ field; a pipeline folder's or a builder file's bytes), every ``simulate`` option
 fields (defaults filled in, names made canonical, launch files' content; ``serve``'s folded into ``ServeConfig``'s;
 ``compare``'s, each variant's), the caller's further parts (a price sheet's content, a duration), vramsim's version
 and its own source, the versions of the libraries whose code runs in the trace, and what the host's CPU kernels
-read (threads, ISA). A part that cannot be written out exactly (a
-model object, a lambda, a closure, trust_remote_code's own code) makes the request unkeyable: it is traced.
+read (threads, ISA). A part that cannot be written out exactly (a model object, a lambda, a closure,
+trust_remote_code's own code) makes the request unkeyable: it is traced.
 
 ``canonical`` is vramsim's one way to write a request out, shared by every key: a plan's key
 (``pricing/key.py``) writes its price sheet and duration with it too.
