@@ -116,18 +116,32 @@ def _traced_reports(
     ]
 
 
-def inspect(model: ModelSource, *, depth: int | None = None, graph: bool = False, **options: Any) -> Inspection:
+def inspect(
+    model: ModelSource,
+    *,
+    depth: int | None = None,
+    graph: bool = False,
+    cache: bool | ResultCache = True,
+    **options: Any,
+) -> Inspection:
     """Trace one workload, as ``simulate`` takes it, and read its memory by module: the module tree to ``depth``
     levels below the model (``None``: down to the repeated block, the per-layer table's rows) with each module's
     parameters, weight bytes, saved activations (training; in inference, what it allocated that is live at the
     peak) and own peak, the largest temporaries, and what is live at the peak by the op and module that allocated
-    it. With ``graph``, ``Inspection.graph`` holds the op/storage graph for ``vramsim.write_graph``.
+    it. With ``graph``, ``Inspection.graph`` holds the op/storage graph for ``vramsim.write_graph``. ``cache`` as
+    in ``simulate``.
 
     >>> inspection = inspect("gpt2", seq_len=16, device="cpu")
     >>> inspection.tree.parameters
     124439808
     """
-    return inspect_model(model, depth=depth, graph=graph, **with_default_task(model, options))
+    options = with_default_task(model, options)
+    return cached_answer(
+        cache,
+        Inspection,
+        lambda: request_key("inspect", model, options, depth=depth, graph=graph),
+        lambda: inspect_model(model, depth=depth, graph=graph, **options),
+    )
 
 
 def compare(
@@ -135,19 +149,26 @@ def compare(
     variants: Mapping[str, Mapping[str, Any]],
     *,
     progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
     **options: Any,
 ) -> Comparison:
     """Two or more variants of one job side by side: ``variants`` maps each label to the options it sets over the
     shared ``options`` (``simulate``'s keywords). Variants that differ only in ``ANALYSIS_OPTIONS`` (checkpointing,
     data and pipeline parallelism, headroom...) share one trace, as in ``simulate_each``; each other program is
     traced once. Each report has the figures ``simulate`` gives for its options, without advice (``advice="none"``);
-    ``progress`` is told each trace after the first.
+    ``progress`` is told each trace after the first. ``cache`` as in ``simulate``: the whole comparison is one entry.
 
     >>> both = compare("gpt2", {"fp32": {"dtype": "fp32"}, "bf16": {"dtype": "bf16"}}, task="forward", seq_len=16)
     >>> both.traces, both.variants[0].report.peak_bytes > both.variants[1].report.peak_bytes
     (2, True)
     """
-    return comparing.compare(model, variants, progress=progress, **options)
+    given = [with_default_task(model, {**options, **variant}) for variant in variants.values()]
+    return cached_answer(
+        cache,
+        Comparison,
+        lambda: request_key("compare", model, given, labels=list(variants)),
+        lambda: comparing.compare(model, variants, progress=progress, **options),
+    )
 
 
 _PLAN_CHOSEN = ("device", "gpus", "tp", "pp", "cp", "ep", "zero", "fsdp", "pp_schedule", "checkpointing")

@@ -7,7 +7,7 @@ import gzip
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import transformers
@@ -71,6 +71,25 @@ def test_a_value_the_hints_cannot_carry_is_not_stored(tmp_path: Path) -> None:
     store = ResultCache(tmp_path)
     assert not store.put(KEY, Record(price=Decimal(1), options={"max_memory": (1, 2)}), Record)
     assert not store.path(KEY).exists()
+
+
+def test_a_literal_reads_back_as_one_of_its_values() -> None:
+    """A ``Literal`` field (a serving report's cache layer kind) is stored as its value; a value outside it is not
+    stored, and stored data outside it does not read back."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Layer:
+        kind: Literal["full", "sliding"]
+        window: Literal[1, 2] | None
+
+    layer = Layer(kind="sliding", window=None)
+    assert from_data(json.loads(json.dumps(to_data(layer, Layer))), Layer) == layer
+    with pytest.raises(Unencodable):
+        to_data(Layer(kind="cross", window=None), Layer)  # type: ignore[arg-type]
+    with pytest.raises(Unencodable):
+        to_data(Layer(kind="full", window=True), Layer)  # type: ignore[arg-type]  # True == 1, yet not 1
+    with pytest.raises(TypeError):
+        from_data({"kind": "cross", "window": None}, Layer)
 
 
 def _entry(**overrides: object) -> bytes:

@@ -8,8 +8,9 @@ import transformers
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.config import SimulationConfig
+from vramsim.results.strategy import Setting
 from vramsim.search.bounds import FloorBound, TracedBound
-from vramsim.search.strategy_space import Setting, settings
+from vramsim.search.strategy_space import settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
 

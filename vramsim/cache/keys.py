@@ -2,10 +2,11 @@
 
 What goes in: the kind of answer (``simulate``, ``plan``...), the model as given and its content (a config's every
 field; a pipeline folder's or a builder file's bytes), every ``simulate`` option folded into ``SimulationConfig``'s
-fields (defaults filled in, names made canonical, launch files' content), the caller's further parts (a price
-sheet's content, a duration), vramsim's version and its own source, the versions of the libraries whose code runs
-in the trace, and what the host's CPU kernels read (threads, ISA). A part that cannot be written out exactly (a
-model object, a lambda, a closure, trust_remote_code's own code) makes the request unkeyable: it is traced.
+fields (defaults filled in, names made canonical, launch files' content; ``serve``'s folded into ``ServeConfig``'s;
+``compare``'s, each variant's), the caller's further parts (a price sheet's content, a duration), vramsim's version
+and its own source, the versions of the libraries whose code runs in the trace, and what the host's CPU kernels
+read (threads, ISA). A part that cannot be written out exactly (a model object, a lambda, a closure,
+trust_remote_code's own code) makes the request unkeyable: it is traced.
 
 ``canonical`` is vramsim's one way to write a request out, shared by every key: a plan's key
 (``pricing/key.py``) writes its price sheet and duration with it too.
@@ -21,7 +22,7 @@ import json
 import platform
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from importlib import metadata
 from pathlib import Path
@@ -31,10 +32,11 @@ import torch
 from transformers import PretrainedConfig
 
 from vramsim.config import SimulationConfig
+from vramsim.config.serving import ServeConfig
 from vramsim.config.user_files import user_function_file
 from vramsim.workload.models import ModelSource, load_config, model_name, pipeline_index
 
-__all__ = ["LIBRARIES", "StandIn", "Unkeyable", "canonical", "digest", "model_content", "option_fields", "request_key"]
+__all__ = ["LIBRARIES", "Options", "StandIn", "Unkeyable", "canonical", "digest", "model_content", "option_fields", "request_key"]
 
 LIBRARIES = ("torch", "transformers", "diffusers", "peft", "accelerate", "bitsandbytes", "torchao")
 """The distributions whose code runs in a trace; a key holds each one's installed version (``None``: not installed)."""
@@ -53,10 +55,15 @@ class Unkeyable(Exception):
 StandIn = Callable[[Any], str]
 """What a caller writes for a part that cannot be written out exactly, where a key must exist anyway (a plan's)."""
 
+Options = Mapping[str, Any] | ServeConfig
+"""A request's options: ``simulate``'s keywords (folded into ``SimulationConfig`` here), or a serving deployment's
+``ServeConfig``, already folded by the caller (``ServeConfig(**options)``)."""
 
-def request_key(kind: str, model: ModelSource, options: Mapping[str, Any], **parts: Any) -> str | None:
-    """The key of asking ``kind`` of ``model`` with ``simulate``'s ``options`` and the further ``parts`` (a
-    ``Path`` stands for its file's content): 64 hex digits, or ``None`` where the request cannot be keyed.
+
+def request_key(kind: str, model: ModelSource, options: Options | Sequence[Options], **parts: Any) -> str | None:
+    """The key of asking ``kind`` of ``model`` with ``options`` (a list: each variant of a comparison, in order)
+    and the further ``parts`` (a ``Path`` stands for its file's content): 64 hex digits, or ``None`` where the
+    request cannot be keyed.
 
     A bad option raises the ``ConfigError`` that ``simulate`` would, and an unknown model its
     ``ModelNotFoundError``.
@@ -64,14 +71,16 @@ def request_key(kind: str, model: ModelSource, options: Mapping[str, Any], **par
     >>> request_key("simulate", "gpt2", {"task": "train"}) == request_key("simulate", "gpt2", {"task": "train", "batch_size": 1})
     True
     """
-    config = SimulationConfig.from_options(**options)
+    several = isinstance(options, Sequence)
+    configs = [_folded(each) for each in (options if isinstance(options, Sequence) else [options])]
     try:
-        if config.trust_remote_code:
+        if any(getattr(config, "trust_remote_code", False) for config in configs):
             raise Unkeyable("the model's own code")
+        written = [canonical(option_fields(config)) for config in configs]
         request = {
             "kind": kind,
             "model": {"name": model_name(model)} | model_content(model),
-            "options": canonical(option_fields(config)),
+            "options": written if several else written[0],
             "parts": canonical(parts),
             "vramsim": [_version("vramsim"), _own_source()],
             "libraries": {name: _version(name) for name in LIBRARIES},
@@ -88,11 +97,17 @@ def digest(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def option_fields(config: SimulationConfig) -> dict[str, Any]:
+def _folded(options: Options) -> SimulationConfig | ServeConfig:
+    """The config ``options`` make: a ``ServeConfig`` as given, ``simulate``'s keywords folded as ``simulate`` folds them."""
+    return options if isinstance(options, ServeConfig) else SimulationConfig.from_options(**options)
+
+
+def option_fields(config: SimulationConfig | ServeConfig) -> dict[str, Any]:
     """Every option as the config holds it (defaults filled in, names made canonical); a launch file by its content."""
     folded = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
     for name in _FILE_OPTIONS:
-        folded[name] = None if folded[name] is None else Path(folded[name])
+        if folded.get(name) is not None:
+            folded[name] = Path(folded[name])
     return folded
 
 

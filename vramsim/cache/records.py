@@ -3,8 +3,9 @@
 ``Report.to_dict`` is JSON for people (a tuple becomes a list, a ``Decimal`` is not JSON at all); the cache needs
 the same record back, equal field for field. Both directions walk the record's dataclass fields with their type
 hints: a ``tuple[int, ...]`` is stored as a list and read back as a tuple, a ``Decimal`` as its exact text, an
-``int``-keyed dict with text keys. A value that the hints cannot carry back exactly (under ``Any``, only JSON's own
-types can) raises ``Unencodable`` when it is stored, so an entry never reads back as anything but what was put.
+``int``-keyed dict with text keys, a ``Literal`` as one of its values. A value that the hints cannot carry back
+exactly (under ``Any``, only JSON's own types can) raises ``Unencodable`` when it is stored, so an entry never
+reads back as anything but what was put.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 import types
 import typing
 from decimal import Decimal
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 __all__ = ["Unencodable", "from_data", "to_data"]
 
@@ -31,6 +32,10 @@ def to_data(value: Any, hint: Any) -> Any:
         return _json_only(value)
     if origin in (Union, types.UnionType):
         return to_data(value, _member(value, args))
+    if origin is Literal:
+        if not any(type(value) is type(choice) and value == choice for choice in args):
+            raise Unencodable(f"{value!r} is not one of {args}")
+        return value
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if type(value) is not hint:
             raise Unencodable(f"{type(value).__name__} is not {hint.__name__}")
@@ -61,6 +66,8 @@ def from_data(data: Any, hint: Any) -> Any:
         return _json_only(data)
     if origin in (Union, types.UnionType):
         return from_data(data, _member(data, args, reading=True))
+    if origin is Literal:
+        return data if any(type(data) is type(choice) and data == choice for choice in args) else _wrong(data, hint)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         hints = _hints(hint)
         if not isinstance(data, dict) or set(data) != {f.name for f in dataclasses.fields(hint)}:

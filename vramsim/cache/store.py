@@ -34,12 +34,14 @@ NO_CACHE_VARIABLE = "VRAMSIM_NO_CACHE"
 class ResultCache:
     """Records by request key (``vramsim.cache.request_key``), in one folder."""
 
-    __slots__ = ("answered", "root")
+    __slots__ = ("answered", "missed", "root")
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.answered = 0
         """How many ``get`` calls this store answered: 0 after a call that traced."""
+        self.missed = 0
+        """How many ``get`` calls found no entry to trust (the answer was traced): 0 where every one answered."""
 
     @classmethod
     def default(cls) -> ResultCache | None:
@@ -61,9 +63,11 @@ class ResultCache:
         try:
             record = _read(path, key, kind)
         except FileNotFoundError:
+            self.missed += 1
             return None
         except _Foreign as exc:
             warnings.warn(f"ignored the result cache entry {path}: {exc}; tracing again", CacheWarning, stacklevel=2)
+            self.missed += 1
             return None
         self.answered += 1
         return record

@@ -9,7 +9,8 @@ from typing import Any
 from vramsim.analysis.device_memory import DeviceMemory, device_memory
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
-from vramsim.checkpoints.choices import Layout, MapLocation, checkpoint_choice
+from vramsim.cache import ResultCache, cached_answer, request_key
+from vramsim.checkpoints.choices import CheckpointChoice, Layout, MapLocation, checkpoint_choice
 from vramsim.checkpoints.files import SavedCheckpoint, save_torch_checkpoint, save_trainer_checkpoint
 from vramsim.checkpoints.restore import restore_timelines
 from vramsim.checkpoints.sharded import sharded_checkpoint
@@ -35,6 +36,7 @@ def checkpoint(
     save_format: str | None = None,
     map_location: str | None = None,
     async_save: bool = False,
+    cache: bool | ResultCache = True,
     **options: Any,
 ) -> CheckpointReport:
     """Trace one training step of ``model`` (``options`` as ``simulate`` takes them), then save the traced
@@ -48,7 +50,8 @@ def checkpoint(
     with ``zero``). ``async_save``: ``dcp.async_save``, which stages each rank's state in host memory.
     ``map_location``: where ``torch.load`` puts what it loads, ``cpu`` or ``device``; none given: the
     Trainer's choice (``cpu`` on one GPU, the device when ``gpus`` > 1), or torch.load's own for ``torch``
-    (each tensor back on the device it was saved from).
+    (each tensor back on the device it was saved from). ``cache`` as ``simulate`` takes it: the same request again
+    is answered from the result cache.
 
     >>> report = checkpoint("gpt2", seq_len=16, device="cpu")
     >>> [f.name for f in report.files if f.name.endswith((".safetensors", ".pt"))]
@@ -56,6 +59,16 @@ def checkpoint(
     """
     config = SimulationConfig.from_options(**options)
     choice = checkpoint_choice(config, save_format, map_location, async_save)
+    return cached_answer(
+        cache,
+        CheckpointReport,
+        lambda: request_key("checkpoint", model, options, choice=choice, async_save=async_save),
+        lambda: _checkpointed(model, config, choice, async_save),
+    )
+
+
+def _checkpointed(model: ModelSource, config: SimulationConfig, choice: CheckpointChoice, async_save: bool) -> CheckpointReport:
+    """``checkpoint``'s answer: the step traced, its state saved and restored."""
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
     check_target(config.optimizer, target.profile.vendor)

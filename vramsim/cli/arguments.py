@@ -485,9 +485,8 @@ NOT_FIT_EXIT = 3
 """Exit status of ``trace --fail-if-not-fit`` when the job does not fit (1 is an error, 2 a bad argument)."""
 
 
-_CACHED_COMMANDS = ("trace", "fit", "plan")
-"""The commands whose answers the result cache keeps (``vramsim/cache/``), each with ``--no-cache`` (``fit``: its
-largest batch size and sequence length; not ``--strategies`` nor ``--device any``)."""
+_CACHED_COMMANDS = ("trace", "fit", "plan", "serve", "compare", "inspect", "checkpoint")
+"""The commands whose answers the result cache keeps (``vramsim/cache/``), each with ``--no-cache``."""
 
 
 def _run_arguments(parser: argparse.ArgumentParser, command: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from vramsim.cli.command import Command
-from vramsim.cli.output import progress, show
+from vramsim.cli.output import progress, result_cache, say_if_cached, show
 from vramsim.cli.pages import write_page
 
 __all__ = ["run"]
@@ -17,14 +17,17 @@ def run(command: Command, console: Console) -> int:
     from vramsim.views.checkpoint import render_checkpoint
 
     args = command.args
+    store = result_cache(command)
     with progress(command, f"tracing {args.model} and its checkpoint"):
         report = checkpoint(
             args.model,
             save_format=args.save_format,
             map_location=args.map_location,
             async_save=args.async_save,
+            cache=store or False,
             **command.options,
         )
+    say_if_cached(store)
     show(command, report, render_checkpoint, console)
     if args.html:
         from vramsim.views.html import checkpoint_html

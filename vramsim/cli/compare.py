@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 
 from vramsim.cli.command import Command
-from vramsim.cli.output import progress, show
+from vramsim.cli.output import progress, result_cache, say_if_cached, show
 from vramsim.cli.pages import write_page
 from vramsim.cli.wording import in_cli_words
 
@@ -24,8 +24,10 @@ def run(command: Command, console: Console) -> int:
     from vramsim.api import compare
     from vramsim.views.compare import render_comparison
 
+    store = result_cache(command)
     with progress(command, f"tracing {args.model} for {len(command.variants)} variants") as told:
-        comparison = compare(args.model, command.variants, progress=told)
+        comparison = compare(args.model, command.variants, progress=told, cache=store or False)
+    say_if_cached(store)
     told_once = set(command.warnings)  # printed once the arguments were checked
     for each in comparison.variants:
         for warning in each.report.warnings:
@@ -47,8 +49,10 @@ def _run_serving(command: Command, console: Console) -> int:
     from vramsim.serving.compare import compare_serve
     from vramsim.views.compare_serving import render_serve_comparison
 
+    store = result_cache(command)
     with progress(command, f"tracing {args.model} for {len(command.variants)} serving variants") as told:
-        comparison = compare_serve(args.model, command.variants, progress=told)
+        comparison = compare_serve(args.model, command.variants, progress=told, cache=store or False)
+    say_if_cached(store)
     worded = dataclasses.replace(
         comparison,
         variants=[

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from vramsim.cli.command import Command
-from vramsim.cli.output import progress, show
+from vramsim.cli.output import progress, result_cache, say_if_cached, show
 from vramsim.cli.pages import write_page
 
 if TYPE_CHECKING:
@@ -30,22 +30,24 @@ def run(command: Command, console: Console) -> int:
     args = command.args
     options = dict(command.options)
     any_device = options["device"] == ANY_DEVICE
+    store = result_cache(command)
+    cache = store or False
     if any_device and args.strategies:  # --device any itself is refused with --strategies (check_command)
         options.pop("device")  # the strategy search's device: the catalog default
     elif any_device:
         with progress(command, f"judging every GPU on a trace of {args.model}") as told:
-            found = device_fit(args.model, progress=told, **options)
+            found = device_fit(args.model, progress=told, cache=cache, **options)
+        say_if_cached(store)
         show(command, found, render_device_fit, console)
         _write_page(command, found, None)
         return 0
     with progress(command, f"searching the largest fit of {args.model}") as told:
-        search = cheapest_strategy(args.model, progress=told, **options) if args.strategies else None
+        search = cheapest_strategy(args.model, progress=told, cache=cache, **options) if args.strategies else None
         if search is not None and search.cheapest is None:
             fit = None
         else:
-            fit = largest_fit(
-                args.model, progress=told, cache=not args.no_cache, **options | (search.options() if search else {})
-            )
+            fit = largest_fit(args.model, progress=told, cache=cache, **options | (search.options() if search else {}))
+    say_if_cached(store)
     if search is None:
         show(command, fit, render_fit, console)
     elif args.json:

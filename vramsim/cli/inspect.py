@@ -8,7 +8,7 @@ import sys
 from rich.console import Console
 
 from vramsim.cli.command import Command
-from vramsim.cli.output import progress
+from vramsim.cli.output import progress, result_cache, say_if_cached
 
 __all__ = ["run"]
 
@@ -20,8 +20,10 @@ def run(command: Command, console: Console) -> int:
     from vramsim.views.inspect import render_inspection
 
     args = command.args
+    store = result_cache(command)
     with progress(command, f"tracing {args.model}"):
-        inspection = inspect(args.model, depth=args.depth, graph=args.graph is not None, **command.options)
+        inspection = inspect(args.model, depth=args.depth, graph=args.graph is not None, cache=store or False, **command.options)
+    say_if_cached(store)
     if inspection.graph is not None:
         written = write_graph(inspection.graph, args.graph)
         print(f"vramsim: wrote the op/storage graph to {written}", file=sys.stderr)

@@ -9,13 +9,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from vramsim.cli.command import Command
 
-__all__ = ["PROGRESS_LINES_AFTER", "Progress", "progress", "show"]
+if TYPE_CHECKING:
+    from vramsim.cache import ResultCache
+
+__all__ = ["ANSWERED_FROM_CACHE", "PROGRESS_LINES_AFTER", "Progress", "progress", "result_cache", "say_if_cached", "show"]
+
+ANSWERED_FROM_CACHE = "answered from the result cache, nothing traced (--no-cache traces again)"
+"""What a command says on stderr when its answer was kept from an earlier identical request."""
 
 PROGRESS_LINES_AFTER = 5.0
 """Seconds into a command after which stderr that is not a terminal (a pipe, a CI log) gets a line per stage:
@@ -83,3 +89,18 @@ def show(command: Command, result: Any, render: Callable[[Any, Console], None], 
         print(json.dumps(result.to_dict(), indent=2))
     else:
         render(result, console)
+
+
+def result_cache(command: Command) -> ResultCache | None:
+    """The store the command's answer is kept in and read from (``vramsim/cache/``): none with ``--no-cache`` or
+    ``VRAMSIM_NO_CACHE``."""
+    from vramsim.cache import ResultCache
+
+    return None if command.args.no_cache else ResultCache.default()
+
+
+def say_if_cached(store: ResultCache | None) -> None:
+    """One line on stderr where ``store`` answered the whole command: the figures shown were traced by an earlier
+    run (a command that asked it twice and traced one answer says nothing)."""
+    if store is not None and store.answered and not store.missed:
+        print(f"vramsim: {ANSWERED_FROM_CACHE}", file=sys.stderr)

@@ -7,7 +7,7 @@ from rich.console import Console
 
 from vramsim.cli.arguments import NOT_FIT_EXIT
 from vramsim.cli.command import Command
-from vramsim.cli.output import progress, show
+from vramsim.cli.output import progress, result_cache, say_if_cached, show
 from vramsim.cli.pages import write_page
 
 __all__ = ["run"]
@@ -22,8 +22,10 @@ def run(command: Command, console: Console) -> int:
     args = command.args
     assert command.sheet is not None, "plan's sheet is read with its arguments"
     duration = {"tokens": args.tokens, "days": args.days, "hours": args.hours, "mfu": args.mfu, "max_gpus": args.max_gpus}
+    store = result_cache(command)
     with progress(command, f"planning {args.model} over {len(command.sheet.offers)} offer(s)") as told:
-        found = plan(args.model, prices=command.sheet, progress=told, cache=not args.no_cache, **duration, **command.options)
+        found = plan(args.model, prices=command.sheet, progress=told, cache=store or False, **duration, **command.options)
+    say_if_cached(store)
     show(command, found, render_plan, console)
     if args.html:
         from vramsim.views.html import plan_html

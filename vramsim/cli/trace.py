@@ -11,7 +11,7 @@ from rich.console import Console
 from vramsim.cli.arguments import NOT_FIT_EXIT
 from vramsim.cli.command import Command
 from vramsim.cli.exports import export_paths, write_exports
-from vramsim.cli.output import progress
+from vramsim.cli.output import progress, result_cache
 from vramsim.cli.pages import write_page
 from vramsim.cli.wording import in_cli_words
 from vramsim.errors import ConfigError
@@ -27,11 +27,10 @@ QUICK_SKIPPED = (
 def run(command: Command, console: Console) -> int:
     """Trace, print the report (or its JSON); ``--fail-if-not-fit`` turns a job that does not fit into a status."""
     from vramsim.api import simulate
-    from vramsim.cache import ResultCache
     from vramsim.views.report import render_report
 
     args = command.args
-    store = None if args.no_cache else ResultCache.default()
+    store = result_cache(command)
     with progress(command, f"tracing {args.model}") as told:
         report = simulate(
             args.model, advice="graph" if args.quick else "traced", progress=told, cache=store or False, **command.options

@@ -29,7 +29,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 
 __all__ = ["COMPARE_OWN", "Variant", "compare_variants", "split_variants"]
 
-COMPARE_OWN = ("json", "quiet", "variants", "html", "serve")
+COMPARE_OWN = ("json", "quiet", "variants", "html", "serve", "no_cache")
 """The destinations of ``compare``'s own flags, which say how to compare, not what: never a variant's."""
 
 

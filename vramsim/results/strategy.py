@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["SCHEMES", "Candidate", "Layout", "Refusal", "RuledOut", "StrategySearch", "layout_options"]
+__all__ = ["SCHEMES", "Candidate", "Refusal", "RuledOut", "Setting", "StrategySearch"]
 
 SCHEMES: dict[str, dict[str, Any]] = {
     "DDP": {"zero": 0, "fsdp": "no"},
@@ -18,52 +18,55 @@ SCHEMES: dict[str, dict[str, Any]] = {
 """The data-parallel schemes tried over more than one data-parallel rank, as ``simulate`` options."""
 
 
-class Layout(Protocol):
-    """A parallel setting's layout: what its ``simulate`` options are made of (read-only, as frozen records are)."""
-
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def tp(self) -> int: ...
-    @property
-    def pp(self) -> int: ...
-    @property
-    def pp_schedule(self) -> str | None: ...
-    @property
-    def cp(self) -> int: ...
-    @property
-    def ep(self) -> int: ...
-    @property
-    def scheme(self) -> str: ...
-    @property
-    def checkpointing(self) -> str: ...
-
-
-def layout_options(layout: Layout) -> dict[str, Any]:
-    """A layout as ``simulate`` options: its degrees above 1, its scheme's sharding (DDP is the default)."""
-    given: dict[str, Any] = {"gpus": layout.gpus}
-    for name in ("tp", "pp", "pp_schedule", "cp", "ep"):
-        value = getattr(layout, name)
-        if value not in (1, None):
-            given[name] = value
-    given |= {k: v for k, v in SCHEMES.get(layout.scheme, {}).items() if v not in (0, "no")}
-    return given | {"checkpointing": layout.checkpointing}
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Candidate:
-    """One setting and what one rank of it (a pipeline's busiest stage) takes."""
+class Setting:
+    """One parallel setting: a layout (tensor x pipeline x context x expert parallel, the rest data parallel), a
+    data-parallel scheme and a checkpointing choice. The search weighs settings; what it found of one is a
+    ``Candidate`` (measured on its trace) or a ``RuledOut`` (its lower bound over the usable memory), each the
+    setting and those facts."""
 
     gpus: int
-    tp: int
-    pp: int
-    pp_schedule: str | None
-    cp: int
-    ep: int
+    tp: int = 1
+    pp: int = 1
+    pp_schedule: str | None = None
+    cp: int = 1
+    ep: int = 1
     scheme: str
     """A name of ``SCHEMES``; ``one GPU`` or ``one replica`` without data parallelism."""
     checkpointing: str
     """As tried: a uniform choice or ``auto``."""
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel ranks the weights are replicated or sharded over (context- and expert-parallel ranks among
+        them; an expert's weights over dp / ep)."""
+        return self.gpus // (self.tp * self.pp)
+
+    @property
+    def trace_key(self) -> tuple[int, int, int]:
+        """What changes the traced program: a tensor-, expert- or context-parallel rank runs another one."""
+        return self.tp, self.ep, self.cp
+
+    @property
+    def group(self) -> tuple[Any, ...]:
+        """The setting without its checkpointing: ``full`` bounds the memory of the whole group from below."""
+        return self.gpus, self.tp, self.pp, self.cp, self.ep, self.pp_schedule, self.scheme
+
+    def options(self) -> dict[str, Any]:
+        """As ``simulate`` options: its degrees above 1, its scheme's sharding (DDP is the default), its checkpointing."""
+        given: dict[str, Any] = {"gpus": self.gpus}
+        for name in ("tp", "pp", "pp_schedule", "cp", "ep"):
+            value = getattr(self, name)
+            if value not in (1, None):
+                given[name] = value
+        given |= {k: v for k, v in SCHEMES.get(self.scheme, {}).items() if v not in (0, "no")}
+        return given | {"checkpointing": self.checkpointing}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate(Setting):
+    """One setting and what one rank of it (a pipeline's busiest stage) takes, measured on its trace."""
+
     plan: str
     """The checkpointing run: ``auto``'s per-layer plan, else ``checkpointing``."""
     device_bytes: int
@@ -83,10 +86,6 @@ class Candidate:
         """The order of cost beyond memory (the module's docstring)."""
         return self.gpus, round(self.recomputed + self.bubble, 9), self.recomputed_ops, self.communication, self.device_bytes
 
-    def options(self) -> dict[str, Any]:
-        """As ``simulate`` options."""
-        return layout_options(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Refusal:
@@ -105,17 +104,9 @@ class Refusal:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RuledOut:
+class RuledOut(Setting):
     """A setting never measured: the least memory its busiest rank holds (``search/bounds.py``) is over the usable."""
 
-    gpus: int
-    tp: int
-    pp: int
-    pp_schedule: str | None
-    cp: int
-    ep: int
-    scheme: str
-    checkpointing: str
     bound_bytes: int
     """The lower bound of its busiest rank's device memory."""
 

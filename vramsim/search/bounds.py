@@ -63,8 +63,8 @@ from vramsim.estimators.assumptions import ModuleLoading, overheads_for, totals
 from vramsim.estimators.checkpointing import what_if
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.estimators.timeline import Timeline
-from vramsim.results.strategy import SCHEMES
-from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, Setting
+from vramsim.results.strategy import SCHEMES, Setting
+from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE
 from vramsim.tracer.graph import storage_nodes
 from vramsim.workload.targets import Target
 

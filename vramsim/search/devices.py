@@ -23,6 +23,7 @@ from vramsim.analysis import generation
 from vramsim.analysis.device_memory import DeviceMemory
 from vramsim.analysis.traced import trace_workload
 from vramsim.analysis.whatifs import Analysis
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import overheads_for, totals
@@ -46,14 +47,24 @@ ANY_DEVICE = "any"
 """The ``device`` that asks which catalog GPUs hold the job."""
 
 
-def device_fit(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> DeviceFit:
-    """Every catalog GPU judged on one trace of the job (``options`` are ``simulate``'s, ``device`` left out).
+def device_fit(
+    model: ModelSource, *, progress: Callable[[str], None] | None = None, cache: bool | ResultCache = True, **options: Any
+) -> DeviceFit:
+    """Every catalog GPU judged on one trace of the job (``options`` are ``simulate``'s, ``device`` left out);
+    ``cache`` as ``simulate`` takes it.
 
     >>> found = device_fit("gpt2", seq_len=256)
     >>> found.smallest[0].fits
     True
     """
     options = {k: v for k, v in options.items() if k != "device"}
+    return cached_answer(
+        cache, DeviceFit, lambda: request_key("device_fit", model, options), lambda: _judged(model, progress, options)
+    )
+
+
+def _judged(model: ModelSource, progress: Callable[[str], None] | None, options: dict[str, Any]) -> DeviceFit:
+    """``device_fit``'s answer: one trace, every GPU judged on it."""
     config = SimulationConfig.from_options(**options)
     if config.checkpointing == "all":
         raise ConfigError("checkpointing='all' compares choices; which GPU holds the job is judged for one choice")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import networkx as nx
@@ -32,14 +32,15 @@ import torch
 
 from vramsim.analysis.traced import build_and_trace
 from vramsim.analysis.whatifs import Analysis
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointCost, what_if
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, first_layers, parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
-from vramsim.results.strategy import SCHEMES, Candidate, Refusal, RuledOut, StrategySearch
+from vramsim.results.strategy import SCHEMES, Candidate, Refusal, RuledOut, Setting, StrategySearch
 from vramsim.search.bounds import FloorBound, TracedBound
-from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, Setting, layer_shape, settings
+from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, layer_shape, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
 from vramsim.workload.models import ModelSource, model_name
@@ -53,13 +54,30 @@ _CHOSEN = frozenset({"gpus", "checkpointing", "gradient_checkpointing", "tp", "p
 """Options the search sets itself (``_check`` refuses the ones a user may not fix)."""
 
 
-def cheapest_strategy(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearch:
-    """The cheapest setting on 1, 2, 4, ... up to ``gpus`` GPUs that fits, from as few traces as it needs.
+def cheapest_strategy(
+    model: ModelSource,
+    *,
+    progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
+    **options: Any,
+) -> StrategySearch:
+    """The cheapest setting on 1, 2, 4, ... up to ``gpus`` GPUs that fits, from as few traces as it needs; ``cache``
+    as ``simulate`` takes it: the same search again is answered from the result cache.
 
     >>> search = cheapest_strategy("meta-llama/Llama-3.2-1B", gpus=8, seq_len=2048, mixed_precision="bf16", device="rtx-4090")
     >>> search.cheapest.gpus, search.cheapest.tp, search.cheapest.checkpointing
     (2, 2, 'none')
     """
+    return cached_answer(
+        cache,
+        StrategySearch,
+        lambda: request_key("cheapest_strategy", model, options),
+        lambda: _searched(model, progress, options),
+    )
+
+
+def _searched(model: ModelSource, progress: Callable[[str], None] | None, options: dict[str, Any]) -> StrategySearch:
+    """``cheapest_strategy``'s answer, searched."""
     started = time.perf_counter()
     search = strategy_searcher(model, progress=progress, **options)
     config = search.config
@@ -227,8 +245,7 @@ class StrategySearcher:
             bound = max([bound, *(b for r in self.references if (b := r.bytes(setting, self.bound)) is not None)])
         if bound <= self.usable:
             return True
-        fields = {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "pp_schedule", "cp", "ep", "scheme")}
-        self.ruled_out[setting] = RuledOut(**fields, checkpointing=setting.checkpointing, bound_bytes=bound)
+        self.ruled_out[setting] = RuledOut(**_fields(setting), bound_bytes=bound)
         return False
 
     def _reference_key(self, possible: list[Setting]) -> tuple[int, int, int] | None:
@@ -347,14 +364,7 @@ class StrategySearcher:
         else:
             share, ops, layers = self.recompute[setting.checkpointing]
         candidate = Candidate(
-            gpus=setting.gpus,
-            tp=setting.tp,
-            pp=setting.pp,
-            pp_schedule=setting.pp_schedule,
-            cp=setting.cp,
-            ep=setting.ep,
-            scheme=setting.scheme,
-            checkpointing=setting.checkpointing,
+            **_fields(setting),
             plan=plan.spec,
             device_bytes=outcome.memory.unlimited_device_bytes,  # not counting on the cache being emptied
             peak_bytes=outcome.memory.peak_bytes,
@@ -464,4 +474,5 @@ def _degrees(**degrees: int) -> str:
 
 
 def _fields(setting: Setting) -> dict[str, Any]:
-    return {name: getattr(setting, name) for name in ("gpus", "tp", "pp", "cp", "ep", "pp_schedule", "scheme", "checkpointing")}
+    """The setting's own fields (a ``Candidate`` or ``RuledOut`` is made of them and what was found)."""
+    return {f.name: getattr(setting, f.name) for f in fields(Setting)}

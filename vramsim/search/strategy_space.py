@@ -13,7 +13,6 @@ GPipe is not weighed: 1F1B has its bubble and communication and never holds more
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,11 +21,11 @@ from vramsim.config import SimulationConfig
 from vramsim.estimators.assumptions import GPUS_PER_NODE
 from vramsim.estimators.communication import LayerShape
 from vramsim.estimators.expert_parallel import expert_weight
-from vramsim.results.strategy import SCHEMES, layout_options
+from vramsim.results.strategy import SCHEMES, Setting
 from vramsim.workload.parallel.expert import EP_EXPERT_COUNTS
 from vramsim.workload.parallel.tensor import TP_MODEL_TYPES
 
-__all__ = ["CHECKPOINTING_BY_RECOMPUTE", "CHOICES", "PIPELINE_SCHEMES", "Setting", "layer_shape", "settings"]
+__all__ = ["CHECKPOINTING_BY_RECOMPUTE", "CHOICES", "PIPELINE_SCHEMES", "layer_shape", "settings"]
 
 PIPELINE_SCHEMES = ("DDP", "ZeRO-1", "FSDP2 grad-op", "FSDP2 full")
 """The schemes a pipeline runs under: DeepSpeed's PipelineEngine refuses ZeRO-2 and -3."""
@@ -39,41 +38,6 @@ CHOICES = (*CHECKPOINTING_BY_RECOMPUTE, "auto")
 """Every checkpointing choice tried: the uniform ones, then ``auto`` (per layer, the least recompute that fits)."""
 
 _SCHEDULES = ("1f1b", "interleaved-1f1b")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Setting:
-    """One candidate before it is measured."""
-
-    gpus: int
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    pp_schedule: str | None = None
-    scheme: str
-    """A name of ``SCHEMES``; ``one GPU`` or ``one replica`` without data parallelism."""
-    checkpointing: str
-
-    @property
-    def dp(self) -> int:
-        """Data-parallel ranks the weights are replicated or sharded over (context- and expert-parallel ranks among
-        them; an expert's weights over dp / ep)."""
-        return self.gpus // (self.tp * self.pp)
-
-    @property
-    def trace_key(self) -> tuple[int, int, int]:
-        """What changes the traced program: a tensor-, expert- or context-parallel rank runs another one."""
-        return self.tp, self.ep, self.cp
-
-    @property
-    def group(self) -> tuple[Any, ...]:
-        """The setting without its checkpointing: ``full`` bounds the memory of the whole group from below."""
-        return self.gpus, self.tp, self.pp, self.cp, self.ep, self.pp_schedule, self.scheme
-
-    def options(self) -> dict[str, Any]:
-        """As ``simulate`` options."""
-        return layout_options(self)
 
 
 def layer_shape(program_model: Any, config: SimulationConfig) -> tuple[LayerShape, Any]:

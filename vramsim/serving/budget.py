@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from transformers import PretrainedConfig
 
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.config.precision import DTYPES
 from vramsim.config.serving import ServeConfig
@@ -47,24 +48,41 @@ from vramsim.workload.targets import Target, resolve_target
 __all__ = ["rank_config", "read_kv_cache", "serve"]
 
 
-def serve(model: str | PretrainedConfig, *, traces: RankTraces | None = None, **options: Any) -> ServeReport:
+def serve(
+    model: str | PretrainedConfig,
+    *,
+    traces: RankTraces | None = None,
+    cache: bool | ResultCache = True,
+    **options: Any,
+) -> ServeReport:
     """The KV cache budget of ``model`` served by vLLM or SGLang on ``device``; ``options`` are
     ``ServeConfig``'s fields. With ``concurrency``, the fewest GPUs that serve that many requests. ``traces``
     keeps the traced runs for further budgets of the same model (``vramsim compare --serve``): one that differs
-    only in the KV cache dtype, the memory utilization or ``enforce_eager`` traces nothing again.
+    only in the KV cache dtype, the memory utilization or ``enforce_eager`` traces nothing again. ``cache`` as
+    ``simulate`` takes it: the same request again is answered from the result cache (``vramsim/cache/``), and
+    ``traces`` is then left as it was.
 
     >>> report = serve("meta-llama/Llama-3.2-1B", device="h100", max_model_len=4096)  # doctest: +SKIP
     >>> report.kv_cache_tokens > 0  # doctest: +SKIP
     True
     """
     config = ServeConfig(**options)
+    return cached_answer(
+        cache,
+        ServeReport,
+        lambda: request_key("serve", model, config),
+        lambda: _served(model, config, RankTraces() if traces is None else traces),
+    )
+
+
+def _served(model: str | PretrainedConfig, config: ServeConfig, traces: RankTraces) -> ServeReport:
+    """``serve``'s answer, traced (or from ``traces``' runs)."""
     started = time.perf_counter()
     source = load_config(model) if isinstance(model, str) else model
     name = model if isinstance(model, str) else (getattr(model, "name_or_path", "") or type(model).__name__)
     config = dataclasses.replace(
         config, max_model_len=resolve_max_model_len(name, source, config), quantization=_checkpoint_quantization(source, config)
     )
-    traces = RankTraces() if traces is None else traces
     if config.concurrency is None:
         return _budget(name, source, config, started, traces)
     assert config.tp is not None

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from vramsim.results.device_fit import DeviceFit, DeviceVerdict
 from vramsim.results.fit import Largest, LargestFit
-from vramsim.results.strategy import Candidate, Refusal, RuledOut, StrategySearch
+from vramsim.results.strategy import Candidate, Refusal, RuledOut, Setting, StrategySearch
 from vramsim.views.lines import print_wrapped
 from vramsim.views.units import format_bytes
 
@@ -201,8 +201,8 @@ def _ruled_out_line(ruled: RuledOut, usable: int) -> str:
     )
 
 
-def _layout(candidate: Candidate | RuledOut) -> str:
+def _layout(setting: Setting) -> str:
     """``TP 2 x PP 2 (1f1b)``, or ``-`` for data parallelism alone."""
-    parts = [f"{name.upper()} {getattr(candidate, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(candidate, name) > 1]
-    schedule = f" ({candidate.pp_schedule.replace('-', ' ')})" if candidate.pp_schedule else ""
+    parts = [f"{name.upper()} {getattr(setting, name)}" for name in ("tp", "pp", "cp", "ep") if getattr(setting, name) > 1]
+    schedule = f" ({setting.pp_schedule.replace('-', ' ')})" if setting.pp_schedule else ""
     return " x ".join(parts) + schedule if parts else "-"
