@@ -162,6 +162,8 @@ def _train_step(program: Program, observer: StepObserver) -> None:
         if program.scaler is not None:
             observer.mark(tensors_in(program.scaler), Category.OPTIMIZER_STATE)
         program.optimizer.zero_grad(set_to_none=True)
+        if isinstance(program.optimizer, OptimizerInBackward):
+            program.optimizer.observer = None
     else:
         for _, param in params:
             param.grad = None
