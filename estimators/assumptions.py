@@ -155,6 +155,7 @@ Measured with lazy module loading (CUDA >= 11.7), right after the context is cre
 
 CUDA_CONTEXT_BYTES_EAGER_LOADING: dict[Architecture, int] = {
     "volta": 1343 * _MiB,
+    "ampere": 1687 * _MiB,
 }
 """The bare context with eager module loading (``CUDA_MODULE_LOADING=EAGER``, and every CUDA before 11.7),
 where the first CUDA call loads every kernel libtorch_cuda ships for the GPU: an assumption per architecture,
@@ -162,6 +163,11 @@ known only where someone measured it.
 
 - volta: 1343 MiB on a Tesla V100-SXM2-16GB, driver 460.91.03 / CUDA 11.2, torch 1.10, as NVML "used" after
   ``torch.ones((1, 1)).to("cuda")`` (transformers' "Model training anatomy" page: "GPU memory occupied: 1343 MB").
+- ampere: 1687 MiB on a GeForce RTX 3090 (GA102, sm86), torch 1.8.2+cu111, as nvidia-smi's use after
+  ``torch.Tensor(1).cuda()`` (pytorch/pytorch#55277, a table of GPU memory per GPU and build); no A100 (sm80)
+  figure was found, so the sm86 one stands for the architecture.
+- turing: none found (a published reading after a one-element tensor on a Turing GPU with CUDA before 11.7 or
+  ``CUDA_MODULE_LOADING=EAGER``); it is refused in one line.
 
 The kernels a step then loads (cuBLAS at its first matmul) are assumed to be ``CUDA_KERNELS_LOADED_BYTES``, as
 with lazy loading; eager loading loads whole libraries, so that part is a lower bound.
@@ -205,8 +211,9 @@ def cuda_context_bytes(device: DeviceProfile, *, training: bool, module_loading:
     contexts = _CONTEXTS[module_loading][1]
     if device.architecture not in contexts:
         raise ConfigError(
-            f"no measured CUDA context with {module_loading} module loading for architecture {device.architecture!r}; "
-            f"known: {', '.join(contexts)}"
+            f"no published CUDA context size with {module_loading} module loading for architecture "
+            f"{device.architecture!r} (a device reading after a one-element tensor is what is missing); known: "
+            f"{', '.join(contexts)}"
         )
     return contexts[device.architecture] + CUDA_KERNELS_LOADED_BYTES["training" if training else "inference"]
 

@@ -51,7 +51,9 @@ def test_help_tells_each_default_once(command: str, capsys: pytest.CaptureFixtur
     if command in ("trace", "fit"):
         entries = _entries(text)
         assert entries["--lora-alpha"].endswith("default 2r")
-        assert entries["--task"].endswith("else train") and entries["--optimizer"].endswith("(default: adamw)")
+        assert entries["--task"].endswith("else train") and entries["--optimizer"].endswith(
+            "none given: the recipe's (the Trainer's: adamw)"
+        )
     if command == "serve":
         assert _entries(text)["--gpus"] == "GPUS GPUs in the deployment (default: --tp x --pp)"
 

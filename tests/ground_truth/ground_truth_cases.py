@@ -66,6 +66,14 @@ def llama_vocab_4k() -> Any:
     return config
 
 
+def llama_wide() -> Any:
+    """The tiny Llama four times as wide, for a few tokens: the weights, their gradients and states weigh most."""
+    config = llama()
+    config.hidden_size = 256
+    config.intermediate_size = 1024
+    return config
+
+
 def mistral() -> Any:
     from transformers import MistralConfig
 
@@ -352,6 +360,7 @@ def adam_amsgrad(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
 _B2S32 = {"batch_size": 2, "seq_len": 32}
 _TRAIN = {"task": "train", **_B2S32}
 _FORWARD = {"task": "forward", **_B2S32}
+_FEW_TOKENS = {"task": "train", "batch_size": 1, "seq_len": 8}
 _GENERATE = {"task": "generate", **_B2S32, "max_new_tokens": 4}
 _LORA_LLAMA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 _LORA_TRAIN = {**_TRAIN, "inputs": lm_inputs}
@@ -399,6 +408,16 @@ CASES: list[Case] = [
     # loss; a 4,096-token vocabulary, so the logits are a large share of the step.
     Case("llama-train-chunked-ce-vocab4k", llama_vocab_4k, {**_TRAIN, "loss": "chunked-ce:4"}),
     Case("llama-train-chunked-ce-vocab4k-bf16-weights", llama_vocab_4k, {**_TRAIN, "dtype": "bf16", "loss": "chunked-ce"}),
+    # torchtune's optimizer_in_bwd (vramsim/workload/optimizer_in_backward.py): an AdamW per parameter stepped by its
+    # post-accumulate-grad hook, each gradient freed after its step (-20% here); fused and for-loop kernels.
+    Case("llama-train-optimizer-in-backward", llama_wide, {**_FEW_TOKENS, "optimizer_in_backward": True}),
+    Case(
+        "llama-train-optimizer-in-backward-foreach-bf16",
+        llama_wide,
+        {**_FEW_TOKENS, "dtype": "bf16", "optimizer": "adamw-foreach", "optimizer_in_backward": True},
+    ),
+    # The torchtune recipe's defaults together: bf16 weights, the chunked loss, fused AdamW.
+    Case("llama-train-recipe-torchtune", llama_vocab_4k, {**_TRAIN, "recipe": "torchtune"}),
     Case("llama-forward-fp32", llama, _FORWARD),
     Case("llama-forward-bf16-weights", llama, {**_FORWARD, "dtype": "bf16"}),
     Case("llama-forward-bf16-autocast", llama, {**_FORWARD, "mixed_precision": "bf16"}),

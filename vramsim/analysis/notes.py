@@ -45,7 +45,7 @@ def option_warnings(config: SimulationConfig, trace: Trace) -> list[str]:
 
 def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[Assumption]:
     """The assumptions a run's report lists, from its options, its program and its target."""
-    notes = _step_notes(config)
+    notes = _step_notes(config) + _recipe_notes(config)
     if isinstance(config.loss, str):
         model_config = getattr(program.model, "config", None)
         notes += loss_notes(
@@ -55,6 +55,15 @@ def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[As
     notes += _program_notes(program)
     notes += _precision_notes(config, program, target)
     return notes
+
+
+def _recipe_notes(config: SimulationConfig) -> list[Assumption]:
+    """Whose defaults the training run took, and what of that library's run is left out."""
+    if config.task != "train":
+        return []
+    recipe = config.recipe_defaults
+    detail = f"{config.recipe}: the defaults of {recipe.source} where options are not given (vramsim/config/recipes.py)"
+    return [Assumption(name="recipe", detail="; ".join((detail, *recipe.notes)))]
 
 
 def _step_notes(config: SimulationConfig) -> list[Assumption]:
@@ -160,7 +169,11 @@ def _precision_notes(config: SimulationConfig, program: Any, target: Target) -> 
         )
     if config.quantization is not None:
         notes += quantization_notes(
-            program.model, train=config.task == "train", lora=config.lora is not None, gpu=config.device.lower() != "cpu"
+            program.model,
+            train=config.task == "train",
+            lora=config.lora is not None,
+            gpu=config.device.lower() != "cpu",
+            kbit_preparation=config.kbit_preparation,
         )
     weights = next((p.dtype for module in program.modules.values() for p in module.parameters()), None)
     if weights is not None and config.dtype is None:

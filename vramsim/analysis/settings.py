@@ -29,7 +29,8 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     model = program.model
     get_base_model = getattr(model, "get_base_model", None)
     base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts
-    settings = {"weights": _weights(config, program, base)}
+    settings = {"recipe": config.recipe} if config.task == "train" else {}
+    settings["weights"] = _weights(config, program, base)
     quantized = describe_quantization(base)
     if quantized is not None:
         settings["quantization"] = quantized
@@ -74,7 +75,9 @@ def _loop(config: SimulationConfig) -> dict[str, str]:
         loop["gradient clipping"] = f"clip_grad_norm_ to {config.max_grad_norm:g} (foreach)"
     if config.keep_outputs:  # the default, released before backward as the Trainer does, is in the assumptions
         loop["outputs"] = "kept through backward"
-    if config.loss is not None:
+    if isinstance(config.loss, str):
+        loop["loss"] = config.loss
+    elif config.loss is not None:
         loop["loss"] = "custom (no labels passed, the model computes none)" if config.inputs is None else "custom"
     return loop
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vramsim.config.options import option
+from vramsim.config.recipes import RECIPE_DEFAULT
 from vramsim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,6 +30,11 @@ def _dtype_name(value: torch.dtype | None) -> str | None:
     return str(value).removeprefix("torch.") if value else None
 
 
+def _mixed_flag(text: str) -> str | None:
+    """``--mixed-precision``: a dtype name, or ``no`` for no autocast (under a recipe that autocasts)."""
+    return None if text.lower() in ("no", "none") else text
+
+
 @dataclass(kw_only=True)
 class PrecisionOptions:
     """The weights' dtype and the forward's autocast dtype, given by name or as torch dtypes."""
@@ -42,9 +48,12 @@ class PrecisionOptions:
         ),
     )
     mixed_precision: torch.dtype | str | None = field(
-        default=None,
+        default=RECIPE_DEFAULT,
         metadata=option(
-            help="autocast dtype (bf16 or fp16) around the forward pass; weights stay in --dtype", report=_dtype_name
+            help="autocast dtype (bf16 or fp16) around the forward pass, or no; weights stay in --dtype; none given: "
+            "the recipe's (the Trainer's: no)",
+            parse=_mixed_flag,
+            report=_dtype_name,
         ),
     )
 

@@ -12,6 +12,7 @@ from vramsim.config.options import Option
 from vramsim.config.parallelism import ParallelOptions
 from vramsim.config.precision import PrecisionOptions
 from vramsim.config.quantization import QuantizationOptions
+from vramsim.config.recipes import RecipeOptions
 from vramsim.config.surprises import device_warning, sharding_warning
 from vramsim.config.training import TrainingOptions
 from vramsim.config.workload import WorkloadOptions
@@ -21,8 +22,10 @@ from vramsim.estimators.sharding import ShardingPlan, sharding_plan
 __all__ = ["OPTION_ORDER", "SimulationConfig", "options"]
 
 OPTION_ORDER = (
-    "task", "batch_size", "seq_len", "device", "dtype", "mixed_precision", "optimizer", "checkpointing",
-    "gradient_checkpointing", "grad_accum", "max_grad_norm", "keep_outputs", "lora", "quantization", "max_new_tokens",
+    "task", "recipe", "batch_size", "seq_len", "device", "dtype", "mixed_precision", "optimizer", "checkpointing",
+    "gradient_checkpointing", "grad_accum", "max_grad_norm", "optimizer_in_backward",
+    "keep_outputs", "lora", "quantization", "kbit_preparation",
+    "max_new_tokens",
     "cache_implementation", "inputs", "loss", "model_class", "attn_implementation", "torch_empty_cache_steps",
     "trust_remote_code", "compile", "expandable_segments", "cuda_module_loading", "torch_autograd", "headroom", "gpus",
     "device_map", "max_memory",
@@ -51,6 +54,7 @@ class SimulationConfig(
     AnalysisOptions,
     ParallelOptions,
     QuantizationOptions,
+    RecipeOptions,
     TrainingOptions,
     PrecisionOptions,
     WorkloadOptions,
@@ -93,6 +97,7 @@ class SimulationConfig(
         """Each group checks its own options, in the order their values depend on one another."""
         self.apply_launch_files()
         self.check_workload()
+        self.check_recipe(self)
         self.check_precision()
         self.check_training(self)
         self._refuse_unmodelled_compile()  # reads gpus as given, before it defaults to the model-parallel ranks
@@ -138,5 +143,16 @@ class SimulationConfig(
             raise UnsupportedError(
                 "grad_accum with gpus, zero, fsdp or pp is not modelled yet (pipeline micro-batches are --micro-batches)"
             )
+        if self.optimizer_in_backward:
+            mixed = str(self.mixed_precision).removeprefix("torch.")
+            others = {
+                "gpus": self.gpus > 1 or self.zero or self.fsdp != "no",
+                "tp or pp": self.tp > 1 or self.pp > 1,
+                "compile": self.compile,
+                "fp16 autocast (its GradScaler steps after backward)": mixed in ("fp16", "float16"),
+            }
+            named = [name for name, on in others.items() if on]
+            if named:
+                raise UnsupportedError(f"optimizer_in_backward with {named[0]} is not modelled yet")
         if isinstance(self.loss, str) and (self.tp > 1 or self.pp > 1):
             raise UnsupportedError(f"loss={self.loss!r} with tp or pp is not modelled yet")

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from vramsim.config.checks import check_count
 from vramsim.config.choices import OPTIMIZERS, canonical_optimizer, parse_loss
 from vramsim.config.options import as_is, option
+from vramsim.config.recipes import RECIPE_DEFAULT
 from vramsim.config.workload import WorkloadOptions
-from vramsim.errors import ConfigError
+from vramsim.errors import ConfigError, UnsupportedError
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +28,8 @@ def _optimizer_flag(text: str) -> str | None:
     """``--optimizer``: a name, checked here so that a command-line user is not offered a callable."""
     if text.lower() == "none":
         return None
+    if text == RECIPE_DEFAULT:
+        return text
     if canonical_optimizer(text) is None:
         raise ArgumentTypeError(f"unknown optimizer {text!r}; choose one of: {', '.join(OPTIMIZERS)}, or none")
     return text
@@ -37,10 +40,11 @@ class TrainingOptions:
     """How a training step updates the weights; none of it applies to another task."""
 
     optimizer: str | Callable[..., torch.optim.Optimizer] | None = field(
-        default="adamw",
+        default=RECIPE_DEFAULT,
         metadata=option(
-            help=f"{', '.join(OPTIMIZERS)} or none (vramsim/workload/optimizers.py); adamw: the Trainer's default, fused AdamW; "
-            "transformers' optim names work too; Python: also a callable params -> Optimizer",
+            help=f"{', '.join(OPTIMIZERS)} or none (vramsim/workload/optimizers.py); adamw: fused AdamW; "
+            "transformers' optim names work too; Python: also a callable params -> Optimizer; none given: the "
+            "recipe's (the Trainer's: adamw)",
             parse=_optimizer_flag,
             report=_optimizer_name,
         ),
@@ -61,6 +65,15 @@ class TrainingOptions:
             report=as_is,
         ),
     )
+    optimizer_in_backward: bool = field(
+        default=False,
+        metadata=option(
+            help="the optimizer step fused into backward (torchtune's optimizer_in_bwd): an optimizer per parameter, "
+            "stepped by its post-accumulate-grad hook, its gradient freed right after "
+            "(vramsim/workload/optimizer_in_backward.py)",
+            report=as_is,
+        ),
+    )
     keep_outputs: bool = field(
         default=False,
         metadata=option(
@@ -70,10 +83,11 @@ class TrainingOptions:
         ),
     )
     loss: Callable[[Any], torch.Tensor] | str | None = field(
-        default=None,
+        default=RECIPE_DEFAULT,
         metadata=option(
             help="model (its own loss), liger-flce (Liger's fused linear cross-entropy), chunked-ce[:N] (torchtune's, 8 "
-            "chunks unless N; vramsim/workload/losses.py), or path/to/file.py:function (Python: a callable output -> loss)",
+            "chunks unless N; vramsim/workload/losses.py), or path/to/file.py:function (Python: a callable output -> loss; "
+            "None: the model's own); none given: the recipe's (the Trainer's: model)",
             report=lambda value: value if isinstance(value, str) else ("model" if value is None else "custom"),
         ),
     )
@@ -106,11 +120,30 @@ class TrainingOptions:
         norm = self.max_grad_norm
         if norm is not None and (isinstance(norm, bool) or not isinstance(norm, (int, float)) or not norm > 0):
             raise ConfigError(f"max_grad_norm must be a number > 0, got {norm!r}")
-        if workload.task != "train" and (self.grad_accum > 1 or norm is not None or self.keep_outputs):
+        if workload.task != "train" and (
+            self.grad_accum > 1 or norm is not None or self.keep_outputs or self.optimizer_in_backward
+        ):
             raise ConfigError(
-                f"grad_accum, max_grad_norm and keep_outputs shape a training step; task='{workload.task}' takes none"
+                "grad_accum, max_grad_norm, keep_outputs and optimizer_in_backward shape a training step; "
+                f"task='{workload.task}' takes none"
             )
+        self._check_optimizer_in_backward()
         self._check_loss(workload)
+
+    def _check_optimizer_in_backward(self) -> None:
+        """torchtune refuses accumulation and clipping with it (each gradient is gone once its step ran); Muon
+        steps its matrices and the rest apart, not one parameter at a time."""
+        if not self.optimizer_in_backward:
+            return
+        if self.optimizer is None:
+            raise ConfigError("optimizer_in_backward fuses the optimizer's step into backward; optimizer=none takes none")
+        if self.grad_accum > 1 or self.max_grad_norm is not None:
+            raise ConfigError(
+                "optimizer_in_backward frees each gradient once its step ran: grad_accum and max_grad_norm need them "
+                "all (torchtune refuses both with optimizer_in_bwd)"
+            )
+        if self.optimizer == "muon":
+            raise UnsupportedError("optimizer_in_backward with muon is not modelled (Muon pairs two optimizers)")
 
     def _check_loss(self, workload: WorkloadOptions) -> None:
         """A named loss is a spec string (``model`` is none); it replaces a training step's loss."""

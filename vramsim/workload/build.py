@@ -32,7 +32,8 @@ from vramsim.workload.models import (
     loads_checkpoint_dtype,
     pipeline_index,
 )
-from vramsim.workload.optimizers import make_optimizer
+from vramsim.workload.optimizer_in_backward import OptimizerInBackward
+from vramsim.workload.optimizers import make_optimizer, optimizer_over
 from vramsim.workload.parallel.expert import rank_config as expert_rank_config
 from vramsim.workload.parallel.tensor import rank_config
 from vramsim.workload.positions import check_positions
@@ -113,7 +114,7 @@ def build_program(
     model = _finish_model(model, config, device)
     batch = _batch(model, config, device, seq_len)
     compiled = compile_model(model, device=device) if config.compile else None
-    optimizer = make_optimizer(model, config.optimizer, foreach=foreach) if train else None
+    optimizer = _optimizer(model, config, foreach) if train else None
     mixed = config.mixed_precision
     assert not isinstance(mixed, str), "SimulationConfig resolves dtype names"
     scaler = _grad_scaler(model, device) if optimizer is not None and mixed == torch.float16 else None
@@ -137,6 +138,13 @@ def build_program(
         keep_outputs=config.keep_outputs,
         compiled=compiled,
     )
+
+
+def _optimizer(model: torch.nn.Module, config: SimulationConfig, foreach: bool) -> torch.optim.Optimizer | None:
+    """The step's optimizer, or one per parameter stepped inside backward (``optimizer_in_backward``)."""
+    if not config.optimizer_in_backward:
+        return make_optimizer(model, config.optimizer, foreach=foreach)
+    return OptimizerInBackward(model, lambda params: optimizer_over(params, config.optimizer, foreach=foreach))
 
 
 def _rank_source(source: ModelSource, config: SimulationConfig) -> ModelSource:
@@ -209,12 +217,13 @@ def _checkpoint(
 
 
 def _finish_model(model: torch.nn.Module, config: SimulationConfig, device: str) -> torch.nn.Module:
-    """The named loss installed, then the LoRA adapters (k-bit training prepared first)."""
+    """The named loss installed, then the LoRA adapters (a k-bit base prepared first where the recipe does)."""
     _install_named_loss(model, config, device)
     if config.lora is not None:
-        if config.quantization is not None and config.task == "train" and is_bitsandbytes(model):
+        train = config.task == "train"
+        if config.quantization is not None and train and is_bitsandbytes(model) and config.kbit_preparation == "peft":
             _prepare_for_kbit_training(model)
-        model = _apply_lora(model, config.lora)
+        model = _apply_lora(model, config.lora, in_base_dtype=train and config.recipe_defaults.adapters_in_base_dtype)
     return model
 
 
@@ -289,7 +298,9 @@ def _autocast(
     return lambda: torch.autocast(device, dtype=dtype)
 
 
-def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
+def _apply_lora(model: torch.nn.Module, lora: Any, *, in_base_dtype: bool = False) -> torch.nn.Module:
+    """peft's adapters on ``model``; ``in_base_dtype``: kept in the base's dtype (``autocast_adapter_dtype=False``),
+    where peft's default upcasts bf16/fp16 adapters to float32."""
     import peft
 
     lora_config = lora if isinstance(lora, peft.PeftConfig) else peft.LoraConfig(**dict(lora))
@@ -297,7 +308,7 @@ def _apply_lora(model: torch.nn.Module, lora: Any) -> torch.nn.Module:
         lora_dispatch(lora_config)
     try:
         with quiet_peft():
-            return peft.get_peft_model(model, lora_config)
+            return peft.get_peft_model(model, lora_config, autocast_adapter_dtype=not in_base_dtype)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"LoRA cannot be applied: {exc}") from exc
 

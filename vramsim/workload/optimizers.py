@@ -24,7 +24,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 if TYPE_CHECKING:  # torch loads when an optimizer is built: the command line checks names without it
     import torch
 
-__all__ = ["BUILDERS", "PAGED_STATES", "check_target", "describe_optimizer", "make_optimizer"]
+__all__ = ["BUILDERS", "PAGED_STATES", "check_target", "describe_optimizer", "make_optimizer", "optimizer_over"]
 
 Factory = Callable[[list["torch.nn.Parameter"], bool], "torch.optim.Optimizer"]
 
@@ -125,9 +125,13 @@ def check_target(optimizer: Any, vendor: str) -> None:
 def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:
     """The optimizer over ``model``'s trainable parameters; ``foreach``: the target's default
     for the implementations torch picks per device."""
+    return optimizer_over([p for p in model.parameters() if p.requires_grad], optimizer, foreach=foreach)
+
+
+def optimizer_over(params: list[torch.nn.Parameter], optimizer: Any, *, foreach: bool) -> torch.optim.Optimizer | None:
+    """The optimizer ``optimizer`` names (or a factory builds) over ``params``."""
     import torch
 
-    params = [p for p in model.parameters() if p.requires_grad]
     if optimizer is None:
         return None
     if callable(optimizer):
@@ -142,9 +146,12 @@ def make_optimizer(model: torch.nn.Module, optimizer: Any, *, foreach: bool) -> 
 def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
     """The class and the kernel choice that runs, e.g. ``torch.optim.AdamW (fused)``."""
     from vramsim.workload.muon import MuonWithAdamW
+    from vramsim.workload.optimizer_in_backward import OptimizerInBackward
 
     if isinstance(optimizer, MuonWithAdamW):
         return " + ".join(describe_optimizer(part) for part in optimizer.parts)
+    if isinstance(optimizer, OptimizerInBackward):
+        return f"{describe_optimizer(optimizer.first)} per parameter, stepped in backward"
     cls = type(optimizer)
     module = cls.__module__
     name = f"{'torch.optim' if module.startswith('torch.optim') else module.split('.')[0]}.{cls.__name__}"

@@ -16,6 +16,7 @@ import torch
 
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.tracer.categories import Category, Phase
+from vramsim.workload.optimizer_in_backward import OptimizerInBackward
 from vramsim.workload.quiet import quiet_default_loss
 
 if TYPE_CHECKING:
@@ -129,8 +130,11 @@ def _train_step(program: Program, observer: StepObserver) -> None:
     several micro-steps each loss is divided by their count before backward (the Trainer's
     ``loss / gradient_accumulation_steps``). With a scaler the step is torch.amp's recipe:
     ``scaler.scale(loss).backward()``, ``scaler.unscale_`` before clipping, ``scaler.step(optimizer)``
-    (unscale, inf check, step), ``scaler.update()``.
+    (unscale, inf check, step), ``scaler.update()``. An ``OptimizerInBackward`` steps each parameter
+    inside backward, told the observer for the gradients' roles, and frees each gradient there.
     """
+    if isinstance(program.optimizer, OptimizerInBackward):
+        program.optimizer.observer = observer  # the gradients' roles, told before each step frees its own
     for _ in range(program.grad_accum):
         observer.set_phase(Phase.FORWARD)
         with program.autocast(), program.saved_tensors():
@@ -158,6 +162,8 @@ def _train_step(program: Program, observer: StepObserver) -> None:
         if program.scaler is not None:
             observer.mark(tensors_in(program.scaler), Category.OPTIMIZER_STATE)
         program.optimizer.zero_grad(set_to_none=True)
+        if isinstance(program.optimizer, OptimizerInBackward):
+            program.optimizer.observer = None
     else:
         for _, param in params:
             param.grad = None

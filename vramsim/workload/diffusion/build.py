@@ -28,6 +28,11 @@ def build_diffusion_program(
     """The program of the pipeline ``found``, for the task ``config`` names."""
     if config.compile:
         raise UnsupportedError("compile is modelled for a single model, not a diffusion pipeline's components yet")
+    if config.recipe != "trainer" or config.optimizer_in_backward:
+        raise UnsupportedError(
+            "recipe and optimizer_in_backward shape a language model's training run; a diffusion pipeline trains as "
+            "diffusers' scripts do (vramsim/workload/diffusion/training.py)"
+        )
     spec = PipelineSpec.of(found)
     if config.task == "train":
         return build_training_program(

@@ -215,7 +215,9 @@ def describe_quantization(model: torch.nn.Module) -> str | None:
     return f"bitsandbytes {config.bnb_4bit_quant_type} (block 64{double}), compute {compute}"
 
 
-def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: bool) -> list[Assumption]:
+def quantization_notes(
+    model: torch.nn.Module, *, train: bool, lora: bool, gpu: bool, kbit_preparation: str | None = "peft"
+) -> list[Assumption]:
     """What the simulated run of a quantized model assumed, beyond the library's own code."""
     from transformers import BitsAndBytesConfig
 
@@ -244,13 +246,14 @@ def quantization_notes(model: torch.nn.Module, *, train: bool, lora: bool, gpu: 
     elif gpu and not eight_bit:
         notes.append(Assumption(name="gemm_4bit_path", detail=NOTE_GEMM_4BIT))
     if train and lora:
-        notes.append(
-            Assumption(
-                name="kbit_training",
-                detail="peft.prepare_model_for_kbit_training (QLoRA's recipe, "
-                "also TRL's): the base frozen, its unquantized weights upcast to float32",
-            )
+        detail = (
+            "peft.prepare_model_for_kbit_training (kbit_preparation=peft): the base frozen, its unquantized weights "
+            "upcast to float32"
+            if kbit_preparation == "peft"
+            else "no k-bit preparation (kbit_preparation=none, as torchtune and TRL >= 0.27): the base's unquantized "
+            "weights trained as loaded, frozen by peft"
         )
+        notes.append(Assumption(name="kbit_training", detail=detail))
     return notes
 
 
