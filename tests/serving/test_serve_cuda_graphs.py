@@ -9,6 +9,7 @@ import transformers
 
 from vramsim.estimators import serving
 from vramsim.serving.budget import serve
+from vramsim.serving.versions import vllm_release
 
 _MiB, _GiB = 1 << 20, 1 << 30
 
@@ -108,3 +109,33 @@ def test_nvls_buffers_from_three_ranks_on_nvswitch_boards() -> None:
     pcie = _non_torch("h100-pcie", 4)
     assert "NCCL NVLS buffers" not in pcie and "vLLM custom all-reduce buffers" not in pcie
     assert "vLLM custom all-reduce buffers" in _non_torch("h100-pcie", 2)
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "kv_gib", "tokens"),
+    [
+        (
+            "openai/gpt-oss-20b",
+            dict(device="a100-80gb", max_model_len=131072, gpu_memory_utilization=0.65, vllm_version="0.19.0"),
+            38.08,
+            831_856,
+        ),
+        ("Qwen/Qwen3-30B-A3B", dict(device="a10", tp=4, max_model_len=8192, vllm_version="0.8.5"), 4.37, 191_056),
+    ],
+    ids=["gpt-oss-20b-a100", "qwen3-30b-a3b-4xa10"],
+)
+def test_the_docs_published_log_rows_stay_true(model: str, options: dict[str, object], kv_gib: float, tokens: int) -> None:
+    """docs/serving.md's vramsim column against published vLLM logs (myoceane.fr's A100 log, vllm#17469)."""
+    report = serve(model, **options)
+    assert round(report.kv_cache_bytes / _GiB, 2) == kv_gib
+    assert report.kv_cache_tokens == tokens
+
+
+@pytest.mark.parametrize(
+    ("version", "rule", "estimates"),
+    [("0.10.1", "step8", False), ("0.11", "step16", False), ("0.20.2", "step16", False), ("v0.21.0", "step16", True)],
+    ids=["0.10", "0.11", "0.20", "0.21"],
+)
+def test_release_lines_name_their_capture_rule_and_graph_accounting(version: str, rule: str, estimates: bool) -> None:
+    release = vllm_release(version)
+    assert (release.capture_sizes, release.estimates_cuda_graphs) == (rule, estimates)
