@@ -139,3 +139,10 @@ def test_the_docs_published_log_rows_stay_true(model: str, options: dict[str, ob
 def test_release_lines_name_their_capture_rule_and_graph_accounting(version: str, rule: str, estimates: bool) -> None:
     release = vllm_release(version)
     assert (release.capture_sizes, release.estimates_cuda_graphs) == (rule, estimates)
+
+
+def test_the_docs_h100_study_row_stays_true() -> None:
+    """docs/serving.md's Qwen3-0.6B row of the H100 study (vLLM 0.11, max_model_len 16,000): published 64.45 GiB."""
+    report = serve("Qwen/Qwen3-0.6B", device="h100-sxm", max_model_len=16000, vllm_version="0.11.0")
+    assert round(report.kv_cache_bytes / _GiB, 2) == 66.65
+    assert round(report.activation_peak_bytes / _GiB, 2) == 3.51
