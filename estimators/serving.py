@@ -4,7 +4,7 @@ vLLM (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``, ``vllm/ut
 ``memory_profiling``): the engine may use ``total_memory x gpu_memory_utilization``; from that it
 takes the weights, the torch peak a profile forward over ``max_num_batched_tokens`` tokens adds
 (``torch_peak_increase``), the memory outside torch that grew since the engine started
-(``non_torch_increase``: NCCL and custom all-reduce buffers), and, from v0.19 on, its CUDA-graph
+(``non_torch_increase``: NCCL and custom all-reduce buffers), and, from v0.21 on, its CUDA-graph
 estimate; the rest is KV cache, cut into blocks of ``block_size`` tokens in every attention layer
 (``vllm/v1/core/kv_cache_utils.py``). The CUDA context already exists when the engine takes its
 first snapshot, so it is not subtracted: it has to fit in the share ``gpu_memory_utilization``
@@ -26,15 +26,27 @@ from .kv_cache import LayerCache
 
 __all__ = [
     "KV_CACHE_DTYPE_BYTES",
-    "SGLANG_MEM_FRACTION_STATIC",
+    "NCCL_NVLS_ARCHITECTURES",
+    "NCCL_NVLS_BYTES_PER_PEER",
+    "NCCL_NVLS_MIN_RANKS",
+    "NVLINK_BOARDS",
+    "SGLANG_GPU_MEMORY_TIERS",
+    "SGLANG_LARGE_GPU",
+    "SGLANG_LARGE_GPU_RESERVED_MIB",
+    "SGLANG_RESERVED_MIB",
     "VLLM_ATTENTION_BLOCK_ALIGNMENT",
     "VLLM_BLOCK_SIZE",
-    "VLLM_CUDA_GRAPH_BYTES",
+    "VLLM_CUDA_GRAPH_FIRST_CAPTURE_COPIES",
+    "VLLM_CUDA_GRAPH_PER_GRAPH_BYTES",
     "VLLM_CUSTOM_ALLREDUCE_BYTES",
+    "VLLM_CUSTOM_ALLREDUCE_MAX_BYTES",
+    "VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES",
     "VLLM_GPU_MEMORY_UTILIZATION",
     "VLLM_VOCAB_PADDING",
     "Budget",
     "BudgetInputs",
+    "CaptureRule",
+    "CudaGraphEstimate",
     "HybridGroups",
     "MambaAlignment",
     "hybrid_groups",
@@ -44,6 +56,8 @@ __all__ = [
     "sglang_mem_fraction",
     "token_bytes",
     "vllm_budget",
+    "vllm_capture_sizes",
+    "vllm_cuda_graphs",
     "vllm_scheduler_defaults",
 ]
 
@@ -73,30 +87,144 @@ VLLM_VOCAB_PADDING = 64
 """vLLM pads the vocabulary of its embedding and LM head to a multiple of 64 before splitting it
 over tensor-parallel ranks (``DEFAULT_VOCAB_PADDING_SIZE``, ``vocab_parallel_embedding.py``)."""
 
-VLLM_CUSTOM_ALLREDUCE_BYTES = 8 * _MiB
-"""Per rank with tensor parallel: vLLM's custom all-reduce buffer (``max_size=8192 * 1024`` in
-``vllm/distributed/device_communicators/custom_all_reduce.py``), allocated with cudaMalloc outside torch."""
+VLLM_CUSTOM_ALLREDUCE_MAX_BYTES = 8 * _MiB
+"""vLLM's custom all-reduce ``max_size`` (``8192 * 1024`` in ``CustomAllreduce.__init__``,
+``vllm/distributed/device_communicators/custom_all_reduce.py``)."""
 
-VLLM_CUDA_GRAPH_BYTES = int(0.21 * _GiB)
-"""CUDA-graph pool subtracted from the KV budget unless ``--enforce-eager`` (an assumption).
+VLLM_CUSTOM_ALLREDUCE_BYTES = 2 * VLLM_CUSTOM_ALLREDUCE_MAX_BYTES
+"""Per rank, outside torch: the custom all-reduce's two ``cudaMalloc``'d IPC buffers, ``meta_ptrs`` (the signal's
+``meta_size()``, a few KiB, plus a ``max_size`` scratch buffer) and ``buffer_ptrs`` (``max_size``); its ``rank_data``
+(8 MiB) is a torch tensor. vLLM builds it only for 2, 4, 6 or 8 ranks (``_SUPPORTED_WORLD_SIZES``), and beyond two
+only when every GPU reaches every other over NVLink ("Custom allreduce is disabled because it's not supported on more
+than two PCIe-only GPUs")."""
 
-The one public figure found: "Graph capturing finished in 14 secs, took 0.21 GiB" for
-``vllm serve meta-llama/Llama-3.2-1B-Instruct`` (vllm-project/vllm#11349). It grows with the
-model and the capture sizes. vLLM subtracts its own estimate from the KV budget when
-``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, announced as the default from v0.19
-(``gpu_worker.py`` ``determine_available_memory``); earlier versions capture the graphs after
-the KV cache is allocated, in the share ``gpu_memory_utilization`` leaves out.
+VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)
+"""``CustomAllreduce._SUPPORTED_WORLD_SIZES`` (16 in later releases, past the 8 GPUs of one node here)."""
+
+NVLINK_BOARDS = ("a100-40gb", "a100-80gb", "h20", "h100-sxm", "h200", "b200", "gb200")
+"""GPUs sold on NVSwitch boards (HGX), every GPU linked to every other over NVLink: vLLM's custom all-reduce runs
+beyond two of them, and from Hopper on NCCL adds NVLink SHARP (NVLS) buffers. PCIe and NVL-bridge parts are left out."""
+
+NCCL_NVLS_BYTES_PER_PEER = 24 * 2 * (4 * _MiB + 2 * _MiB)
+"""301,989,888 B of NCCL NVLS buffers per rank of the communicator, each rank holding one set per rank
+(``nvlsTotalSize = nvlsPerRankSize x nHeads``): NCCL's own log line "NVLS comm ... headRank 3 nHeads 8 buffSize
+4194304 memSize 2097152 nvlsPerRankSize 301989888 nvlsTotalSize 2415919104" on 8 x H200 (vllm#9699), 24 channels x 2
+x (buffSize + memSize). NCCL enables NVLS on Hopper+ NVSwitch boards for more than two GPUs (vllm#9699: "NVLS is only
+enabled for n > 2 GPUs"); it connects on the first collective that picks it (NCCL's runtime connection), the
+profile run's large all-reduces, so vLLM's profile counts it."""
+
+NCCL_NVLS_MIN_RANKS = 3
+"""The fewest ranks NCCL enables NVLS for (vllm#9699)."""
+
+NCCL_NVLS_ARCHITECTURES = ("hopper", "blackwell")
+"""Architectures with NVLink SHARP in their NVSwitch (NVLS: NVSwitch 3, Hopper on)."""
+
+
+VLLM_CUDA_GRAPH_PER_GRAPH_BYTES = 1 * _MiB
+"""Each CUDA graph after a mode's first: vLLM's own floor for a graph's driver memory (an assumption).
+
+``profile_cudagraph_memory`` (``vllm/v1/worker/gpu_model_runner.py``) captures a mode's two largest sizes and
+charges every further graph what the second cost, at least 1 MiB ("Use at least 1 MiB per graph for driver
+overhead"): the second capture reuses the first one's pool, so what it adds is the driver's memory for the
+instantiated graph (its kernels' parameters), which no trace holds. Published estimates run higher (vLLM's
+"Estimated CUDA graph memory: 0.52 GiB total" for Qwen3-8B with 51 + 35 graphs, LMCache#3430), so this is a floor.
 """
 
-SGLANG_MEM_FRACTION_STATIC = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
-"""SGLang's default ``mem_fraction_static`` by tensor-parallel size, largest first: (tp at least, fraction).
-Source: ``python/sglang/srt/server_args.py`` ``__post_init__`` (v0.4); later versions also weigh
-the GPU's memory and the chunked-prefill size."""
+VLLM_CUDA_GRAPH_FIRST_CAPTURE_COPIES = 2
+"""Copies of the largest capture's activations vLLM's estimate sees in a mode's first capture: its warm-up
+``_dummy_run`` (``cudagraph_num_of_warmups = 1``) allocates them in the default pool, which keeps them cached,
+then the capture allocates them again in the graphs' private pool, and ``profile_cudagraph_memory`` measures both
+as one drop in free memory (``mem_before - free_after`` around ``_warmup_and_capture``, after one
+``empty_cache``)."""
+
+CaptureRule = Literal["step8", "step16"]
 
 
-def sglang_mem_fraction(tp: int) -> float:
-    """SGLang's default ``mem_fraction_static`` for ``tp`` ranks."""
-    return next(fraction for at_least, fraction in SGLANG_MEM_FRACTION_STATIC if tp >= at_least)
+def vllm_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule) -> list[int]:
+    """The token counts vLLM captures CUDA graphs for (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``):
+    up to ``min(2 x max_num_seqs, 512, max_num_batched_tokens)`` (``max_cudagraph_capture_size``), 1, 2, 4, then
+    every 8; from 0.11 (``step16``) every 8 below 256 and every 16 from 256 on."""
+    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
+    sizes = [size for size in (1, 2, 4) if size <= largest]
+    if rule == "step16":
+        return sizes + list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    return sizes + list(range(8, largest + 1, 8))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CudaGraphEstimate:
+    """vLLM's CUDA graph memory estimate (``profile_cudagraph_memory``) for one rank."""
+
+    mixed_sizes: tuple[int, ...]
+    """PIECEWISE graphs' token counts (mixed prefill-decode batches)."""
+    decode_sizes: tuple[int, ...]
+    """FULL graphs' (uniform decode batches: one token per request, at most ``max_num_seqs``)."""
+    activation_bytes: int
+    """The traced activation peak of one forward over the largest size (no logits: they are not in the graph)."""
+
+    @property
+    def first_capture_bytes(self) -> int:
+        return VLLM_CUDA_GRAPH_FIRST_CAPTURE_COPIES * self.activation_bytes
+
+    @property
+    def graphs(self) -> int:
+        return len(self.mixed_sizes) + len(self.decode_sizes)
+
+    @property
+    def total_bytes(self) -> int:
+        """The largest mode's first capture plus every other graph at the per-graph cost, as vLLM sums it (FULL and
+        PIECEWISE share one pool, so only the larger first capture counts)."""
+        others = sum(max(len(sizes) - 1, 0) for sizes in (self.mixed_sizes, self.decode_sizes))
+        return self.first_capture_bytes + others * VLLM_CUDA_GRAPH_PER_GRAPH_BYTES
+
+
+def vllm_cuda_graphs(
+    max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule, activation_bytes: int
+) -> CudaGraphEstimate:
+    """The graphs vLLM captures by default (``cudagraph_mode`` ``FULL_AND_PIECEWISE``: every size PIECEWISE, the
+    sizes up to ``max_num_seqs`` also FULL for decode) and the memory its estimate charges for them."""
+    sizes = vllm_capture_sizes(max_num_seqs, max_num_batched_tokens, rule)
+    return CudaGraphEstimate(
+        mixed_sizes=tuple(sizes),
+        decode_sizes=tuple(size for size in sizes if size <= max_num_seqs),
+        activation_bytes=activation_bytes,
+    )
+
+
+SGLANG_GPU_MEMORY_TIERS = (
+    (20 * 1024, 2048, 8, 8),
+    (35 * 1024, 2048, 24, 80),
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+)
+"""SGLang's defaults by GPU memory (MiB): (below, ``chunked_prefill_size``, ``cuda_graph_max_bs`` under tp 4, at
+tp 4 or more); larger GPUs (B200, MI300) take 16,384 and 512. Source: ``python/sglang/srt/server_args.py``
+``ServerArgs._handle_gpu_memory_settings`` (CUDA tiers: T4/4080, A10/4090/5090, A100-40GB/L40, H100/A100-80GB,
+H20/H200)."""
+
+SGLANG_LARGE_GPU = (16384, 512)
+"""``chunked_prefill_size`` and ``cuda_graph_max_bs`` above the last tier."""
+
+SGLANG_RESERVED_MIB = 512
+"""SGLang's "constant meta data (e.g., from attention backend)" reserve, in MiB (``_handle_gpu_memory_settings``)."""
+
+SGLANG_LARGE_GPU_RESERVED_MIB = 10 * 1024
+"""SGLang's least reserve on GPUs over 60 GiB (``reserved_mem = max(reserved_mem, 10 * 1024)``)."""
+
+
+def sglang_mem_fraction(tp: int, memory_bytes: int, pp: int = 1) -> float:
+    """SGLang's default ``mem_fraction_static``: the GPU's memory less a reserve for activations (1.5 MiB per token of
+    ``max(chunked_prefill_size, 2048)``), CUDA graphs (2 MiB per ``cuda_graph_max_bs``) and parallelism
+    (``tp x pp / 8`` GiB), over the memory, rounded to 3 places (``_handle_gpu_memory_settings``). SGLang reads the
+    memory from ``nvidia-smi`` in MiB; here it is the device's ``total_memory``, a few hundred MiB less."""
+    gpu_mem = memory_bytes / _MiB
+    tier = next((t for t in SGLANG_GPU_MEMORY_TIERS if gpu_mem < t[0]), None)
+    chunked, graph_bs = SGLANG_LARGE_GPU if tier is None else (tier[1], tier[2] if tp < 4 else tier[3])
+    reserved = SGLANG_RESERVED_MIB + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, SGLANG_LARGE_GPU_RESERVED_MIB)
+    return round((gpu_mem - reserved) / gpu_mem, 3)
 
 
 def vllm_scheduler_defaults(memory_bytes: int, device_label: str) -> tuple[int, int]:

@@ -53,7 +53,7 @@ def test_bad_serving_variants_are_one_line_before_torch_loads() -> None:
 
 def test_bf16_and_fp8_kv_cache_equal_two_serve_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """gpt2's KV cache in the model's dtype and in FP8, compared from a variants file, is exactly what two
-    ``vramsim serve`` runs report: the same 70.46 GiB budget holding 2,052,144 and 4,104,304 tokens (an FP8 token
+    ``vramsim serve`` runs report: the same 70.46 GiB budget holding 2,052,304 and 4,104,624 tokens (an FP8 token
     takes half the bytes; blocks of 16 round the rest), from one trace."""
     variants = tmp_path / "kv.toml"
     variants.write_text('model-dtype = ""\n[fp8]\nkv-cache-dtype = "fp8"\n')
@@ -72,9 +72,9 @@ def test_bf16_and_fp8_kv_cache_equal_two_serve_runs(tmp_path: Path, capsys: pyte
         assert {**each["report"], "trace_seconds": 0} == {**alone, "trace_seconds": 0}
     bf16, fp8 = served
     assert bf16["kv_cache_bytes"] == fp8["kv_cache_bytes"] and round(bf16["kv_cache_bytes"] / 2**30, 2) == 70.46
-    assert (bf16["kv_cache_tokens"], fp8["kv_cache_tokens"]) == (2_052_144, 4_104_304)
+    assert (bf16["kv_cache_tokens"], fp8["kv_cache_tokens"]) == (2_052_304, 4_104_624)
     html = page.read_text()
-    assert "Budgets side by side" in html and "2,052,144 tokens" in html and "4,104,304 tokens" in html
+    assert "Budgets side by side" in html and "2,052,304 tokens" in html and "4,104,624 tokens" in html
 
 
 def test_a_variant_vllm_would_not_start_is_a_row_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:

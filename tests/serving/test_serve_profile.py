@@ -10,7 +10,6 @@ import torch
 import transformers
 
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.serving import VLLM_CUDA_GRAPH_BYTES
 from vramsim.serving.budget import serve
 from vramsim.workload.models import load_config
 
@@ -83,12 +82,6 @@ def test_every_backend_profiles_alike_and_a_bad_one_is_refused() -> None:
     assert flashinfer.kv_cache_bytes == default.kv_cache_bytes
     with pytest.raises(ConfigError, match="unknown attention_backend 'xformers'; choose one of: FLASH_ATTN"):
         _budget(_llama(), attention_backend="xformers")
-
-
-def test_cuda_graphs_come_off_the_budget_from_0_19() -> None:
-    config = _llama()
-    assert serve(config, device="h100", max_model_len=1024, vllm_version="0.10.1").cuda_graph_bytes == 0
-    assert serve(config, device="h100", max_model_len=1024, vllm_version="v0.19.0").cuda_graph_bytes == VLLM_CUDA_GRAPH_BYTES
 
 
 @pytest.mark.parametrize(

@@ -52,9 +52,10 @@ def test_one_request_that_does_not_fit_the_kv_cache_is_refused_with_the_tokens_i
 
 
 def test_the_full_context_still_answers_where_it_fits() -> None:
-    """Llama-3.1-8B at 131,072 tokens on an H200: 892,160 tokens of KV cache, 6.81 requests."""
+    """Llama-3.1-8B at 131,072 tokens on an H200: 891,632 tokens of KV cache, 6.80 requests (vLLM 0.21, its CUDA graph
+    estimate taken off)."""
     report = serve("meta-llama/Llama-3.1-8B", device="h200", max_model_len=131072)
-    assert report.kv_cache_tokens == 892_160 and round(report.max_concurrency, 2) == 6.81
+    assert report.kv_cache_tokens == 891_632 and round(report.max_concurrency, 2) == 6.80
 
 
 def test_no_memory_for_blocks_is_refused() -> None:

@@ -21,7 +21,7 @@ checkpoints, read from their ``quantization_config``)."""
 VLLM_QUANTIZATION_NAMES = {"nf4-dq": "bitsandbytes"}
 """vLLM's own ``--quantization`` name where it differs; taken from Python too (the command line warns of it)."""
 MAX_GPUS = 1024
-DEFAULT_VLLM_VERSION = "0.19"
+DEFAULT_VLLM_VERSION = "0.21"
 """The vLLM release a budget follows when none is named: the newest line ``vramsim/serving/versions.py`` knows."""
 
 

@@ -13,7 +13,11 @@ __all__ = ["budget_assumptions", "encoder_note", "hybrid_note", "pipeline_note"]
 
 
 def budget_assumptions(
-    config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: int, context: int, notes: list[str]
+    config: ServeConfig,
+    non_torch: list[tuple[str, int, str]],
+    graphs: serving.CudaGraphEstimate | None,
+    context: int,
+    notes: list[str],
 ) -> list[Assumption]:
     """Every budget's assumptions: the memory outside the traces, the weights' format, what the traces measure."""
     return [
@@ -23,18 +27,23 @@ def budget_assumptions(
     ]
 
 
-def _memory_notes(config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: int, context: int) -> list[Assumption]:
+def _memory_notes(
+    config: ServeConfig, non_torch: list[tuple[str, int, str]], graphs: serving.CudaGraphEstimate | None, context: int
+) -> list[Assumption]:
     """The memory no trace holds: outside torch, the CUDA graph pool, the CUDA context."""
     found = [Assumption(name=name, detail=source, bytes=nbytes) for name, nbytes, source in non_torch]
-    if graphs:
+    if graphs is not None:
         found.append(
             Assumption(
                 name="cuda_graph_pool",
-                bytes=graphs,
-                detail="estimators/serving.py "
-                "VLLM_CUDA_GRAPH_BYTES: 0.21 GiB measured for Llama-3.2-1B (vllm#11349); subtracted "
-                "as vLLM >= 0.19 does (before it the graphs are captured after the KV cache, in the share "
-                "utilization leaves out); --enforce-eager drops it",
+                bytes=graphs.total_bytes,
+                detail=f"vLLM's profile_cudagraph_memory over {len(graphs.mixed_sizes)} PIECEWISE sizes (largest "
+                f"{graphs.mixed_sizes[-1]}) and {len(graphs.decode_sizes)} FULL decode sizes: the largest capture's "
+                f"traced activations twice (its warm-up's cached blocks and the graph pool, "
+                f"{graphs.activation_bytes / 2**20:,.1f} MiB each), plus each further graph at "
+                "VLLM_CUDA_GRAPH_PER_GRAPH_BYTES (1 MiB, vLLM's floor for a graph's driver memory: an assumption, "
+                "a lower bound); subtracted as vLLM >= 0.21 does (before it the graphs are captured after the "
+                "KV cache, in the share utilization leaves out); --enforce-eager drops it",
             )
         )
     found.append(

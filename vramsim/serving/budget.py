@@ -35,6 +35,7 @@ from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.serving import ServeReport
 from vramsim.serving.assumptions import budget_assumptions, encoder_note, hybrid_note
+from vramsim.serving.cuda_graphs import cuda_graph_estimate
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
 from vramsim.serving.max_model_len import resolve_max_model_len
 from vramsim.serving.pipelined import pipelined
@@ -164,10 +165,11 @@ def _rank_budget(
         **profile_options(config, target, dtype, _vocab(source)),
     )
     layers, peak_notes = traced.layers, traced.notes
-    inputs, non_torch = budget_inputs(config, target, traced.weights_bytes, traced.activation_peak_bytes, layers, tokens)
+    graphs = cuda_graph_estimate(config, traces, rank, target, dtype, tokens, seqs, encoder_decoder=encoder_decoder)
+    inputs, non_torch = budget_inputs(config, target, traced.weights_bytes, traced.activation_peak_bytes, layers, tokens, graphs)
     budget, hybrid = engine_budget(name, config.engine, inputs)
     assumptions = [
-        *budget_assumptions(config, non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, peak_notes),
+        *budget_assumptions(config, non_torch, graphs, inputs.context_bytes, peak_notes),
         *hybrid_note(hybrid, layers),
         *encoder_note(encoder_decoder, profile_tokens),
     ]

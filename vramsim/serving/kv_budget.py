@@ -17,24 +17,30 @@ from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
 from vramsim.results.serving import ServeReport
-from vramsim.serving.versions import vllm_release
 from vramsim.workload.targets import Target
 
 __all__ = ["budget_inputs", "engine_budget", "serve_report"]
 
 
 def budget_inputs(
-    config: ServeConfig, target: Target, weights: int, activation: int, layers: list[LayerCache], tokens: int
+    config: ServeConfig,
+    target: Target,
+    weights: int,
+    activation: int,
+    layers: list[LayerCache],
+    tokens: int,
+    graphs: serving.CudaGraphEstimate | None,
 ) -> tuple[serving.BudgetInputs, list[tuple[str, int, str]]]:
-    """One rank's budget terms, and the memory outside torch among them."""
+    """One rank's budget terms (``graphs``: vLLM's CUDA graph estimate where it takes it off), and the memory outside
+    torch among them."""
     profile = target.profile
     assert profile.memory_bytes is not None and config.tp is not None and config.max_model_len is not None
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
     non_torch = _non_torch(target, config.tp, config.engine, config.pp)
-    estimated = vllm_release(config.vllm_version).estimates_cuda_graphs
-    graphs = serving.VLLM_CUDA_GRAPH_BYTES if config.engine == "vllm" and estimated and not config.enforce_eager else 0
     utilization = config.gpu_memory_utilization or (
-        serving.VLLM_GPU_MEMORY_UTILIZATION if config.engine == "vllm" else serving.sglang_mem_fraction(config.tp)
+        serving.VLLM_GPU_MEMORY_UTILIZATION
+        if config.engine == "vllm"
+        else serving.sglang_mem_fraction(config.tp, profile.memory_bytes, config.pp)
     )
     inputs = serving.BudgetInputs(
         total_bytes=profile.memory_bytes,
@@ -42,7 +48,7 @@ def budget_inputs(
         weights_bytes=weights,
         activation_peak_bytes=activation if config.engine == "vllm" else 0,
         non_torch_bytes=sum(b for _, b, _ in non_torch),
-        cuda_graph_bytes=graphs,
+        cuda_graph_bytes=graphs.total_bytes if graphs is not None else 0,
         context_bytes=cuda_context_bytes(profile, training=False),
         layers=layers,
         kv_element_bytes=element,
@@ -160,22 +166,35 @@ def serve_report(
 
 
 def _non_torch(target: Target, tp: int, engine: str, pp: int) -> list[tuple[str, int, str]]:
-    """Memory outside torch an engine adds after its first snapshot: the NCCL buffers of each group a rank
-    belongs to (tensor parallel; pipeline parallel's, which sends the hidden states on) and vLLM's
-    custom all-reduce buffer, with tensor parallel."""
+    """Memory outside torch an engine adds on a rank: the NCCL buffers of each group the rank belongs to (tensor
+    parallel; pipeline parallel's, which sends the hidden states on), NCCL's NVLS buffers where NCCL enables them,
+    and vLLM's custom all-reduce buffers where vLLM builds them. vLLM takes its first snapshot after NCCL starts, so
+    this counts everything NCCL and vLLM allocate as if after it (NCCL connects lazily, on first use)."""
+    profile = target.profile
     found = [
         (f"{o.name} ({kind} group)" if pp > 1 else o.name, o.bytes, o.source)
         for kind, size in (("tensor-parallel", tp), ("pipeline", pp))
         if size > 1
-        for o in overheads_for(target.profile, world_size=size)
+        for o in overheads_for(profile, world_size=size)
         if "NCCL" in o.name or "RCCL" in o.name
     ]
-    if tp > 1 and engine == "vllm":
+    board = target.name in serving.NVLINK_BOARDS
+    if tp >= serving.NCCL_NVLS_MIN_RANKS and board and profile.architecture in serving.NCCL_NVLS_ARCHITECTURES:
         found.append(
             (
-                "vLLM custom all-reduce buffer",
+                "NCCL NVLS buffers",
+                serving.NCCL_NVLS_BYTES_PER_PEER * tp,
+                f"NCCL_NVLS_BYTES_PER_PEER (288 MiB, NCCL's NVLS log line in vllm#9699) x {tp} ranks; NVLink SHARP "
+                "on an NVSwitch board for more than two GPUs",
+            )
+        )
+    if engine == "vllm" and tp in serving.VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES and (tp == 2 or board):
+        found.append(
+            (
+                "vLLM custom all-reduce buffers",
                 serving.VLLM_CUSTOM_ALLREDUCE_BYTES,
-                "custom_all_reduce.py max_size=8192*1024, cudaMalloc outside torch",
+                "custom_all_reduce.py: meta (signal + max_size) and IPC buffer (max_size), max_size=8192*1024, "
+                "cudaMalloc outside torch",
             )
         )
     return found

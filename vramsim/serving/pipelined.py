@@ -14,6 +14,7 @@ from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.serving import ServeReport, ServeStage
 from vramsim.serving.assumptions import budget_assumptions, hybrid_note, pipeline_note
+from vramsim.serving.cuda_graphs import cuda_graph_estimate
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
 from vramsim.serving.profile_run import profile_options
 from vramsim.serving.traces import RankTraces
@@ -33,6 +34,7 @@ class _StageBudget:
     notes: list[str]
     hybrid: serving.HybridGroups | None
     layers: list[LayerCache]
+    graphs: serving.CudaGraphEstimate | None
 
 
 def pipelined(
@@ -78,7 +80,7 @@ def pipelined(
     picked = min(stages, key=lambda stage: stage.budget.kv_blocks)
     inputs = picked.inputs
     assumptions = [
-        *budget_assumptions(config, picked.non_torch, inputs.cuda_graph_bytes, inputs.context_bytes, picked.notes),
+        *budget_assumptions(config, picked.non_torch, picked.graphs, inputs.context_bytes, picked.notes),
         *hybrid_note(picked.hybrid, picked.layers),
         pipeline_note(config.pp, bounds),
     ]
@@ -141,7 +143,8 @@ def _stage_budget(
         **profile_options(config, target, dtype, vocab, head=head),
     )
     weights, activation, notes, layers = traced.weights_bytes, traced.activation_peak_bytes, traced.notes, traced.layers
-    inputs, non_torch = budget_inputs(config, target, weights, activation, layers, tokens)
+    graphs = cuda_graph_estimate(config, traces, stage, target, dtype, tokens, seqs, embedding=embedding, head=head)
+    inputs, non_torch = budget_inputs(config, target, weights, activation, layers, tokens, graphs)
     budget, hybrid = engine_budget(name, config.engine, inputs)
     record = ServeStage(
         rank=index,
@@ -151,7 +154,7 @@ def _stage_budget(
         kv_cache_bytes=budget.kv_cache_bytes,
         kv_blocks=budget.kv_blocks,
     )
-    return _StageBudget(record, inputs, budget, non_torch, notes, hybrid, layers)
+    return _StageBudget(record, inputs, budget, non_torch, notes, hybrid, layers, graphs)
 
 
 def _stage_config(rank: PretrainedConfig, first: int, last: int) -> PretrainedConfig:

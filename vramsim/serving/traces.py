@@ -38,6 +38,7 @@ class RankTraces:
     def __init__(self) -> None:
         self._layers: dict[tuple[Any, ...], list[LayerCache]] = {}
         self._profiles: dict[tuple[Any, ...], tuple[int, int, list[str]]] = {}
+        self._captures: dict[tuple[Any, ...], int] = {}
 
     @property
     def traced(self) -> int:
@@ -77,3 +78,21 @@ class RankTraces:
             self._profiles[key] = profile_run(rank, target, dtype, tokens, seqs, quantization, **held)
         weights, activation, notes = self._profiles[key]
         return RankTrace(layers, weights, activation, list(notes))
+
+    def capture(
+        self, rank: PretrainedConfig, target: Target, dtype: torch.dtype, *, tokens: int, quantization: str | None, **held: Any
+    ) -> int:
+        """The activation peak of one forward over ``tokens`` tokens as a CUDA graph captures it: the model's forward
+        alone (vLLM computes the logits and samples outside the graph), traced the first time it is asked for."""
+        key = (
+            json.dumps(rank.to_dict(), sort_keys=True, default=str),
+            target.name,
+            str(dtype),
+            tokens,
+            quantization,
+            tuple(sorted(held.items())),
+        )
+        if key not in self._captures:
+            _, activation, _ = profile_run(rank, target, dtype, tokens, 1, quantization, sampler=None, vocab=0, **held)
+            self._captures[key] = activation
+        return self._captures[key]

@@ -9,8 +9,11 @@ changes from release to release:
 - how the sampler applies top-k and top-p: the PyTorch sort (``apply_top_k_top_p_pytorch``: sorted values,
   int64 indices, masks, a softmax and its cumsum, each one row per request over the vocabulary) until the
   Triton pivot-search kernel (vllm#33538, merged in February 2026) replaced it wherever Triton runs;
-- whether the CUDA graphs' memory is estimated before the KV cache is sized (``profile_cudagraph_memory``,
-  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, on by default from 0.19) or captured after it, in the share
+- which token counts get CUDA graphs (``VllmConfig._set_cudagraph_sizes``): 1, 2, 4 then every 8 up to
+  ``min(2 x max_num_seqs, 512)``, and from 0.11 (``max_cudagraph_capture_size``) every 16 from 256 on;
+- whether the CUDA graphs' memory is estimated before the KV cache is sized and taken off it
+  (``profile_cudagraph_memory`` with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, on by default from 0.21: vLLM's
+  own log says "CUDA graph memory profiling is enabled (default since v0.21.0)") or captured after it, in the share
   ``gpu_memory_utilization`` leaves out.
 """
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.estimators.serving import CaptureRule
 
 __all__ = ["VLLM_RELEASES", "TopKTopP", "VllmRelease", "vllm_release"]
 
@@ -33,19 +37,25 @@ class VllmRelease:
     first: tuple[int, int]
     top_k_top_p: TopKTopP
     """``sort``: ``apply_top_k_top_p_pytorch``; ``triton``: ``apply_top_k_top_p_triton``, in place on the logits."""
+    capture_sizes: CaptureRule
+    """``step8``: every 8 tokens up to the largest size; ``step16``: every 16 from 256 on (``vllm_capture_sizes``)."""
     estimates_cuda_graphs: bool
     """The CUDA graphs' memory comes off the KV budget (``profile_cudagraph_memory``)."""
 
 
 VLLM_RELEASES = (
-    VllmRelease(first=(0, 8), top_k_top_p="sort", estimates_cuda_graphs=False),
-    VllmRelease(first=(0, 16), top_k_top_p="triton", estimates_cuda_graphs=False),
-    VllmRelease(first=(0, 19), top_k_top_p="triton", estimates_cuda_graphs=True),
+    VllmRelease(first=(0, 8), top_k_top_p="sort", capture_sizes="step8", estimates_cuda_graphs=False),
+    VllmRelease(first=(0, 11), top_k_top_p="sort", capture_sizes="step16", estimates_cuda_graphs=False),
+    VllmRelease(first=(0, 16), top_k_top_p="triton", capture_sizes="step16", estimates_cuda_graphs=False),
+    VllmRelease(first=(0, 21), top_k_top_p="triton", capture_sizes="step16", estimates_cuda_graphs=True),
 )
 """Release lines, oldest first. 0.8: the V1 worker's profile run with the sampler in it (``profile_run`` calls
-``_dummy_sampler_run``). 0.16: the first release after vllm#33538 ("Triton-based Top-k and Top-p sampler
-kernels", February 2026; 0.15.2rc1 builds still sort, vllm#34076). 0.19: CUDA graph memory estimated before the
-KV cache is sized, by default."""
+``_dummy_sampler_run``). 0.11: ``max_cudagraph_capture_size`` and capture sizes every 16 from 256 (the
+step-16 rule as read from the current source; the release it first shipped in is taken as 0.11). 0.16: the first
+release after vllm#33538 ("Triton-based Top-k and Top-p sampler kernels", February 2026; 0.15.2rc1 builds still
+sort, vllm#34076). 0.21: CUDA graph memory estimated before the KV cache is sized and taken off it, by default
+("default since v0.21.0" in vLLM's start-up log, e.g. LMCache#3430; an earlier release that computes the
+estimate takes it off only with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, not modelled)."""
 
 
 def vllm_release(version: str) -> VllmRelease:

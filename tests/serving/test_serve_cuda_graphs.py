@@ -1,0 +1,148 @@
+"""vLLM's CUDA graph capture sizes and memory estimate, SGLang's default static fraction, and the memory outside
+torch under tensor parallel: closed forms from each engine's source, and the traced capture forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from vramsim.estimators import serving
+from vramsim.serving.budget import serve
+from vramsim.serving.versions import vllm_release
+
+_MiB, _GiB = 1 << 20, 1 << 30
+
+
+def _llama() -> transformers.LlamaConfig:
+    return transformers.LlamaConfig(
+        vocab_size=32000,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        dtype=torch.bfloat16,
+    )
+
+
+def test_capture_sizes_match_vllms_published_graph_counts() -> None:
+    """vLLM 0.21's log for max_num_seqs 256 (LMCache#3430): "PIECEWISE=51 (largest=512), FULL=35 (largest=256)"."""
+    graphs = serving.vllm_cuda_graphs(256, 8192, "step16", activation_bytes=0)
+    assert (len(graphs.mixed_sizes), graphs.mixed_sizes[-1]) == (51, 512)
+    assert (len(graphs.decode_sizes), graphs.decode_sizes[-1]) == (35, 256)
+    assert graphs.mixed_sizes[:6] == (1, 2, 4, 8, 16, 24)
+    assert graphs.mixed_sizes[33:36] == (248, 256, 272)
+
+
+@pytest.mark.parametrize(
+    ("seqs", "tokens", "rule", "expected"),
+    [
+        (256, 8192, "step8", [1, 2, 4, *range(8, 513, 8)]),  # 67 graphs, before 0.11
+        (8, 8192, "step16", [1, 2, 4, 8, 16]),  # at most 2 x max_num_seqs
+        (1024, 128, "step16", [1, 2, 4, *range(8, 129, 8)]),  # at most max_num_batched_tokens
+    ],
+    ids=["step8-256-seqs", "step16-8-seqs", "step16-128-tokens"],
+)
+def test_capture_sizes_follow_vllms_rule(seqs: int, tokens: int, rule: serving.CaptureRule, expected: list[int]) -> None:
+    assert serving.vllm_capture_sizes(seqs, tokens, rule) == expected
+
+
+def test_the_estimate_is_the_first_capture_twice_plus_a_floor_per_graph() -> None:
+    graphs = serving.vllm_cuda_graphs(256, 8192, "step16", activation_bytes=40 * _MiB)
+    assert graphs.total_bytes == 2 * 40 * _MiB + (50 + 34) * _MiB
+
+
+def test_the_budget_subtracts_the_traced_estimate_from_0_21() -> None:
+    """The capture forward is traced at the largest size: its activations grow with the model's width, and the
+    estimate comes off the KV cache from 0.21 only (before it the graphs are captured after the KV cache is sized)."""
+    narrow, wide = _llama(), _llama()
+    wide.intermediate_size = 4096
+    reports = [serve(c, device="h100", max_model_len=1024) for c in (narrow, wide)]
+    for report in reports:
+        graphs = next(a for a in report.assumptions if a.name == "cuda_graph_pool")
+        assert report.cuda_graph_bytes == graphs.bytes
+        assert report.cuda_graph_bytes > 100 * _MiB  # (51 - 1) + (51 - 1) graphs at 1 MiB, with max_num_seqs 1024
+    assert reports[1].cuda_graph_bytes - reports[0].cuda_graph_bytes >= 2 * 512 * (4096 - 128) * 2 * 2
+    assert serve(narrow, device="h100", max_model_len=1024, vllm_version="0.19").cuda_graph_bytes == 0
+    assert serve(narrow, device="h100", max_model_len=1024, enforce_eager=True).cuda_graph_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("memory_mib", "tp", "expected"),
+    [
+        # H100 80 GB (81,559 MiB): 8k chunks, 256 graphs: 512 + 12,288 + 512 + 128 = 13,440 MiB reserved
+        (81559, 1, round((81559 - 13440) / 81559, 3)),
+        # the same at tp 8: 512 graphs, 1 GiB for parallelism: 512 + 12,288 + 1,024 + 1,024
+        (81559, 8, round((81559 - 14848) / 81559, 3)),
+        # a 24 GB card (24,564 MiB): 2k chunks, 24 graphs: 512 + 3,072 + 48 + 128
+        (24564, 1, round((24564 - 3760) / 24564, 3)),
+        # an A100 40 GB: 4k chunks, 32 graphs, no 10 GiB floor under 60 GiB
+        (40960, 2, round((40960 - (512 + 6144 + 64 + 256)) / 40960, 3)),
+    ],
+    ids=["h100-tp1", "h100-tp8", "24gb-tp1", "40gb-tp2"],
+)
+def test_sglangs_default_static_fraction(memory_mib: int, tp: int, expected: float) -> None:
+    """SGLang's _handle_gpu_memory_settings: (memory - reserve) / memory, the reserve from the GPU's tier."""
+    assert serving.sglang_mem_fraction(tp, memory_mib * _MiB) == expected
+
+
+def test_sglang_budget_uses_the_default_for_the_gpu() -> None:
+    report = serve(_llama(), device="h100", max_model_len=1024, engine="sglang")
+    assert report.utilization == serving.sglang_mem_fraction(1, report.total_bytes)
+    assert 0.82 < report.utilization < 0.84
+
+
+def _non_torch(device: str, tp: int) -> dict[str, int]:
+    report = serve(_llama(), device=device, tp=tp, max_model_len=1024, enforce_eager=True)
+    return {a.name: a.bytes for a in report.assumptions if (a.bytes and "NCCL" in a.name) or "all-reduce" in a.name}
+
+
+def test_nvls_buffers_from_three_ranks_on_nvswitch_boards() -> None:
+    """NCCL's NVLS buffers (288 MiB per rank of the group) on Hopper NVSwitch boards for more than two GPUs; vLLM's
+    custom all-reduce (two 8 MiB IPC buffers) at 2 ranks anywhere, beyond two only over NVLink."""
+    two, four = _non_torch("h100", 2), _non_torch("h100", 4)
+    assert "NCCL NVLS buffers" not in two
+    assert four["NCCL NVLS buffers"] == 4 * 301989888
+    assert two["vLLM custom all-reduce buffers"] == four["vLLM custom all-reduce buffers"] == 16 * _MiB
+    pcie = _non_torch("h100-pcie", 4)
+    assert "NCCL NVLS buffers" not in pcie and "vLLM custom all-reduce buffers" not in pcie
+    assert "vLLM custom all-reduce buffers" in _non_torch("h100-pcie", 2)
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "kv_gib", "tokens"),
+    [
+        (
+            "openai/gpt-oss-20b",
+            dict(device="a100-80gb", max_model_len=131072, gpu_memory_utilization=0.65, vllm_version="0.19.0"),
+            38.08,
+            831_856,
+        ),
+        ("Qwen/Qwen3-30B-A3B", dict(device="a10", tp=4, max_model_len=8192, vllm_version="0.8.5"), 4.37, 191_056),
+    ],
+    ids=["gpt-oss-20b-a100", "qwen3-30b-a3b-4xa10"],
+)
+def test_the_docs_published_log_rows_stay_true(model: str, options: dict[str, object], kv_gib: float, tokens: int) -> None:
+    """docs/serving.md's vramsim column against published vLLM logs (myoceane.fr's A100 log, vllm#17469)."""
+    report = serve(model, **options)
+    assert round(report.kv_cache_bytes / _GiB, 2) == kv_gib
+    assert report.kv_cache_tokens == tokens
+
+
+@pytest.mark.parametrize(
+    ("version", "rule", "estimates"),
+    [("0.10.1", "step8", False), ("0.11", "step16", False), ("0.20.2", "step16", False), ("v0.21.0", "step16", True)],
+    ids=["0.10", "0.11", "0.20", "0.21"],
+)
+def test_release_lines_name_their_capture_rule_and_graph_accounting(version: str, rule: str, estimates: bool) -> None:
+    release = vllm_release(version)
+    assert (release.capture_sizes, release.estimates_cuda_graphs) == (rule, estimates)
+
+
+def test_the_docs_h100_study_row_stays_true() -> None:
+    """docs/serving.md's Qwen3-0.6B row of the H100 study (vLLM 0.11, max_model_len 16,000): published 64.45 GiB."""
+    report = serve("Qwen/Qwen3-0.6B", device="h100-sxm", max_model_len=16000, vllm_version="0.11.0")
+    assert round(report.kv_cache_bytes / _GiB, 2) == 66.65
+    assert round(report.activation_peak_bytes / _GiB, 2) == 3.51

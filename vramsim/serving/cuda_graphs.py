@@ -1,0 +1,41 @@
+"""vLLM's CUDA graph memory estimate on one rank, from a traced forward over the largest capture size.
+
+From 0.21 vLLM sizes the KV cache after ``profile_cudagraph_memory`` (``vllm/v1/worker/gpu_model_runner.py``):
+for each graph mode it warms up and captures the two largest sizes, charging the first capture's drop in free memory
+once (its warm-up's cached activations plus the graphs' private pool) and every further graph what the second cost
+(``estimators/serving.py`` ``vllm_cuda_graphs``). The first capture's activations are traced here; the per-graph
+driver memory is a named assumption.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import PretrainedConfig
+
+from vramsim.config.serving import ServeConfig
+from vramsim.estimators import serving
+from vramsim.serving.traces import RankTraces
+from vramsim.serving.versions import vllm_release
+from vramsim.workload.targets import Target
+
+__all__ = ["cuda_graph_estimate"]
+
+
+def cuda_graph_estimate(
+    config: ServeConfig,
+    traces: RankTraces,
+    rank: PretrainedConfig,
+    target: Target,
+    dtype: torch.dtype,
+    tokens: int,
+    seqs: int,
+    **held: object,
+) -> serving.CudaGraphEstimate | None:
+    """vLLM's estimate for ``rank`` when the release takes it off the KV cache (None: SGLang, ``--enforce-eager``, or a
+    release that captures the graphs after the KV cache is sized); ``held`` are ``profile_run``'s stage keywords."""
+    release = vllm_release(config.vllm_version)
+    if config.engine != "vllm" or config.enforce_eager or not release.estimates_cuda_graphs:
+        return None
+    sizes = serving.vllm_capture_sizes(seqs, tokens, release.capture_sizes)
+    activation = traces.capture(rank, target, dtype, tokens=sizes[-1], quantization=config.quantization, **held)
+    return serving.vllm_cuda_graphs(seqs, tokens, release.capture_sizes, activation)
