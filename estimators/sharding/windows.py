@@ -322,14 +322,16 @@ class StepWindows:
         self, weights: list[Weight], module: str, start: int, end: int, phase: str, *, to_reduce: bool = False
     ) -> None:
         """Each weight's unsharded copy from the copy-out to the reshard (a reshard at the next group's
-        start comes before that group's all-gather). ``to_reduce``: the copy is kept to the block's backward,
-        which under a pipeline holds it to the reduce after the last micro-batch (``held_to_reduce``)."""
+        start comes before that group's all-gather), padded as its shards are: FSDP2's parameter is a view of its
+        own all-gather output of world size x padded shard (``_fsdp_param.py`` ``init_all_gather_outputs``).
+        ``to_reduce``: the copy is kept to the block's backward, which under a pipeline holds it to the reduce
+        after the last micro-batch (``held_to_reduce``)."""
         rank = self.rank
         deferred = to_reduce and rank.plan.pipelined
         for weight in weights:
             free = None if deferred else rank.at(end, 2) if end > start else rank.at(end, 5)
             rank.add(
-                rank.gathered_bytes(weight),
+                rank.gathered_bytes(weight, padded=True),
                 "parameters",
                 "all_gather",
                 module=module,
