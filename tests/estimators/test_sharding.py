@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from profiled import fake_process_group
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
@@ -61,6 +62,13 @@ def _rows(p: torch.Tensor, n: int, *, expert: bool = False) -> int:
     (torchtitan's ``apply_fsdp``)."""
     dim = 1 if expert and p.shape[0] < n else 0
     return ceil(p.shape[dim] / n) * (p.numel() // p.shape[dim])
+
+
+def _all_gather_output(p: torch.Tensor, n: int) -> int:
+    """Elements of FSDP2's all-gather output for weight ``p`` over ``n`` ranks, the buffer its unsharded weight is a
+    view of: n x the padded shard, the 0th of ``torch.chunk``'s chunks on dim 0 (``_fsdp_param.py``:
+    ``padded_sharded_param_size``, ``init_all_gather_outputs``)."""
+    return n * torch.chunk(p, n, dim=0)[0].numel()
 
 
 def closed_form(
@@ -161,12 +169,16 @@ def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> N
     mixed precision every weight is gathered in bf16, as FSDP2's MixedPrecisionPolicy and DeepSpeed's bf16 mode do."""
     weights = dict(build_model(llama, device="meta", dtype=None).named_parameters())
 
-    def gathered(names: Any) -> int:
-        return sum(2 * weights[name].numel() for name in names)
+    def gathered(names: Any, numel: Callable[[torch.Tensor], int] = torch.numel) -> int:
+        return sum(2 * numel(weights[name]) for name in names)
+
+    def fsdp2_gathered(names: Any) -> int:
+        return gathered(names, lambda p: _all_gather_output(p, N))
 
     shards = closed_form(weights, 0, "full")["parameters"]
-    block = gathered(n for n in weights if n.startswith("model.layers.0."))
-    root = gathered(n for n in weights if not n.startswith("model.layers."))
+    block = fsdp2_gathered(n for n in weights if n.startswith("model.layers.0."))
+    root = fsdp2_gathered(n for n in weights if not n.startswith("model.layers."))
+    assert root > gathered(n for n in weights if not n.startswith("model.layers."))  # 501 vocabulary rows pad to 504
     assert _most_weights(llama, gpus=N, fsdp="full") == shards + root + block  # the next one waits as all-gather output
     assert _most_weights(llama, gpus=N, fsdp="grad-op") == shards + root + 3 * block
     zero3 = _most_weights(llama, gpus=N, zero=3)
@@ -175,6 +187,30 @@ def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> N
     big_block = gathered(n for n, p in weights.items() if n.startswith("model.layers.0.") and p.numel() >= 1e5)
     assert zero3 == kept + big_root + 2 * big_block
     assert big_block < block
+
+
+def test_all_gather_outputs_are_fsdp2_s(llama: transformers.LlamaConfig) -> None:
+    """The all-gather outputs torch's FSDP2 makes in a real forward and backward (one rank of N under the fake
+    process group) are ``_all_gather_output``'s sizes, padding included (the 501-row embedding and head)."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    with fake_process_group(N) as mesh:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(llama)
+        original = {name: torch.empty_like(p) for name, p in model.named_parameters()}
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        model.to_empty(device="cpu")
+        ids = torch.zeros(1, 8, dtype=torch.long)
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+        outputs = {}
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                group = module._get_fsdp_state()._fsdp_param_group
+                outputs.update({param._param_fqn: param.all_gather_outputs[0].numel() for param in group.fsdp_params})
+    assert outputs == {name: _all_gather_output(p, N) for name, p in original.items()}
+    assert outputs["model.embed_tokens.weight"] == 504 * 512
 
 
 def test_checkpointing_then_sharding(llama: transformers.LlamaConfig) -> None:
