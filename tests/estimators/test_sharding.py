@@ -151,8 +151,8 @@ def _live_by_category(timeline: Timeline, sizes: list[int]) -> list[dict[str, in
     return series
 
 
-def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int:
-    """Most weight bytes live at once over the last step, on the cpu (no rounding)."""
+def _last_step(config: transformers.PretrainedConfig, **sharding: Any) -> tuple[Timeline, list[dict[str, int]]]:
+    """The rank's timeline on the cpu (no rounding) and its live bytes by category after each event of the last step."""
     target = resolve_target("cpu")
     options = {**OPTIONS, **sharding}
     config_ = SimulationConfig(device="cpu", **options)
@@ -160,7 +160,16 @@ def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int
     outcome = Analysis(build_graph(trace), target, config_).run(CheckpointPlan(sharding.get("checkpointing", "none")))
     series = _live_by_category(outcome.timeline, outcome.memory.live.sizes)
     first, last = outcome.timeline.steps[-1]
-    return max(series[i].get("parameters", 0) for i in range(first, last + 1))
+    return outcome.timeline, series[first : last + 1]
+
+
+def _most(category: str, config: transformers.PretrainedConfig, **sharding: Any) -> int:
+    """Most bytes of ``category`` live at once over the last step."""
+    return max(live.get(category, 0) for live in _last_step(config, **sharding)[1])
+
+
+def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int:
+    return _most("parameters", config, **sharding)
 
 
 def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> None:
@@ -365,3 +374,58 @@ def test_expert_parallel_ranks_shard_the_experts_over_their_group(
     assert report.ranks is not None and report.ranks.ep == ep and report.ranks.gpus == gpus
     weights = _weights(rank_config(mixtral, ep))
     assert report.ranks.model_state == closed_form(weights, zero, fsdp, lambda name: gpus // ep if ".experts." in name else gpus)
+
+
+ACCUMULATED = 3
+
+
+@pytest.mark.parametrize(
+    ("sharding", "held"),
+    [
+        ({"zero": 1}, "whole"),  # reduced at the boundary only: the bf16 gradients accumulate whole
+        ({"zero": 2}, "partition"),  # reduced every micro-step into the partition (reduce_ready_partitions...)
+        ({"zero": 3}, "partition"),  # every micro-step into the fp32 partitions made at start-up (partition_grads)
+        ({"fsdp": "full"}, "whole fp32"),  # set_requires_gradient_sync(False): unsharded until the last reduce-scatter
+        ({"fsdp": "grad-op"}, "whole fp32"),
+        ({}, "whole fp32"),  # DDP no_sync: accumulated in .grad, beside the buckets
+        ({"gradient_as_bucket_view": True}, "whole fp32 twice"),  # .grad and the buckets (the grads' views at the end)
+    ],
+)
+def test_accumulation_holds_what_each_library_holds(llama: transformers.LlamaConfig, sharding: dict[str, Any], held: str) -> None:
+    """Under ``grad_accum`` the most gradient bytes a rank holds at once over a step are its library's: the whole
+    gradients where it reduces at the last micro-step only, its partition where it reduces every micro-step. The
+    rank's model states (its shares) are those of one micro-step."""
+    weights = _weights(llama)
+    whole = sum(4 * p.numel() for p in weights.values())
+    expected = {
+        "whole": whole // 2,  # DeepSpeed's bf16 mode
+        "whole fp32": whole,
+        "whole fp32 twice": 2 * whole,
+        "partition": closed_form(weights, sharding.get("zero", 0), "no")["gradients"],
+    }[held]
+    assert _most("gradients", llama, gpus=N, grad_accum=ACCUMULATED, **sharding) == expected
+    once = vramsim.simulate(llama, device="cpu", gpus=N, **sharding, **OPTIONS)
+    accumulated = vramsim.simulate(llama, device="cpu", gpus=N, grad_accum=ACCUMULATED, **sharding, **OPTIONS)
+    assert accumulated.ranks is not None and once.ranks is not None
+    assert accumulated.ranks.model_state == once.ranks.model_state
+    assert accumulated.peak_bytes >= once.peak_bytes
+
+
+@pytest.mark.parametrize(("zero", "reduces"), [(1, 1), (2, ACCUMULATED), (3, 0)])
+def test_zero_reduce_buckets_follow_the_micro_steps(llama: transformers.LlamaConfig, zero: int, reduces: int) -> None:
+    """DeepSpeed's reduce bucket in a step: ZeRO-1 fills it at the accumulation boundary only, ZeRO-2 in every
+    micro-step's backward, ZeRO-3 keeps one made at start-up."""
+    timeline, _ = _last_step(llama, gpus=N, zero=zero, grad_accum=ACCUMULATED)
+    last = len(timeline.steps) - 1
+    assert sum(1 for block in timeline.blocks if block.op == "zero.reduce_bucket" and block.step == last) == reduces
+
+
+def test_fsdp2_gathers_each_micro_step(llama: transformers.LlamaConfig) -> None:
+    """FSDP2 gathers every block around each micro-step's forward and backward, and reduce-scatters once."""
+    timeline, _ = _last_step(llama, gpus=N, fsdp="full", grad_accum=ACCUMULATED)
+    last = len(timeline.steps) - 1
+    ops = [block.op for block in timeline.blocks if block.step == last]
+    once, _ = _last_step(llama, gpus=N, fsdp="full")
+    single = [block.op for block in once.blocks if block.step == len(once.steps) - 1]
+    assert ops.count("fsdp.all_gather_output") == ACCUMULATED * single.count("fsdp.all_gather_output")
+    assert ops.count("fsdp.reduce_scatter_input") == single.count("fsdp.reduce_scatter_input") > 0
