@@ -35,6 +35,8 @@ class MicroStep:
     """The last clock of its backward (recomputation included)."""
     ready: dict[str, int] = field(default_factory=dict)
     """Weight name -> the clock its gradient was ready: made (the first micro-step) or added into ``.grad``."""
+    added: dict[int, int] = field(default_factory=dict)
+    """A later micro-step's new gradients (sid) -> the ``.grad`` storage (sid) AccumulateGrad added them into."""
 
 
 def micro_steps(graph: nx.MultiDiGraph, made: dict[int, dict[str, tuple[int, int]]]) -> dict[int, list[MicroStep]]:
@@ -80,11 +82,16 @@ def _ready_clocks(graph: nx.MultiDiGraph, steps: list[MicroStep], gradients: dic
     for name, (sid, clock) in gradients.items():
         steps[0].ready[name] = clock
         reads = [
-            graph.nodes[op]["clock_after"]
+            (graph.nodes[op]["clock_after"], op)
             for _, op, key in graph.out_edges(storage_node(sid), keys=True)
             if key == "read" and graph.nodes[op]["phase"] == "backward"
         ]
         for micro in steps[1:]:
-            inside = [clock for clock in reads if micro.backward_start <= clock <= micro.last_clock]
-            if inside:
-                micro.ready[name] = max(inside)
+            inside = [read for read in reads if micro.backward_start <= read[0] <= micro.last_clock]
+            if not inside:
+                continue
+            clock, op = max(inside)
+            micro.ready[name] = clock
+            for source, _, key in graph.in_edges(op, keys=True):
+                if key == "read" and source[1] != sid and graph.nodes[source]["category"] != "parameters":
+                    micro.added[source[1]] = sid

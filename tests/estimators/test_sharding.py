@@ -21,7 +21,7 @@ from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
 from vramsim.estimators.checkpointing_plan import CheckpointPlan
 from vramsim.estimators.sharding.plan import ddp_bucket_sizes, sharding_plan
-from vramsim.estimators.timeline import Timeline
+from vramsim.estimators.timeline import Timeline, derive_timeline
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.models import build_model
 from vramsim.workload.parallel.expert import rank_config
@@ -429,3 +429,23 @@ def test_fsdp2_gathers_each_micro_step(llama: transformers.LlamaConfig) -> None:
     single = [block.op for block in once.blocks if block.step == len(once.steps) - 1]
     assert ops.count("fsdp.all_gather_output") == ACCUMULATED * single.count("fsdp.all_gather_output")
     assert ops.count("fsdp.reduce_scatter_input") == single.count("fsdp.reduce_scatter_input") > 0
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_deepspeed_accumulates_in_the_low_dtype(llama: transformers.LlamaConfig, zero: int) -> None:
+    """DeepSpeed's bf16 mode (``grad_accum_dtype`` defaults to the model's dtype): each later micro-step's new
+    gradient, which AccumulateGrad adds into ``.grad``, is bf16 like the ``.grad``; the trace made it under autocast
+    from fp32 weights, in fp32."""
+    from vramsim.estimators.sharding import shard
+    from vramsim.estimators.sharding.rank import Rank
+
+    config_ = SimulationConfig(device="cpu", gpus=N, zero=zero, grad_accum=ACCUMULATED, **OPTIONS)
+    _, _, trace = build_and_trace(llama, config_, resolve_target("cpu"), checkpointing="marked")
+    graph = build_graph(trace)
+    rank = Rank(graph, derive_timeline(graph), config_.sharding)
+    added = {new: grad for steps in rank.micro_steps.values() for micro in steps[1:] for new, grad in micro.added.items()}
+    assert len(added) == (ACCUMULATED - 1) * len(trace.step_clocks) * len(_weights(llama))  # every weight, every later micro-step
+    sharded = shard(graph, derive_timeline(graph), config_.sharding)
+    for new, grad in added.items():
+        assert trace.storages[new].nbytes == trace.storages[grad].nbytes  # as traced: fp32
+        assert sharded.timeline.blocks[new].nbytes == trace.storages[new].nbytes // 2
