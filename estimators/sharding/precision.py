@@ -32,10 +32,12 @@ def mixed_precision(rank: Rank) -> None:
         if source is not None and source in casts:
             block.nbytes = 0
     if rank.plan.zero:
+        added = {new for steps in rank.micro_steps.values() for micro in steps for new in micro.added}
         for sid, attrs in enumerate(rank.attrs):
             weight = rank.weights.get(attrs["owner"])
             own = attrs["category"] == "parameters" and weight is not None and weight.sid == sid
-            if own or (attrs["category"] == "gradients" and rank.plan.zero < 3):
+            gradient = attrs["category"] == "gradients" or sid in added  # accumulated: bf16 like the .grad
+            if own or (gradient and rank.plan.zero < 3):
                 rank.held_itemsize[sid] = low
                 rank.blocks[sid].nbytes = rank.blocks[sid].nbytes // itemsize(attrs) * low
         if rank.plan.zero < 3 and rank.plan.offload == "none":  # offloaded, the host steps on it

@@ -19,6 +19,7 @@ from vramsim.tracer.graph import storage_nodes
 
 from ..expert_parallel import expert_weight
 from ..timeline import Block, Position, Timeline
+from .micro_steps import micro_steps
 from .plan import ShardingPlan, itemsize, shard_bytes
 
 __all__ = ["COMMUNICATION", "MODEL_STATE", "Rank", "Weight"]
@@ -74,23 +75,22 @@ class Rank:
         """Weights the program casts under autocast, gathered in that dtype instead (``precision.py``)."""
         self.held_itemsize: dict[int, int] = {}
         """Traced weights and gradients DeepSpeed's bf16/fp16 mode holds in the low dtype instead (``precision.py``)."""
-        self.phase_bounds: dict[int, tuple[int, int]] = {}
-        """Step -> (last clock of its forward, first clock of its backward)."""
         self.optimizer_span: dict[int, tuple[int, int]] = {}
         """Step -> (first, last) clock of its optimizer step."""
-        forward_end: dict[int, int] = defaultdict(int)
-        backward_start: dict[int, int] = {}
         for node, attrs in graph.nodes(data=True):
-            if node[0] == "op" and attrs["phase"] == "forward":
-                forward_end[attrs["step"]] = max(forward_end[attrs["step"]], attrs["clock_after"])
-            elif node[0] == "op" and attrs["phase"] == "backward":
-                step = attrs["step"]
-                backward_start[step] = min(backward_start.get(step, attrs["clock_after"]), attrs["clock_after"])
-            elif node[0] == "op" and attrs["phase"] == "optimizer":
+            if node[0] == "op" and attrs["phase"] == "optimizer":
                 first, last = self.optimizer_span.get(attrs["step"], (attrs["clock_after"], attrs["clock_after"]))
                 self.optimizer_span[attrs["step"]] = (min(first, attrs["clock_after"]), max(last, attrs["clock_after"]))
-        for step, end in forward_end.items():
-            self.phase_bounds[step] = (end, backward_start.get(step, end + 1))
+        made = {
+            step: {self.attrs[sid]["owner"]: (sid, self.blocks[sid].alloc_at[0]) for sid in sids}
+            for step, sids in self.grads.items()
+        }
+        self.micro_steps = micro_steps(graph, made)
+        """Step -> its forward-and-backward micro-steps (one without gradient accumulation)."""
+        self.whole_gradients: set[int] = set()
+        """Traced gradients kept whole through the accumulation micro-steps until the library takes them (FSDP2's
+        reduce-scatter, DDP's copy into its bucket views): live gradients, not the ones the rank keeps
+        (``Sharded.model_state``)."""
         self._seq = 0
 
     # -- positions ------------------------------------------------------------------------------

@@ -37,6 +37,10 @@ stands for all):
   divided over the ``expert_shard_size`` ranks holding the same experts (DeepSpeed 0.19.8: MoE groups over
   ``expert_dp_process_group``; torchtitan: ``dp_shard_mod_ep``), the other weights' over every shard rank;
   FSDP2 gathers the experts as a group of their own inside their block (torchtitan's ``apply_fsdp``).
+- Gradient accumulation (``grad_accum``): the schedule is placed on each traced micro-step
+  (``micro_steps.py``); DDP (``no_sync``), ZeRO-1 and FSDP2 (``set_requires_gradient_sync(False)``) keep the
+  whole gradients to the last micro-step's reduce, ZeRO-2/3 reduce each micro-step into the partitions
+  (``windows._reducing_micro_step``).
 
 It transforms a ``Timeline`` (the traced one, or the one a checkpointing what-if made: apply
 checkpointing first, then sharding) and reads the graph it came from for what each traced block
@@ -79,7 +83,8 @@ class Sharded:
     plan: ShardingPlan
     timeline: Timeline
     model_state: dict[str, int]
-    """Bytes of weights, gradients (of one step) and optimizer states the rank holds, as allocated."""
+    """Bytes of weights, gradients (of one step) and optimizer states the rank holds, as allocated (not the whole
+    gradients accumulated before FSDP2's reduce-scatter or DDP's bucket views take them)."""
     gathered_elements: int
     """Most weight elements gathered at once (ZeRO-3/FSDP: the current block, the prefetched part, the root)."""
     buffers: dict[str, int] = field(default_factory=dict)
@@ -123,7 +128,7 @@ def _model_state(rank: Rank) -> dict[str, int]:
     last_step = len(rank.graph.graph["step_clocks"]) - 1
     model_state = dict.fromkeys(MODEL_STATE, 0)
     for key, block in enumerate(rank.blocks):
-        if not rank.holds(key):
+        if not rank.holds(key) or key in rank.whole_gradients:
             continue
         if (
             (block.category == "parameters" and block.op != "all_gather")

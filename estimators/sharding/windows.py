@@ -16,6 +16,7 @@ from vramsim.tracer.records import UnitRecord
 from ..expert_parallel import EXPERTS_MODULE, expert_weight
 from ..timeline import Block, Position
 from .buckets import reduce_buckets
+from .micro_steps import MicroStep
 from .rank import COMMUNICATION, Rank, Weight
 
 __all__ = ["StepWindows", "block_groups", "training_windows"]
@@ -31,24 +32,43 @@ def training_windows(rank: Rank) -> None:
     experts = _expert_calls(rank) if rank.plan.fsdp != "no" and rank.plan.expert_parallel > 1 else {}
     modules = [unit.module for unit in units] + sorted({module for module, _ in experts})
     groups = block_groups(modules, rank.weights.values())
-    for step, (first_clock, _) in enumerate(rank.graph.graph["step_clocks"]):
-        calls = [(i, unit) for i, unit in enumerate(units) if unit.step == step]
+    for step in range(len(rank.graph.graph["step_clocks"])):
         grads = rank.grads.get(step, [])
-        if not grads:
+        steps = rank.micro_steps.get(step, [])
+        if not grads or not steps:
             continue
-        window = StepWindows(
-            rank,
-            step,
-            first_clock,
-            calls,
-            unpacks,
-            groups,
-            experts={module: clocks for (module, each), clocks in experts.items() if each == step},
-        )
-        if rank.plan.shards_parameters:  # first: a block reshards before its reduce-scatter input is made
-            window.gathers()
-        window.gradients()
-        reduce_buckets(rank, step, grads)
+        for position, micro in enumerate(steps):
+            following = steps[position + 1].first_clock if position + 1 < len(steps) else rank.graph.graph["last_clock"] + 1
+            calls = [
+                (i, unit)
+                for i, unit in enumerate(units)
+                if unit.step == step and micro.first_clock <= unit.first_clock < following
+            ]
+            window = StepWindows(
+                rank,
+                step,
+                micro,
+                calls,
+                unpacks,
+                groups,
+                experts={module: clocks for (module, each), clocks in experts.items() if each == step},
+            )
+            if rank.plan.shards_parameters:  # first: a block reshards before its reduce-scatter input is made
+                window.gathers()
+            if position == _reducing_micro_step(rank, len(steps)):
+                window.gradients()
+            if rank.plan.zero == 2 or position + 1 == len(steps):
+                reduce_buckets(rank, step, grads, list(window.grad_clock.values()))
+
+
+def _reducing_micro_step(rank: Rank, count: int) -> int:
+    """The micro-step whose backward ends the traced gradients' whole copies. Under gradient accumulation DeepSpeed
+    ZeRO-2/3 reduce every micro-step's gradients into the rank's partitions (stage_1_and_2.py
+    ``reduce_ready_partitions_and_remove_grads``, stage3.py ``partition_grads``): the first one's whole gradients
+    are a moment, as the later ones' (AccumulateGrad's new gradient) already are in the trace. FSDP2 with
+    ``set_requires_gradient_sync(False)`` keeps each unsharded gradient, accumulating in place, to the last
+    micro-step's post-backward, which reduce-scatters it (``_fsdp_param_group.py`` ``post_backward``)."""
+    return 0 if rank.plan.zero in (2, 3) else count - 1
 
 
 def _expert_calls(rank: Rank) -> dict[tuple[str, int], tuple[int, int]]:
@@ -77,24 +97,26 @@ class StepWindows:
         self,
         rank: Rank,
         step: int,
-        first_clock: int,
+        micro: MicroStep,
         calls: list[tuple[int, UnitRecord]],
         unpacks: dict[int, list[int]],
         groups: dict[str, list[Weight]],
         *,
         experts: dict[str, tuple[int, int]] | None = None,
     ) -> None:
-        """``experts``: FSDP groups of their own inside the blocks (expert parallelism), by module, with the first
-        and last clock of their forward in this step."""
+        """``micro``: the forward and backward of the step these windows are in (one of its micro-steps under
+        gradient accumulation). ``experts``: FSDP groups of their own inside the blocks (expert parallelism), by
+        module, with the first and last clock of their forward in this step."""
         self.rank = rank
         self.step = step
-        self.first_clock = first_clock
+        self.first_clock = first_clock = micro.first_clock
         self.calls = sorted(calls, key=lambda item: item[1].first_clock)
         self.groups = groups
-        grad_clock = {rank.attrs[sid]["owner"]: rank.blocks[sid].alloc_at[0] for sid in rank.grads[step]}
         self.grad_sids = {rank.attrs[sid]["owner"]: sid for sid in rank.grads[step]}
-        self.end_of_backward = max(grad_clock.values())
-        self.forward_end, self.backward_start = rank.phase_bounds[step]
+        self.grad_clock = grad_clock = {name: clock for name, clock in micro.ready.items() if name in self.grad_sids}
+        """Weight name -> the clock its gradient was ready in this micro-step."""
+        self.end_of_backward = max(grad_clock.values(), default=micro.last_clock)
+        self.forward_end, self.backward_start = micro.forward_end, micro.backward_start
         self.held_to_reduce: dict[str, list[Block]] = defaultdict(list)
         """Under a pipeline: a block's gathered weights, kept until its reduce after the last micro-batch."""
         self.backward: dict[str, tuple[int, int]] = {}
@@ -220,7 +242,10 @@ class StepWindows:
         if block.free_at is not None and block.free_at < sharded_at:
             rank.blocks[-1].free_at = rank.at(sharded_at[0], 5)
         block.free_at = whole_free
-        block.category = "temporaries"  # the whole gradient is a moment's copy now
+        if reduced is not None and len(rank.micro_steps[self.step]) > 1:  # accumulated whole until the reduce
+            rank.whole_gradients.add(sid)
+        else:
+            block.category = "temporaries"  # the whole gradient is a moment's copy now
 
     def _zero3_gradients(self) -> None:
         """ZeRO-3 reduces each gradient into a flat buffer of the rank's partitions, made at start-up."""
@@ -322,14 +347,16 @@ class StepWindows:
         self, weights: list[Weight], module: str, start: int, end: int, phase: str, *, to_reduce: bool = False
     ) -> None:
         """Each weight's unsharded copy from the copy-out to the reshard (a reshard at the next group's
-        start comes before that group's all-gather). ``to_reduce``: the copy is kept to the block's backward,
-        which under a pipeline holds it to the reduce after the last micro-batch (``held_to_reduce``)."""
+        start comes before that group's all-gather), padded as its shards are: FSDP2's parameter is a view of its
+        own all-gather output of world size x padded shard (``_fsdp_param.py`` ``init_all_gather_outputs``).
+        ``to_reduce``: the copy is kept to the block's backward, which under a pipeline holds it to the reduce
+        after the last micro-batch (``held_to_reduce``)."""
         rank = self.rank
         deferred = to_reduce and rank.plan.pipelined
         for weight in weights:
             free = None if deferred else rank.at(end, 2) if end > start else rank.at(end, 5)
             rank.add(
-                rank.gathered_bytes(weight),
+                rank.gathered_bytes(weight, padded=True),
                 "parameters",
                 "all_gather",
                 module=module,

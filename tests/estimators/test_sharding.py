@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from profiled import fake_process_group
 
 import vramsim
 from vramsim.analysis.traced import build_and_trace
@@ -20,7 +21,7 @@ from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import DDP_BUCKET_CAP_BYTES, DDP_FIRST_BUCKET_BYTES
 from vramsim.estimators.checkpointing_plan import CheckpointPlan
 from vramsim.estimators.sharding.plan import ddp_bucket_sizes, sharding_plan
-from vramsim.estimators.timeline import Timeline
+from vramsim.estimators.timeline import Timeline, derive_timeline
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.models import build_model
 from vramsim.workload.parallel.expert import rank_config
@@ -61,6 +62,13 @@ def _rows(p: torch.Tensor, n: int, *, expert: bool = False) -> int:
     (torchtitan's ``apply_fsdp``)."""
     dim = 1 if expert and p.shape[0] < n else 0
     return ceil(p.shape[dim] / n) * (p.numel() // p.shape[dim])
+
+
+def _all_gather_output(p: torch.Tensor, n: int) -> int:
+    """Elements of FSDP2's all-gather output for weight ``p`` over ``n`` ranks, the buffer its unsharded weight is a
+    view of: n x the padded shard, the 0th of ``torch.chunk``'s chunks on dim 0 (``_fsdp_param.py``:
+    ``padded_sharded_param_size``, ``init_all_gather_outputs``)."""
+    return n * torch.chunk(p, n, dim=0)[0].numel()
 
 
 def closed_form(
@@ -143,8 +151,8 @@ def _live_by_category(timeline: Timeline, sizes: list[int]) -> list[dict[str, in
     return series
 
 
-def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int:
-    """Most weight bytes live at once over the last step, on the cpu (no rounding)."""
+def _last_step(config: transformers.PretrainedConfig, **sharding: Any) -> tuple[Timeline, list[dict[str, int]]]:
+    """The rank's timeline on the cpu (no rounding) and its live bytes by category after each event of the last step."""
     target = resolve_target("cpu")
     options = {**OPTIONS, **sharding}
     config_ = SimulationConfig(device="cpu", **options)
@@ -152,7 +160,16 @@ def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int
     outcome = Analysis(build_graph(trace), target, config_).run(CheckpointPlan(sharding.get("checkpointing", "none")))
     series = _live_by_category(outcome.timeline, outcome.memory.live.sizes)
     first, last = outcome.timeline.steps[-1]
-    return max(series[i].get("parameters", 0) for i in range(first, last + 1))
+    return outcome.timeline, series[first : last + 1]
+
+
+def _most(category: str, config: transformers.PretrainedConfig, **sharding: Any) -> int:
+    """Most bytes of ``category`` live at once over the last step."""
+    return max(live.get(category, 0) for live in _last_step(config, **sharding)[1])
+
+
+def _most_weights(config: transformers.PretrainedConfig, **sharding: Any) -> int:
+    return _most("parameters", config, **sharding)
 
 
 def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> None:
@@ -161,12 +178,16 @@ def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> N
     mixed precision every weight is gathered in bf16, as FSDP2's MixedPrecisionPolicy and DeepSpeed's bf16 mode do."""
     weights = dict(build_model(llama, device="meta", dtype=None).named_parameters())
 
-    def gathered(names: Any) -> int:
-        return sum(2 * weights[name].numel() for name in names)
+    def gathered(names: Any, numel: Callable[[torch.Tensor], int] = torch.numel) -> int:
+        return sum(2 * numel(weights[name]) for name in names)
+
+    def fsdp2_gathered(names: Any) -> int:
+        return gathered(names, lambda p: _all_gather_output(p, N))
 
     shards = closed_form(weights, 0, "full")["parameters"]
-    block = gathered(n for n in weights if n.startswith("model.layers.0."))
-    root = gathered(n for n in weights if not n.startswith("model.layers."))
+    block = fsdp2_gathered(n for n in weights if n.startswith("model.layers.0."))
+    root = fsdp2_gathered(n for n in weights if not n.startswith("model.layers."))
+    assert root > gathered(n for n in weights if not n.startswith("model.layers."))  # 501 vocabulary rows pad to 504
     assert _most_weights(llama, gpus=N, fsdp="full") == shards + root + block  # the next one waits as all-gather output
     assert _most_weights(llama, gpus=N, fsdp="grad-op") == shards + root + 3 * block
     zero3 = _most_weights(llama, gpus=N, zero=3)
@@ -175,6 +196,30 @@ def test_gathered_weights_are_the_schedule(llama: transformers.LlamaConfig) -> N
     big_block = gathered(n for n, p in weights.items() if n.startswith("model.layers.0.") and p.numel() >= 1e5)
     assert zero3 == kept + big_root + 2 * big_block
     assert big_block < block
+
+
+def test_all_gather_outputs_are_fsdp2_s(llama: transformers.LlamaConfig) -> None:
+    """The all-gather outputs torch's FSDP2 makes in a real forward and backward (one rank of N under the fake
+    process group) are ``_all_gather_output``'s sizes, padding included (the 501-row embedding and head)."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    with fake_process_group(N) as mesh:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(llama)
+        original = {name: torch.empty_like(p) for name, p in model.named_parameters()}
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        model.to_empty(device="cpu")
+        ids = torch.zeros(1, 8, dtype=torch.long)
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+        outputs = {}
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                group = module._get_fsdp_state()._fsdp_param_group
+                outputs.update({param._param_fqn: param.all_gather_outputs[0].numel() for param in group.fsdp_params})
+    assert outputs == {name: _all_gather_output(p, N) for name, p in original.items()}
+    assert outputs["model.embed_tokens.weight"] == 504 * 512
 
 
 def test_checkpointing_then_sharding(llama: transformers.LlamaConfig) -> None:
@@ -329,3 +374,78 @@ def test_expert_parallel_ranks_shard_the_experts_over_their_group(
     assert report.ranks is not None and report.ranks.ep == ep and report.ranks.gpus == gpus
     weights = _weights(rank_config(mixtral, ep))
     assert report.ranks.model_state == closed_form(weights, zero, fsdp, lambda name: gpus // ep if ".experts." in name else gpus)
+
+
+ACCUMULATED = 3
+
+
+@pytest.mark.parametrize(
+    ("sharding", "held"),
+    [
+        ({"zero": 1}, "whole"),  # reduced at the boundary only: the bf16 gradients accumulate whole
+        ({"zero": 2}, "partition"),  # reduced every micro-step into the partition (reduce_ready_partitions...)
+        ({"zero": 3}, "partition"),  # every micro-step into the fp32 partitions made at start-up (partition_grads)
+        ({"fsdp": "full"}, "whole fp32"),  # set_requires_gradient_sync(False): unsharded until the last reduce-scatter
+        ({"fsdp": "grad-op"}, "whole fp32"),
+        ({}, "whole fp32"),  # DDP no_sync: accumulated in .grad, beside the buckets
+        ({"gradient_as_bucket_view": True}, "whole fp32 twice"),  # .grad and the buckets (the grads' views at the end)
+    ],
+)
+def test_accumulation_holds_what_each_library_holds(llama: transformers.LlamaConfig, sharding: dict[str, Any], held: str) -> None:
+    """Under ``grad_accum`` the most gradient bytes a rank holds at once over a step are its library's: the whole
+    gradients where it reduces at the last micro-step only, its partition where it reduces every micro-step. The
+    rank's model states (its shares) are those of one micro-step."""
+    weights = _weights(llama)
+    whole = sum(4 * p.numel() for p in weights.values())
+    expected = {
+        "whole": whole // 2,  # DeepSpeed's bf16 mode
+        "whole fp32": whole,
+        "whole fp32 twice": 2 * whole,
+        "partition": closed_form(weights, sharding.get("zero", 0), "no")["gradients"],
+    }[held]
+    assert _most("gradients", llama, gpus=N, grad_accum=ACCUMULATED, **sharding) == expected
+    once = vramsim.simulate(llama, device="cpu", gpus=N, **sharding, **OPTIONS)
+    accumulated = vramsim.simulate(llama, device="cpu", gpus=N, grad_accum=ACCUMULATED, **sharding, **OPTIONS)
+    assert accumulated.ranks is not None and once.ranks is not None
+    assert accumulated.ranks.model_state == once.ranks.model_state
+    assert accumulated.peak_bytes >= once.peak_bytes
+
+
+@pytest.mark.parametrize(("zero", "reduces"), [(1, 1), (2, ACCUMULATED), (3, 0)])
+def test_zero_reduce_buckets_follow_the_micro_steps(llama: transformers.LlamaConfig, zero: int, reduces: int) -> None:
+    """DeepSpeed's reduce bucket in a step: ZeRO-1 fills it at the accumulation boundary only, ZeRO-2 in every
+    micro-step's backward, ZeRO-3 keeps one made at start-up."""
+    timeline, _ = _last_step(llama, gpus=N, zero=zero, grad_accum=ACCUMULATED)
+    last = len(timeline.steps) - 1
+    assert sum(1 for block in timeline.blocks if block.op == "zero.reduce_bucket" and block.step == last) == reduces
+
+
+def test_fsdp2_gathers_each_micro_step(llama: transformers.LlamaConfig) -> None:
+    """FSDP2 gathers every block around each micro-step's forward and backward, and reduce-scatters once."""
+    timeline, _ = _last_step(llama, gpus=N, fsdp="full", grad_accum=ACCUMULATED)
+    last = len(timeline.steps) - 1
+    ops = [block.op for block in timeline.blocks if block.step == last]
+    once, _ = _last_step(llama, gpus=N, fsdp="full")
+    single = [block.op for block in once.blocks if block.step == len(once.steps) - 1]
+    assert ops.count("fsdp.all_gather_output") == ACCUMULATED * single.count("fsdp.all_gather_output")
+    assert ops.count("fsdp.reduce_scatter_input") == single.count("fsdp.reduce_scatter_input") > 0
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_deepspeed_accumulates_in_the_low_dtype(llama: transformers.LlamaConfig, zero: int) -> None:
+    """DeepSpeed's bf16 mode (``grad_accum_dtype`` defaults to the model's dtype): each later micro-step's new
+    gradient, which AccumulateGrad adds into ``.grad``, is bf16 like the ``.grad``; the trace made it under autocast
+    from fp32 weights, in fp32."""
+    from vramsim.estimators.sharding import shard
+    from vramsim.estimators.sharding.rank import Rank
+
+    config_ = SimulationConfig(device="cpu", gpus=N, zero=zero, grad_accum=ACCUMULATED, **OPTIONS)
+    _, _, trace = build_and_trace(llama, config_, resolve_target("cpu"), checkpointing="marked")
+    graph = build_graph(trace)
+    rank = Rank(graph, derive_timeline(graph), config_.sharding)
+    added = {new: grad for steps in rank.micro_steps.values() for micro in steps[1:] for new, grad in micro.added.items()}
+    assert len(added) == (ACCUMULATED - 1) * len(trace.step_clocks) * len(_weights(llama))  # every weight, every later micro-step
+    sharded = shard(graph, derive_timeline(graph), config_.sharding)
+    for new, grad in added.items():
+        assert trace.storages[new].nbytes == trace.storages[grad].nbytes  # as traced: fp32
+        assert sharded.timeline.blocks[new].nbytes == trace.storages[new].nbytes // 2

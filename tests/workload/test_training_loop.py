@@ -68,7 +68,12 @@ def test_a_custom_loss_leaves_labels_out(tiny_llama) -> None:  # type: ignore[no
         ({"task": "forward", "grad_accum": 2}, vramsim.ConfigError, "shape a training step"),
         ({"max_grad_norm": 0}, vramsim.ConfigError, "max_grad_norm must be a number > 0"),
         ({"grad_accum": 0}, vramsim.ConfigError, "grad_accum must be between 1"),
-        ({"grad_accum": 2, "gpus": 2}, vramsim.UnsupportedError, "not modelled yet"),
+        ({"grad_accum": 2, "gpus": 2, "pp": 2}, vramsim.UnsupportedError, "grad_accum with pp is not modelled yet"),
+        (
+            {"grad_accum": 2, "gpus": 2, "zero": 2, "offload_states": "optimizer", "device": "h100"},
+            vramsim.UnsupportedError,
+            "grad_accum with offload_states is not modelled yet",
+        ),
     ],
 )
 def test_loop_options_are_checked(options: dict, error: type, message: str) -> None:  # type: ignore[type-arg]

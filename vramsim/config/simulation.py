@@ -137,11 +137,21 @@ class SimulationConfig(
             raise UnsupportedError(f"compile with {', '.join(named)} is not modelled yet; compile models one device's step")
 
     def _refuse_unmodelled_training(self) -> None:
-        """Accumulation is not combined with the data- and pipeline-parallel what-ifs, which read one forward and
-        one backward per step; a named loss replaces the loss on one rank's whole model."""
-        if self.grad_accum > 1 and (self.gpus > 1 or self.zero or self.fsdp != "no" or self.pp > 1):
+        """Accumulation is modelled with DDP, FSDP2 and ZeRO 1-3 (``estimators/sharding/micro_steps.py``), not with
+        the model- and pipeline-parallel what-ifs or host offload; a named loss replaces the loss on one rank's
+        whole model."""
+        others = {
+            "pp": self.pp > 1,
+            "tp": self.tp > 1,
+            "cp": self.cp > 1,
+            "ep": self.ep > 1,
+            "offload_states": self.offload_states != "none",
+        }
+        named = [name for name, on in others.items() if on]
+        if self.grad_accum > 1 and named:
             raise UnsupportedError(
-                "grad_accum with gpus, zero, fsdp or pp is not modelled yet (pipeline micro-batches are --micro-batches)"
+                f"grad_accum with {', '.join(named)} is not modelled yet; it is with DDP, FSDP and ZeRO 1-3 "
+                "(pipeline micro-batches are --micro-batches)"
             )
         if self.optimizer_in_backward:
             mixed = str(self.mixed_precision).removeprefix("torch.")

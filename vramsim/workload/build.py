@@ -112,6 +112,8 @@ def build_program(
     plan = parse_checkpointing(config.checkpointing)
     units = _checkpoint(model, config, plan, emulation, checkpointing)
     model = _finish_model(model, config, device)
+    if units is not None:
+        units.name_within(model)
     batch = _batch(model, config, device, seq_len)
     compiled = compile_model(model, device=device) if config.compile else None
     optimizer = _optimizer(model, config, foreach) if train else None

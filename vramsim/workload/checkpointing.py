@@ -45,6 +45,11 @@ class UnitMarker:
         self._names = {id(module): name for name, module in model.named_modules()}
         self.observer: UnitObserver | None = None
 
+    def name_within(self, root: torch.nn.Module) -> None:
+        """Name each block by its path in ``root``, the wrapper the program runs (peft's ``PeftModel``), as the
+        graph names the blocks' parameters: FSDP's and ZeRO-3's groups and the pipeline's layers are found by it."""
+        self._names = {id(module): name for name, module in root.named_modules()}
+
     def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
         """diffusers' checkpoint call site: ``_gradient_checkpointing_func(block, *args)``."""
         self._begin(fn, args, {})
