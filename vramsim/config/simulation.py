@@ -156,7 +156,7 @@ class SimulationConfig(
         if self.optimizer_in_backward:
             mixed = str(self.mixed_precision).removeprefix("torch.")
             others = {
-                "gpus": self.gpus > 1 or self.zero or self.fsdp != "no",
+                "gpus": self.gpus > 1 or bool(self.zero) or self.fsdp != "no",
                 "tp or pp": self.tp > 1 or self.pp > 1,
                 "compile": self.compile,
                 "fp16 autocast (its GradScaler steps after backward)": mixed in ("fp16", "float16"),
