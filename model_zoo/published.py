@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PUBLISHED", "Published"]
+__all__ = ["PUBLISHED", "Published", "rounded"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,14 @@ class Published:
     model_class: str
     count: int | str  # exact, or the rounded figure ("0.6B") where only that is published
     buffers: int = 0  # persistent buffers the checkpoint stores as weights; included in `count`
+
+
+def rounded(count: int, published: str) -> str:
+    """``count`` written as ``published`` writes its figure ("0.6B", "14.8B", "671B"): same unit, same decimals, so
+    a count checks against a figure published only rounded."""
+    unit = {"M": 10**6, "B": 10**9}[published[-1]]
+    decimals = len(published[:-1].partition(".")[2])
+    return f"{count / unit:.{decimals}f}{published[-1]}"
 
 
 # "Hub safetensors total" is the exact parameter count the Hugging Face Hub shows for the model's safetensors
@@ -152,4 +160,27 @@ PUBLISHED = [
     # the MXFP4 blocks as U8 elements, so no exact total is published; transformers builds the experts in bf16.
     Published("openai/gpt-oss-20b", "AutoModelForCausalLM", "GptOssForCausalLM", "20.9B"),
     Published("openai/gpt-oss-120b", "AutoModelForCausalLM", "GptOssForCausalLM", "116.8B"),
+    # Hub safetensors total of Qwen2.5-1.5B-Instruct (BF16 header: 1,543,714,304 elements); model card: 1.54B.
+    # config.json as transformers prints it in a public fine-tuning log (tied embeddings).
+    Published("Qwen/Qwen2.5-1.5B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 1_543_714_304),
+    # Hub safetensors total (quoted publicly, BF16); model card: 3.09B (tied embeddings). config.json as a public
+    # script quotes it for Qwen/Qwen2.5-3B.
+    Published("Qwen/Qwen2.5-3B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),
+    # Hub safetensors metadata: 7,298,617,344; model card: 7B. config.json as Megatron-Bridge's tests mirror it.
+    Published("allenai/OLMo-2-1124-7B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),
+    # The checkpoint's 134,515,008 BF16 scalars (272 tensors, quoted publicly); model card: 135M. Tied embeddings.
+    Published("HuggingFaceTB/SmolLM2-135M", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),
+    # The published safetensors index: 3,075,098,624 (tied embeddings); model card: 3B. config.json assembled from
+    # public copies (sizes, no_rope_layers every fourth layer, token ids); refresh it with model_zoo/refresh.py.
+    Published("HuggingFaceTB/SmolLM3-3B", "AutoModelForCausalLM", "SmolLM3ForCausalLM", 3_075_098_624),
+    # Hub API safetensors total (BF16): 14,659,507,200; model card: 14B. config.json as a public walkthrough
+    # prints it.
+    Published("microsoft/phi-4", "AutoModelForCausalLM", "Phi3ForCausalLM", 14_659_507_200),
+    # Hub safetensors total (F32): 1,543,490,560; model card: 1.55B. config.json as transformers prints it in a
+    # public distil-whisper walk-through (keys equal to WhisperConfig's defaults are left out, as it prints).
+    Published("openai/whisper-large-v3", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 1_543_490_560),
+    # The Hub API's safetensors metadata: 8,292,166,656 BF16 (five shards); model card: 7B (8.29B with the vision
+    # tower). config.json as transformers 4.53 writes it (musubi-tuner quotes it for Qwen-Image's text encoder, the
+    # same checkpoint).
+    Published("Qwen/Qwen2.5-VL-7B-Instruct", "AutoModelForImageTextToText", "Qwen2_5_VLForConditionalGeneration", 8_292_166_656),
 ]
