@@ -30,7 +30,7 @@ def _models(pattern: str | None, console: Console) -> None:
 def _pipeline_tasks(class_name: str, generating: frozenset[str], training: dict[str, str]) -> str:
     """The ``--task`` values a pipeline class takes; one whose call is not run yet says so."""
     if class_name not in generating:
-        return "none yet (components counted)"
+        return "none yet"
     return "generate, train" if class_name in training else "generate"
 
 
