@@ -168,6 +168,9 @@ PUBLISHED = [
     Published("Qwen/Qwen2.5-3B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),
     # Hub safetensors metadata: 7,298,617,344; model card: 7B. config.json as Megatron-Bridge's tests mirror it.
     Published("allenai/OLMo-2-1124-7B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),
+    # Total parameters of the pinned revision as a public scale study lists them: 1,484,916,736; model card: 1B.
+    # config.json as Megatron-Bridge's tests mirror it (token ids left out there, as here).
+    Published("allenai/OLMo-2-0425-1B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 1_484_916_736),
     # The checkpoint's 134,515,008 BF16 scalars (272 tensors, quoted publicly); model card: 135M. Tied embeddings.
     Published("HuggingFaceTB/SmolLM2-135M", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),
     # The published safetensors index: 3,075,098,624 (tied embeddings); model card: 3B. config.json assembled from
