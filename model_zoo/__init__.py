@@ -59,6 +59,7 @@ SAME_ARCHITECTURE: dict[str, str] = {
     "mistralai/Mistral-Nemo-Instruct-2407": "mistralai/Mistral-Nemo-Base-2407",
     "mistralai/Mistral-Small-24B-Instruct-2501": "mistralai/Mistral-Small-24B-Base-2501",
     "Qwen/Qwen2.5-0.5B-Instruct": "Qwen/Qwen2.5-0.5B",
+    "Qwen/Qwen2.5-3B-Instruct": "Qwen/Qwen2.5-3B",
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B",
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B",
     "Qwen/Qwen3-8B-Base": "Qwen/Qwen3-8B",
@@ -66,6 +67,9 @@ SAME_ARCHITECTURE: dict[str, str] = {
     "Qwen/Qwen3-30B-A3B-Base": "Qwen/Qwen3-30B-A3B",
     "deepseek-ai/DeepSeek-V3-0324": "deepseek-ai/DeepSeek-V3",
     "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-ai/DeepSeek-V2-Lite",
+    "allenai/OLMo-2-1124-7B-Instruct": "allenai/OLMo-2-1124-7B",
+    "HuggingFaceTB/SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M",
+    "HuggingFaceTB/SmolLM3-3B-Base": "HuggingFaceTB/SmolLM3-3B",
 }
 
 

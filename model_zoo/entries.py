@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 
 from vramsim.model_zoo import find, find_pipeline, model_ids, pipeline_ids
-from vramsim.model_zoo.published import PUBLISHED
+from vramsim.model_zoo.published import PIPELINES, PUBLISHED
 
 __all__ = ["Entry", "matches", "model_entries", "pipeline_entries"]
 
@@ -26,7 +26,8 @@ class Entry:
     """config.json's ``model_type``; for a pipeline, model_index.json's ``_class_name``."""
     parameters: int | str | None
     """The published count (exact, or the rounded figure where only that is published), which
-    tests/model_zoo/test_parameter_counts.py checks the config builds; None for a pipeline."""
+    tests/model_zoo/test_parameter_counts.py checks the config builds; for a pipeline, its denoiser's (``unet`` or
+    ``transformer``, tests/model_zoo/test_pipeline_parameter_counts.py); None where none is recorded."""
     generates: bool
     """Its head decodes tokens, so ``--task generate`` applies (a pipeline: its ``__call__``)."""
 
@@ -73,5 +74,7 @@ def pipeline_entries(pattern: str | None = None) -> list[Entry]:
         folder = find_pipeline(pipeline_id)
         assert folder is not None, "a listed id has its folder"
         index = json.loads((folder / "model_index.json").read_text())
-        entries.append(Entry(model_id=pipeline_id, family=index.get("_class_name", ""), parameters=None, generates=True))
+        denoiser = "transformer" if isinstance(index.get("transformer"), list) else "unet"
+        parameters = PIPELINES.get(pipeline_id, {}).get(denoiser)
+        entries.append(Entry(model_id=pipeline_id, family=index.get("_class_name", ""), parameters=parameters, generates=True))
     return entries

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PUBLISHED", "Published"]
+__all__ = ["PIPELINES", "PUBLISHED", "Published", "rounded"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,14 @@ class Published:
     model_class: str
     count: int | str  # exact, or the rounded figure ("0.6B") where only that is published
     buffers: int = 0  # persistent buffers the checkpoint stores as weights; included in `count`
+
+
+def rounded(count: int, published: str) -> str:
+    """``count`` written as ``published`` writes its figure ("0.6B", "14.8B", "671B"): same unit, same decimals, so
+    a count checks against a figure published only rounded."""
+    unit = {"M": 10**6, "B": 10**9}[published[-1]]
+    decimals = len(published[:-1].partition(".")[2])
+    return f"{count / unit:.{decimals}f}{published[-1]}"
 
 
 # "Hub safetensors total" is the exact parameter count the Hugging Face Hub shows for the model's safetensors
@@ -152,4 +160,131 @@ PUBLISHED = [
     # the MXFP4 blocks as U8 elements, so no exact total is published; transformers builds the experts in bf16.
     Published("openai/gpt-oss-20b", "AutoModelForCausalLM", "GptOssForCausalLM", "20.9B"),
     Published("openai/gpt-oss-120b", "AutoModelForCausalLM", "GptOssForCausalLM", "116.8B"),
+    # Hub safetensors total of Qwen2.5-1.5B-Instruct (BF16 header: 1,543,714,304 elements); model card: 1.54B.
+    # config.json as transformers prints it in a public fine-tuning log (tied embeddings).
+    Published("Qwen/Qwen2.5-1.5B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 1_543_714_304),
+    # Hub safetensors total (quoted publicly, BF16); model card: 3.09B (tied embeddings). config.json as a public
+    # script quotes it for Qwen/Qwen2.5-3B.
+    Published("Qwen/Qwen2.5-3B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),
+    # Hub safetensors metadata: 7,298,617,344; model card: 7B. config.json as Megatron-Bridge's tests mirror it.
+    Published("allenai/OLMo-2-1124-7B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),
+    # Total parameters of the pinned revision as a public scale study lists them: 1,484,916,736; model card: 1B.
+    # config.json as Megatron-Bridge's tests mirror it (token ids left out there, as here).
+    Published("allenai/OLMo-2-0425-1B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 1_484_916_736),
+    # The checkpoint's 134,515,008 BF16 scalars (272 tensors, quoted publicly); model card: 135M. Tied embeddings.
+    Published("HuggingFaceTB/SmolLM2-135M", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),
+    # The published safetensors index: 3,075,098,624 (tied embeddings); model card: 3B. config.json assembled from
+    # public copies (sizes, no_rope_layers every fourth layer, token ids); refresh it with model_zoo/refresh.py.
+    Published("HuggingFaceTB/SmolLM3-3B", "AutoModelForCausalLM", "SmolLM3ForCausalLM", 3_075_098_624),
+    # Hub API safetensors total (BF16): 14,659,507,200; model card: 14B. config.json as a public walkthrough
+    # prints it.
+    Published("microsoft/phi-4", "AutoModelForCausalLM", "Phi3ForCausalLM", 14_659_507_200),
+    # Hub safetensors total (F32): 1,543,490,560; model card: 1.55B. config.json as transformers prints it in a
+    # public distil-whisper walk-through (keys equal to WhisperConfig's defaults are left out, as it prints).
+    Published("openai/whisper-large-v3", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 1_543_490_560),
+    # The Hub API's safetensors metadata: 8,292,166,656 BF16 (five shards); model card: 7B (8.29B with the vision
+    # tower). config.json as transformers 4.53 writes it (musubi-tuner quotes it for Qwen-Image's text encoder, the
+    # same checkpoint).
+    Published("Qwen/Qwen2.5-VL-7B-Instruct", "AutoModelForImageTextToText", "Qwen2_5_VLForConditionalGeneration", 8_292_166_656),
 ]
+
+# The bundled diffusion pipelines' published counts, component by component (tests/model_zoo/
+# test_pipeline_parameter_counts.py builds each component on meta against them; `vramsim models` lists the
+# denoiser's). Text encoders: CLIP ViT-L/14's text tower 123,060,480; OpenCLIP ViT-bigG/14's with its projection
+# 694,659,840.
+
+PIPELINES: dict[str, dict[str, int | str]] = {
+    # SD 1.5 UNet: 859,520,964 (Hub safetensors total; "860M UNet" in the model card); the VAE is SD's kl-f8, 83,653,863.
+    "stable-diffusion-v1-5/stable-diffusion-v1-5": {"text_encoder": 123_060_480, "unet": 859_520_964, "vae": 83_653_863},
+    # SDXL base: UNet 2,567,463,684 ("2.6B"), the same kl-f8 VAE architecture, CLIP ViT-L and OpenCLIP bigG.
+    "stabilityai/stable-diffusion-xl-base-1.0": {
+        "text_encoder": 123_060_480,
+        "text_encoder_2": 694_659_840,
+        "unet": 2_567_463_684,
+        "vae": 83_653_863,
+    },
+    # FLUX.1-dev: transformer 11,901,408,320 (Hub safetensors total, "12B"); T5-v1.1-XXL's encoder 4,762,310,656; the
+    # 16-channel VAE without quant convs 83,819,683. schnell has no guidance embedder: 10,229,760 fewer.
+    "black-forest-labs/FLUX.1-dev": {
+        "text_encoder": 123_060_480,
+        "text_encoder_2": 4_762_310_656,
+        "transformer": 11_901_408_320,
+        "vae": 83_819_683,
+    },
+    "black-forest-labs/FLUX.1-schnell": {
+        "text_encoder": 123_060_480,
+        "text_encoder_2": 4_762_310_656,
+        "transformer": 11_891_178_560,
+        "vae": 83_819_683,
+    },
+    # SD3 / SD3.5 medium, as counted on the loaded checkpoints (sum of numel over each pipeline component's parameters,
+    # printed in public code that loads them: a per-component profile of StableDiffusion3Pipeline with SD3-medium, the
+    # flow_grpo SD3.5-medium training script's comments): CLIP-L with its 768x768 projection 123,650,304, CLIP-G with
+    # its projection, T5-v1.1-XXL's encoder, FLUX's 16-channel VAE architecture; the MMDiT 2,028,328,000 ("2B"), the
+    # MMDiT-X (13 dual-attention blocks, QK RMSNorm) 2,243,171,520 ("2.5B" with the pos_embed buffer).
+    "stabilityai/stable-diffusion-3-medium-diffusers": {
+        "text_encoder": 123_650_304,
+        "text_encoder_2": 694_659_840,
+        "text_encoder_3": 4_762_310_656,
+        "transformer": 2_028_328_000,
+        "vae": 83_819_683,
+    },
+    "stabilityai/stable-diffusion-3.5-medium": {
+        "text_encoder": 123_650_304,
+        "text_encoder_2": 694_659_840,
+        "text_encoder_3": 4_762_310_656,
+        "transformer": 2_243_171_520,
+        "vae": 83_819_683,
+    },
+    # PixArt-Sigma XL/2 1024: the DiT 610,856,096 ("0.6B"; 603 tensors, as a public staging of the checkpoint counts
+    # them), T5-v1.1-XXL's encoder, the SDXL VAE.
+    "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS": {"text_encoder": 4_762_310_656, "transformer": 610_856_096, "vae": 83_653_863},
+    # Wan 2.1 T2V 1.3B: the DiT 1,418,996,800 (the Hub's metadata for Wan-AI/Wan2.1-T2V-1.3B, "1.3B"), UMT5-XXL's
+    # encoder 5,680,910,336 (22,723,641,344 bytes of fp32 in its index), the causal 3D VAE 126,892,531.
+    "Wan-AI/Wan2.1-T2V-1.3B-Diffusers": {"text_encoder": 5_680_910_336, "transformer": 1_418_996_800, "vae": 126_892_531},
+    # LTX-Video 2B: the transformer (28 blocks of 2048, the same in 0.9.0 and 0.9.1) 1,923,385,472, the "trainable
+    # parameters" finetrainers prints for its LTX-Video full fine-tune (docs/models/ltx_video.md); T5-v1.1-XXL's
+    # encoder. The causal video VAEs are diffusers' converter configs (scripts/convert_ltx_to_diffusers.py
+    # get_vae_config): 0.9.0 (the Lightricks/LTX-Video folders, per Lightricks' LTX-Video-Trainer model_loader)
+    # 419,193,649; 0.9.1's timestep-conditioned decoder with noise injection 934,976,434. (No count is printed for
+    # them; finetrainers' memory_allocated after loading Lightricks/LTX-Video in bf16 with a rank-128 LoRA, 13.486 GiB,
+    # is the 0.9.0 VAE's sum within 0.25%, and 6.9% under the 0.9.1 VAE's.)
+    "Lightricks/LTX-Video": {"text_encoder": 4_762_310_656, "transformer": 1_923_385_472, "vae": 419_193_649},
+    "Lightricks/LTX-Video-0.9.1": {"text_encoder": 4_762_310_656, "transformer": 1_923_385_472, "vae": 934_976_434},
+    # SD3.5 large: the MMDiT of 38 blocks of 2432 (transformer/config.json as public loaders quote it, no dual
+    # attention layers), "8.1 billion parameters" in Stability AI's announcement; the text encoders and VAE are SD3.5
+    # medium's ("stay exactly the same", diffusers' SD3.5 blog).
+    "stabilityai/stable-diffusion-3.5-large": {
+        "text_encoder": 123_650_304,
+        "text_encoder_2": 694_659_840,
+        "text_encoder_3": 4_762_310_656,
+        "transformer": "8.1B",
+        "vae": 83_819_683,
+    },
+    # FLUX.1 Kontext [dev]: "a 12 billion parameter rectified flow transformer" (model card). Its component configs
+    # were not found published outside the gated repository: the folder holds FLUX.1-dev's (the same 12B
+    # architecture; public Kontext loaders pair its DiT with FLUX.1-dev's encoders and VAE) until model_zoo/refresh.py
+    # fetches the repository's own.
+    "black-forest-labs/FLUX.1-Kontext-dev": {
+        "text_encoder": 123_060_480,
+        "text_encoder_2": 4_762_310_656,
+        "transformer": "12B",
+        "vae": 83_819_683,
+    },
+    # CogVideoX-5b: the transformer 5,570,283,072 (the "trainable parameters" finetrainers prints for its full
+    # fine-tune), T5-v1.1-XXL's encoder, the 3D VAE 215,583,907 (a paper's per-component count of the CogVideoX-5B
+    # stack). Configs as public CogVideoX loaders quote them.
+    "THUDM/CogVideoX-5b": {"text_encoder": 4_762_310_656, "transformer": 5_570_283_072, "vae": 215_583_907},
+    # HunyuanVideo (the diffusers repository): exact element sums of the published shards, as a public component
+    # inventory lists them: MMDiT 12,821,012,544, LLaVA-Llama-3 text tower 7,505,186,816, CLIP-L 123,060,480, causal
+    # 3D VAE 246,478,803. The text encoders' configs as musubi-tuner copies them from the HunyuanVideo repository.
+    "hunyuanvideo-community/HunyuanVideo": {
+        "text_encoder": 7_505_186_816,
+        "text_encoder_2": 123_060_480,
+        "transformer": 12_821_012_544,
+        "vae": 246_478_803,
+    },
+    # Qwen-Image: the Hub's safetensors.total for the transformer, 20,430,401,088 ("20B MMDiT"); Qwen2.5-VL-7B as its
+    # text encoder, 8,292,166,656 (the Hub's total for Qwen/Qwen2.5-VL-7B-Instruct); the VAE 126,892,531.
+    "Qwen/Qwen-Image": {"text_encoder": 8_292_166_656, "transformer": 20_430_401_088, "vae": 126_892_531},
+}

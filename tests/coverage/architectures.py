@@ -1,5 +1,9 @@
 """The architectures the coverage test traces, and how each is made small enough for CI.
 
+Beside transformers' default configs, each family of the bundled configs (model_zoo) is traced from a real
+bundled config of its own (``bundled_cases``): a training step and, for a head that decodes, a generate step,
+on h100, its layers capped as below.
+
 Every architecture of the mappings below is built from its default config
 (``AutoConfig.for_model(model_type)``), with two changes that do not change which ops run:
 
@@ -32,6 +36,8 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.models.auto import modeling_auto
 
 import vramsim
+from vramsim.model_zoo import find, model_ids
+from vramsim.model_zoo.entries import model_entries
 from vramsim.workload.image_text_inputs import splices_image
 
 MAPPINGS: dict[str, dict[str, str]] = {
@@ -85,6 +91,46 @@ def cases() -> list[tuple[str, str, str, str]]:
         for mapping, table in MAPPINGS.items()
         for index, (model_type, name) in enumerate(sorted(table.items()))
     ]
+
+
+BUNDLED_TARGET = "h100"
+BUNDLED_MAPPINGS = {"train": "bundled-train", "generate": "bundled-generate"}
+"""The sweep's row name of each task a bundled family is traced for."""
+MAX_NEW_TOKENS = 2
+"""A prefill and a decode step: the generate program's two kinds of forward."""
+
+
+def bundled_cases() -> list[tuple[str, str, str, str]]:
+    """``(mapping, model_type, model_id, target)``: each bundled family (config.json's ``model_type``) by its
+    first bundled id, for a training step and, where its head decodes, a generate step."""
+    first: dict[str, tuple[str, bool]] = {}
+    for entry in model_entries():
+        first.setdefault(entry.family, (entry.model_id, entry.generates))
+    return [
+        (BUNDLED_MAPPINGS[task], family, model_id, BUNDLED_TARGET)
+        for family, (model_id, generates) in sorted(first.items())
+        for task in ("train", "generate")
+        if task == "train" or generates
+    ]
+
+
+def trace_bundled(model_id: str, task: str) -> vramsim.Report:
+    """One training step (batch 2) or one generate call (batch 1, ``MAX_NEW_TOKENS``) of the bundled config of
+    ``model_id``, its layers capped, on ``BUNDLED_TARGET``."""
+    folder = find(model_id)
+    assert folder is not None and model_id in model_ids(), f"{model_id} is not bundled"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.from_pretrained(folder)
+        _cap(config, set(), MAX_LAYERS)
+        class_name = config.architectures[0]
+        seq_len = AUDIO_SEQ_LEN if config.model_type == "whisper" else SEQ_LEN
+        if "pixel_values" in inspect.signature(getattr(transformers, class_name).forward).parameters and splices_image(config):
+            seq_len = IMAGE_TEXT_SEQ_LEN
+        options: dict[str, Any] = (
+            {"steps": 1, "batch_size": BATCH_SIZE} if task == "train" else {"max_new_tokens": MAX_NEW_TOKENS}
+        )
+        return vramsim.simulate(config, model_class=class_name, task=task, seq_len=seq_len, device=BUNDLED_TARGET, **options)
 
 
 def small_config(model_type: str, class_name: str, *, capped: bool = True) -> PretrainedConfig:

@@ -13,6 +13,9 @@ layer of each kind a hybrid model mixes): the layer count does not change which 
 The traces run in one worker process per core; every run of the suite traces all of them (about 2.5 minutes on
 2 cores by itself), so a change to the tracer is checked against every architecture.
 
+Each family of the bundled configs (model_zoo) is also traced from a bundled config of its own, capped the same
+way: a training step and, where its head decodes, a generate step, on h100 (``architectures.bundled_cases``).
+
 ``KNOWN_FAILURES.md`` lists every architecture that does not trace, and why. The tests assert
 that at least ``TARGET`` of each mapping traces, that every listed failure traced still fails (so the
 list stays honest) and that nothing unlisted fails.
@@ -33,6 +36,8 @@ from typing import Any
 import architectures
 import pytest
 
+from vramsim.model_zoo.entries import model_entries
+
 TARGET = 0.95
 """Share of each mapping that must trace."""
 CASE_SECONDS = 180
@@ -40,7 +45,9 @@ CASE_SECONDS = 180
 KNOWN_FAILURES = Path(__file__).with_name("KNOWN_FAILURES.md")
 
 Outcome = tuple[str, str, str, str, str | None, float]
-"""``(mapping, model_type, class_name, target, error or None, seconds)``."""
+"""``(mapping, model_type, class_name, target, error or None, seconds)``; a bundled family's row holds its
+bundled id in place of the class name."""
+BUNDLED_TASKS = {mapping: task for task, mapping in architectures.BUNDLED_MAPPINGS.items()}
 
 
 def _timeout(*_: Any) -> None:
@@ -67,7 +74,10 @@ def trace_case(case: tuple[str, str, str, str]) -> Outcome:
     error = None
     signal.alarm(CASE_SECONDS)
     try:
-        architectures.trace(model_type, class_name, target, mapping)
+        if mapping in BUNDLED_TASKS:
+            architectures.trace_bundled(class_name, BUNDLED_TASKS[mapping])
+        else:
+            architectures.trace(model_type, class_name, target, mapping)
     except BaseException as exc:
         error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     finally:
@@ -77,7 +87,7 @@ def trace_case(case: tuple[str, str, str, str]) -> Outcome:
 
 @pytest.fixture(scope="module")
 def outcomes() -> list[Outcome]:
-    cases = architectures.cases()
+    cases = architectures.cases() + architectures.bundled_cases()
     workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4))
     started = time.perf_counter()
     context = multiprocessing.get_context("spawn")
@@ -85,9 +95,15 @@ def outcomes() -> list[Outcome]:
         results = list(pool.map(trace_case, cases, chunksize=1))
     elapsed = time.perf_counter() - started
     print(
-        f"\n{len(cases)} architectures traced, each on one of {', '.join(architectures.TARGETS)}, in {elapsed:.0f} s "
-        f"on {workers} workers"
+        f"\n{len(cases)} cases traced (each architecture on one of {', '.join(architectures.TARGETS)}, each bundled "
+        f"family's train and generate on {architectures.BUNDLED_TARGET}) in {elapsed:.0f} s on {workers} workers"
     )
+    for mapping in BUNDLED_TASKS:
+        rows = [r for r in results if r[0] == mapping]
+        print(
+            f"  {mapping:22s} {architectures.BUNDLED_TARGET:5s} {sum(r[4] is None for r in rows):4d} / {len(rows)}  "
+            f"{sum(r[5] for r in rows):.0f} s of traces"
+        )
     for mapping in architectures.MAPPINGS:
         for target in architectures.TARGETS:
             rows = [r for r in results if r[0] == mapping and r[3] == target]
@@ -100,7 +116,7 @@ def known_failures() -> dict[tuple[str, str], tuple[set[str], str]]:
     listed: dict[tuple[str, str], tuple[set[str], str]] = {}
     for line in KNOWN_FAILURES.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 4 or cells[0] not in architectures.MAPPINGS:
+        if len(cells) != 4 or (cells[0] not in architectures.MAPPINGS and cells[0] not in BUNDLED_TASKS):
             continue
         mapping, model_type, targets, reason = cells
         listed[(mapping, model_type.strip("`"))] = ({t.strip() for t in re.split(r"[, ]+", targets) if t.strip()}, reason)
@@ -148,6 +164,16 @@ def test_every_failure_is_listed(outcomes: list[Outcome]) -> None:
         if r[4] is not None and r[3] not in listed.get((r[0], r[1]), (set(), ""))[0]
     ]
     assert not unlisted, "failures missing from KNOWN_FAILURES.md:\n" + "\n".join(unlisted)
+
+
+def test_each_bundled_family_traces_train_and_generate_on_h100(outcomes: list[Outcome]) -> None:
+    """Every family of the bundled configs has its rows (generate where its head decodes); every failure among
+    them is listed in KNOWN_FAILURES.md (checked both ways by the two tests above)."""
+    rows = {(r[0], r[1]) for r in outcomes if r[0] in BUNDLED_TASKS}
+    families = {entry.family for entry in model_entries()}
+    assert {family for mapping, family in rows if mapping == "bundled-train"} == families
+    generating = {entry.family for entry in model_entries() if entry.generates}
+    assert {family for mapping, family in rows if mapping == "bundled-generate"} == generating
 
 
 def test_failures_have_reasons() -> None:

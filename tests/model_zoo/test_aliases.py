@@ -35,6 +35,10 @@ ALIASES = [
     ("Qwen/Qwen2.5-7B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 7_615_616_512),  # Hub total
     ("Qwen/Qwen2.5-72B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 72_706_203_648),  # Hub total
     ("deepseek-ai/DeepSeek-V2-Lite-Chat", "AutoModelForCausalLM", "DeepseekV2ForCausalLM", 15_706_484_224),  # Hub total
+    ("Qwen/Qwen2.5-3B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),  # GGUF / loaded counts
+    ("allenai/OLMo-2-1124-7B-Instruct", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),  # Hub total
+    ("HuggingFaceTB/SmolLM2-135M-Instruct", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),  # GGUF metadata
+    ("HuggingFaceTB/SmolLM3-3B-Base", "AutoModelForCausalLM", "SmolLM3ForCausalLM", 3_075_098_624),  # loaded count
 ]
 
 

@@ -12,7 +12,7 @@ import transformers
 from transformers import AutoConfig
 
 from vramsim import model_zoo
-from vramsim.model_zoo.published import PUBLISHED, Published
+from vramsim.model_zoo.published import PUBLISHED, Published, rounded
 
 
 def _counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -36,14 +36,7 @@ def test_bundled_config_builds_the_published_parameter_count(case: Published) ->
     if isinstance(case.count, int):
         assert params + buffers == case.count
     else:
-        assert _rounded(params + buffers, case.count) == case.count
-
-
-def _rounded(count: int, published: str) -> str:
-    """``count`` written as ``published`` writes its figure ("0.6B", "14.8B", "671B"): same unit, same decimals."""
-    unit = {"M": 10**6, "B": 10**9}[published[-1]]
-    decimals = len(published[:-1].partition(".")[2])
-    return f"{count / unit:.{decimals}f}{published[-1]}"
+        assert rounded(params + buffers, case.count) == case.count
 
 
 @pytest.mark.parametrize(
@@ -57,7 +50,7 @@ def _rounded(count: int, published: str) -> str:
     ],
 )
 def test_rounded_writes_the_figure_as_published(count: int, published: str, written: str) -> None:
-    assert _rounded(count, published) == written
+    assert rounded(count, published) == written
 
 
 def test_model_ids_lists_every_bundled_model() -> None:

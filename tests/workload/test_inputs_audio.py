@@ -115,3 +115,20 @@ def test_granite_speech5_ctc_gets_stacked_frames() -> None:
 @pytest.fixture(autouse=True)
 def _on_cpu() -> None:
     torch.manual_seed(0)
+
+
+def test_a_half_precision_speech_model_takes_its_features_in_its_own_dtype() -> None:
+    """whisper-large-v3's config says float16: its features are cast to the weights, as its model card's code
+    casts them (``input_features.to(torch_dtype)``), since its first convolution refuses float32 (a real CPU run
+    of the synthesised batch checks they are what the model takes)."""
+    config = transformers.WhisperConfig(
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=100, num_mel_bins=80, max_source_positions=1500,
+        max_target_positions=32, pad_token_id=0, decoder_start_token_id=1,
+    )  # fmt: skip
+    model = transformers.WhisperForConditionalGeneration(config).to(torch.bfloat16)  # bf16: CPU convolutions take it
+    batch = default_inputs(model, BATCH, SEQ, train=False)
+    assert batch["input_features"].dtype == torch.bfloat16
+    with torch.no_grad():
+        model(**batch)
+    assert default_inputs(model.float(), BATCH, SEQ, train=False)["input_features"].dtype == torch.float32

@@ -22,13 +22,14 @@ def parameters_cell(parameters: int | str | None) -> str:
 
 
 def render_models(models: list[Entry], pipelines: list[tuple[Entry, str]], console: Console) -> None:
-    """``models``: each with its family, parameters and tasks; ``pipelines``: each with the tasks it takes."""
+    """``models``: each with its family, parameters and tasks; ``pipelines``: each with its denoiser's parameters
+    and the tasks it takes."""
     if models:
         console.print(Text("Bundled models by family: published parameters, --task values", style="bold"))
         _sections([(m.family, (m.model_id, parameters_cell(m.parameters), _TASKS[m.generates])) for m in models], console)
     if pipelines:
-        console.print(Text("Diffusion pipelines by class: --task values", style="bold"))
-        _sections([(p.family, (p.model_id, "", tasks)) for p, tasks in pipelines], console)
+        console.print(Text("Diffusion pipelines by class: the denoiser's published parameters, --task values", style="bold"))
+        _sections([(p.family, (p.model_id, parameters_cell(p.parameters), tasks)) for p, tasks in pipelines], console)
 
 
 _TASKS = {True: "train, forward, generate", False: "train, forward"}

@@ -211,6 +211,12 @@ class _Maker:
 
     def audio(self, main_input: str) -> dict[str, Any]:
         features, extra = self.audio_features(main_input)
+        # the extractor returns float32; a model whose weights are half takes its features cast to them, as
+        # transformers' speech pipelines and model cards do (``input_features.to(model.dtype)``): its first
+        # convolution refuses another dtype
+        weights = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), features.dtype)
+        if features.is_floating_point() and weights in (torch.float16, torch.bfloat16):
+            features = features.to(weights)
         batch: dict[str, Any] = {main_input: features, **extra}
         if main_input == "input_features" and "attention_mask" in self.params and not extra:
             frames = features.shape[-1] if features.shape[1] == mel_bins(self.config) else features.shape[1]

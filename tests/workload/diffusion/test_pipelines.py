@@ -94,6 +94,14 @@ def test_a_pipeline_not_run_yet_says_so_in_one_line(tmp_path: Path) -> None:
         simulate(str(tmp_path), task="generate", device="cpu")
 
 
+def test_the_listing_names_as_generating_exactly_the_pipelines_run() -> None:
+    """``vramsim models`` reads which pipelines generate from data (no torch); it is the families' own list."""
+    from vramsim.workload.diffusion.pipelines import PIPELINES_RUN
+    from vramsim.workload.diffusion.scripts import GENERATING
+
+    assert set(PIPELINES_RUN) == GENERATING
+
+
 @pytest.fixture(scope="module")
 def flux() -> Report:
     """A tiny FLUX.1-dev-shaped pipeline at 64x64: CLIP, T5 (512 tokens), a guidance-embedding transformer, a 2x VAE."""

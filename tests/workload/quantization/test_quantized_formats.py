@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from transformers import AwqConfig, FineGrainedFP8Config, GPTQConfig, LlamaConfig
+from transformers import AwqConfig, FineGrainedFP8Config, GptOssConfig, GPTQConfig, LlamaConfig
 
 import vramsim
 from tests.cli_runs import run, saved_config
@@ -337,3 +337,17 @@ def test_the_largest_fit_builds_an_int4_model_as_its_traces_do() -> None:
         _llama(), sizes=("seq_len",), device="h100", quantization="int4wo", dtype="bf16", task="forward", seq_len=64
     )
     assert fit.seq_len is not None and (fit.seq_len.value, fit.seq_len.bound_by) == (128, "max_position_embeddings")
+
+
+def test_a_checkpoint_quantization_config_left_as_a_dict_is_said_not_applied() -> None:
+    """gpt-oss's and DeepSeek-V3's config.json carry their checkpoint's quantization_config (mxfp4, fp8), which
+    transformers' ``from_config`` leaves a dict on the config and does not apply: the trace runs (it raised an
+    AttributeError reading the dict as a GPTQ config) and the header says it was not applied."""
+    config = GptOssConfig(
+        num_hidden_layers=2, hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, num_local_experts=4, num_experts_per_tok=2, vocab_size=128,
+        layer_types=["sliding_attention", "full_attention"],
+        quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]},
+    )  # fmt: skip
+    report = simulate(config, task="generate", seq_len=16, max_new_tokens=2, device="h100")
+    assert report.settings["quantization"] == "none: the checkpoint's mxfp4 quantization_config is not applied"

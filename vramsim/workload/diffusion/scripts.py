@@ -1,11 +1,13 @@
-"""The pipelines whose denoiser is trained, by diffusers class, with the example script each training step follows.
+"""The pipelines whose denoiser is trained, by diffusers class, with the example script each training step follows,
+and the pipelines whose ``__call__`` is run.
 
-Data, read without torch (``vramsim models`` lists which pipelines train); recipes.py holds each script's torch code.
+Data, read without torch (``vramsim models`` lists which pipelines generate and train); recipes.py holds each
+script's torch code, pipelines.py each generating family's module.
 """
 
 from __future__ import annotations
 
-__all__ = ["TRAINING_SCRIPTS"]
+__all__ = ["GENERATING", "TRAINING_SCRIPTS"]
 
 TRAINING_SCRIPTS: dict[str, str] = {
     "StableDiffusionPipeline": "examples/text_to_image/train_text_to_image.py",
@@ -14,3 +16,17 @@ TRAINING_SCRIPTS: dict[str, str] = {
     "StableDiffusion3Pipeline": "examples/dreambooth/train_dreambooth_sd3.py (full) and train_dreambooth_lora_sd3.py",
 }
 """The diffusers example each trained pipeline's step is; a pipeline trains once it is here (and in recipes.py)."""
+
+GENERATING = frozenset(
+    {
+        "StableDiffusionPipeline",
+        "StableDiffusionXLPipeline",
+        "FluxPipeline",
+        "StableDiffusion3Pipeline",
+        "PixArtSigmaPipeline",
+        "WanPipeline",
+        "LTXPipeline",
+    }
+)
+"""The pipeline classes whose ``__call__`` is run (pipelines.py's families; tests/workload checks the two agree).
+Another bundled pipeline is listed with its components' published counts and refused by ``trace``."""

@@ -204,6 +204,8 @@ def describe_quantization(model: torch.nn.Module) -> str | None:
     config = getattr(getattr(model, "config", None), "quantization_config", None)
     if config is None:
         return None
+    if isinstance(config, dict):  # the checkpoint's own (gpt-oss's mxfp4, DeepSeek-V3's fp8): from_config leaves it
+        return f"none: the checkpoint's {config.get('quant_method', 'own')} quantization_config is not applied"
     if not isinstance(config, BitsAndBytesConfig):
         from vramsim.workload.quantization.training import QUANTIZED_TRAINING_LAYERS
 
