@@ -164,7 +164,8 @@ PUBLISHED = [
     # config.json as transformers prints it in a public fine-tuning log (tied embeddings).
     Published("Qwen/Qwen2.5-1.5B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 1_543_714_304),
     # Hub safetensors total (quoted publicly, BF16); model card: 3.09B (tied embeddings). config.json as a public
-    # script quotes it for Qwen/Qwen2.5-3B.
+    # script quotes it for Qwen/Qwen2.5-3B, but torch_dtype bfloat16 (the dtype its safetensors are stored in) where
+    # that copy says float32; model_zoo/refresh.py settles it where a network exists.
     Published("Qwen/Qwen2.5-3B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),
     # Hub safetensors metadata: 7,298,617,344; model card: 7B. config.json as Megatron-Bridge's tests mirror it.
     Published("allenai/OLMo-2-1124-7B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),
@@ -259,16 +260,6 @@ PIPELINES: dict[str, dict[str, int | str]] = {
         "text_encoder_2": 694_659_840,
         "text_encoder_3": 4_762_310_656,
         "transformer": "8.1B",
-        "vae": 83_819_683,
-    },
-    # FLUX.1 Kontext [dev]: "a 12 billion parameter rectified flow transformer" (model card). Its component configs
-    # were not found published outside the gated repository: the folder holds FLUX.1-dev's (the same 12B
-    # architecture; public Kontext loaders pair its DiT with FLUX.1-dev's encoders and VAE) until model_zoo/refresh.py
-    # fetches the repository's own.
-    "black-forest-labs/FLUX.1-Kontext-dev": {
-        "text_encoder": 123_060_480,
-        "text_encoder_2": 4_762_310_656,
-        "transformer": "12B",
         "vae": 83_819_683,
     },
     # CogVideoX-5b: the transformer 5,570,283,072 (the "trainable parameters" finetrainers prints for its full
