@@ -478,6 +478,28 @@ CASES: list[Case] = [
         {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64},
         onednn=("conv",),
     ),
+    # diffusers' own weight hooks on the same call (vramsim/workload/diffusion/weight_hooks.py): the UNet's layerwise
+    # casting (fp8 storage, each layer upcast to fp32 while it runs); group offloading of every component, one block
+    # (block_level:1) or one layer (leaf_level) resident at a time, the host held as stand-ins that own no memory
+    # (placement.py), so the real run measures what the compute device holds.
+    Case(
+        "sdxl-pipeline-generate-layerwise-fp8",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "layerwise_casting": "fp8_e4m3"},
+        onednn=("conv",),
+    ),
+    Case(
+        "sdxl-pipeline-generate-group-offload-block",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "group_offload": "block_level:1"},
+        onednn=("conv",),
+    ),
+    Case(
+        "sdxl-pipeline-generate-group-offload-leaf",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "group_offload": "leaf_level"},
+        onednn=("conv",),
+    ),
     # FluxPipeline.__call__: CLIP pooled + T5 at 512 tokens, packed latents and img_ids, 2 transformer steps with the
     # guidance embedding (no doubling), unpack, shift and decode (which sets the peak at 128x128).
     Case(

@@ -9,7 +9,21 @@ from vramsim.config.options import as_is, option
 from vramsim.config.workload import WorkloadOptions
 from vramsim.errors import ConfigError
 
-__all__ = ["DiffusionOptions"]
+__all__ = ["DiffusionOptions", "group_offload_layout"]
+
+_LAYERWISE_CASTING = ("fp8_e4m3", "fp8_e5m2")
+"""``layerwise_casting``'s storage dtypes (``torch.float8_e4m3fn``, ``torch.float8_e5m2``)."""
+
+
+def group_offload_layout(text: str) -> tuple[str, int | None]:
+    """``group_offload``'s text as diffusers' ``(offload_type, num_blocks_per_group)``: ``block_level:N`` or
+    ``leaf_level``."""
+    kind, _, blocks = text.partition(":")
+    if kind == "leaf_level" and not blocks:
+        return kind, None
+    if kind == "block_level" and blocks.isdigit() and int(blocks) >= 1:
+        return kind, int(blocks)
+    raise ConfigError(f"group_offload is block_level:N (N blocks per group, N >= 1) or leaf_level, got {text!r}")
 
 
 @dataclass(kw_only=True)
@@ -75,6 +89,22 @@ class DiffusionOptions:
             report=as_is,
         ),
     )
+    layerwise_casting: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: the denoiser's enable_layerwise_casting: its weights stored in fp8_e4m3 or "
+            "fp8_e5m2, each layer upcast to the pipeline's dtype while it runs (diffusers' hooks)",
+            report=as_is,
+        ),
+    )
+    group_offload: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: pipe.enable_group_offload as diffusers' hooks run it: block_level:N (N blocks of "
+            "a component resident at a time) or leaf_level (one layer's weights); without CUDA streams",
+            report=as_is,
+        ),
+    )
     max_sequence_length: int | None = field(
         default=None,
         metadata=option(
@@ -136,6 +166,7 @@ class DiffusionOptions:
             raise ConfigError(f"unknown offload {self.offload!r}; choose one of: no, model, sequential")
         if self.offload != "no" and workload.device.lower() == "cpu":
             raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
+        self._check_weight_hooks(workload)
         if self.ema and workload.task != "train":
             raise ConfigError(f"ema averages the weights a training step updates; task='{workload.task}' trains nothing")
         if (self.cache_latents or self.cache_text_embeddings) and workload.task != "train":
@@ -145,3 +176,16 @@ class DiffusionOptions:
         scale = self.guidance_scale
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
             raise ConfigError(f"guidance_scale must be a number >= 0, got {scale!r}")
+
+    def _check_weight_hooks(self, workload: WorkloadOptions) -> None:
+        """``layerwise_casting`` names a storage dtype; ``group_offload`` a layout, and it replaces ``offload``."""
+        if self.layerwise_casting is not None and self.layerwise_casting not in _LAYERWISE_CASTING:
+            raise ConfigError(
+                f"unknown layerwise_casting {self.layerwise_casting!r}; choose one of: {', '.join(_LAYERWISE_CASTING)}"
+            )
+        if self.group_offload is not None:
+            group_offload_layout(self.group_offload)
+            if self.offload != "no":
+                raise ConfigError("group_offload and offload are two ways to offload; give one of them")
+        if (self.layerwise_casting or self.group_offload) and workload.task != "generate":
+            raise ConfigError(f"layerwise_casting and group_offload shape a generation; task='{workload.task}' is not one")

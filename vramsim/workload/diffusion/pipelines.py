@@ -33,6 +33,7 @@ from vramsim.workload.diffusion.generation_report import generation_notes, gener
 from vramsim.workload.diffusion.quantization import quantize_components
 from vramsim.workload.diffusion.residency import Residency
 from vramsim.workload.diffusion.spec import PipelineSpec, call_default
+from vramsim.workload.diffusion.weight_hooks import apply_weight_hooks
 from vramsim.workload.models import build_model, load_config
 from vramsim.workload.program import Program
 
@@ -66,10 +67,18 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
             f"pipelines run: {', '.join(PIPELINES_RUN)}"
         )
     modules = _components(spec, config, device)
+    weight_hooks = apply_weight_hooks(spec, modules, config, device=device, dtype=_pipeline_dtype(spec, config))
     residency = Residency(mode=config.offload, modules=modules) if config.offload != "no" else None
     run = _pipeline_call(config, spec, modules[spec.denoiser], modules["vae"])
     batch = _prompt_batch(spec, run, device)
-    step = Generation(spec=spec, run=run, scheduler=load_scheduler(spec), family=family, residency=residency)
+    step = Generation(
+        spec=spec,
+        run=run,
+        scheduler=load_scheduler(spec),
+        family=family,
+        residency=residency,
+        weight_hooks=weight_hooks,
+    )
     return Program(
         modules=modules,
         step=step,
