@@ -298,6 +298,11 @@ def tiny_sdxl() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-sdxl")
 
 
+def tiny_taesd() -> str:
+    """A tiny AutoencoderTiny folder (TAESD's architecture: 4 latent channels, one 2x upsampling)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-taesd")
+
+
 def tiny_flux() -> str:
     """A FluxPipeline folder (CLIP, T5, a guidance-embedding FluxTransformer2DModel, a 16-channel-packing VAE)."""
     return str(Path(__file__).parent / "pipelines" / "tiny-flux")
@@ -498,6 +503,20 @@ CASES: list[Case] = [
         "sdxl-pipeline-generate-group-offload-leaf",
         tiny_sdxl,
         {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "group_offload": "leaf_level"},
+        onednn=("conv",),
+    ),
+    # The UNet alone with diffusers' classic AttnProcessor (the VAE keeps SDPA); a tiny AutoencoderTiny decoding in
+    # place of the pipeline's VAE (pipe.vae = AutoencoderTiny(...)).
+    Case(
+        "sdxl-pipeline-generate-unet-attnprocessor",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "attention_processor": "unet=AttnProcessor"},
+        onednn=("conv",),
+    ),
+    Case(
+        "sdxl-pipeline-generate-tiny-vae",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "vae": tiny_taesd()},
         onednn=("conv",),
     ),
     # FluxPipeline.__call__: CLIP pooled + T5 at 512 tokens, packed latents and img_ids, 2 transformer steps with the

@@ -93,6 +93,8 @@ def option_fields(config: SimulationConfig) -> dict[str, Any]:
     folded = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
     for name in _FILE_OPTIONS:
         folded[name] = None if folded[name] is None else Path(folded[name])
+    if folded["vae"] is not None:  # a VAE folder by its config's content
+        folded["vae"] = Path(folded["vae"]) / "config.json"
     return folded
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from vramsim.config.checks import check_count
 from vramsim.config.options import as_is, option
 from vramsim.config.workload import WorkloadOptions
 from vramsim.errors import ConfigError
 
-__all__ = ["DiffusionOptions", "group_offload_layout"]
+__all__ = ["ATTENTION_PROCESSORS", "DiffusionOptions", "attention_processors", "group_offload_layout"]
 
 _LAYERWISE_CASTING = ("fp8_e4m3", "fp8_e5m2")
 """``layerwise_casting``'s storage dtypes (``torch.float8_e4m3fn``, ``torch.float8_e5m2``)."""
@@ -24,6 +25,24 @@ def group_offload_layout(text: str) -> tuple[str, int | None]:
     if kind == "block_level" and blocks.isdigit() and int(blocks) >= 1:
         return kind, int(blocks)
     raise ConfigError(f"group_offload is block_level:N (N blocks per group, N >= 1) or leaf_level, got {text!r}")
+
+
+ATTENTION_PROCESSORS = ("AttnProcessor", "AttnProcessor2_0")
+"""The processors ``attention_processor`` sets: diffusers' classic eager one and its SDPA one."""
+
+
+def attention_processors(text: str) -> dict[str, str]:
+    """``attention_processor``'s text as ``{component: processor class name}``."""
+    chosen: dict[str, str] = {}
+    for pair in text.split(","):
+        component, sep, name = (part.strip() for part in pair.partition("="))
+        if not sep or not component or name not in ATTENTION_PROCESSORS:
+            raise ConfigError(
+                f"attention_processor takes COMPONENT=NAME pairs, NAME one of {', '.join(ATTENTION_PROCESSORS)}; "
+                f"got {pair.strip()!r}"
+            )
+        chosen[component] = name
+    return chosen
 
 
 @dataclass(kw_only=True)
@@ -102,6 +121,23 @@ class DiffusionOptions:
         metadata=option(
             help="diffusion pipelines: pipe.enable_group_offload as diffusers' hooks run it: block_level:N (N blocks of "
             "a component resident at a time) or leaf_level (one layer's weights); without CUDA streams",
+            report=as_is,
+        ),
+    )
+    attention_processor: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: a component's attention processor, COMPONENT=NAME[,COMPONENT=NAME] "
+            "(component.set_attn_processor): AttnProcessor (scores materialised by baddbmm) or AttnProcessor2_0 (SDPA), "
+            "e.g. unet=AttnProcessor",
+            report=as_is,
+        ),
+    )
+    vae: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: a VAE folder (its config.json: AutoencoderTiny or AutoencoderKL) that decodes in "
+            "place of the pipeline's own, as pipe.vae = AutoencoderTiny.from_pretrained(folder) replaces it",
             report=as_is,
         ),
     )
@@ -187,5 +223,10 @@ class DiffusionOptions:
             group_offload_layout(self.group_offload)
             if self.offload != "no":
                 raise ConfigError("group_offload and offload are two ways to offload; give one of them")
-        if (self.layerwise_casting or self.group_offload) and workload.task != "generate":
-            raise ConfigError(f"layerwise_casting and group_offload shape a generation; task='{workload.task}' is not one")
+        if self.attention_processor is not None:
+            attention_processors(self.attention_processor)
+        if self.vae is not None and not (Path(self.vae).expanduser() / "config.json").is_file():
+            raise ConfigError(f"vae={self.vae!r} is not a folder with a config.json (a VAE's, as on the Hub)")
+        given = [name for name in ("layerwise_casting", "group_offload", "attention_processor", "vae") if getattr(self, name)]
+        if given and workload.task != "generate":
+            raise ConfigError(f"{', '.join(given)}: pipeline options of a generation; task='{workload.task}' is not one")

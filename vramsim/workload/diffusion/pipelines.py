@@ -26,8 +26,13 @@ from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import WAN_VAE_DTYPE
 from vramsim.workload.diffusion import flux, ltx, pixart, sd3, stable_diffusion, wan
-from vramsim.workload.diffusion.attention import eager_attention, set_eager_attention, slice_attention
-from vramsim.workload.diffusion.components import diffusers_model, load_scheduler
+from vramsim.workload.diffusion.attention import (
+    eager_attention,
+    set_attention_processors,
+    set_eager_attention,
+    slice_attention,
+)
+from vramsim.workload.diffusion.components import diffusers_model, load_scheduler, replaced_vae
 from vramsim.workload.diffusion.generation import Family, Generation, PipelineCall
 from vramsim.workload.diffusion.generation_report import generation_notes, generation_phases
 from vramsim.workload.diffusion.quantization import quantize_components
@@ -108,9 +113,16 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
     if config.quantization is not None:
         quantize_components(spec, modules, config, device, dtype)
     is_wan = spec.class_name in wan.WAN_PIPELINES
-    vae = diffusers_model(spec, "vae", device, getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype)
+    vae_dtype = getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype
+    vae = (
+        diffusers_model(spec, "vae", device, vae_dtype)
+        if config.vae is None
+        else replaced_vae(spec, config.vae, device, vae_dtype)
+    )
     if eager:
         set_eager_attention(spec, modules[spec.denoiser], vae)
+    if config.attention_processor is not None:
+        set_attention_processors(spec, {**modules, "vae": vae}, config.attention_processor)
     if config.attention_slicing is not None:
         slice_attention(spec, modules, config.attention_slicing)
     if config.vae_tiling:
