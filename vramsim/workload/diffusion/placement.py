@@ -16,6 +16,8 @@ them, and the activations; host memory is not measured.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -37,22 +39,35 @@ _STAND_IN_DTYPES = (
 
 
 class Placement(TorchFunctionMode):
-    """``Tensor.to(COMPUTE)`` and ``Tensor.to(HOST)`` as the run places them; every other call as is."""
+    """``Tensor.to(COMPUTE)`` and ``Tensor.to(HOST)`` as the run places them; every other call as is.
 
-    def __init__(self, *, device: str) -> None:
+    ``weights``, where given, are the tensors on the compute device before the run: then a move of one of them
+    (or of a copy the mode placed) to the plain ``cpu`` is a move to the host too, as accelerate's CPU offload
+    spells it; and on the real CPU those weights say they are on ``COMPUTE``, so a library that asks whether a
+    weight is already on the CPU gets the answer a GPU run would give it.
+    """
+
+    def __init__(self, *, device: str, weights: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
         self._device = device
         self._elements = {dtype: torch.empty((), dtype=dtype, device=device) for dtype in _STAND_IN_DTYPES}
         self._stand_ins = {id(element.untyped_storage()) for element in self._elements.values()}
+        self._resident: dict[int, weakref.ref[torch.UntypedStorage]] = {}
+        """The weights' storages on the compute device, by id (a weakref tells a reused id apart)."""
+        for tensor in weights:
+            self._reside(tensor)
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func is torch.Tensor.to:
             target = _device_of(args[1:], kwargs)
-            if target in (COMPUTE, HOST):
+            host = target == HOST or (target == _PLAIN_CPU and self._resides(args[0]))
+            if target == COMPUTE or host:
                 tensor = args[0]
                 dtype = _dtype_of(args[1:], kwargs) or tensor.dtype
-                return self._placed(tensor if dtype == tensor.dtype else func(tensor, dtype), host=target == HOST)
+                return self._placed(tensor if dtype == tensor.dtype else func(tensor, dtype), host=host)
+        if getattr(func, "__self__", None) is _DEVICE and self._device == "cpu" and self._resides(args[0]):
+            return COMPUTE
         return func(*args, **kwargs)
 
     def _placed(self, tensor: torch.Tensor, *, host: bool) -> torch.Tensor:
@@ -60,7 +75,24 @@ class Placement(TorchFunctionMode):
             return tensor
         if host:
             return self._elements[tensor.dtype].expand(tensor.shape)
-        return torch.zeros(tensor.shape, dtype=tensor.dtype, device=self._device)
+        placed = torch.zeros(tensor.shape, dtype=tensor.dtype, device=self._device)
+        self._reside(placed)
+        return placed
+
+    def _reside(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        self._resident[id(storage)] = weakref.ref(storage)
+
+    def _resides(self, tensor: torch.Tensor) -> bool:
+        with torch._C.DisableTorchFunction():
+            storage = tensor.untyped_storage()
+        known = self._resident.get(id(storage))
+        return known is not None and known() is storage
+
+
+_PLAIN_CPU = torch.device("cpu")
+_DEVICE = torch.Tensor.device
+"""``Tensor.device``'s descriptor: reading it comes to the mode as its ``__get__``."""
 
 
 def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
