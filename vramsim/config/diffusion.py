@@ -200,8 +200,6 @@ class DiffusionOptions:
             raise ConfigError(f"attention_slicing is auto, max or a slice size of at least 1, got {slicing!r}")
         if self.offload not in ("no", "model", "sequential"):
             raise ConfigError(f"unknown offload {self.offload!r}; choose one of: no, model, sequential")
-        if self.offload != "no" and workload.device.lower() == "cpu":
-            raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
         self._check_weight_hooks(workload)
         if self.ema and workload.task != "train":
             raise ConfigError(f"ema averages the weights a training step updates; task='{workload.task}' trains nothing")

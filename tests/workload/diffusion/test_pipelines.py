@@ -157,8 +157,6 @@ def test_offload_keeps_only_the_running_component_or_layer_on_the_device() -> No
     assert weights["unet"] <= model.breakdown["parameters"] < weights["unet"] + weights["vae"]
     assert sequential.peak_bytes < model.peak_bytes
     assert sequential.breakdown.get("parameters", 0) < weights["unet"]
-    with pytest.raises(ConfigError, match="host memory"):
-        simulate(TINY, offload="model", task="generate", device="cpu")
 
 
 def test_importing_a_pipeline_prints_nothing() -> None:
