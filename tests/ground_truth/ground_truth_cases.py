@@ -527,6 +527,21 @@ CASES: list[Case] = [
         {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128},
         onednn=("conv",),
     ),
+    # Several quantized components, as PipelineQuantizationConfig(components_to_quantize=[...]) names them: torchao's
+    # int8wo on the transformer and the T5 encoder (each through its own library's torchao path).
+    Case(
+        "flux-pipeline-generate-int8wo-transformer-t5",
+        tiny_flux,
+        {
+            "task": "generate",
+            "num_inference_steps": 2,
+            "height": 128,
+            "width": 128,
+            "quantization": "int8wo",
+            "quantized_components": "transformer,text_encoder_2",
+        },
+        onednn=("conv",),
+    ),
     # StableDiffusion3Pipeline.__call__: three encoders on the prompt and on the empty negative one (CLIP pair padded to T5's
     # width, T5 at 256 tokens), 2 transformer steps on the doubled batch, the shifted decode (which sets the peak at 64x64).
     Case(

@@ -141,6 +141,15 @@ class DiffusionOptions:
             report=as_is,
         ),
     )
+    quantized_components: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: the components --quantization quantizes, COMPONENT[,COMPONENT] "
+            "(PipelineQuantizationConfig's components_to_quantize; none given: the denoiser and the T5 encoders with "
+            "bitsandbytes, the denoiser with torchao)",
+            report=as_is,
+        ),
+    )
     max_sequence_length: int | None = field(
         default=None,
         metadata=option(

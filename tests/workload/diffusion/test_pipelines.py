@@ -384,8 +384,10 @@ def test_group_offload_leaves_fewer_weights_resident_the_finer_its_groups(guided
         ({"attention_processor": "controlnet=AttnProcessor"}, "no component 'controlnet'"),
         ({"vae": "/nonexistent"}, "config.json"),
         ({"vae": TINY_SD3 + "/vae"}, "latents have other channels"),
+        ({"quantized_components": "unet"}, "give a quantization too"),
+        ({"quantized_components": "unet,safety_checker", "quantization": "int8wo"}, "has no safety_checker"),
     ],
-    ids=["dtype", "blocks", "two-offloads", "pair", "processor", "component", "folder", "channels"],
+    ids=["dtype", "blocks", "two-offloads", "pair", "processor", "component", "folder", "channels", "unquantized", "absent"],
 )
 def test_weight_hook_options_refuse_bad_values_in_one_line(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -112,6 +112,8 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
     modules[spec.denoiser] = diffusers_model(spec, spec.denoiser, device, dtype)
     if config.quantization is not None:
         quantize_components(spec, modules, config, device, dtype)
+    elif config.quantized_components is not None:
+        raise ConfigError("quantized_components names what quantization quantizes; give a quantization too")
     is_wan = spec.class_name in wan.WAN_PIPELINES
     vae_dtype = getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype
     vae = (
