@@ -306,6 +306,11 @@ def tiny_sdxl() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-sdxl")
 
 
+def tiny_taesd() -> str:
+    """A tiny AutoencoderTiny folder (TAESD's architecture: 4 latent channels, one 2x upsampling)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-taesd")
+
+
 def tiny_flux() -> str:
     """A FluxPipeline folder (CLIP, T5, a guidance-embedding FluxTransformer2DModel, a 16-channel-packing VAE)."""
     return str(Path(__file__).parent / "pipelines" / "tiny-flux")
@@ -497,12 +502,63 @@ CASES: list[Case] = [
         {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64},
         onednn=("conv",),
     ),
+    # diffusers' own weight hooks on the same call (vramsim/workload/diffusion/weight_hooks.py): the UNet's layerwise
+    # casting (fp8 storage, each layer upcast to fp32 while it runs); group offloading of every component, one block
+    # (block_level:1) or one layer (leaf_level) resident at a time, the host held as stand-ins that own no memory
+    # (placement.py), so the real run measures what the compute device holds.
+    Case(
+        "sdxl-pipeline-generate-layerwise-fp8",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "layerwise_casting": "fp8_e4m3"},
+        onednn=("conv",),
+    ),
+    Case(
+        "sdxl-pipeline-generate-group-offload-block",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "group_offload": "block_level:1"},
+        onednn=("conv",),
+    ),
+    Case(
+        "sdxl-pipeline-generate-group-offload-leaf",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "group_offload": "leaf_level"},
+        onednn=("conv",),
+    ),
+    # The UNet alone with diffusers' classic AttnProcessor (the VAE keeps SDPA); a tiny AutoencoderTiny decoding in
+    # place of the pipeline's VAE (pipe.vae = AutoencoderTiny(...)).
+    Case(
+        "sdxl-pipeline-generate-unet-attnprocessor",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "attention_processor": "unet=AttnProcessor"},
+        onednn=("conv",),
+    ),
+    Case(
+        "sdxl-pipeline-generate-tiny-vae",
+        tiny_sdxl,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "vae": tiny_taesd()},
+        onednn=("conv",),
+    ),
     # FluxPipeline.__call__: CLIP pooled + T5 at 512 tokens, packed latents and img_ids, 2 transformer steps with the
     # guidance embedding (no doubling), unpack, shift and decode (which sets the peak at 128x128).
     Case(
         "flux-pipeline-generate",
         tiny_flux,
         {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128},
+        onednn=("conv",),
+    ),
+    # Several quantized components, as PipelineQuantizationConfig(components_to_quantize=[...]) names them: torchao's
+    # int8wo on the transformer and the T5 encoder (each through its own library's torchao path).
+    Case(
+        "flux-pipeline-generate-int8wo-transformer-t5",
+        tiny_flux,
+        {
+            "task": "generate",
+            "num_inference_steps": 2,
+            "height": 128,
+            "width": 128,
+            "quantization": "int8wo",
+            "quantized_components": "transformer,text_encoder_2",
+        },
         onednn=("conv",),
     ),
     # StableDiffusion3Pipeline.__call__: three encoders on the prompt and on the empty negative one (CLIP pair padded to T5's

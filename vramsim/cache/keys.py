@@ -108,6 +108,8 @@ def option_fields(config: SimulationConfig | ServeConfig) -> dict[str, Any]:
     for name in _FILE_OPTIONS:
         if folded.get(name) is not None:
             folded[name] = Path(folded[name])
+    if folded.get("vae") is not None:  # a VAE folder by its config's content
+        folded["vae"] = Path(folded["vae"]) / "config.json"
     return folded
 
 

@@ -3,13 +3,46 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from vramsim.config.checks import check_count
 from vramsim.config.options import as_is, option
 from vramsim.config.workload import WorkloadOptions
 from vramsim.errors import ConfigError
 
-__all__ = ["DiffusionOptions"]
+__all__ = ["ATTENTION_PROCESSORS", "DiffusionOptions", "attention_processors", "group_offload_layout"]
+
+_LAYERWISE_CASTING = ("fp8_e4m3", "fp8_e5m2")
+"""``layerwise_casting``'s storage dtypes (``torch.float8_e4m3fn``, ``torch.float8_e5m2``)."""
+
+
+def group_offload_layout(text: str) -> tuple[str, int | None]:
+    """``group_offload``'s text as diffusers' ``(offload_type, num_blocks_per_group)``: ``block_level:N`` or
+    ``leaf_level``."""
+    kind, _, blocks = text.partition(":")
+    if kind == "leaf_level" and not blocks:
+        return kind, None
+    if kind == "block_level" and blocks.isdigit() and int(blocks) >= 1:
+        return kind, int(blocks)
+    raise ConfigError(f"group_offload is block_level:N (N blocks per group, N >= 1) or leaf_level, got {text!r}")
+
+
+ATTENTION_PROCESSORS = ("AttnProcessor", "AttnProcessor2_0")
+"""The processors ``attention_processor`` sets: diffusers' classic eager one and its SDPA one."""
+
+
+def attention_processors(text: str) -> dict[str, str]:
+    """``attention_processor``'s text as ``{component: processor class name}``."""
+    chosen: dict[str, str] = {}
+    for pair in text.split(","):
+        component, sep, name = (part.strip() for part in pair.partition("="))
+        if not sep or not component or name not in ATTENTION_PROCESSORS:
+            raise ConfigError(
+                f"attention_processor takes COMPONENT=NAME pairs, NAME one of {', '.join(ATTENTION_PROCESSORS)}; "
+                f"got {pair.strip()!r}"
+            )
+        chosen[component] = name
+    return chosen
 
 
 @dataclass(kw_only=True)
@@ -75,6 +108,48 @@ class DiffusionOptions:
             report=as_is,
         ),
     )
+    layerwise_casting: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: the denoiser's enable_layerwise_casting: its weights stored in fp8_e4m3 or "
+            "fp8_e5m2, each layer upcast to the pipeline's dtype while it runs (diffusers' hooks)",
+            report=as_is,
+        ),
+    )
+    group_offload: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: pipe.enable_group_offload as diffusers' hooks run it: block_level:N (N blocks of "
+            "a component resident at a time) or leaf_level (one layer's weights); without CUDA streams",
+            report=as_is,
+        ),
+    )
+    attention_processor: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: a component's attention processor, COMPONENT=NAME[,COMPONENT=NAME] "
+            "(component.set_attn_processor): AttnProcessor (scores materialised by baddbmm) or AttnProcessor2_0 (SDPA), "
+            "e.g. unet=AttnProcessor",
+            report=as_is,
+        ),
+    )
+    vae: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: a VAE folder (its config.json: AutoencoderTiny or AutoencoderKL) that decodes in "
+            "place of the pipeline's own, as pipe.vae = AutoencoderTiny.from_pretrained(folder) replaces it",
+            report=as_is,
+        ),
+    )
+    quantized_components: str | None = field(
+        default=None,
+        metadata=option(
+            help="diffusion pipelines: the components --quantization quantizes, COMPONENT[,COMPONENT] "
+            "(PipelineQuantizationConfig's components_to_quantize; none given: the denoiser and the T5 encoders with "
+            "bitsandbytes, the denoiser with torchao)",
+            report=as_is,
+        ),
+    )
     max_sequence_length: int | None = field(
         default=None,
         metadata=option(
@@ -134,8 +209,7 @@ class DiffusionOptions:
             raise ConfigError(f"attention_slicing is auto, max or a slice size of at least 1, got {slicing!r}")
         if self.offload not in ("no", "model", "sequential"):
             raise ConfigError(f"unknown offload {self.offload!r}; choose one of: no, model, sequential")
-        if self.offload != "no" and workload.device.lower() == "cpu":
-            raise ConfigError("offload moves weights to host memory, which is the cpu target's own memory; use a GPU target")
+        self._check_weight_hooks(workload)
         if self.ema and workload.task != "train":
             raise ConfigError(f"ema averages the weights a training step updates; task='{workload.task}' trains nothing")
         if (self.cache_latents or self.cache_text_embeddings) and workload.task != "train":
@@ -145,3 +219,21 @@ class DiffusionOptions:
         scale = self.guidance_scale
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0):
             raise ConfigError(f"guidance_scale must be a number >= 0, got {scale!r}")
+
+    def _check_weight_hooks(self, workload: WorkloadOptions) -> None:
+        """``layerwise_casting`` names a storage dtype; ``group_offload`` a layout, and it replaces ``offload``."""
+        if self.layerwise_casting is not None and self.layerwise_casting not in _LAYERWISE_CASTING:
+            raise ConfigError(
+                f"unknown layerwise_casting {self.layerwise_casting!r}; choose one of: {', '.join(_LAYERWISE_CASTING)}"
+            )
+        if self.group_offload is not None:
+            group_offload_layout(self.group_offload)
+            if self.offload != "no":
+                raise ConfigError("group_offload and offload are two ways to offload; give one of them")
+        if self.attention_processor is not None:
+            attention_processors(self.attention_processor)
+        if self.vae is not None and not (Path(self.vae).expanduser() / "config.json").is_file():
+            raise ConfigError(f"vae={self.vae!r} is not a folder with a config.json (a VAE's, as on the Hub)")
+        given = [name for name in ("layerwise_casting", "group_offload", "attention_processor", "vae") if getattr(self, name)]
+        if given and workload.task != "generate":
+            raise ConfigError(f"{', '.join(given)}: pipeline options of a generation; task='{workload.task}' is not one")

@@ -32,7 +32,9 @@ OPTION_ORDER = (
     "dp", "zero", "fsdp", "gradient_as_bucket_view", "offload_states", "shard_group_size", "training_args", "deepspeed",
     "accelerate_config", "zero_settings", "tp", "ep", "cp", "pp", "pp_schedule", "micro_batches", "pp_virtual_stages",
     "moe_routing", "height", "width", "num_inference_steps", "max_sequence_length", "guidance_scale", "num_images",
-    "num_frames", "vae_tiling", "vae_slicing", "attention_slicing", "offload", "cache_latents", "cache_text_embeddings",
+    "num_frames", "vae_tiling", "vae_slicing", "attention_slicing", "offload", "group_offload", "layerwise_casting",
+    "attention_processor", "vae", "quantized_components",
+    "cache_latents", "cache_text_embeddings",
     "ema", "steps",
     "memory_history",
 )  # fmt: skip

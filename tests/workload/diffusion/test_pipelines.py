@@ -165,8 +165,6 @@ def test_offload_keeps_only_the_running_component_or_layer_on_the_device() -> No
     assert weights["unet"] <= model.breakdown["parameters"] < weights["unet"] + weights["vae"]
     assert sequential.peak_bytes < model.peak_bytes
     assert sequential.breakdown.get("parameters", 0) < weights["unet"]
-    with pytest.raises(ConfigError, match="host memory"):
-        simulate(TINY, offload="model", task="generate", device="cpu")
 
 
 def test_importing_a_pipeline_prints_nothing() -> None:
@@ -363,3 +361,47 @@ def test_torchao_int8wo_on_the_denoiser_saves_what_the_real_run_saves() -> None:
         measured[quantization] = measure_cpu(TINY_FLUX, config).peak_bytes
     saved = measured[None] - measured["int8wo"]
     assert saved > 0 and predicted[None] - predicted["int8wo"] == saved
+
+
+def test_layerwise_casting_keeps_the_unets_weights_in_fp8_between_its_layers(guided: Report) -> None:
+    cast = simulate(TINY, height=64, width=64, layerwise_casting="fp8_e4m3", **_RUN)
+    unet = {name: sum(r.parameter_bytes for r in report.layers if r.module.startswith("unet.")) for name, report in
+            (("fp32", guided), ("fp8", cast))}  # fmt: skip
+    # the cast layers rest in 1 byte a weight (of 4); the skipped ones (norms, proj_in/proj_out) keep fp32
+    assert unet["fp32"] / 4 < unet["fp8"] < unet["fp32"] / 2
+    assert cast.peak_bytes < guided.peak_bytes
+    assert "layerwise_casting" in {a.name for a in cast.assumptions}
+
+
+def test_group_offload_leaves_fewer_weights_resident_the_finer_its_groups(guided: Report) -> None:
+    block = simulate(TINY, height=64, width=64, group_offload="block_level:1", **_RUN)
+    leaf = simulate(TINY, height=64, width=64, group_offload="leaf_level", **_RUN)
+    parameters = [report.breakdown.get("parameters", 0) for report in (guided, block, leaf)]
+    assert parameters == sorted(parameters, reverse=True) and parameters[2] < parameters[0] / 10
+    assert "group_offload" in {a.name for a in leaf.assumptions}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"layerwise_casting": "fp4"}, "unknown layerwise_casting"),
+        ({"group_offload": "block_level"}, "block_level:N"),
+        ({"group_offload": "leaf_level", "offload": "model", "device": "h100"}, "give one of them"),
+        ({"attention_processor": "unet"}, "COMPONENT=NAME"),
+        ({"attention_processor": "unet=XFormersAttnProcessor"}, "COMPONENT=NAME"),
+        ({"attention_processor": "controlnet=AttnProcessor"}, "no component 'controlnet'"),
+        ({"vae": "/nonexistent"}, "config.json"),
+        ({"vae": TINY_SD3 + "/vae"}, "latents have other channels"),
+        ({"quantized_components": "unet"}, "give a quantization too"),
+        ({"quantized_components": "unet,safety_checker", "quantization": "int8wo"}, "has no safety_checker"),
+    ],
+    ids=["dtype", "blocks", "two-offloads", "pair", "processor", "component", "folder", "channels", "unquantized", "absent"],
+)
+def test_weight_hook_options_refuse_bad_values_in_one_line(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        simulate(TINY, height=64, width=64, **{**_RUN, **options})
+
+
+def test_an_attention_processor_on_a_dispatcher_component_is_refused() -> None:
+    with pytest.raises(UnsupportedError, match="FluxAttnProcessor"):
+        simulate(TINY_FLUX, height=64, width=64, attention_processor="transformer=AttnProcessor", **_RUN)

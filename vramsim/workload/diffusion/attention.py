@@ -7,10 +7,11 @@ from typing import Any
 import torch
 
 from vramsim.config import SimulationConfig
+from vramsim.config.diffusion import attention_processors
 from vramsim.errors import ConfigError, UnsupportedError, first_line
 from vramsim.workload.diffusion.spec import PipelineSpec
 
-__all__ = ["eager_attention", "set_eager_attention", "slice_attention"]
+__all__ = ["eager_attention", "set_attention_processors", "set_eager_attention", "slice_attention"]
 
 
 def eager_attention(spec: PipelineSpec, config: SimulationConfig) -> bool:
@@ -67,3 +68,23 @@ def slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], sli
             model.set_attention_slice(size)
         except ValueError as exc:  # a size larger than a layer's heads, as diffusers checks it
             raise ConfigError(f"attention_slicing={slicing}", quoted=first_line(exc)) from None
+
+
+def set_attention_processors(spec: PipelineSpec, modules: dict[str, torch.nn.Module], text: str) -> None:
+    """``attention_processor``: ``modules[component].set_attn_processor(NAME())`` for each pair, on a component
+    whose processors are diffusers' classic ``Attention`` ones (``AttnProcessor`` or ``AttnProcessor2_0``), which
+    take either."""
+    from diffusers.models import attention_processor
+
+    for component, name in attention_processors(text).items():
+        model: Any = modules.get(component)
+        if model is None:
+            raise ConfigError(f"attention_processor: {spec.class_name} has no component {component!r} ({', '.join(modules)})")
+        kinds = {type(p).__name__ for p in getattr(model, "attn_processors", {}).values()}
+        if not kinds or not kinds <= {"AttnProcessor", "AttnProcessor2_0"}:
+            raise UnsupportedError(
+                f"attention_processor: {spec.class_name}'s {component} runs "
+                f"{', '.join(sorted(kinds)) or 'no diffusers attention processor'}; AttnProcessor and AttnProcessor2_0 "
+                "are set on components whose attention is diffusers' classic Attention (UNets, VAEs, PixArt)"
+            )
+        model.set_attn_processor(getattr(attention_processor, name)())

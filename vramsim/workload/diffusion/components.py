@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from vramsim.errors import ModelNotFoundError, UnsupportedError, first_line
+from vramsim.errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from vramsim.workload.diffusion.spec import PipelineSpec
 
-__all__ = ["diffusers_model", "load_scheduler", "vae_config", "vae_scale"]
+__all__ = ["diffusers_model", "load_scheduler", "replaced_vae", "vae_config", "vae_scale"]
 
 
 def diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dtype) -> Any:
@@ -26,6 +28,27 @@ def diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dty
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise ModelNotFoundError(f"{spec.component(name)} cannot be built as {class_name}", quoted=first_line(exc)) from exc
     return torch.nn.Module.to(model, dtype).eval()  # ModelMixin.to warns about modules kept in fp32; these have none
+
+
+def replaced_vae(spec: PipelineSpec, folder: str, device: str, dtype: torch.dtype) -> Any:
+    """The VAE of ``folder`` (``AutoencoderTiny``, ``AutoencoderKL``: its config's ``_class_name``) built on
+    ``device`` in ``dtype``, as ``pipe.vae = AutoencoderTiny.from_pretrained(folder, torch_dtype=dtype)`` sets it."""
+    import diffusers
+
+    path = Path(folder).expanduser()
+    class_name = str(json.loads((path / "config.json").read_text()).get("_class_name"))
+    cls = getattr(diffusers, class_name, None)
+    if cls is None or not class_name.startswith("Autoencoder"):
+        raise UnsupportedError(f"vae={folder}: its config names {class_name}, not one of diffusers' autoencoders")
+    own = vae_config(spec).get("latent_channels")
+    if cls.load_config(path).get("latent_channels") != own:
+        raise ConfigError(f"vae={folder}: its latents have other channels than {spec.class_name}'s VAE's {own}")
+    try:
+        with torch.device(device):
+            model = cls.from_config(cls.load_config(path))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ModelNotFoundError(f"{path} cannot be built as {class_name}", quoted=first_line(exc)) from exc
+    return torch.nn.Module.to(model, dtype).eval()
 
 
 def load_scheduler(spec: PipelineSpec, class_name: str | None = None) -> Any:

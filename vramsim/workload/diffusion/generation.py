@@ -6,6 +6,7 @@ A family is the module that holds one kind of pipeline's own ``__call__`` (``sta
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -15,6 +16,7 @@ from vramsim.estimators.assumptions import DENOISING_STEPS_TRACED
 from vramsim.tracer.categories import Category, Phase
 from vramsim.workload.diffusion.residency import Residency
 from vramsim.workload.diffusion.spec import PipelineSpec
+from vramsim.workload.diffusion.weight_hooks import WeightHooks
 from vramsim.workload.program import Program, StepObserver
 
 __all__ = ["Family", "Generation", "PipelineCall"]
@@ -65,17 +67,25 @@ class Generation:
     """The module that runs this pipeline's own steps."""
     residency: Residency | None = None
     """Where the weights are under ``--offload``; None: all on the device throughout."""
+    weight_hooks: WeightHooks | None = None
+    """diffusers' layerwise casting and group offloading hooks (``weight_hooks.py``); None: neither asked."""
 
     def __call__(self, program: Program, observer: StepObserver) -> None:
         observer.set_phase(Phase.FORWARD)
         if self.residency is not None:
             self.residency.observer = observer
-        with torch.no_grad():
+        hooks = self.weight_hooks
+        placed = hooks.placement if hooks is not None and hooks.placement is not None else contextlib.nullcontext()
+        if hooks is not None:
+            hooks.observer = observer
+        with torch.no_grad(), placed:
             embeds = self.family.encode_prompt(self, program)
             latents = self.family.denoise(self, program, embeds)
             image = self.family.decode(self, program, latents)  # embeds: __call__'s locals, alive through the decode
             observer.mark([image], Category.OUTPUT)
             del image, embeds
+        if hooks is not None:
+            hooks.observer = None
         if self.residency is not None:
             self.residency.release()
             self.residency.observer = None

@@ -85,6 +85,23 @@ def _setup_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[
             "sequential": "each module's own weights are on the device only during its forward (enable_sequential_cpu_offload)",
         }[step.residency.mode]
         notes.append(Assumption(name="cpu_offload", detail=f"{how}; the copies' host memory and PCIe time are not counted"))
+    hooks = step.weight_hooks
+    if hooks is not None and hooks.layerwise_casting is not None:
+        notes.append(
+            Assumption(
+                name="layerwise_casting",
+                detail=f"the {step.spec.denoiser}'s layers are stored in {hooks.layerwise_casting} and each cast to the "
+                "compute dtype for its forward and back (enable_layerwise_casting: diffusers' hooks and skip patterns)",
+            )
+        )
+    if hooks is not None and hooks.group_offload is not None:
+        notes.append(
+            Assumption(
+                name="group_offload",
+                detail=f"every component group-offloaded ({hooks.group_offload}, diffusers' hooks, no CUDA streams): "
+                "only the groups the hooks have onloaded are on the device; host memory and PCIe time are not counted",
+            )
+        )
     if upcasts_vae(modules["vae"], step.spec):
         notes.append(
             Assumption(

@@ -26,13 +26,19 @@ from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import WAN_VAE_DTYPE
 from vramsim.workload.diffusion import flux, ltx, pixart, sd3, stable_diffusion, wan
-from vramsim.workload.diffusion.attention import eager_attention, set_eager_attention, slice_attention
-from vramsim.workload.diffusion.components import diffusers_model, load_scheduler
+from vramsim.workload.diffusion.attention import (
+    eager_attention,
+    set_attention_processors,
+    set_eager_attention,
+    slice_attention,
+)
+from vramsim.workload.diffusion.components import diffusers_model, load_scheduler, replaced_vae
 from vramsim.workload.diffusion.generation import Family, Generation, PipelineCall
 from vramsim.workload.diffusion.generation_report import generation_notes, generation_phases
 from vramsim.workload.diffusion.quantization import quantize_components
 from vramsim.workload.diffusion.residency import Residency
 from vramsim.workload.diffusion.spec import PipelineSpec, call_default
+from vramsim.workload.diffusion.weight_hooks import apply_weight_hooks
 from vramsim.workload.models import build_model, load_config
 from vramsim.workload.program import Program
 
@@ -66,10 +72,18 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
             f"pipelines run: {', '.join(PIPELINES_RUN)}"
         )
     modules = _components(spec, config, device)
+    weight_hooks = apply_weight_hooks(spec, modules, config, device=device, dtype=_pipeline_dtype(spec, config))
     residency = Residency(mode=config.offload, modules=modules) if config.offload != "no" else None
     run = _pipeline_call(config, spec, modules[spec.denoiser], modules["vae"])
     batch = _prompt_batch(spec, run, device)
-    step = Generation(spec=spec, run=run, scheduler=load_scheduler(spec), family=family, residency=residency)
+    step = Generation(
+        spec=spec,
+        run=run,
+        scheduler=load_scheduler(spec),
+        family=family,
+        residency=residency,
+        weight_hooks=weight_hooks,
+    )
     return Program(
         modules=modules,
         step=step,
@@ -98,10 +112,19 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
     modules[spec.denoiser] = diffusers_model(spec, spec.denoiser, device, dtype)
     if config.quantization is not None:
         quantize_components(spec, modules, config, device, dtype)
+    elif config.quantized_components is not None:
+        raise ConfigError("quantized_components names what quantization quantizes; give a quantization too")
     is_wan = spec.class_name in wan.WAN_PIPELINES
-    vae = diffusers_model(spec, "vae", device, getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype)
+    vae_dtype = getattr(torch, WAN_VAE_DTYPE) if is_wan else dtype
+    vae = (
+        diffusers_model(spec, "vae", device, vae_dtype)
+        if config.vae is None
+        else replaced_vae(spec, config.vae, device, vae_dtype)
+    )
     if eager:
         set_eager_attention(spec, modules[spec.denoiser], vae)
+    if config.attention_processor is not None:
+        set_attention_processors(spec, {**modules, "vae": vae}, config.attention_processor)
     if config.attention_slicing is not None:
         slice_attention(spec, modules, config.attention_slicing)
     if config.vae_tiling:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from vramsim.config import SimulationConfig
-from vramsim.errors import UnsupportedError
+from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.workload.diffusion.spec import PipelineSpec
 from vramsim.workload.quantization.torchao import TORCHAO_NAMES, is_torchao
 from vramsim.workload.quantization.weights import BITSANDBYTES_NAMES, check_quantized_target, quantization_config, quantize_model
@@ -21,7 +21,7 @@ def quantize_components(
     ``transformer`` and ``text_encoder_2`` for FLUX): the denoiser and the T5 text encoders, each through its own
     library's quantizer; with torchao, the denoiser alone (its torchao docs load the transformer with
     ``TorchAoConfig`` and the rest as is). CLIP encoders and the VAE keep their dtype."""
-    from transformers import BitsAndBytesConfig, T5EncoderModel, UMT5EncoderModel
+    from transformers import BitsAndBytesConfig
 
     given = config.quantization if isinstance(config.quantization, str) else type(config.quantization).__name__
     supported = (*BITSANDBYTES_NAMES, *TORCHAO_NAMES)
@@ -31,7 +31,23 @@ def quantize_components(
         )
     quantization = quantization_config(config.quantization, dtype)
     check_quantized_target(quantization, target=config.device, train=False, lora=False)
-    encoders = () if is_torchao(quantization) else (T5EncoderModel, UMT5EncoderModel)
-    for name, module in modules.items():
-        if name == spec.denoiser or isinstance(module, encoders):
-            quantize_model(module, quantization, device=device, target=config.device)
+    for name in _quantized(spec, modules, config, torchao=is_torchao(quantization)):
+        quantize_model(modules[name], quantization, device=device, target=config.device)
+
+
+def _quantized(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: SimulationConfig, *, torchao: bool) -> list[str]:
+    """The components to quantize: ``quantized_components`` as given (``PipelineQuantizationConfig``'s
+    ``components_to_quantize``), else what diffusers' docs quantize with that library."""
+    from transformers import T5EncoderModel, UMT5EncoderModel
+
+    if config.quantized_components is None:
+        encoders = () if torchao else (T5EncoderModel, UMT5EncoderModel)
+        return [name for name, module in modules.items() if name == spec.denoiser or isinstance(module, encoders)]
+    given = [name.strip() for name in config.quantized_components.split(",")]
+    unknown = [name for name in given if name not in modules]
+    if unknown:
+        raise ConfigError(
+            f"quantized_components: {spec.class_name} has no {', '.join(unknown)}; its components quantized here are "
+            f"{', '.join(modules)} (the VAE is built after)"
+        )
+    return given
