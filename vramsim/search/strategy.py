@@ -14,8 +14,8 @@ micro-batch (``estimators/communication.py``), then the least device memory. The
 that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
 only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
 is counted, not measured, and ``auto`` only where it can cost no more than the cheapest fit measured so far
-(``StrategySearcher._auto_may_win``); an ``auto`` met before anything fits waits until the uniform choices
-have found a fit, then is weighed against it (a few what-ifs, where measuring it takes about 4 log2 L). On a tie
+(``StrategySearcher._auto_may_win``); every ``auto`` waits until the uniform choices have found their
+cheapest fit, then is weighed against it (a few what-ifs, where measuring it takes about 4 log2 L). On a tie
 the uniform choice wins, so the answer does not depend on the order measured. Before that, a lower bound read
 off the one-rank trace (``vramsim/search/bounds.py``) rules out every setting whose rank must hold more than the
 usable memory, without tracing its layout: most GPU counts below the answer cost no trace at all.
@@ -207,8 +207,8 @@ class StrategySearcher:
 
     def _weigh(self, heap: list[_Entry], allowed: set[Setting], order: Iterator[int], *, defer_auto: bool) -> list[_Entry]:
         """Measure ``heap``'s settings cheapest (lower-bound key) first until one that fits costs no more than the
-        rest; with ``defer_auto``, an ``auto`` met before anything fits is handed back unmeasured, to be weighed
-        once a fit is known (``_auto_may_win`` then needs a few what-ifs where measuring auto takes ~4 log2 L)."""
+        rest; with ``defer_auto``, every ``auto`` is handed back unmeasured, to be weighed once the cheapest uniform
+        fit is known (``_auto_may_win`` then needs a few what-ifs where measuring auto takes ~4 log2 L)."""
         heapq.heapify(heap)
         deferred: list[_Entry] = []
         while heap:
@@ -221,7 +221,7 @@ class StrategySearcher:
             if measured is None:
                 if not self._possible(setting):  # a trace made since tightened the bound
                     continue
-                if defer_auto and incumbent is None and setting.checkpointing == "auto":
+                if defer_auto and setting.checkpointing == "auto":
                     deferred.append(entry)
                     continue
                 if not self._floor_fits(setting) or not self._auto_may_win(setting, incumbent):
@@ -303,7 +303,7 @@ class StrategySearcher:
 
         if not within(0):
             return False
-        most = _most(within, layers)
+        most = _most(within, layers) if within(1) else 0  # one full layer over the budget: no binary search
         if most == layers:
             return True
         config = SimulationConfig.from_options(**self.base, **setting.options())
