@@ -14,16 +14,19 @@ micro-batch (``estimators/communication.py``), then the least device memory. The
 that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
 only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
 is counted, not measured, and ``auto`` only where it can cost no more than the cheapest fit measured so far
-(``StrategySearcher._auto_may_win``). Before that, a lower bound read off the one-rank trace (``vramsim/search/bounds.py``)
-rules out every setting whose rank must hold more than the usable memory, without tracing its layout: most
-GPU counts below the answer cost no trace at all.
+(``StrategySearcher._auto_may_win``); every ``auto`` waits until the uniform choices have found their
+cheapest fit, then is weighed against it (a few what-ifs, where measuring it takes about 4 log2 L). On a tie
+the uniform choice wins, so the answer does not depend on the order measured. Before that, a lower bound read
+off the one-rank trace (``vramsim/search/bounds.py``) rules out every setting whose rank must hold more than the
+usable memory, without tracing its layout: most GPU counts below the answer cost no trace at all.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -49,6 +52,9 @@ from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.targets import Target, resolve_target
 
 __all__ = ["StrategySearcher", "cheapest_strategy", "strategy_searcher"]
+
+_Entry = tuple[tuple[float, ...], int, Setting, Candidate | None]
+"""A setting in line: its cost key (a lower bound until measured), a tie-break, and its candidate once measured."""
 
 _CHOSEN = frozenset({"gpus", "checkpointing", "gradient_checkpointing", "tp", "pp", "cp", "ep", "zero", "fsdp", "pp_schedule"})
 """Options the search sets itself (``_check`` refuses the ones a user may not fix)."""
@@ -211,28 +217,38 @@ class StrategySearcher:
                 f"{len(self.pending - set(self.traces))} more trace(s) ({len(self.traces)} traced, "
                 f"{len(self.measured)} measured so far)"
             )
-        heap: list[tuple[tuple[float, ...], int, Setting, Candidate | None]] = [
-            (self._bound(s), i, s, None) for i, s in enumerate(possible)
-        ]
+        heap: list[_Entry] = [(self._bound(s), i, s, None) for i, s in enumerate(possible)]
+        order = itertools.count(len(heap))
+        deferred = self._weigh(heap, allowed, order, defer_auto=True)
+        self._weigh(deferred, allowed, order, defer_auto=False)
+        return self._incumbent(allowed)
+
+    def _weigh(self, heap: list[_Entry], allowed: set[Setting], order: Iterator[int], *, defer_auto: bool) -> list[_Entry]:
+        """Measure ``heap``'s settings cheapest (lower-bound key) first until one that fits costs no more than the
+        rest; with ``defer_auto``, every ``auto`` is handed back unmeasured, to be weighed once the cheapest uniform
+        fit is known (``_auto_may_win`` then needs a few what-ifs where measuring auto takes ~4 log2 L)."""
         heapq.heapify(heap)
-        order = len(heap)
+        deferred: list[_Entry] = []
         while heap:
-            key, _, setting, measured = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            key, _, setting, measured = entry
             incumbent = self._incumbent(allowed)
             if incumbent is not None and key > incumbent.key[:4]:  # everything left costs more
-                self.skipped += sum(1 for _, _, left, _ in [(key, 0, setting, None), *heap] if left not in self.measured)
+                self.skipped += sum(1 for _, _, left, _ in [entry, *heap] if left not in self.measured)
                 break
             if measured is None:
                 if not self._possible(setting):  # a trace made since tightened the bound
+                    continue
+                if defer_auto and setting.checkpointing == "auto":
+                    deferred.append(entry)
                     continue
                 if not self._floor_fits(setting) or not self._auto_may_win(setting, incumbent):
                     self.skipped += 1
                     continue
                 measured = self._measure(setting)
                 if measured is not None and setting.checkpointing == "auto":  # its cost is known now: back in line
-                    order += 1
-                    heapq.heappush(heap, (measured.key[:4], order, setting, measured))
-        return self._incumbent(allowed)
+                    heapq.heappush(heap, (measured.key[:4], next(order), setting, measured))
+        return deferred
 
     def _possible(self, setting: Setting) -> bool:
         """Whether ``setting`` may fit: its lower bound within the usable memory (else it is noted as ruled out)."""
@@ -280,7 +296,7 @@ class StrategySearcher:
         """The cheapest candidate measured among ``allowed`` (one GPU count's settings) that fits, popped or not:
         the answer costs no more."""
         fitting = [c for s, c in self.measured.items() if s in allowed and c.fits]
-        return min(fitting, key=lambda c: c.key, default=None)
+        return min(fitting, key=lambda c: (c.key, c.checkpointing == "auto"), default=None)  # a tie: the uniform choice
 
     def _auto_may_win(self, setting: Setting, incumbent: Candidate | None) -> bool:
         """Whether ``auto`` on ``setting`` can cost no more than ``incumbent``, from a few what-ifs, not auto's ~4 log2 L.
@@ -304,7 +320,7 @@ class StrategySearcher:
 
         if not within(0):
             return False
-        most = _most(within, layers)
+        most = _most(within, layers) if within(1) else 0  # one full layer over the budget: no binary search
         if most == layers:
             return True
         config = SimulationConfig.from_options(**self.base, **setting.options())
