@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch.profiler import profile
 
-__all__ = ["quiet_default_loss", "quiet_image_processors", "quiet_joint_trace", "quiet_peft", "quiet_profiler", "quiet_torchao"]
+__all__ = [
+    "quiet_default_loss",
+    "quiet_image_processors",
+    "quiet_joint_trace",
+    "quiet_optional_libraries",
+    "quiet_peft",
+    "quiet_profiler",
+]
 
 
 @contextlib.contextmanager
@@ -75,18 +82,23 @@ def quiet_attention_backend() -> Iterator[None]:
         yield
 
 
-def quiet_torchao() -> None:
-    """torchao, which peft and diffusers import whenever it is installed (so wherever they decide, not
-    where vramsim calls it), logs a warning per CUDA extension it cannot load here, and its import makes
-    torch's pytree warn that its ``str`` enums need no registration; diffusers (0.42) logs that it cannot
-    import tensor classes torchao 0.18 no longer has (for loading torchao checkpoints, which vramsim never
-    loads). Dropped for the process, each by its text."""
+def quiet_optional_libraries() -> None:
+    """torchao and bitsandbytes, which peft and diffusers import whenever they are installed (so wherever
+    they decide, not where vramsim calls them): torchao logs a warning per CUDA extension it cannot load
+    here, and its import makes torch's pytree warn that its ``str`` enums need no registration; diffusers
+    (0.42) logs that it cannot import tensor classes torchao 0.18 no longer has (for loading torchao
+    checkpoints, which vramsim never loads); bitsandbytes (0.50), on a CPU with AVX512-BF16, logs that it
+    cannot fetch its optional ``kernels`` package for CPU 4-bit matmuls (it falls back to its own; vramsim
+    runs none on the host it plans for). Dropped for the process, each by its text."""
     logging.getLogger("torchao").setLevel(logging.ERROR)
     logging.getLogger("torch.utils._pytree").addFilter(
         _DropMessage("is an Enum subclass and is now natively supported by torch.compile")
     )
     logging.getLogger("diffusers.quantizers.torchao.torchao_quantizer").addFilter(
         _DropMessage("Unable to import `torchao` Tensor objects")
+    )
+    logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(
+        _DropMessage("Failed to load CPU gemm_4bit_forward from kernels-community")
     )
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from vramsim.workload.models import PipelineIndex, pipeline_index
-from vramsim.workload.quiet import quiet_image_processors, quiet_torchao
+from vramsim.workload.quiet import quiet_image_processors, quiet_optional_libraries
 
 __all__ = ["PipelineSpec", "call_default", "diffusers_version", "find_pipeline", "pipeline_class"]
 
-quiet_torchao()  # diffusers imports torchao wherever it is installed: quiet before the package's first diffusers import
+quiet_optional_libraries()  # diffusers imports torchao and bitsandbytes: quiet before the first diffusers import
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from vramsim.errors import UnsupportedError
 from vramsim.estimators.devices import DeviceProfile
 from vramsim.results.report import Assumption
-from vramsim.workload.quiet import quiet_torchao
+from vramsim.workload.quiet import quiet_optional_libraries
 
 if TYPE_CHECKING:  # torch loads when a model is quantized: the command line imports this module without it
     import torch
@@ -54,7 +54,7 @@ _KINDS = {
 _INT4_PACKINGS = {"plain": "int4wo", "tile_packed_to_4d": "int4wo-tinygemm"}
 """``Int4WeightOnlyConfig.int4_packing_format`` -> the name of the format it makes."""
 
-quiet_torchao()
+quiet_optional_libraries()
 
 
 def torchao_quant_type(name: str) -> Any:
