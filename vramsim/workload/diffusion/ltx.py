@@ -22,6 +22,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.report import Assumption
 from vramsim.workload.diffusion.prompts import guided_t5_prompt
 from vramsim.workload.diffusion.spec import call_default, diffusers_version, pipeline_class
+from vramsim.workload.diffusion.video import postprocess_video
 
 if TYPE_CHECKING:
     from vramsim.workload.diffusion.generation import Generation
@@ -177,8 +178,6 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
 def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """The decode noise and timestep where the VAE takes them, ``vae.decode(latents, timestep)``, then
     ``postprocess_video``'s device part per video (denormalize; each goes to the host before the next)."""
-    from diffusers.video_processor import VideoProcessor
-
     vae: Any = program.modules["vae"]
     device = latents.device
     timestep = None
@@ -200,8 +199,4 @@ def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.T
     latents = latents.to(vae.dtype)
     step.use("vae")
     video = vae.decode(latents, timestep, return_dict=False)[0]
-    processor = VideoProcessor(vae_scale_factor=vae.spatial_compression_ratio)
-    frames = video  # (the last video's frames, on the device until their host copy)
-    for index in range(video.shape[0]):
-        frames = processor.postprocess(video[index].permute(1, 0, 2, 3), output_type="pt")
-    return frames
+    return postprocess_video(video, vae.spatial_compression_ratio)

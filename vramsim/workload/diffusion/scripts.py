@@ -26,6 +26,8 @@ GENERATING = frozenset(
         "PixArtSigmaPipeline",
         "WanPipeline",
         "LTXPipeline",
+        "CogVideoXPipeline",
+        "HunyuanVideoPipeline",
     }
 )
 """The pipeline classes whose ``__call__`` is run (pipelines.py's families; tests/workload checks the two agree).
