@@ -339,6 +339,12 @@ def tiny_hunyuan_video() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-hunyuan-video")
 
 
+def tiny_qwen_image() -> str:
+    """A QwenImagePipeline folder (a whole Qwen2.5-VL, a Qwen-Image transformer, its one-frame causal VAE), no scheduler
+    config (as the bundled one)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-qwen-image")
+
+
 def vae_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
     """``seq_len`` is the latent side."""
     return {"latents": torch.randn(batch_size, 4, seq_len, seq_len)}
@@ -597,6 +603,13 @@ CASES: list[Case] = [
         "hunyuan-video-pipeline-generate",
         tiny_hunyuan_video,
         {"task": "generate", "num_inference_steps": 2, "height": 32, "width": 48, "num_frames": 9, "max_sequence_length": 16},
+    ),
+    # QwenImagePipeline.__call__: Qwen2.5-VL over the template and the prompt (every hidden state and the logits kept),
+    # the real tokens gathered, packed latents, 2 transformer steps (no true CFG without a negative prompt), the decode.
+    Case(
+        "qwen-image-pipeline-generate",
+        tiny_qwen_image,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "max_sequence_length": 16},
     ),
     # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/workload/diffusion/training.py): a LoRA of
     # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from vramsim.results.report import Assumption
-from vramsim.workload.diffusion import cogvideox, flux, hunyuan_video, ltx, pixart, sd3, wan
+from vramsim.workload.diffusion import cogvideox, flux, hunyuan_video, ltx, pixart, qwen_image, sd3, wan
 from vramsim.workload.diffusion.components import has_scheduler_config
 from vramsim.workload.diffusion.generation import Generation
 from vramsim.workload.diffusion.spec import diffusers_version
@@ -86,6 +86,8 @@ def _family_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list
         return cogvideox.cogvideox_notes(step)
     if name in hunyuan_video.HUNYUAN_VIDEO_PIPELINES:
         return hunyuan_video.hunyuan_video_notes(step)
+    if name in qwen_image.QWEN_IMAGE_PIPELINES:
+        return qwen_image.qwen_image_notes(step)
     return []
 
 

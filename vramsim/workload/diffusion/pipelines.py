@@ -12,7 +12,8 @@ FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``; 
 and decode shift in ``sd3.py``; PixArt-Sigma's masked T5 prompt and resolution binning in ``pixart.py``;
 Wan's video latents, two-call guidance and 3D decode in ``wan.py``; LTX-Video's packed video latents and
 timestep-aware decode in ``ltx.py``; CogVideoX's unmasked T5 prompt, frame-major latents and 3D decode in
-``cogvideox.py``; HunyuanVideo's templated Llama and pooled CLIP prompt and embedded guidance in ``hunyuan_video.py``.
+``cogvideox.py``; HunyuanVideo's templated Llama and pooled CLIP prompt and embedded guidance in
+``hunyuan_video.py``; Qwen-Image's templated Qwen2.5-VL prompt and one-frame decode in ``qwen_image.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import WAN_VAE_DTYPE
-from vramsim.workload.diffusion import cogvideox, flux, hunyuan_video, ltx, pixart, sd3, stable_diffusion, wan
+from vramsim.workload.diffusion import cogvideox, flux, hunyuan_video, ltx, pixart, qwen_image, sd3, stable_diffusion, wan
 from vramsim.workload.diffusion.attention import (
     eager_attention,
     set_attention_processors,
@@ -54,6 +55,7 @@ _FAMILY_CLASSES: tuple[tuple[Family, tuple[str, ...]], ...] = (
     (ltx, ltx.LTX_PIPELINES),
     (cogvideox, cogvideox.COGVIDEOX_PIPELINES),
     (hunyuan_video, hunyuan_video.HUNYUAN_VIDEO_PIPELINES),
+    (qwen_image, qwen_image.QWEN_IMAGE_PIPELINES),
 )
 """Each family module and the pipeline classes whose ``__call__`` it runs."""
 
@@ -151,6 +153,9 @@ def _prompt_batch(spec: PipelineSpec, run: PipelineCall, device: str) -> dict[st
         if name in hunyuan_video.HUNYUAN_VIDEO_PIPELINES:  # Llama over its template and the prompt, CLIP
             assert tokens is not None, "_pipeline_call sets HunyuanVideo's max_sequence_length"
             return hunyuan_video.prompt_batch(tokens)
+        if name in qwen_image.QWEN_IMAGE_PIPELINES:  # Qwen2.5-VL over its template and the prompt
+            assert tokens is not None, "_pipeline_call sets Qwen-Image's max_sequence_length"
+            return qwen_image.prompt_batch(tokens)
         if name in ltx.LTX_PIPELINES:  # T5 over max_sequence_length, its bool mask for the transformer
             assert tokens is not None, "_pipeline_call sets LTX's max_sequence_length"
             return ltx.prompt_batch(tokens)
@@ -179,8 +184,11 @@ def _pipeline_call(config: SimulationConfig, spec: PipelineSpec, denoiser: torch
     is_ltx, is_cog = spec.class_name in ltx.LTX_PIPELINES, spec.class_name in cogvideox.COGVIDEOX_PIPELINES
     is_hunyuan = spec.class_name in hunyuan_video.HUNYUAN_VIDEO_PIPELINES
     is_video = is_wan or is_ltx or is_cog or is_hunyuan
+    is_qwen = spec.class_name in qwen_image.QWEN_IMAGE_PIPELINES
     if is_cog:  # the transformer's sample size times the VAE's spatial factor
         default_height, default_width = cogvideox.default_size(denoiser, vae)
+    elif is_qwen:  # its default_sample_size times its VAE's factor
+        default_height, default_width = qwen_image.default_size(vae)
     elif is_video:  # the video pipelines' own defaults, not a sample size's
         own = wan if is_wan else ltx if is_ltx else hunyuan_video
         default_height, default_width = own.default_size()
@@ -191,6 +199,8 @@ def _pipeline_call(config: SimulationConfig, spec: PipelineSpec, denoiser: torch
         raise ConfigError(f"num_frames is a video pipeline's argument; {spec.class_name} makes images")
     given = {"num_inference_steps": config.num_inference_steps, "guidance_scale": config.guidance_scale}
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
+    if is_qwen:  # guidance is its true_cfg_scale
+        called["guidance_scale"] = qwen_image.guidance_scale(config.guidance_scale)
     return PipelineCall(
         height=config.height or default_height,
         width=config.width or default_width,
@@ -226,10 +236,11 @@ def _t5_tokens(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.
         *cogvideox.COGVIDEOX_PIPELINES,
         *hunyuan_video.HUNYUAN_VIDEO_PIPELINES,
     )
-    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_video):
+    is_qwen = spec.class_name in qwen_image.QWEN_IMAGE_PIPELINES
+    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_video or is_qwen):
         raise ConfigError(
             "max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's, LTX's, CogVideoX's; HunyuanVideo's "
-            f"Llama prompt); {spec.class_name} has no such argument"
+            f"Llama prompt, Qwen-Image's); {spec.class_name} has no such argument"
         )
     if is_flux:
         return flux.max_sequence_length(denoiser, config.max_sequence_length)
@@ -237,6 +248,8 @@ def _t5_tokens(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.
         return sd3.max_sequence_length(config.max_sequence_length)
     if is_pixart:
         return pixart.max_sequence_length(config.max_sequence_length)
+    if is_qwen:
+        return qwen_image.max_sequence_length(config.max_sequence_length)
     if is_video:
         return config.max_sequence_length or int(call_default(spec.class_name, "max_sequence_length"))
     return None

@@ -28,6 +28,7 @@ GENERATING = frozenset(
         "LTXPipeline",
         "CogVideoXPipeline",
         "HunyuanVideoPipeline",
+        "QwenImagePipeline",
     }
 )
 """The pipeline classes whose ``__call__`` is run (pipelines.py's families; tests/workload checks the two agree).
