@@ -36,7 +36,8 @@ class PipelineCall:
     """FLUX, SD3, PixArt, the video pipelines: the T5 prompt's padded length (HunyuanVideo's Llama prompt, Qwen-Image's
     Qwen2.5-VL prompt after their templates); None for pipelines without it."""
     num_frames: int | None = None
-    """Video pipelines (Wan, LTX, CogVideoX, HunyuanVideo): the frames generated, rounded as the pipeline rounds them; None for images."""
+    """Video pipelines (Wan, LTX, CogVideoX, HunyuanVideo): the frames generated, rounded as the pipeline rounds
+    them; None for images."""
     defaulted: tuple[str, ...] = ()
     """The arguments not given, which took the pipeline's defaults."""
 
