@@ -55,6 +55,8 @@ def test_models_lists_the_zoo(capsys: pytest.CaptureFixture[str]) -> None:
     recipes = {pid for pid in model_zoo.pipeline_ids() if getattr(find_pipeline(pid), "class_name", None) in RECIPES}
     assert trained == recipes and "stabilityai/stable-diffusion-xl-base-1.0" in trained
     assert "Lightricks/LTX-Video" not in trained and "Lightricks/LTX-Video" in out.split()
+    generating = {line.split()[0] for line in out.splitlines() if line.endswith(("  generate", "  generate, train"))}
+    assert {"THUDM/CogVideoX-5b", "hunyuanvideo-community/HunyuanVideo", "Qwen/Qwen-Image"} <= generating
 
 
 def _broken_config(tmp_path: Path) -> str:

@@ -328,6 +328,23 @@ def tiny_ltx() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-ltx")
 
 
+def tiny_cogvideox() -> str:
+    """A CogVideoXPipeline folder (T5, a CogVideoX transformer with 3D rotary embeddings, a causal 3D VAE)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-cogvideox")
+
+
+def tiny_hunyuan_video() -> str:
+    """A HunyuanVideoPipeline folder (Llama, CLIP, a guidance-embedding HunyuanVideo transformer, a causal 3D VAE), no
+    scheduler config (as the bundled one)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-hunyuan-video")
+
+
+def tiny_qwen_image() -> str:
+    """A QwenImagePipeline folder (a whole Qwen2.5-VL, a Qwen-Image transformer, its one-frame causal VAE), no scheduler
+    config (as the bundled one)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-qwen-image")
+
+
 def vae_inputs(batch_size: int, seq_len: int) -> dict[str, Any]:
     """``seq_len`` is the latent side."""
     return {"latents": torch.randn(batch_size, 4, seq_len, seq_len)}
@@ -576,6 +593,23 @@ CASES: list[Case] = [
         "ltx-pipeline-generate",
         tiny_ltx,
         {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 96, "num_frames": 9},
+    ),
+    # CogVideoXPipeline.__call__: T5 on the prompt and the empty negative one (226 tokens, no mask), frame-major latents
+    # of 9 frames with the 3D rotary embeddings, 2 DDIM steps on the doubled batch, the decode (the peak, at 32x48).
+    Case("cogvideox-pipeline-generate", tiny_cogvideox, {"task": "generate", "num_inference_steps": 2}),
+    # HunyuanVideoPipeline.__call__: Llama over the template and the prompt with every hidden state kept, CLIP pooled, fp32
+    # latents of 9 frames, 2 transformer steps with the guidance embedding (no doubling), the decode (the peak).
+    Case(
+        "hunyuan-video-pipeline-generate",
+        tiny_hunyuan_video,
+        {"task": "generate", "num_inference_steps": 2, "height": 32, "width": 48, "num_frames": 9, "max_sequence_length": 16},
+    ),
+    # QwenImagePipeline.__call__: Qwen2.5-VL over the template and the prompt (every hidden state and the logits kept),
+    # the real tokens gathered, packed latents, 2 transformer steps (no true CFG without a negative prompt), the decode.
+    Case(
+        "qwen-image-pipeline-generate",
+        tiny_qwen_image,
+        {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64, "max_sequence_length": 16},
     ),
     # One training step of a pipeline's denoiser as diffusers' scripts run it (vramsim/workload/diffusion/training.py): a LoRA of
     # the FLUX transformer on cached latents, CLIP and T5 encoding the prompt, the flow-matching loss (the peak: the

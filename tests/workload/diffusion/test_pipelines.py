@@ -89,8 +89,8 @@ def test_bad_pipeline_options_are_one_line_errors(options: dict[str, object], me
 
 
 def test_a_pipeline_not_run_yet_says_so_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "CogVideoXPipeline"}))
-    with pytest.raises(UnsupportedError, match="CogVideoXPipeline is not run yet"):
+    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "AnimateDiffPipeline"}))
+    with pytest.raises(UnsupportedError, match="AnimateDiffPipeline is not run yet"):
         simulate(str(tmp_path), task="generate", device="cpu")
 
 
@@ -405,3 +405,57 @@ def test_weight_hook_options_refuse_bad_values_in_one_line(options: dict[str, st
 def test_an_attention_processor_on_a_dispatcher_component_is_refused() -> None:
     with pytest.raises(UnsupportedError, match="FluxAttnProcessor"):
         simulate(TINY_FLUX, height=64, width=64, attention_processor="transformer=AttnProcessor", **_RUN)
+
+
+TINY_COGVIDEOX = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-cogvideox")
+TINY_HUNYUAN_VIDEO = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-hunyuan-video")
+TINY_QWEN_IMAGE = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-qwen-image")
+
+
+def test_cogvideox_takes_its_defaults_from_the_transformer_and_doubles_the_batch_under_guidance() -> None:
+    """CogVideoXPipeline.__call__'s size is the transformer's sample size times the VAE's factor (32x48 here), its frames
+    the transformer's ``sample_frames``; guidance 6 doubles the transformer's batch; one video per prompt only."""
+    guided = simulate(TINY_COGVIDEOX, **_RUN)
+    options = guided.options
+    assert (options["height"], options["width"], options["num_frames"]) == (32, 48, 9)
+    assert (options["guidance_scale"], options["max_sequence_length"]) == (6.0, 226)
+    assert guided.peak_at.module.startswith("vae.decoder.")
+    unguided = simulate(TINY_COGVIDEOX, guidance_scale=1.0, **_RUN)
+    assert _peaks(unguided)["transformer"] < _peaks(guided)["transformer"]
+    with pytest.raises(ConfigError, match="one video per prompt"):
+        simulate(TINY_COGVIDEOX, num_images=2, **_RUN)
+
+
+def test_hunyuan_video_keeps_every_llama_hidden_state_and_embeds_its_guidance() -> None:
+    """HunyuanVideoPipeline.__call__: Llama over the template's 95 tokens and the prompt's, with every layer's hidden
+    state held at once (4 of them for the tiny 3-layer Llama); guidance 6 is an embedding, not a second call; the
+    folder holds no scheduler config, and the report says its defaults were used."""
+    report = simulate(TINY_HUNYUAN_VIDEO, height=32, width=48, num_frames=9, max_sequence_length=16, **_RUN)
+    assert {c.name: c.phase for c in report.components} == {
+        "text_encoder": "encode_prompt",
+        "text_encoder_2": "encode_prompt",
+        "transformer": "denoise",
+        "vae": "decode",
+    }
+    assert (report.options["guidance_scale"], report.options["num_frames"]) == (6.0, 9)
+    hidden_states = 4 * (95 + 16) * 32 * 4  # layers + 1, template + prompt tokens, hidden size, fp32
+    assert _peaks(report)["text_encoder"] - report.breakdown["parameters"] > hidden_states
+    assert {"hunyuan_video", "scheduler_defaults"} <= {a.name for a in report.assumptions}
+    assert report.peak_at.module.startswith("vae.decoder.")
+
+
+def test_qwen_image_runs_the_whole_qwen_vl_and_decodes_one_frame() -> None:
+    """QwenImagePipeline.__call__: 1024 px by default (128 x 8), here 64x64; true_cfg_scale 4 without a negative prompt
+    (one transformer call per step); more than 1024 prompt tokens is refused as the pipeline refuses it."""
+    report = simulate(TINY_QWEN_IMAGE, height=64, width=64, max_sequence_length=16, **_RUN)
+    assert {c.name: c.phase for c in report.components} == {
+        "text_encoder": "encode_prompt",
+        "transformer": "denoise",
+        "vae": "decode",
+    }
+    assert (report.options["guidance_scale"], report.options["max_sequence_length"]) == (4.0, 16)
+    assert "true_cfg_scale 4.0 needs a negative prompt" in next(
+        a.detail for a in report.assumptions if a.name == "qwen_image_prompt"
+    )
+    with pytest.raises(ConfigError, match="cannot be greater than 1024"):
+        simulate(TINY_QWEN_IMAGE, max_sequence_length=2048, **_RUN)

@@ -11,7 +11,7 @@ import torch
 from vramsim.errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from vramsim.workload.diffusion.spec import PipelineSpec
 
-__all__ = ["diffusers_model", "load_scheduler", "replaced_vae", "vae_config", "vae_scale"]
+__all__ = ["diffusers_model", "has_scheduler_config", "load_scheduler", "replaced_vae", "vae_config", "vae_scale"]
 
 
 def diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dtype) -> Any:
@@ -52,11 +52,20 @@ def replaced_vae(spec: PipelineSpec, folder: str, device: str, dtype: torch.dtyp
 
 
 def load_scheduler(spec: PipelineSpec, class_name: str | None = None) -> Any:
-    """The pipeline's scheduler, or the scheduler class ``class_name`` built on the pipeline's scheduler config."""
+    """The pipeline's scheduler, or the scheduler class ``class_name`` built on the pipeline's scheduler config; with
+    the class's own defaults where the folder holds no scheduler config (its timesteps stay on the host, so the
+    memory does not depend on them; the report says so)."""
     import diffusers
 
     cls = getattr(diffusers, class_name if class_name is not None else spec.index["scheduler"][1])
+    if not has_scheduler_config(spec):
+        return cls()
     return cls.from_config(cls.load_config(spec.component("scheduler")))
+
+
+def has_scheduler_config(spec: PipelineSpec) -> bool:
+    """The pipeline folder holds its scheduler's config."""
+    return (spec.component("scheduler") / "scheduler_config.json").is_file()
 
 
 def vae_config(spec: PipelineSpec) -> dict[str, Any]:

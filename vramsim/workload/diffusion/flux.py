@@ -27,7 +27,16 @@ if TYPE_CHECKING:
     from vramsim.workload.diffusion.spec import PipelineSpec
     from vramsim.workload.program import Program
 
-__all__ = ["DEFAULT_SAMPLE_SIZE", "FLUX_PIPELINES", "decode", "denoise", "encode_prompt", "flux_notes", "max_sequence_length"]
+__all__ = [
+    "DEFAULT_SAMPLE_SIZE",
+    "FLUX_PIPELINES",
+    "decode",
+    "denoise",
+    "encode_prompt",
+    "flux_notes",
+    "max_sequence_length",
+    "shifted_timesteps",
+]
 
 FLUX_PIPELINES = ("FluxPipeline",)
 """The pipeline classes this module runs."""
@@ -83,6 +92,26 @@ def flux_notes(spec: PipelineSpec, step: Generation, transformer: torch.nn.Modul
     ]
 
 
+def shifted_timesteps(step: Generation, image_seq_len: int) -> Any:
+    """The flow-matching pipelines' timesteps (FLUX's, LTX's, Qwen-Image's): ``linspace(1, 1 / steps)`` sigmas shifted
+    by ``calculate_shift`` of the image's (or video's) token count; kept on the host."""
+    pipeline_class(FLUX_PIPELINES[0])  # first: importing its module quietly
+    from diffusers.pipelines.flux.pipeline_flux import calculate_shift, retrieve_timesteps
+
+    steps = step.run.num_inference_steps
+    sigmas = np.linspace(1.0, 1 / steps, steps).tolist()  # the pipelines pass the array; the host keeps either
+    scheduler = step.scheduler
+    mu = calculate_shift(
+        image_seq_len,
+        scheduler.config.get("base_image_seq_len", 256),
+        scheduler.config.get("max_image_seq_len", 4096),
+        scheduler.config.get("base_shift", 0.5),
+        scheduler.config.get("max_shift", 1.15),
+    )
+    timesteps, _ = retrieve_timesteps(scheduler, steps, "cpu", sigmas=sigmas, mu=mu)
+    return timesteps
+
+
 def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]:
     """``encode_prompt``: CLIP's pooled output, T5's last hidden state and the text ids (zeros)."""
     ids, t5_ids = program.batch["input_ids"], program.batch["t5_input_ids"]
@@ -105,8 +134,7 @@ def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]
 def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents`` (packed), the shifted sigmas, the transformer once per traced step; then the latents
     unpacked and shifted for the decode (``latents / scaling_factor + shift_factor``)."""
-    pipeline = pipeline_class(FLUX_PIPELINES[0])  # first: importing its module quietly
-    from diffusers.pipelines.flux.pipeline_flux import calculate_shift, retrieve_timesteps
+    pipeline = pipeline_class(FLUX_PIPELINES[0])
 
     transformer: Any = program.modules["transformer"]
     hidden = embeds["encoder_hidden_states"]
@@ -116,17 +144,8 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     latents = torch.randn((n, channels, height, width), device=device, dtype=dtype)
     latents = pipeline._pack_latents(latents, n, channels, height, width)  # (n, h/2 * w/2, 4 * channels)
     img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)  # (h/2 * w/2, 3)
-    steps = step.run.num_inference_steps
-    sigmas = np.linspace(1.0, 1 / steps, steps).tolist()
     scheduler = step.scheduler
-    mu = calculate_shift(
-        latents.shape[1],
-        scheduler.config.get("base_image_seq_len", 256),
-        scheduler.config.get("max_image_seq_len", 4096),
-        scheduler.config.get("base_shift", 0.5),
-        scheduler.config.get("max_shift", 1.15),
-    )
-    timesteps, _ = retrieve_timesteps(scheduler, steps, "cpu", sigmas=sigmas, mu=mu)  # kept on the host
+    timesteps = shifted_timesteps(step, latents.shape[1])
     guidance = None
     if transformer.config.guidance_embeds:
         guidance = torch.full([1], step.run.guidance_scale, device=device, dtype=torch.float32).expand(n)

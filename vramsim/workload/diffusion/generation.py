@@ -1,7 +1,8 @@
 """One ``pipe(prompt)`` call as a program's step: encode, denoise, decode, each run by the pipeline's family.
 
 A family is the module that holds one kind of pipeline's own ``__call__`` (``stable_diffusion.py``, ``flux.py``,
-``sd3.py``, ``pixart.py``, ``wan.py``, ``ltx.py``); ``pipelines.py`` picks it and builds the step.
+``sd3.py``, ``pixart.py``, ``wan.py``, ``ltx.py``, ``cogvideox.py``, ``hunyuan_video.py``, ``qwen_image.py``);
+``pipelines.py`` picks it and builds the step.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ class PipelineCall:
     guidance_scale: float
     num_images: int
     max_sequence_length: int | None = None
-    """FLUX, SD3, PixArt: the T5 prompt's padded length; None for pipelines without it."""
+    """FLUX, SD3, PixArt, the video pipelines: the T5 prompt's padded length (HunyuanVideo's Llama prompt, Qwen-Image's
+    Qwen2.5-VL prompt after their templates); None for pipelines without it."""
     num_frames: int | None = None
-    """Video pipelines (Wan, LTX): the frames generated, rounded as the pipeline rounds them; None for images."""
+    """Video pipelines (Wan, LTX, CogVideoX, HunyuanVideo): the frames generated, rounded as the pipeline rounds
+    them; None for images."""
     defaulted: tuple[str, ...] = ()
     """The arguments not given, which took the pipeline's defaults."""
 

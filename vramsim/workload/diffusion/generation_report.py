@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from vramsim.results.report import Assumption
-from vramsim.workload.diffusion import flux, ltx, pixart, sd3, wan
+from vramsim.workload.diffusion import cogvideox, flux, hunyuan_video, ltx, pixart, qwen_image, sd3, wan
+from vramsim.workload.diffusion.components import has_scheduler_config
 from vramsim.workload.diffusion.generation import Generation
 from vramsim.workload.diffusion.spec import diffusers_version
 from vramsim.workload.diffusion.stable_diffusion import upcasts_vae
@@ -55,7 +56,17 @@ def _call_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[A
             detail="the scheduler's timesteps and sigmas are kept on the host "
             "(a few hundred bytes; the pipeline puts them on the device)",
         ),
-    ]
+    ] + (
+        []
+        if has_scheduler_config(spec)
+        else [
+            Assumption(
+                name="scheduler_defaults",
+                detail=f"{type(step.scheduler).__name__} built with its own defaults: the folder holds no "
+                "scheduler config (the timesteps stay on the host, so the memory does not depend on it)",
+            )
+        ]
+    )
 
 
 def _family_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[Assumption]:
@@ -71,6 +82,12 @@ def _family_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list
         return wan.wan_notes(step)
     if name in ltx.LTX_PIPELINES:
         return ltx.ltx_notes(step, modules["vae"])
+    if name in cogvideox.COGVIDEOX_PIPELINES:
+        return cogvideox.cogvideox_notes(step)
+    if name in hunyuan_video.HUNYUAN_VIDEO_PIPELINES:
+        return hunyuan_video.hunyuan_video_notes(step)
+    if name in qwen_image.QWEN_IMAGE_PIPELINES:
+        return qwen_image.qwen_image_notes(step)
     return []
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.report import Assumption
+from vramsim.workload.diffusion.flux import shifted_timesteps
 from vramsim.workload.diffusion.prompts import guided_t5_prompt
 from vramsim.workload.diffusion.spec import call_default, diffusers_version, pipeline_class
+from vramsim.workload.diffusion.video import postprocess_video
 
 if TYPE_CHECKING:
     from vramsim.workload.diffusion.generation import Generation
@@ -118,8 +119,6 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     """``prepare_latents`` (fp32, packed), the shifted sigmas, the transformer on the doubled batch per traced step,
     the prediction upcast and guided, the scheduler's step; then unpacked and de-normalized for the decode."""
     pipeline = pipeline_class(LTX_PIPELINES[0])
-    from diffusers.pipelines.ltx.pipeline_ltx import calculate_shift, retrieve_timesteps
-
     transformer: Any = program.modules["transformer"]
     vae: Any = program.modules["vae"]
     prompt_embeds = embeds["encoder_hidden_states"]
@@ -130,16 +129,7 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     latents = torch.randn(shape, device=device, dtype=torch.float32)
     latents = pipeline._pack_latents(latents, patch, patch_t)
     scheduler = step.scheduler
-    steps = step.run.num_inference_steps
-    sigmas = np.linspace(1.0, 1 / steps, steps).tolist()  # the pipeline passes the array; the host keeps either
-    mu = calculate_shift(
-        frames * height * width,
-        scheduler.config.get("base_image_seq_len", 256),
-        scheduler.config.get("max_image_seq_len", 4096),
-        scheduler.config.get("base_shift", 0.5),
-        scheduler.config.get("max_shift", 1.15),
-    )
-    timesteps, _ = retrieve_timesteps(scheduler, steps, "cpu", None, sigmas=sigmas, mu=mu)  # kept on the host
+    timesteps = shifted_timesteps(step, frames * height * width)
     rope_interpolation_scale = (
         vae.temporal_compression_ratio / int(_default("frame_rate")),
         vae.spatial_compression_ratio,
@@ -177,8 +167,6 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
 def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """The decode noise and timestep where the VAE takes them, ``vae.decode(latents, timestep)``, then
     ``postprocess_video``'s device part per video (denormalize; each goes to the host before the next)."""
-    from diffusers.video_processor import VideoProcessor
-
     vae: Any = program.modules["vae"]
     device = latents.device
     timestep = None
@@ -200,8 +188,4 @@ def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.T
     latents = latents.to(vae.dtype)
     step.use("vae")
     video = vae.decode(latents, timestep, return_dict=False)[0]
-    processor = VideoProcessor(vae_scale_factor=vae.spatial_compression_ratio)
-    frames = video  # (the last video's frames, on the device until their host copy)
-    for index in range(video.shape[0]):
-        frames = processor.postprocess(video[index].permute(1, 0, 2, 3), output_type="pt")
-    return frames
+    return postprocess_video(video, vae.spatial_compression_ratio)

@@ -11,7 +11,9 @@ SD's and SDXL's CLIP prompts, UNet loop and decode are in ``stable_diffusion.py`
 FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``; SD3's three-encoder prompt
 and decode shift in ``sd3.py``; PixArt-Sigma's masked T5 prompt and resolution binning in ``pixart.py``;
 Wan's video latents, two-call guidance and 3D decode in ``wan.py``; LTX-Video's packed video latents and
-timestep-aware decode in ``ltx.py``.
+timestep-aware decode in ``ltx.py``; CogVideoX's unmasked T5 prompt, frame-major latents and 3D decode in
+``cogvideox.py``; HunyuanVideo's templated Llama and pooled CLIP prompt and embedded guidance in
+``hunyuan_video.py``; Qwen-Image's templated Qwen2.5-VL prompt and one-frame decode in ``qwen_image.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import WAN_VAE_DTYPE
-from vramsim.workload.diffusion import flux, ltx, pixart, sd3, stable_diffusion, wan
+from vramsim.workload.diffusion import cogvideox, flux, hunyuan_video, ltx, pixart, qwen_image, sd3, stable_diffusion, wan
 from vramsim.workload.diffusion.attention import (
     eager_attention,
     set_attention_processors,
@@ -51,6 +53,9 @@ _FAMILY_CLASSES: tuple[tuple[Family, tuple[str, ...]], ...] = (
     (pixart, pixart.PIXART_PIPELINES),
     (wan, wan.WAN_PIPELINES),
     (ltx, ltx.LTX_PIPELINES),
+    (cogvideox, cogvideox.COGVIDEOX_PIPELINES),
+    (hunyuan_video, hunyuan_video.HUNYUAN_VIDEO_PIPELINES),
+    (qwen_image, qwen_image.QWEN_IMAGE_PIPELINES),
 )
 """Each family module and the pipeline classes whose ``__call__`` it runs."""
 
@@ -137,16 +142,26 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
 
 def _prompt_batch(spec: PipelineSpec, run: PipelineCall, device: str) -> dict[str, torch.Tensor]:
     """The tokenized prompt on ``device``: one prompt, padded as the pipeline's tokenizers pad it."""
+    name, tokens = spec.class_name, run.max_sequence_length
     with torch.device(device):
+        if name in (*pixart.PIXART_PIPELINES, *wan.WAN_PIPELINES):  # T5 alone: padded to max_sequence_length, masked
+            assert tokens is not None, "_pipeline_call sets PixArt's and Wan's max_sequence_length"
+            return pixart.prompt_batch(tokens)
+        if name in cogvideox.COGVIDEOX_PIPELINES:  # T5 over max_sequence_length, no mask
+            assert tokens is not None, "_pipeline_call sets CogVideoX's max_sequence_length"
+            return {"input_ids": torch.zeros(1, tokens, dtype=torch.long)}
+        if name in hunyuan_video.HUNYUAN_VIDEO_PIPELINES:  # Llama over its template and the prompt, CLIP
+            assert tokens is not None, "_pipeline_call sets HunyuanVideo's max_sequence_length"
+            return hunyuan_video.prompt_batch(tokens)
+        if name in qwen_image.QWEN_IMAGE_PIPELINES:  # Qwen2.5-VL over its template and the prompt
+            assert tokens is not None, "_pipeline_call sets Qwen-Image's max_sequence_length"
+            return qwen_image.prompt_batch(tokens)
+        if name in ltx.LTX_PIPELINES:  # T5 over max_sequence_length, its bool mask for the transformer
+            assert tokens is not None, "_pipeline_call sets LTX's max_sequence_length"
+            return ltx.prompt_batch(tokens)
         batch = {"input_ids": torch.zeros(1, spec.max_tokens("tokenizer"), dtype=torch.long)}  # one prompt, padded
-        if spec.class_name in (*pixart.PIXART_PIPELINES, *wan.WAN_PIPELINES):  # T5 alone: padded to max_sequence_length, masked
-            assert run.max_sequence_length is not None, "_pipeline_call sets PixArt's and Wan's max_sequence_length"
-            batch = pixart.prompt_batch(run.max_sequence_length)
-        elif spec.class_name in ltx.LTX_PIPELINES:  # T5 over max_sequence_length, its bool mask for the transformer
-            assert run.max_sequence_length is not None, "_pipeline_call sets LTX's max_sequence_length"
-            batch = ltx.prompt_batch(run.max_sequence_length)
-        elif run.max_sequence_length is not None:  # FLUX's and SD3's T5 prompt, padded to max_sequence_length
-            batch["t5_input_ids"] = torch.zeros(1, run.max_sequence_length, dtype=torch.long)
+        if tokens is not None:  # FLUX's and SD3's T5 prompt, padded to max_sequence_length
+            batch["t5_input_ids"] = torch.zeros(1, tokens, dtype=torch.long)
     return batch
 
 
@@ -166,16 +181,26 @@ def _pipeline_call(config: SimulationConfig, spec: PipelineSpec, denoiser: torch
     denoiser_config: Any = denoiser.config
     vae_config: Any = vae.config
     is_flux, is_wan = spec.class_name in flux.FLUX_PIPELINES, spec.class_name in wan.WAN_PIPELINES
-    is_ltx = spec.class_name in ltx.LTX_PIPELINES
-    if is_wan or is_ltx:  # the video pipelines' own defaults, not a sample size's
-        default_height, default_width = wan.default_size() if is_wan else ltx.default_size()
+    is_ltx, is_cog = spec.class_name in ltx.LTX_PIPELINES, spec.class_name in cogvideox.COGVIDEOX_PIPELINES
+    is_hunyuan = spec.class_name in hunyuan_video.HUNYUAN_VIDEO_PIPELINES
+    is_video = is_wan or is_ltx or is_cog or is_hunyuan
+    is_qwen = spec.class_name in qwen_image.QWEN_IMAGE_PIPELINES
+    if is_cog:  # the transformer's sample size times the VAE's spatial factor
+        default_height, default_width = cogvideox.default_size(denoiser, vae)
+    elif is_qwen:  # its default_sample_size times its VAE's factor
+        default_height, default_width = qwen_image.default_size(vae)
+    elif is_video:  # the video pipelines' own defaults, not a sample size's
+        own = wan if is_wan else ltx if is_ltx else hunyuan_video
+        default_height, default_width = own.default_size()
     else:
         sample_size = flux.DEFAULT_SAMPLE_SIZE if is_flux else denoiser_config.sample_size
         default_height = default_width = sample_size * 2 ** (len(vae_config.block_out_channels) - 1)
-    if config.num_frames is not None and not (is_wan or is_ltx):
+    if config.num_frames is not None and not is_video:
         raise ConfigError(f"num_frames is a video pipeline's argument; {spec.class_name} makes images")
     given = {"num_inference_steps": config.num_inference_steps, "guidance_scale": config.guidance_scale}
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
+    if is_qwen:  # guidance is its true_cfg_scale
+        called["guidance_scale"] = qwen_image.guidance_scale(config.guidance_scale)
     return PipelineCall(
         height=config.height or default_height,
         width=config.width or default_width,
@@ -183,21 +208,39 @@ def _pipeline_call(config: SimulationConfig, spec: PipelineSpec, denoiser: torch
         guidance_scale=float(called["guidance_scale"]),
         num_images=config.num_images,
         max_sequence_length=_t5_tokens(config, spec, denoiser),
-        num_frames=wan.num_frames(config.num_frames, vae) if is_wan else ltx.num_frames(config.num_frames) if is_ltx else None,
+        num_frames=_num_frames(config, spec, denoiser, vae) if is_video else None,
         defaulted=tuple(
             name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items() if value is None
         ),
     )
 
 
+def _num_frames(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module, vae: torch.nn.Module) -> int:
+    """A video pipeline's frames, as given or as its ``__call__`` defaults and rounds them."""
+    if spec.class_name in wan.WAN_PIPELINES:
+        return wan.num_frames(config.num_frames, vae)
+    if spec.class_name in ltx.LTX_PIPELINES:
+        return ltx.num_frames(config.num_frames)
+    if spec.class_name in hunyuan_video.HUNYUAN_VIDEO_PIPELINES:
+        return hunyuan_video.num_frames(config.num_frames)
+    return cogvideox.num_frames(config.num_frames, denoiser)
+
+
 def _t5_tokens(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.Module) -> int | None:
     """The T5 prompt's padded length, as given or as the pipeline defaults it; None for a pipeline without T5."""
     is_flux, is_sd3 = spec.class_name in flux.FLUX_PIPELINES, spec.class_name in sd3.SD3_PIPELINES
-    is_pixart, is_video = spec.class_name in pixart.PIXART_PIPELINES, spec.class_name in (*wan.WAN_PIPELINES, *ltx.LTX_PIPELINES)
-    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_video):
+    is_pixart = spec.class_name in pixart.PIXART_PIPELINES
+    is_video = spec.class_name in (
+        *wan.WAN_PIPELINES,
+        *ltx.LTX_PIPELINES,
+        *cogvideox.COGVIDEOX_PIPELINES,
+        *hunyuan_video.HUNYUAN_VIDEO_PIPELINES,
+    )
+    is_qwen = spec.class_name in qwen_image.QWEN_IMAGE_PIPELINES
+    if config.max_sequence_length is not None and not (is_flux or is_sd3 or is_pixart or is_video or is_qwen):
         raise ConfigError(
-            f"max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's, LTX's); {spec.class_name} has "
-            "no such argument"
+            "max_sequence_length pads FLUX's T5 prompt (and SD3's, PixArt's, Wan's, LTX's, CogVideoX's; HunyuanVideo's "
+            f"Llama prompt, Qwen-Image's); {spec.class_name} has no such argument"
         )
     if is_flux:
         return flux.max_sequence_length(denoiser, config.max_sequence_length)
@@ -205,6 +248,8 @@ def _t5_tokens(config: SimulationConfig, spec: PipelineSpec, denoiser: torch.nn.
         return sd3.max_sequence_length(config.max_sequence_length)
     if is_pixart:
         return pixart.max_sequence_length(config.max_sequence_length)
+    if is_qwen:
+        return qwen_image.max_sequence_length(config.max_sequence_length)
     if is_video:
         return config.max_sequence_length or int(call_default(spec.class_name, "max_sequence_length"))
     return None

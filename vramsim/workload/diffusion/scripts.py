@@ -26,6 +26,9 @@ GENERATING = frozenset(
         "PixArtSigmaPipeline",
         "WanPipeline",
         "LTXPipeline",
+        "CogVideoXPipeline",
+        "HunyuanVideoPipeline",
+        "QwenImagePipeline",
     }
 )
 """The pipeline classes whose ``__call__`` is run (pipelines.py's families; tests/workload checks the two agree).

@@ -20,6 +20,7 @@ from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import WAN_VAE_DTYPE
 from vramsim.results.report import Assumption
 from vramsim.workload.diffusion.spec import call_default
+from vramsim.workload.diffusion.video import postprocess_video
 
 if TYPE_CHECKING:
     from vramsim.workload.diffusion.generation import Generation
@@ -151,8 +152,6 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
 def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
     """The latents cast to the VAE's dtype and de-normalized, ``vae.decode`` (frame by frame through its cache), then
     ``postprocess_video``'s device part per video (denormalize; each goes to the host before the next)."""
-    from diffusers.video_processor import VideoProcessor
-
     vae: Any = program.modules["vae"]
     step.use("vae")
     latents = latents.to(dtype=vae.dtype)
@@ -161,8 +160,4 @@ def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.T
     latents_std = 1.0 / torch.tensor(vae.config.latents_std).view(1, z_dim, 1, 1, 1).to(latents.device, latents.dtype)
     latents = latents / latents_std + latents_mean
     video = vae.decode(latents, return_dict=False)[0]
-    processor = VideoProcessor(vae_scale_factor=int(vae.config.scale_factor_spatial))
-    frames = video  # (the last video's frames, on the device until their host copy)
-    for index in range(video.shape[0]):
-        frames = processor.postprocess(video[index].permute(1, 0, 2, 3), output_type="pt")
-    return frames
+    return postprocess_video(video, int(vae.config.scale_factor_spatial))
