@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal
 
@@ -10,7 +11,7 @@ from vramsim.config.workload import MAX_SEQ_LEN
 from vramsim.errors import ConfigError
 from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
 
-__all__ = ["DEFAULT_VLLM_VERSION", "ENGINES", "VLLM_QUANTIZATION_NAMES", "ServeConfig", "serve_options"]
+__all__ = ["DEFAULT_VLLM_VERSION", "ENGINES", "VLLM_QUANTIZATION_NAMES", "ServeConfig", "parse_mm_limits", "serve_options"]
 
 ENGINES = ("vllm", "sglang")
 QUANTIZATIONS = ("fp8", "gptq", "awq", "nf4-dq", "mxfp4")
@@ -107,6 +108,14 @@ class ServeConfig:
             report=_same,
         ),
     )
+    limit_mm_per_prompt: str | None = field(
+        default=None,
+        metadata=_option(
+            help="vLLM's --limit-mm-per-prompt: items per prompt per modality, '{\"image\": 2}' or image=2,video=0 "
+            "(default 999 each); 0 for every modality serves the model as text only (no encoder profile, no tower)",
+            report=_same,
+        ),
+    )
     engine: Literal["vllm", "sglang"] = field(default="vllm", metadata=_option(help="vllm or sglang", report=_same))
     concurrency: int | None = field(
         default=None,
@@ -162,6 +171,7 @@ class ServeConfig:
                 f"quantization {self.quantization!r} is not one vLLM serves as modelled here; choose one of: "
                 f"{', '.join(QUANTIZATIONS)}"
             )
+        parse_mm_limits(self.limit_mm_per_prompt)
         if self.gpus is not None and self.tp is not None and self.gpus % (self.tp * self.pp):
             times = f" x pp={self.pp}" if self.pp > 1 else ""
             raise ConfigError(f"gpus={self.gpus} is not a multiple of tp={self.tp}{times}")
@@ -173,3 +183,28 @@ class ServeConfig:
             self.gpus = self.tp * self.pp
         if self.concurrency is not None and (self.gpus != self.tp or self.tp != 1 or self.pp != 1):
             raise ConfigError("concurrency searches the GPU count itself; leave gpus, tp and pp out")
+
+
+def parse_mm_limits(text: str | None) -> dict[str, int]:
+    """``--limit-mm-per-prompt`` as vLLM takes it: a JSON object of counts (``{"image": 2}``) or the older
+    ``image=2,video=0`` form; each count a non-negative integer."""
+    if text is None:
+        return {}
+    raw: Any
+    try:
+        raw = json.loads(text) if text.strip().startswith("{") else dict(item.split("=", 1) for item in text.split(","))
+    except (ValueError, json.JSONDecodeError):
+        raw = None
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"limit_mm_per_prompt {text!r} is not '{{\"image\": N}}' or image=N[,video=M]")
+    limits = {}
+    for modality, count in raw.items():
+        value = count.get("count") if isinstance(count, dict) else count
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            number = -1
+        if isinstance(value, bool) or number < 0:
+            raise ConfigError(f"limit_mm_per_prompt: {modality}={value!r} is not a count of items (0 or more)")
+        limits[str(modality).strip()] = number
+    return limits

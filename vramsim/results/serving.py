@@ -8,7 +8,7 @@ from typing import Any
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
 
-__all__ = ["ServeReport", "ServeStage"]
+__all__ = ["ServeEncoder", "ServeReport", "ServeStage"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,6 +23,21 @@ class ServeStage:
     kv_cache_bytes: int
     kv_blocks: int
     """Blocks this stage's memory holds; vLLM gives every stage the fewest of them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeEncoder:
+    """A multimodal model's encoder profile in vLLM's profile run: the dummy batch and what it held."""
+
+    modality: str
+    items: int
+    width: int
+    height: int
+    tokens_per_item: int
+    peak_bytes: int
+    """The encoder's run alone: its peak over the weights."""
+    cache_bytes: int
+    """Its outputs, kept (vLLM's encoder cache) through the decoder's run and the sampler's warm-up."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +95,8 @@ class ServeReport:
     """The vLLM release whose profile run the budget follows (``--vllm-version``); None for SGLang."""
     stages: list[ServeStage] = field(default_factory=list)
     """With pipeline parallel, every stage; the report's other figures are the stage with the fewest blocks."""
+    encoder: ServeEncoder | None = None
+    """A multimodal model's encoder profile (None: a text model, or served as text only)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; ``vramsim serve --json`` prints exactly this."""

@@ -6,10 +6,11 @@ from vramsim.config.serving import VLLM_QUANTIZATION_NAMES, ServeConfig
 from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
+from vramsim.serving.multimodal import QWEN2_VL_MAX_PIXELS, EncoderBatch
 from vramsim.serving.profile_run import VLLM_QUANTIZED_LAYERS
 from vramsim.serving.versions import vllm_release
 
-__all__ = ["budget_assumptions", "encoder_note", "hybrid_note", "pipeline_note"]
+__all__ = ["budget_assumptions", "encoder_note", "hybrid_note", "multimodal_note", "pipeline_note"]
 
 
 def budget_assumptions(
@@ -188,3 +189,33 @@ def encoder_note(encoder_decoder: bool, tokens: int) -> list[Assumption]:
             "vLLM's dummy run feeds max_num_batched_tokens tokens",
         )
     ]
+
+
+def multimodal_note(kind: str | None, images: EncoderBatch | None) -> list[Assumption]:
+    """How a multimodal model's encoder profile is traced, or that it is served as text only."""
+    if kind is None:
+        return []
+    if images is None:
+        return [
+            Assumption(
+                name="text_only",
+                detail="--limit-mm-per-prompt allows no item: no encoder profile, and the vision tower's weights are "
+                "not held (vLLM builds no tower then)",
+            )
+        ]
+    return [
+        Assumption(
+            name="encoder_profile",
+            detail=f"vLLM's encoder profile: {images.items} dummy {images.modality}(s) of {images.width} x "
+            f"{images.height} ({images.tokens_per_item:,} tokens each; encoder budget {images.encoder_budget:,} "
+            f"tokens, {images.items_per_prompt} per prompt) through the model's own get_image_features, attention "
+            "as a fused kernel (its output only); the outputs kept through the decoder's run; the decoder's dummy run "
+            "fed token ids (vLLM's feeds embeddings from its persistent buffer)"
+            + (f"; {QWEN2_VL_NOTE}" if kind == "qwen2_vl" else ""),
+        )
+    ]
+
+
+QWEN2_VL_NOTE = (
+    f"the image processor's max_pixels taken as the hub's preprocessor_config.json states it ({QWEN2_VL_MAX_PIXELS:,})"
+)

@@ -33,11 +33,12 @@ from vramsim.config.serving import ServeConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
-from vramsim.results.serving import ServeReport
-from vramsim.serving.assumptions import budget_assumptions, encoder_note, hybrid_note
+from vramsim.results.serving import ServeEncoder, ServeReport
+from vramsim.serving.assumptions import budget_assumptions, encoder_note, hybrid_note, multimodal_note
 from vramsim.serving.cuda_graphs import cuda_graph_estimate
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
 from vramsim.serving.max_model_len import resolve_max_model_len
+from vramsim.serving.multimodal import encoder_batch, multimodal_kind
 from vramsim.serving.pipelined import pipelined
 from vramsim.serving.probes import rank_config, read_kv_cache, state_per_rank
 from vramsim.serving.profile_run import profile_options
@@ -118,6 +119,11 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
     default_tokens, default_seqs = serving.vllm_scheduler_defaults(profile.memory_bytes, profile.label)
     tokens = config.max_num_batched_tokens or default_tokens
     seqs = min(config.max_num_seqs or default_seqs, tokens)
+    if multimodal_kind(source) is not None and (config.tp != 1 or config.pp != 1 or config.engine != "vllm"):
+        raise UnsupportedError(
+            f"{name} is multimodal: its budget is modelled for vLLM on one GPU (the vision tower's tensor-parallel "
+            "shards, pipeline stages and SGLang's multimodal profile are not)"
+        )
     rank = rank_config(source, config.tp)
     if config.pp > 1:
         return pipelined(name, source, rank, config, target, dtype, tokens, seqs, started, traces)
@@ -152,6 +158,8 @@ def _rank_budget(
         return layers
 
     profile_tokens = min(tokens, getattr(source, "max_target_positions", tokens)) if encoder_decoder else tokens
+    images = encoder_batch(name, source, config.limit_mm_per_prompt, tokens=tokens, seqs=seqs, max_model_len=config.max_model_len)
+    multimodal = {} if multimodal_kind(source) is None else {"encoder": images, "tower": images is not None}
     traced = traces.rank(
         rank,
         target,
@@ -162,6 +170,7 @@ def _rank_budget(
         quantization=config.quantization,
         checked=checked,
         encoder_decoder=encoder_decoder,
+        **multimodal,
         **profile_options(config, target, dtype, _vocab(source)),
     )
     layers, peak_notes = traced.layers, traced.notes
@@ -172,8 +181,21 @@ def _rank_budget(
         *budget_assumptions(config, non_torch, graphs, inputs.context_bytes, peak_notes),
         *hybrid_note(hybrid, layers),
         *encoder_note(encoder_decoder, profile_tokens),
+        *multimodal_note(multimodal_kind(source), images),
     ]
-    return serve_report(name, config, target, inputs, budget, tokens, seqs, started, assumptions=assumptions)
+    report = serve_report(name, config, target, inputs, budget, tokens, seqs, started, assumptions=assumptions)
+    if images is None:
+        return report
+    encoder = ServeEncoder(
+        modality=images.modality,
+        items=images.items,
+        width=images.width,
+        height=images.height,
+        tokens_per_item=images.tokens_per_item,
+        peak_bytes=traced.encoder_peak_bytes,
+        cache_bytes=traced.encoder_cache_bytes,
+    )
+    return dataclasses.replace(report, encoder=encoder)
 
 
 def _checkpoint_quantization(source: PretrainedConfig, config: ServeConfig) -> str | None:
@@ -236,6 +258,8 @@ def _check_encoder_decoder(name: str, source: PretrainedConfig, config: ServeCon
 
 
 def _tp_candidates(source: PretrainedConfig) -> list[int]:
+    if multimodal_kind(source) is not None:
+        return [1]  # a multimodal budget is modelled on one GPU
     heads = getattr(source, "num_attention_heads", 1) or 1
     return [tp for tp in (1, 2, 4, 8) if heads % tp == 0]
 

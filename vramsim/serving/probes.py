@@ -24,6 +24,7 @@ from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import CacheSample, CacheTensor, LayerCache, layers_from_samples
+from vramsim.serving.multimodal import multimodal_kind
 from vramsim.tracer.categories import Category, Phase
 from vramsim.workload.build import check_can_generate, weight_dtype
 from vramsim.workload.inputs import default_inputs
@@ -123,7 +124,13 @@ def _probe(source: Any, dtype: torch.dtype | None, target: Target, tokens: int) 
         check_can_generate(model)
         model.eval()
         with torch.device("meta"):
-            batch = default_inputs(model, 1, tokens, train=False)
+            # a multimodal model caches its text's tokens: the probes feed text only (images are tokens like others)
+            text_only = multimodal_kind(model.config) is not None
+            batch = (
+                {"input_ids": torch.zeros(1, tokens, dtype=torch.long)}
+                if text_only
+                else default_inputs(model, 1, tokens, train=False)
+            )
         weights = next(model.parameters()).dtype
         batch = {k: v.to(weights) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in batch.items()}
         latent = _latent_widths(model)

@@ -21,6 +21,7 @@ from vramsim.config.serving import ServeConfig
 from vramsim.estimators.checkpointing import what_if
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.serving.attention import engine_attention, use_profile_attention
+from vramsim.serving.multimodal import EncoderBatch, encoder_inputs, tower_modules
 from vramsim.serving.sampler import sampler_warmup
 from vramsim.serving.versions import TopKTopP, vllm_release
 from vramsim.tracer.categories import Category, Phase
@@ -71,7 +72,10 @@ def profile_run(
     encoder_decoder: bool = False,
     embedding: bool = True,
     head: bool = True,
-) -> tuple[int, int, list[str]]:
+    encoder: EncoderBatch | None = None,
+    decoder: bool = True,
+    tower: bool = True,
+) -> tuple[int, int, list[str], int]:
     """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``; a pipeline
     stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
     encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
@@ -79,7 +83,10 @@ def profile_run(
     decoder forward over ``tokens`` tokens: the model's own default inputs, one sequence. Attention runs as the
     backends run it there (``attention.use_profile_attention``: the output buffer); ``sampler`` is the release's
     top-k/top-p path for the warm-up over the kept logits of the model's whole ``vocab`` (None: a stage without the
-    head, which samples nothing)."""
+    head, which samples nothing). A multimodal model's run starts as vLLM's does with ``encoder``, its dummy image batch:
+    the model's own ``get_image_features`` over it, its output (the encoder cache) kept through the decoder's run and
+    the warm-up (``decoder=False``: the encoder alone); ``tower=False`` serves it as text only, without the tower's
+    weights. The fourth figure is the encoder cache's bytes (0 without ``encoder``)."""
     from vramsim.analysis.traced import build_and_trace
 
     positions = _takes_position_ids(rank)
@@ -88,7 +95,8 @@ def profile_run(
         # vLLM's profile run writes no KV cache: no transformers cache either; its dummy batch's positions are
         # all zeros (a flat batch of max_num_batched_tokens tokens, not one sequence that long)
         zeros = torch.zeros(batch, length, dtype=torch.long)
-        return {"input_ids": zeros, "logits_to_keep": seqs, "use_cache": False} | ({"position_ids": zeros} if positions else {})
+        text = {"input_ids": zeros, "logits_to_keep": seqs, "use_cache": False} | ({"position_ids": zeros} if positions else {})
+        return text | ({} if encoder is None else encoder_inputs(rank, encoder, dtype or torch.float32))
 
     def encoder_decoder_inputs(batch: int, length: int) -> dict[str, Any]:
         # one 30-s clip: Whisper's feature extractor pads to 2 x max_source_positions mel frames
@@ -110,11 +118,14 @@ def profile_run(
         quantization=VLLM_QUANTIZED_LAYERS.get(quantization or ""),
     )
 
+    kept: list[int] = []
+    images = () if encoder is None else tuple(encoder_inputs(rank, encoder, torch.float32))
+
     def as_vllm_runs_it(program: Program) -> None:
         if not encoder_decoder:
             use_profile_attention(program.model)
-        if sampler is not None:
-            program.step = lambda p, o: _profile_step(p, o, seqs, vocab, sampler)
+        if sampler is not None or encoder is not None:
+            program.step = lambda p, o: _profile_step(p, o, seqs, vocab, sampler, images, kept, decoder)
 
     program, _, trace = build_and_trace(rank, config, target, checkpointing="marked", prepare=as_vllm_runs_it)
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
@@ -130,20 +141,45 @@ def profile_run(
     if quantization == "mxfp4":
         weights -= _mxfp4_savings(program.model)
     weights -= _unheld(program.model, embedding=embedding, head=head)
-    return weights, memory.peak_bytes - resident, list(trace.notes)
+    if not tower:
+        weights -= sum(_rounded(p.numel() * p.element_size()) for m in tower_modules(program.model) for p in m.parameters())
+    return weights, memory.peak_bytes - resident, list(trace.notes), kept[-1] if kept else 0  # the last step's
 
 
-def _profile_step(program: Program, observer: StepObserver, seqs: int, vocab: int, sampler: TopKTopP) -> None:
-    """The dummy forward, then the sampler's warm-up over the last ``seqs`` rows of its logits, ``vocab`` wide
-    (vLLM's whole vocabulary, gathered from a tensor-parallel rank's shard)."""
+def _profile_step(
+    program: Program,
+    observer: StepObserver,
+    seqs: int,
+    vocab: int,
+    sampler: TopKTopP | None,
+    images: tuple[str, ...],
+    kept: list[int],
+    decoder: bool,
+) -> None:
+    """The encoder over the dummy images (``images``: their keywords in the batch), its outputs kept as vLLM's encoder
+    cache keeps them (their bytes appended to ``kept``); then the dummy forward and the sampler's warm-up over the last
+    ``seqs`` rows of its logits, ``vocab`` wide (vLLM's whole vocabulary, gathered from a tensor-parallel rank's
+    shard), unless ``decoder`` is False."""
     observer.set_phase(Phase.FORWARD)
+    text = {k: v for k, v in program.batch.items() if k not in images}
     with torch.no_grad():
-        outputs = program.model(**program.batch)
-        logits = outputs.logits[0, -seqs:]  # (seqs, vocab shard)
-        del outputs
-        sampled = sampler_warmup(logits, vocab, sampler)
-        observer.mark(tensors_in(sampled), Category.OUTPUT)
-        del logits, sampled
+        cache: Any = None
+        if images:
+            features: Any = program.model.get_image_features  # the conditional-generation model's, over its tower
+            encoded = features(**{k: program.batch[k] for k in images})
+            cache = encoded.pooler_output  # the projected features per image (Qwen: a tuple of them), as vLLM keeps
+            del encoded
+            kept.append(sum(t.numel() * t.element_size() for t in tensors_in(cache)))
+        if decoder:
+            outputs = program.model(**text)
+            logits = outputs.logits[0, -seqs:]  # (seqs, vocab shard)
+            del outputs
+            if sampler is not None:
+                sampled = sampler_warmup(logits, vocab, sampler)
+                observer.mark(tensors_in(sampled), Category.OUTPUT)
+                del sampled
+            del logits
+        del cache  # encoder_cache.clear() after the warm-up
 
 
 def _takes_position_ids(config: PretrainedConfig) -> bool:

@@ -29,6 +29,10 @@ class RankTrace:
     activation_peak_bytes: int
     notes: list[str]
     """What the profile run's trace assumed (``profile_run``'s notes)."""
+    encoder_peak_bytes: int = 0
+    """A multimodal model's encoder profile alone: its peak over the weights (0 without one)."""
+    encoder_cache_bytes: int = 0
+    """The encoder's outputs the profile run keeps through the decoder's run (vLLM's encoder cache)."""
 
 
 class RankTraces:
@@ -37,7 +41,8 @@ class RankTraces:
 
     def __init__(self) -> None:
         self._layers: dict[tuple[Any, ...], list[LayerCache]] = {}
-        self._profiles: dict[tuple[Any, ...], tuple[int, int, list[str]]] = {}
+        self._profiles: dict[tuple[Any, ...], tuple[int, int, list[str], int]] = {}
+        self._encoders: dict[tuple[Any, ...], int] = {}
         self._captures: dict[tuple[Any, ...], int] = {}
 
     @property
@@ -76,8 +81,10 @@ class RankTraces:
         layers = checked(self._layers[key])
         if key not in self._profiles:
             self._profiles[key] = profile_run(rank, target, dtype, tokens, seqs, quantization, **held)
-        weights, activation, notes = self._profiles[key]
-        return RankTrace(layers, weights, activation, list(notes))
+        weights, activation, notes, cache = self._profiles[key]
+        if held.get("encoder") is not None and key not in self._encoders:
+            self._encoders[key] = profile_run(rank, target, dtype, tokens, seqs, quantization, **held, decoder=False)[1]
+        return RankTrace(layers, weights, activation, list(notes), self._encoders.get(key, 0), cache)
 
     def capture(
         self, rank: PretrainedConfig, target: Target, dtype: torch.dtype, *, tokens: int, quantization: str | None, **held: Any
@@ -93,6 +100,6 @@ class RankTraces:
             tuple(sorted(held.items())),
         )
         if key not in self._captures:
-            _, activation, _ = profile_run(rank, target, dtype, tokens, 1, quantization, sampler=None, vocab=0, **held)
+            _, activation, _, _ = profile_run(rank, target, dtype, tokens, 1, quantization, sampler=None, vocab=0, **held)
             self._captures[key] = activation
         return self._captures[key]

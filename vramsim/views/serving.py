@@ -58,6 +58,14 @@ def render_serve(report: ServeReport, console: Console) -> None:
             f"replica{'s' if report.replicas > 1 else ''}) serve {report.concurrency:,} requests of "
             f"{report.max_model_len:,} tokens",
         )
+    if report.encoder is not None:
+        encoder = report.encoder
+        _say(
+            console,
+            f"Encoder profile: {encoder.items:,} x {encoder.modality} {encoder.width} x {encoder.height} "
+            f"({encoder.tokens_per_item:,} tokens each): peak {format_bytes(encoder.peak_bytes)} alone; its outputs, "
+            f"{format_bytes(encoder.cache_bytes)}, kept through the decoder's run (in the activation peak)",
+        )
     _say(console, "KV cache layers (measured from the model's cache)")
     console.print(_serve_layers(report))
     _say(console, "Assumptions:")

@@ -1,0 +1,183 @@
+"""A multimodal model's budget as vLLM's profile run sees it: the encoder over its dummy images first, their outputs
+kept (the encoder cache) through the decoder's run; ``--limit-mm-per-prompt`` 0 serves the model as text only."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from profiled import allocation_trace, memory_profile
+
+from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.serving.attention import use_profile_attention
+from vramsim.serving.budget import serve
+from vramsim.serving.multimodal import EncoderBatch, encoder_batch, encoder_inputs, tower_modules
+from vramsim.serving.profile_run import profile_run
+from vramsim.workload.models import load_config
+from vramsim.workload.targets import resolve_target
+
+TOKENS, SEQS, LENGTH = 2048, 16, 2048
+
+
+def _qwen() -> transformers.Qwen2_5_VLConfig:
+    """A tiny Qwen2.5-VL: two windowed vision blocks (one of them full attention), the 2 x 2 merger."""
+    return transformers.Qwen2_5_VLConfig(
+        text_config=dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=32768,
+            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+        ),
+        vision_config=dict(
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            window_size=112,
+            fullatt_block_indexes=[1],
+        ),
+        image_token_id=990,
+        video_token_id=991,
+        vision_start_token_id=992,
+        vision_end_token_id=993,
+        dtype=torch.bfloat16,
+        architectures=["Qwen2_5_VLForConditionalGeneration"],
+    )
+
+
+def _gemma3() -> transformers.Gemma3Config:
+    """A tiny Gemma 3: a two-layer SigLIP tower on 64-pixel images of 16 patches pooled to 4 tokens."""
+    return transformers.Gemma3Config(
+        text_config=dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            max_position_embeddings=32768,
+            sliding_window=64,
+        ),
+        vision_config=dict(
+            image_size=64, patch_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2
+        ),
+        mm_tokens_per_image=4,
+        image_token_index=990,
+        boi_token_index=991,
+        eoi_token_index=992,
+        dtype=torch.bfloat16,
+        architectures=["Gemma3ForConditionalGeneration"],
+    )
+
+
+def _budget(config: transformers.PretrainedConfig, **options: object):  # type: ignore[no-untyped-def]
+    values = dict(device="h100", max_model_len=LENGTH, enforce_eager=True, max_num_batched_tokens=TOKENS, max_num_seqs=SEQS)
+    return serve(config, cache=False, **(values | options))
+
+
+# -- the dummy batch, as vLLM's MultiModalBudget counts it ----------------------------------------------------------
+
+
+def test_qwen25_vl_profiles_one_image_of_the_largest_size() -> None:
+    """max_pixels 12845056 brings the 9999999-pixel square to 3584 x 3584: 256 x 256 patches of 14, 16,384 tokens
+    after the 2 x 2 merge; the encoder budget max(8192, 16384) holds one."""
+    config = load_config("Qwen/Qwen2.5-VL-7B-Instruct")
+    batch = encoder_batch("qwen", config, None, tokens=8192, seqs=1024, max_model_len=8192)
+    assert batch == EncoderBatch(
+        modality="image", width=3584, height=3584, tokens_per_item=16384, items_per_prompt=1, items=1, encoder_budget=16384
+    )
+    # 40,000 batched tokens hold two of them; a prompt of 20,000 tokens one
+    two = encoder_batch("qwen", config, None, tokens=40000, seqs=256, max_model_len=20000)
+    assert two is not None and (two.items, two.items_per_prompt, two.encoder_budget) == (2, 1, 40000)
+
+
+def test_gemma3_profiles_as_many_896_pixel_images_as_the_budget_holds() -> None:
+    """256 tokens an image: 8192 // 256 = 32 in the encoder budget, 32 a prompt of 8192 tokens; a limit of 2 a prompt
+    over 4 sequences allows 8."""
+    config = load_config("google/gemma-3-4b-it")
+    batch = encoder_batch("gemma", config, None, tokens=8192, seqs=1024, max_model_len=8192)
+    assert batch is not None
+    assert (batch.width, batch.height, batch.tokens_per_item, batch.items_per_prompt, batch.items) == (896, 896, 256, 32, 32)
+    limited = encoder_batch("gemma", config, '{"image": 2}', tokens=8192, seqs=4, max_model_len=8192)
+    assert limited is not None and (limited.items_per_prompt, limited.items) == (2, 8)
+
+
+def test_a_zero_limit_for_every_modality_is_text_only() -> None:
+    assert encoder_batch("qwen", _qwen(), "image=0,video=0", tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH) is None
+    assert encoder_batch("gemma", _gemma3(), '{"image": 0}', tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH) is None
+
+
+# -- the traced budget ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("build", [_qwen, _gemma3], ids=["qwen2_5_vl", "gemma3"])
+def test_the_budget_includes_the_encoder_profile(build) -> None:  # type: ignore[no-untyped-def]
+    """The activation peak is at least the encoder's own peak and, over the text-only budget's, at least the encoder
+    cache kept through the decoder's run; text only holds no tower's weights."""
+    config = build()
+    images = _budget(config)
+    text = _budget(config, limit_mm_per_prompt='{"image": 0, "video": 0}' if build is _qwen else "image=0")
+    assert images.encoder is not None and text.encoder is None
+    assert images.encoder.cache_bytes > 0
+    assert images.activation_peak_bytes >= images.encoder.peak_bytes > text.activation_peak_bytes
+    assert images.activation_peak_bytes - text.activation_peak_bytes >= images.encoder.cache_bytes
+    model = transformers.AutoModelForImageTextToText.from_config(config)
+    tower = sum(-(-p.numel() * 2 // 512) * 512 for m in tower_modules(model) for p in m.parameters())  # bf16, in blocks
+    assert images.weights_bytes - text.weights_bytes == tower
+    assert images.kv_cache_bytes < text.kv_cache_bytes
+
+
+@pytest.mark.parametrize("build", [_qwen, _gemma3], ids=["qwen2_5_vl", "gemma3"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_encoder_peak_matches_a_real_cpu_run(build, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+    """The traced encoder profile on the CPU target against the same tower's real forward over the same dummy
+    batch under torch.profiler (attention as the fused kernels hold it: the output only, in both)."""
+    config = build()
+    batch = encoder_batch("tiny", config, None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH)
+    assert batch is not None
+    _, traced, _, cache = profile_run(
+        config, resolve_target("cpu"), dtype, TOKENS, SEQS, None, sampler=None, vocab=0, encoder=batch, decoder=False
+    )
+    model = transformers.AutoModelForImageTextToText.from_config(config).to(dtype).eval()
+    use_profile_attention(model)
+    with torch.device("cpu"):
+        meta = encoder_inputs(config, batch, dtype)
+    inputs = {name: torch.zeros(value.shape, dtype=value.dtype) for name, value in meta.items()}
+    if "image_grid_thw" in inputs:
+        inputs["image_grid_thw"] = torch.tensor([[1, batch.height // 14, batch.width // 14]] * batch.items)
+    with torch.no_grad(), memory_profile() as prof:
+        features = model.get_image_features(**inputs).pooler_output
+        kept = sum(t.numel() * t.element_size() for t in (features if isinstance(features, tuple) else (features,)))
+        del features
+    real, _ = allocation_trace(prof)
+    assert traced == pytest.approx(real, rel=0.005)
+    assert cache == kept
+
+
+# -- refusals ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["image", "image=x", "{}", '{"image": -1}', "image=1.5"], ids=str)
+def test_a_bad_limit_is_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match="limit_mm_per_prompt"):
+        serve(_gemma3(), limit_mm_per_prompt=text)
+
+
+def test_unmodelled_cases_are_refused_in_one_line() -> None:
+    with pytest.raises(UnsupportedError, match="video"):  # a dummy video of several frames
+        encoder_batch("qwen", _qwen(), None, tokens=TOKENS, seqs=SEQS, max_model_len=32768)
+    with pytest.raises(UnsupportedError, match="not audio"):
+        encoder_batch("gemma", _gemma3(), "audio=1", tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH)
+    with pytest.raises(UnsupportedError, match="takes no images"):
+        encoder_batch("llama", transformers.LlamaConfig(), "image=1", tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH)
+    with pytest.raises(UnsupportedError, match="one GPU"):
+        _budget(_gemma3(), tp=2)

@@ -1,0 +1,177 @@
+"""vLLM's multimodal budget for the profile run: which dummy images its encoder profile runs, and how many.
+
+vLLM V1's ``GPUModelRunner.profile_run`` first runs the vision encoder (``embed_multimodal``) on a dummy batch of the
+modality with the most tokens per item, the largest items its processor makes (``get_image_size_with_most_features``),
+as many as ``MultiModalBudget._get_max_items`` allows (``vllm/multimodal/encoder_budget.py``); it keeps their outputs
+in the encoder cache (``encoder_cache["tmp"]``) while the decoder's dummy run and the sampler's warm-up run, then clears
+them. The counts, as that code computes them:
+
+- the encoder budget is ``min(encoder_compute_budget, encoder_cache_size)``, each ``max(max_num_batched_tokens,
+  max_tokens_per_mm_item)`` (``compute_mm_encoder_budget``: the scheduler's ``max_num_encoder_input_tokens`` and
+  ``encoder_cache_size`` default to ``max_num_batched_tokens``);
+- items per prompt: ``max(1, min(limit, max_model_len // tokens_per_item))``, the limit ``--limit-mm-per-prompt``'s
+  (999 per modality when unset, ``MultiModalConfig.get_limit_per_prompt``);
+- items per batch: ``max(1, min(encoder_budget // tokens_per_item, max_num_seqs x items_per_prompt))`` (chunked
+  prefill on, as V1 runs it).
+
+A limit of 0 for every modality the model takes serves it as a language model: no encoder profile, no tower's weights
+(``Qwen2VLForConditionalGeneration.__init__`` builds ``visual = None`` and ``load_weights`` skips ``visual.``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from vramsim.config.serving import parse_mm_limits
+from vramsim.errors import UnsupportedError
+
+__all__ = [
+    "DEFAULT_MM_LIMIT",
+    "QWEN2_VL_MAX_PIXELS",
+    "EncoderBatch",
+    "encoder_batch",
+    "encoder_inputs",
+    "multimodal_kind",
+    "tower_modules",
+]
+
+DEFAULT_MM_LIMIT = 999
+"""Items per prompt of a modality ``--limit-mm-per-prompt`` does not name (V1's ``get_limit_per_prompt``)."""
+
+QWEN2_VL_MAX_PIXELS = 12845056
+"""``max_pixels`` of Qwen2-VL's and Qwen2.5-VL's image processor as the hub checkpoints save it
+(``preprocessor_config.json``: 12845056 = 16384 x 28 x 28; ``min_pixels`` 3136); the configs bundled here do not carry
+it. vLLM's largest Qwen image is the 9999999-pixel square ``smart_resize`` brings under it: 3584 x 3584, 16,384 tokens."""
+
+QWEN2_VL_MIN_PIXELS = 3136
+"""``min_pixels`` of the same ``preprocessor_config.json``."""
+
+_LARGEST_SIDE = 9999999
+"""The side of the picture ``Qwen2VLProcessingInfo.get_image_size_with_most_features`` resizes (``_get_vision_info``)."""
+
+_KINDS = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_vl", "gemma3": "gemma3"}
+"""Model types whose encoder profile is modelled -> the processor family it follows."""
+
+_MODALITIES = {"qwen2_vl": ("image", "video"), "gemma3": ("image",)}
+"""The modalities each family's vLLM model takes (``get_supported_mm_limits``)."""
+
+_TOWERS = ("visual", "vision_tower", "multi_modal_projector")
+"""The modules vLLM builds only when a modality is allowed: Qwen's ``visual`` (its merger inside), Gemma 3's SigLIP
+tower and projector."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncoderBatch:
+    """The dummy batch vLLM's encoder profile runs: ``items`` images of ``width`` x ``height``."""
+
+    modality: str
+    width: int
+    height: int
+    tokens_per_item: int
+    items_per_prompt: int
+    items: int
+    encoder_budget: int
+    """Tokens: ``min(encoder_compute_budget, encoder_cache_size)``."""
+
+
+def multimodal_kind(config: Any) -> str | None:
+    """The processor family of a multimodal model vLLM profiles with an encoder run, or None for a text model."""
+    if getattr(config, "vision_config", None) is None:
+        return None
+    return _KINDS.get(getattr(config, "model_type", ""), "other")
+
+
+def encoder_batch(
+    name: str, config: Any, limits_text: str | None, *, tokens: int, seqs: int, max_model_len: int
+) -> EncoderBatch | None:
+    """vLLM's encoder dummy batch for ``config`` (None: a text model, or every modality limited to 0)."""
+    kind = multimodal_kind(config)
+    limits = parse_mm_limits(limits_text)
+    if kind is None:
+        if limits:
+            raise UnsupportedError(f"{name} takes no images: --limit-mm-per-prompt is for multimodal models")
+        return None
+    if kind == "other":
+        if all(limits.get(m, DEFAULT_MM_LIMIT) == 0 for m in ("image", "video", "audio")):
+            return None
+        raise UnsupportedError(
+            f"{name} ({config.model_type}): vLLM's encoder profile is modelled for Qwen2-VL, Qwen2.5-VL and Gemma 3; "
+            "pass --limit-mm-per-prompt '{\"image\": 0}' to budget it as a language model"
+        )
+    supported = _MODALITIES[kind]
+    unknown = sorted(set(limits) - set(supported))
+    if unknown:
+        raise UnsupportedError(f"{name} takes {', '.join(supported)}, not {', '.join(unknown)} (--limit-mm-per-prompt)")
+    allowed = {m: limits.get(m, DEFAULT_MM_LIMIT) for m in supported}
+    if not any(allowed.values()):
+        return None
+    width, height, per_item = _largest_image(kind, config)
+    if allowed.get("video") and max_model_len >= 2 * per_item:
+        # Qwen2VLProcessingInfo.get_num_frames_with_most_features: the video fills max_model_len with frames of the
+        # largest size; at 2 x an image's tokens it holds more than one image and the video is the modality profiled
+        raise UnsupportedError(
+            f"{name}: at --max-model-len {max_model_len} vLLM profiles a dummy video of several frames, not modelled; "
+            "pass --limit-mm-per-prompt '{\"video\": 0}' (or a --max-model-len under "
+            f"{2 * per_item})"
+        )
+    # below that length the dummy video is one frame pair of the largest size: the same patches through the same
+    # tower as one image, so the image batch stands for it (ties pick video by name, get_modality_with_max_tokens)
+    limit = allowed.get("image") or allowed.get("video") or 0
+    budget = max(tokens, per_item)
+    per_prompt = max(1, min(limit, max_model_len // per_item))
+    items = max(1, min(budget // per_item, seqs * per_prompt))
+    return EncoderBatch(
+        modality="image",
+        width=width,
+        height=height,
+        tokens_per_item=per_item,
+        items_per_prompt=per_prompt,
+        items=items,
+        encoder_budget=budget,
+    )
+
+
+def _largest_image(kind: str, config: Any) -> tuple[int, int, int]:
+    """``(width, height, tokens)`` of the image with the most features, as vLLM's processing info finds it."""
+    vision = config.vision_config
+    if kind == "qwen2_vl":
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+        merge = int(vision.spatial_merge_size)
+        height, width = smart_resize(
+            _LARGEST_SIDE,
+            _LARGEST_SIDE,
+            factor=int(vision.patch_size) * merge,
+            min_pixels=QWEN2_VL_MIN_PIXELS,
+            max_pixels=QWEN2_VL_MAX_PIXELS,
+        )
+        return width, height, (height // vision.patch_size) * (width // vision.patch_size) // merge**2
+    # Gemma3ProcessingInfo: without pan-and-scan one crop of the processor's size (the tower's), mm_tokens_per_image
+    side = int(vision.image_size)
+    return side, side, int(config.mm_tokens_per_image)
+
+
+def encoder_inputs(config: Any, batch: EncoderBatch, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """``get_image_features``' keywords for the dummy batch, on the current default device (the patch grid on the CPU,
+    for the tracer to read)."""
+    from vramsim.tracer.data_dependent import seed
+
+    vision = config.vision_config
+    if multimodal_kind(config) == "qwen2_vl":
+        patch, temporal = int(vision.patch_size), int(vision.temporal_patch_size)
+        grid = [1, batch.height // patch, batch.width // patch]
+        patches = batch.items * grid[1] * grid[2]
+        width = int(getattr(vision, "in_channels", 3)) * temporal * patch * patch
+        thw = torch.tensor([grid] * batch.items, dtype=torch.long, device="cpu")
+        return {"pixel_values": torch.zeros(patches, width, dtype=dtype), "image_grid_thw": seed(thw, "meta")}
+    channels = int(getattr(vision, "num_channels", 3))
+    return {"pixel_values": torch.zeros(batch.items, channels, batch.height, batch.width, dtype=dtype)}
+
+
+def tower_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The encoder's modules vLLM does not build when no modality is allowed."""
+    inner = getattr(model, "model", model)
+    return [module for attr in _TOWERS if isinstance(module := getattr(inner, attr, None), torch.nn.Module)]
