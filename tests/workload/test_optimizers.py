@@ -75,6 +75,31 @@ def test_paged_adamw8bit_holds_adamw8bits_states_on_the_device(tiny_llama) -> No
     assert note.endswith(f": {2 * 2 * 128_000:,} B here")
 
 
+def test_paged_adamw32bit_pages_bitsandbytes_fp32_states(tiny_llama) -> None:  # type: ignore[no-untyped-def]
+    """The Trainer's ``paged_adamw_32bit``: fp32 ``state1``/``state2`` per parameter, those of tensors of
+    1e5 elements or more in managed memory; their bytes match bitsandbytes' own optimizer run on the CPU
+    (where ``get_state_buffer`` falls back to ``zeros_like`` with the same shapes and dtypes)."""
+    bnb = pytest.importorskip("bitsandbytes")
+    assert SimulationConfig(optimizer="paged_adamw_32bit").optimizer == "paged-adamw32bit"
+    tiny_llama.vocab_size = 2000  # embedding and head of 128,000 elements each: paged; the rest are not
+    paged = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="paged-adamw32bit")
+    assert paged.options["optimizer_implementation"] == "bitsandbytes.AdamW (32-bit states, paged)"
+    params = list(build_model(tiny_llama, device="meta", dtype=torch.float32).parameters())
+    assert paged.breakdown["optimizer_states"] == sum(2 * _block(4 * p.numel()) for p in params)
+    note = next(a.detail for a in paged.assumptions if a.name == "paged_optimizer_states")
+    assert "outside PyTorch's caching allocator" in note
+    assert note.endswith(f": {2 * 2 * 4 * 128_000:,} B here")
+    torch.manual_seed(0)
+    real = build_model(tiny_llama, device="cpu", dtype=torch.float32)
+    optimizer = bnb.optim.AdamW(real.parameters(), lr=1e-4, optim_bits=32, is_paged=True)
+    for p in real.parameters():
+        p.grad = torch.zeros_like(p)
+    with pytest.warns(UserWarning, match="Paged optimizers are not supported on CPU"):
+        optimizer.step()
+    managed = sum(state[key].nbytes for p, state in optimizer.state.items() if p.numel() >= 1e5 for key in ("state1", "state2"))
+    assert note.endswith(f": {managed:,} B here")
+
+
 def test_muon_pairs_with_adamw(tiny_llama) -> None:  # type: ignore[no-untyped-def]
     """``muon``: torch.optim.Muon's one momentum buffer per 2-D weight, fused AdamW's two states for the rest."""
     report = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="muon")

@@ -20,7 +20,9 @@ __all__ = [
     "parse_loss",
 ]
 
-OPTIMIZERS = ("adamw", "adamw-foreach", "adam", "sgd", "adafactor", "adamw8bit", "paged-adamw8bit", "muon", "lion")
+OPTIMIZERS = (
+    "adamw", "adamw-foreach", "adam", "sgd", "adafactor", "adamw8bit", "paged-adamw8bit", "paged-adamw32bit", "muon", "lion",
+)  # fmt: skip
 """Every named optimizer, by its short name (vramsim/workload/optimizers.py builds each)."""
 
 OPTIMIZER_ALIASES = {
@@ -32,6 +34,7 @@ OPTIMIZER_ALIASES = {
     "lion_32bit": "lion",
     "paged_adamw_8bit": "paged-adamw8bit",
     "paged_adamw8bit": "paged-adamw8bit",
+    "paged_adamw_32bit": "paged-adamw32bit",
 }
 """Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
 

@@ -65,17 +65,21 @@ def _adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.
     return made
 
 
-def _paged_adamw_8bit(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
-    """The Trainer's ``paged_adamw_8bit``: ``bnb.optim.AdamW(optim_bits=8, is_paged=True)``. Its
-    ``get_state_buffer`` puts the uint8 states of tensors of 1e5 elements or more in CUDA managed
-    memory (``F.get_paged``: ``cudaMallocManaged``), which meta tensors cannot have; on meta they are
-    made as the unpaged optimizer makes them, on the device where ``prefetch_state`` moves them before
-    each update (see ``PAGED_STATES``)."""
-    made: torch.optim.Optimizer = _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=8, is_paged=True)
-    if any(p.device.type == "meta" for p in params):
-        made.is_paged = False  # type: ignore[attr-defined]
-        made.traced_paged = True  # type: ignore[attr-defined]
-    return made
+def _paged_adamw(bits: int) -> Factory:
+    """The Trainer's ``paged_adamw_8bit``/``paged_adamw_32bit``: ``bnb.optim.AdamW(optim_bits=bits,
+    is_paged=True)`` (``_get_bitsandbytes_optimizer``). Its ``get_state_buffer`` puts ``state1``/``state2``
+    of tensors of 1e5 elements or more in CUDA managed memory (``F.get_paged``: ``cudaMallocManaged``),
+    which meta tensors cannot have; on meta they are made as the unpaged optimizer makes them, on the
+    device where ``prefetch_state`` moves them before each update (see ``PAGED_STATES``)."""
+
+    def build(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
+        made: torch.optim.Optimizer = _bitsandbytes().optim.AdamW(params, lr=1e-4, optim_bits=bits, is_paged=True)
+        if any(p.device.type == "meta" for p in params):
+            made.is_paged = False  # type: ignore[attr-defined]
+            made.traced_paged = True  # type: ignore[attr-defined]
+        return made
+
+    return build
 
 
 def _muon(params: list[torch.nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
@@ -95,7 +99,9 @@ BUILDERS: dict[str, _Named] = {
     # bitsandbytes AdamW with 8-bit block-wise states (the Trainer's adamw_bnb_8bit)
     "adamw8bit": _Named(_adamw_8bit, cpu=False),
     # bitsandbytes AdamW with 8-bit states, the large ones in CUDA managed memory (the Trainer's paged_adamw_8bit)
-    "paged-adamw8bit": _Named(_paged_adamw_8bit, cpu=False),
+    "paged-adamw8bit": _Named(_paged_adamw(8), cpu=False),
+    # bitsandbytes AdamW with fp32 states, the large ones in CUDA managed memory (the Trainer's paged_adamw_32bit)
+    "paged-adamw32bit": _Named(_paged_adamw(32), cpu=False),
     # torch.optim.Muon on 2-D weights, fused AdamW on the rest
     "muon": _Named(_muon),
     # bitsandbytes Lion with one fp32 state (the Trainer's lion_32bit)
@@ -104,13 +110,14 @@ BUILDERS: dict[str, _Named] = {
 """How each of the config's ``OPTIMIZERS`` is built, by its short name."""
 
 PAGED_STATES = (
-    "bitsandbytes' paged optimizer keeps the states of tensors of 1e5 elements or more in CUDA managed memory "
-    "(cudaMallocManaged, outside PyTorch's caching allocator: torch.cuda.max_memory_allocated does not show them) "
-    "and prefetches each to the device before its update; they are counted on the device as resident, their bytes "
-    "as adamw8bit's. The driver can evict them to host memory when the device runs short, so they cannot cause an "
-    "out-of-memory error: a run that fits only without them runs slower, paging, instead of failing"
+    "bitsandbytes' paged optimizers keep state1/state2 of tensors of 1e5 elements or more in CUDA managed "
+    "memory (cudaMallocManaged, outside PyTorch's caching allocator: torch.cuda.max_memory_allocated does not "
+    "show them) and prefetch each to the device before its update; they are counted on the device as resident, "
+    "an upper bound, their bytes as the unpaged optimizer's. The driver can evict them to host memory when the "
+    "device runs short, so they cannot cause an out-of-memory error: a run that fits only without them runs "
+    "slower, paging, instead of failing"
 )
-"""How ``paged-adamw8bit``'s managed-memory states are counted: listed in the report's assumptions."""
+"""How the paged optimizers' managed-memory states are counted: listed in the report's assumptions."""
 
 
 def check_target(optimizer: Any, vendor: str) -> None:
