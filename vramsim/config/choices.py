@@ -21,8 +21,17 @@ __all__ = [
 ]
 
 OPTIMIZERS = (
-    "adamw", "adamw-foreach", "adam", "sgd", "adafactor", "adamw8bit", "paged-adamw8bit", "paged-adamw32bit", "muon", "lion",
-)  # fmt: skip
+    "adamw",
+    "adamw-foreach",
+    "adam",
+    "sgd",
+    "adafactor",
+    "adamw8bit",
+    "paged-adamw8bit",
+    "paged-adamw32bit",
+    "muon",
+    "lion",
+)
 """Every named optimizer, by its short name (vramsim/workload/optimizers.py builds each)."""
 
 OPTIMIZER_ALIASES = {
@@ -39,8 +48,19 @@ OPTIMIZER_ALIASES = {
 """Other names of the same optimizers: explicit spellings and transformers' ``optim`` names."""
 
 QUANTIZATIONS = (
-    "nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "gptq", "awq", "fp8", "fp8-rowwise", "int8wo", "int4wo", "int4wo-tinygemm",
-)  # fmt: skip
+    "nf4",
+    "nf4-dq",
+    "fp4",
+    "fp4-dq",
+    "int8",
+    "gptq",
+    "awq",
+    "fp8",
+    "fp8-rowwise",
+    "int8wo",
+    "int4wo",
+    "int4wo-tinygemm",
+)
 """The ``--quantization`` names (vramsim/workload/quantization/weights.py quantizes each)."""
 
 LOSSES = ("model", "liger-flce", "chunked-ce[:N]")
