@@ -3,6 +3,8 @@ kept (the encoder cache) through the decoder's run; ``--limit-mm-per-prompt`` 0 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import transformers
@@ -17,6 +19,8 @@ from vramsim.workload.models import load_config
 from vramsim.workload.targets import resolve_target
 
 TOKENS, SEQS, LENGTH = 2048, 16, 2048
+SMALL_PIXELS = '{"max_pixels": 1003520}'
+"""1280 x 28 x 28, the smaller max_pixels Qwen's model cards suggest."""
 
 
 def _qwen() -> transformers.Qwen2_5_VLConfig:
@@ -93,7 +97,14 @@ def test_qwen25_vl_profiles_one_image_of_the_largest_size() -> None:
     config = load_config("Qwen/Qwen2.5-VL-7B-Instruct")
     batch = encoder_batch("qwen", config, None, tokens=8192, seqs=1024, max_model_len=8192)
     assert batch == EncoderBatch(
-        modality="image", width=3584, height=3584, tokens_per_item=16384, items_per_prompt=1, items=1, encoder_budget=16384
+        modality="image",
+        width=3584,
+        height=3584,
+        tokens_per_item=16384,
+        items_per_prompt=1,
+        items=1,
+        encoder_budget=16384,
+        pixel_bounds=(3136, 12845056),
     )
     # 40,000 batched tokens hold two of them; a prompt of 20,000 tokens one
     two = encoder_batch("qwen", config, None, tokens=40000, seqs=256, max_model_len=20000)
@@ -109,6 +120,48 @@ def test_gemma3_profiles_as_many_896_pixel_images_as_the_budget_holds() -> None:
     assert (batch.width, batch.height, batch.tokens_per_item, batch.items_per_prompt, batch.items) == (896, 896, 256, 32, 32)
     limited = encoder_batch("gemma", config, '{"image": 2}', tokens=8192, seqs=4, max_model_len=8192)
     assert limited is not None and (limited.items_per_prompt, limited.items) == (2, 8)
+
+
+@pytest.mark.parametrize("max_pixels", [1003520, 802816, 200704, 1000000, 28 * 28], ids=str)
+@pytest.mark.parametrize("tokens", [8192, 2048], ids=["8192-tokens", "2048-tokens"])
+def test_max_pixels_sizes_the_dummy_image_as_vllm_computes_it(max_pixels: int, tokens: int) -> None:
+    """_get_vision_info's smart_resize of the 9999999-pixel square under max_pixels, in closed form: a side of
+    28 x floor(sqrt(max_pixels) / 28) (28 at least), (side / 14)^2 patches, a quarter of them tokens after the 2 x 2
+    merge; then MultiModalBudget's counts over that many tokens an item."""
+    config = load_config("Qwen/Qwen2.5-VL-7B-Instruct")
+    kwargs = f'{{"min_pixels": {min(max_pixels, 3136)}, "max_pixels": {max_pixels}}}'
+    batch = encoder_batch("qwen", config, "video=0", tokens=tokens, seqs=4, max_model_len=8192, processor_kwargs=kwargs)
+    side = max(28, 28 * math.isqrt(max_pixels // 784))
+    per_item = (side // 14) ** 2 // 4
+    budget = max(tokens, per_item)
+    per_prompt = max(1, min(999, 8192 // per_item))
+    assert batch == EncoderBatch(
+        modality="image",
+        width=side,
+        height=side,
+        tokens_per_item=per_item,
+        items_per_prompt=per_prompt,
+        items=max(1, min(budget // per_item, 4 * per_prompt)),
+        encoder_budget=budget,
+        pixel_bounds=(min(max_pixels, 3136), max_pixels),
+    )
+
+
+def test_the_default_max_pixels_and_min_pixels_leave_the_largest_image_as_it_was() -> None:
+    """Naming the hub's max_pixels changes nothing; min_pixels only lifts images under it, never the largest."""
+    config = load_config("Qwen/Qwen2.5-VL-7B-Instruct")
+    default = encoder_batch("qwen", config, None, tokens=8192, seqs=1024, max_model_len=8192)
+    named = encoder_batch(
+        "qwen", config, None, tokens=8192, seqs=1024, max_model_len=8192, processor_kwargs='{"max_pixels": 12845056}'
+    )
+    lifted = encoder_batch(
+        "qwen", config, None, tokens=8192, seqs=1024, max_model_len=8192, processor_kwargs='{"min_pixels": 1003520}'
+    )
+    assert default is not None and lifted is not None
+    assert named == default
+    assert (lifted.width, lifted.tokens_per_item, lifted.pixel_bounds) == (3584, 16384, (1003520, 12845056))
+    small = encoder_batch("qwen", config, None, tokens=8192, seqs=1024, max_model_len=2048, processor_kwargs=SMALL_PIXELS)
+    assert small is not None and (small.width, small.tokens_per_item, small.items) == (980, 1225, 6)
 
 
 def test_a_zero_limit_for_every_modality_is_text_only() -> None:
@@ -136,13 +189,31 @@ def test_the_budget_includes_the_encoder_profile(build) -> None:  # type: ignore
     assert images.kv_cache_bytes < text.kv_cache_bytes
 
 
-@pytest.mark.parametrize("build", [_qwen, _gemma3], ids=["qwen2_5_vl", "gemma3"])
+def test_a_smaller_max_pixels_shrinks_the_encoder_profile() -> None:
+    """--mm-processor-kwargs max_pixels 1003520: one 980 x 980 image of 1,225 tokens in place of one 3584 x 3584 of
+    16,384; the encoder cache is the merger's outputs (64 wide, bf16) for those tokens, the encoder's peak falls, and
+    the KV cache grows by what the activation peak gives back."""
+    large = _budget(_qwen())
+    small = _budget(_qwen(), mm_processor_kwargs=SMALL_PIXELS)
+    assert large.encoder is not None and small.encoder is not None
+    assert (large.encoder.width, large.encoder.tokens_per_item, large.encoder.items) == (3584, 16384, 1)
+    assert (small.encoder.width, small.encoder.tokens_per_item, small.encoder.items) == (980, 1225, 1)
+    assert (large.encoder.cache_bytes, small.encoder.cache_bytes) == (16384 * 64 * 2, 1225 * 64 * 2)
+    assert small.encoder.peak_bytes < large.encoder.peak_bytes
+    assert small.activation_peak_bytes < large.activation_peak_bytes
+    assert small.weights_bytes == large.weights_bytes
+    assert small.kv_cache_bytes > large.kv_cache_bytes
+
+
+@pytest.mark.parametrize(
+    "build, kwargs", [(_qwen, None), (_qwen, SMALL_PIXELS), (_gemma3, None)], ids=["qwen2_5_vl", "qwen2_5_vl-small", "gemma3"]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_the_encoder_peak_matches_a_real_cpu_run(build, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+def test_the_encoder_peak_matches_a_real_cpu_run(build, kwargs: str | None, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
     """The traced encoder profile on the CPU target against the same tower's real forward over the same dummy
     batch under torch.profiler (attention as the fused kernels hold it: the output only, in both)."""
     config = build()
-    batch = encoder_batch("tiny", config, None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH)
+    batch = encoder_batch("tiny", config, None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH, processor_kwargs=kwargs)
     assert batch is not None
     _, traced, _, cache = profile_run(
         config, resolve_target("cpu"), dtype, TOKENS, SEQS, None, sampler=None, vocab=0, encoder=batch, decoder=False
@@ -170,6 +241,32 @@ def test_the_encoder_peak_matches_a_real_cpu_run(build, dtype: torch.dtype) -> N
 def test_a_bad_limit_is_refused(text: str) -> None:
     with pytest.raises(ConfigError, match="limit_mm_per_prompt"):
         serve(_gemma3(), limit_mm_per_prompt=text)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("max_pixels=1003520", "not a JSON object"),
+        ('["max_pixels"]', "not a JSON object"),
+        ('{"max_pixels": -1}', "max_pixels=-1 is not a positive"),
+        ('{"max_pixels": "big"}', "not a positive"),
+        ('{"min_pixels": 2000000, "max_pixels": 1003520}', "min_pixels 2000000 is over max_pixels 1003520"),
+    ],
+    ids=["not-json", "a-list", "negative", "a-string", "min-over-max"],
+)
+def test_bad_processor_kwargs_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _budget(_qwen(), mm_processor_kwargs=text)
+
+
+def test_processor_kwargs_the_model_does_not_take_are_refused() -> None:
+    """Keys whose effect on the dummy images is not modelled, named with what the processor takes."""
+    with pytest.raises(UnsupportedError, match=r"size not modelled \(qwen2_vl takes min_pixels, max_pixels\)"):
+        encoder_batch("qwen", _qwen(), None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH, processor_kwargs='{"size": 1}')
+    with pytest.raises(UnsupportedError, match="do_pan_and_scan not modelled"):
+        _budget(_gemma3(), mm_processor_kwargs='{"do_pan_and_scan": true}')
+    with pytest.raises(UnsupportedError, match="takes no images: --mm-processor-kwargs"):
+        serve(transformers.LlamaConfig(num_hidden_layers=1), cache=False, mm_processor_kwargs=SMALL_PIXELS)
 
 
 def test_unmodelled_cases_are_refused_in_one_line() -> None:

@@ -11,7 +11,15 @@ from vramsim.config.workload import MAX_SEQ_LEN
 from vramsim.errors import ConfigError
 from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
 
-__all__ = ["DEFAULT_VLLM_VERSION", "ENGINES", "VLLM_QUANTIZATION_NAMES", "ServeConfig", "parse_mm_limits", "serve_options"]
+__all__ = [
+    "DEFAULT_VLLM_VERSION",
+    "ENGINES",
+    "VLLM_QUANTIZATION_NAMES",
+    "ServeConfig",
+    "parse_mm_limits",
+    "parse_mm_processor_kwargs",
+    "serve_options",
+]
 
 ENGINES = ("vllm", "sglang")
 QUANTIZATIONS = ("fp8", "gptq", "awq", "nf4-dq", "mxfp4")
@@ -116,6 +124,14 @@ class ServeConfig:
             report=_same,
         ),
     )
+    mm_processor_kwargs: str | None = field(
+        default=None,
+        metadata=_option(
+            help="vLLM's --mm-processor-kwargs: a JSON object for the model's processor, '{\"max_pixels\": 1003520}' "
+            "(Qwen2-VL, Qwen2.5-VL: min_pixels, max_pixels); it sizes the encoder's dummy images",
+            report=_same,
+        ),
+    )
     engine: Literal["vllm", "sglang"] = field(default="vllm", metadata=_option(help="vllm or sglang", report=_same))
     concurrency: int | None = field(
         default=None,
@@ -172,6 +188,7 @@ class ServeConfig:
                 f"{', '.join(QUANTIZATIONS)}"
             )
         parse_mm_limits(self.limit_mm_per_prompt)
+        parse_mm_processor_kwargs(self.mm_processor_kwargs)
         if self.gpus is not None and self.tp is not None and self.gpus % (self.tp * self.pp):
             times = f" x pp={self.pp}" if self.pp > 1 else ""
             raise ConfigError(f"gpus={self.gpus} is not a multiple of tp={self.tp}{times}")
@@ -208,3 +225,17 @@ def parse_mm_limits(text: str | None) -> dict[str, int]:
             raise ConfigError(f"limit_mm_per_prompt: {modality}={value!r} is not a count of items (0 or more)")
         limits[str(modality).strip()] = number
     return limits
+
+
+def parse_mm_processor_kwargs(text: str | None) -> dict[str, Any]:
+    """``--mm-processor-kwargs`` as vLLM takes it: a JSON object of the processor's keyword arguments (which keys a model
+    takes is the model's to say)."""
+    if text is None:
+        return {}
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        raw = None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"mm_processor_kwargs {text!r} is not a JSON object such as '{{\"max_pixels\": 1003520}}'")
+    return raw

@@ -6,7 +6,7 @@ from vramsim.config.serving import VLLM_QUANTIZATION_NAMES, ServeConfig
 from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
-from vramsim.serving.multimodal import QWEN2_VL_MAX_PIXELS, EncoderBatch
+from vramsim.serving.multimodal import QWEN2_VL_MAX_PIXELS, QWEN2_VL_MIN_PIXELS, EncoderBatch
 from vramsim.serving.profile_run import VLLM_QUANTIZED_LAYERS
 from vramsim.serving.versions import vllm_release
 
@@ -211,11 +211,15 @@ def multimodal_note(kind: str | None, images: EncoderBatch | None) -> list[Assum
             f"tokens, {images.items_per_prompt} per prompt) through the model's own get_image_features, attention "
             "as a fused kernel (its output only); the outputs kept through the decoder's run; the decoder's dummy run "
             "fed token ids (vLLM's feeds embeddings from its persistent buffer)"
-            + (f"; {QWEN2_VL_NOTE}" if kind == "qwen2_vl" else ""),
+            + (_pixels_note(images.pixel_bounds) if images.pixel_bounds else ""),
         )
     ]
 
 
-QWEN2_VL_NOTE = (
-    f"the image processor's max_pixels taken as the hub's preprocessor_config.json states it ({QWEN2_VL_MAX_PIXELS:,})"
-)
+def _pixels_note(bounds: tuple[int, int]) -> str:
+    """Where Qwen's ``max_pixels`` came from: the hub's value unless ``--mm-processor-kwargs`` set the bounds."""
+    if bounds == (QWEN2_VL_MIN_PIXELS, QWEN2_VL_MAX_PIXELS):
+        return (
+            f"; the image processor's max_pixels taken as the hub's preprocessor_config.json states it ({QWEN2_VL_MAX_PIXELS:,})"
+        )
+    return f"; the image processor's min_pixels {bounds[0]:,}, max_pixels {bounds[1]:,} (with --mm-processor-kwargs)"

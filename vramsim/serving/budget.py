@@ -158,7 +158,15 @@ def _rank_budget(
         return layers
 
     profile_tokens = min(tokens, getattr(source, "max_target_positions", tokens)) if encoder_decoder else tokens
-    images = encoder_batch(name, source, config.limit_mm_per_prompt, tokens=tokens, seqs=seqs, max_model_len=config.max_model_len)
+    images = encoder_batch(
+        name,
+        source,
+        config.limit_mm_per_prompt,
+        tokens=tokens,
+        seqs=seqs,
+        max_model_len=config.max_model_len,
+        processor_kwargs=config.mm_processor_kwargs,
+    )
     multimodal = {} if multimodal_kind(source) is None else {"encoder": images, "tower": images is not None}
     traced = traces.rank(
         rank,

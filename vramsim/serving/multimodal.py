@@ -14,6 +14,10 @@ them. The counts, as that code computes them:
 - items per batch: ``max(1, min(encoder_budget // tokens_per_item, max_num_seqs x items_per_prompt))`` (chunked
   prefill on, as V1 runs it).
 
+``--mm-processor-kwargs`` reaches the processor vLLM sizes the dummy image with (``ctx.get_hf_processor(**kwargs)``):
+for Qwen2-VL and Qwen2.5-VL ``min_pixels`` and ``max_pixels`` replace the image processor's, and ``_get_vision_info``
+resizes the largest image under them. Other keys, and any for Gemma 3, are refused: their effect is not modelled.
+
 A limit of 0 for every modality the model takes serves it as a language model: no encoder profile, no tower's weights
 (``Qwen2VLForConditionalGeneration.__init__`` builds ``visual = None`` and ``load_weights`` skips ``visual.``).
 """
@@ -25,12 +29,13 @@ from typing import Any
 
 import torch
 
-from vramsim.config.serving import parse_mm_limits
-from vramsim.errors import UnsupportedError
+from vramsim.config.serving import parse_mm_limits, parse_mm_processor_kwargs
+from vramsim.errors import ConfigError, UnsupportedError
 
 __all__ = [
     "DEFAULT_MM_LIMIT",
     "QWEN2_VL_MAX_PIXELS",
+    "QWEN2_VL_MIN_PIXELS",
     "EncoderBatch",
     "encoder_batch",
     "encoder_inputs",
@@ -55,6 +60,9 @@ _LARGEST_SIDE = 9999999
 _KINDS = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_vl", "gemma3": "gemma3"}
 """Model types whose encoder profile is modelled -> the processor family it follows."""
 
+_PROCESSOR_KEYS = {"qwen2_vl": ("min_pixels", "max_pixels"), "gemma3": ()}
+"""The ``--mm-processor-kwargs`` keys whose effect on the dummy images is modelled, per family."""
+
 _MODALITIES = {"qwen2_vl": ("image", "video"), "gemma3": ("image",)}
 """The modalities each family's vLLM model takes (``get_supported_mm_limits``)."""
 
@@ -75,6 +83,8 @@ class EncoderBatch:
     items: int
     encoder_budget: int
     """Tokens: ``min(encoder_compute_budget, encoder_cache_size)``."""
+    pixel_bounds: tuple[int, int] | None
+    """Qwen's image processor ``(min_pixels, max_pixels)`` the largest image was resized under (None: Gemma 3's)."""
 
 
 def multimodal_kind(config: Any) -> str | None:
@@ -85,14 +95,23 @@ def multimodal_kind(config: Any) -> str | None:
 
 
 def encoder_batch(
-    name: str, config: Any, limits_text: str | None, *, tokens: int, seqs: int, max_model_len: int
+    name: str,
+    config: Any,
+    limits_text: str | None,
+    *,
+    tokens: int,
+    seqs: int,
+    max_model_len: int,
+    processor_kwargs: str | None = None,
 ) -> EncoderBatch | None:
     """vLLM's encoder dummy batch for ``config`` (None: a text model, or every modality limited to 0)."""
     kind = multimodal_kind(config)
     limits = parse_mm_limits(limits_text)
+    overrides = parse_mm_processor_kwargs(processor_kwargs)
     if kind is None:
-        if limits:
-            raise UnsupportedError(f"{name} takes no images: --limit-mm-per-prompt is for multimodal models")
+        for flag, given in (("--limit-mm-per-prompt", limits), ("--mm-processor-kwargs", overrides)):
+            if given:
+                raise UnsupportedError(f"{name} takes no images: {flag} is for multimodal models")
         return None
     if kind == "other":
         if all(limits.get(m, DEFAULT_MM_LIMIT) == 0 for m in ("image", "video", "audio")):
@@ -101,6 +120,7 @@ def encoder_batch(
             f"{name} ({config.model_type}): vLLM's encoder profile is modelled for Qwen2-VL, Qwen2.5-VL and Gemma 3; "
             "pass --limit-mm-per-prompt '{\"image\": 0}' to budget it as a language model"
         )
+    pixels = _pixel_bounds(name, kind, overrides)
     supported = _MODALITIES[kind]
     unknown = sorted(set(limits) - set(supported))
     if unknown:
@@ -108,7 +128,7 @@ def encoder_batch(
     allowed = {m: limits.get(m, DEFAULT_MM_LIMIT) for m in supported}
     if not any(allowed.values()):
         return None
-    width, height, per_item = _largest_image(kind, config)
+    width, height, per_item = _largest_image(kind, config, pixels)
     if allowed.get("video") and max_model_len >= 2 * per_item:
         # Qwen2VLProcessingInfo.get_num_frames_with_most_features: the video fills max_model_len with frames of the
         # largest size; at 2 x an image's tokens it holds more than one image and the video is the modality profiled
@@ -131,11 +151,31 @@ def encoder_batch(
         items_per_prompt=per_prompt,
         items=items,
         encoder_budget=budget,
+        pixel_bounds=pixels if kind == "qwen2_vl" else None,
     )
 
 
-def _largest_image(kind: str, config: Any) -> tuple[int, int, int]:
-    """``(width, height, tokens)`` of the image with the most features, as vLLM's processing info finds it."""
+def _pixel_bounds(name: str, kind: str, overrides: dict[str, Any]) -> tuple[int, int]:
+    """``(min_pixels, max_pixels)`` of Qwen's image processor after ``--mm-processor-kwargs`` (the hub's values where
+    it names neither); a key the family's modelled processor does not take is refused."""
+    taken = _PROCESSOR_KEYS[kind]
+    unknown = sorted(set(overrides) - set(taken))
+    if unknown:
+        takes = f"takes {', '.join(taken)}" if taken else "takes none modelled here"
+        raise UnsupportedError(f"{name}: --mm-processor-kwargs {', '.join(unknown)} not modelled ({kind} {takes})")
+    bounds = {"min_pixels": QWEN2_VL_MIN_PIXELS, "max_pixels": QWEN2_VL_MAX_PIXELS}
+    for key, value in overrides.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"mm_processor_kwargs: {key}={value!r} is not a positive number of pixels")
+        bounds[key] = value
+    if bounds["min_pixels"] > bounds["max_pixels"]:
+        raise ConfigError(f"mm_processor_kwargs: min_pixels {bounds['min_pixels']} is over max_pixels {bounds['max_pixels']}")
+    return bounds["min_pixels"], bounds["max_pixels"]
+
+
+def _largest_image(kind: str, config: Any, pixels: tuple[int, int]) -> tuple[int, int, int]:
+    """``(width, height, tokens)`` of the image with the most features, as vLLM's processing info finds it (Qwen's
+    under ``pixels``, its processor's ``(min_pixels, max_pixels)``)."""
     vision = config.vision_config
     if kind == "qwen2_vl":
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
@@ -145,8 +185,8 @@ def _largest_image(kind: str, config: Any) -> tuple[int, int, int]:
             _LARGEST_SIDE,
             _LARGEST_SIDE,
             factor=int(vision.patch_size) * merge,
-            min_pixels=QWEN2_VL_MIN_PIXELS,
-            max_pixels=QWEN2_VL_MAX_PIXELS,
+            min_pixels=pixels[0],
+            max_pixels=pixels[1],
         )
         return width, height, (height // vision.patch_size) * (width // vision.patch_size) // merge**2
     # Gemma3ProcessingInfo: without pan-and-scan one crop of the processor's size (the tower's), mm_tokens_per_image
