@@ -30,7 +30,7 @@ from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["count_parameters", "simulate", "simulate_each"]
+__all__ = ["count_parameters", "simulate", "simulate_each", "traced_report"]
 
 
 def simulate(model: ModelSource, **options: Any) -> Report:
@@ -51,6 +51,13 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise:
     traced = trace_workload(model, config, target, derive=all(map(generation.derives, configs)))
     seconds = time.perf_counter() - started
     return [_report(model, each, target, traced, advise=advise, seconds=seconds) for each in configs]
+
+
+def traced_report(model: ModelSource, traced: Traced, **options: Any) -> Report:
+    """``simulate``'s report of a workload already traced as ``options`` trace it (``traced``): the report a
+    search gives of the program it traced itself, with no second trace."""
+    config = SimulationConfig.from_options(**options)
+    return _report(model, config, resolve_target(config.device), traced, advise=True, seconds=0.0)
 
 
 def _analysis_variant(variant: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ def run(command: Command, console: Console) -> int:
     """Search (each size a trace), then print the sizes found, after the strategies tried when asked for."""
     from vramsim.search.devices import ANY_DEVICE, device_fit
     from vramsim.search.fitting import largest_fit
-    from vramsim.search.strategy import cheapest_strategy
+    from vramsim.search.strategy import cheapest_strategy_reported
     from vramsim.views.fit import render_device_fit, render_fit, render_strategies
 
     args = command.args
@@ -42,11 +42,15 @@ def run(command: Command, console: Console) -> int:
         _write_page(command, found, None)
         return 0
     with progress(command, f"searching the largest fit of {args.model}") as told:
-        search = cheapest_strategy(args.model, progress=told, cache=cache, **options) if args.strategies else None
+        search, winner = (
+            cheapest_strategy_reported(args.model, progress=told, cache=cache, **options) if args.strategies else (None, None)
+        )
         if search is not None and search.cheapest is None:
             fit = None
         else:
-            fit = largest_fit(args.model, progress=told, cache=cache, **options | (search.options() if search else {}))
+            fit = largest_fit(
+                args.model, traced=winner, progress=told, cache=cache, **options | (search.options() if search else {})
+            )
     say_if_cached(store)
     if search is None:
         show(command, fit, render_fit, console)

@@ -46,6 +46,7 @@ class LargestFit:
     given: dict[str, int]
     """The batch size and sequence length asked for; each search holds the other one at its given value."""
     traces: int
+    """Sizes traced for the search, the given one included (``MAX_TRACES``), though it was handed in traced."""
     trace_seconds: float
 
     def to_dict(self) -> dict[str, Any]:

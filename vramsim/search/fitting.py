@@ -59,8 +59,8 @@ def largest_fit(
     """Search the largest ``batch_size`` and ``seq_len`` that fit ``device`` with ``headroom``, by tracing.
 
     ``options`` are ``simulate``'s; ``sizes`` the options searched; ``traced`` is their report when
-    already traced (saves a trace); ``progress`` is told each size before it is traced; ``cache`` as in
-    ``simulate``: the same search again is answered from the result cache.
+    already traced (saves a trace; the answer, and so its cache entry, is the same); ``progress`` is told each
+    size before it is traced; ``cache`` as in ``simulate``: the same search again is answered from the result cache.
 
     >>> fit = largest_fit("gpt2", device="rtx-4090", seq_len=256)
     >>> fit.batch_size.exact and fit.batch_size.device_bytes <= fit.usable_bytes
@@ -69,7 +69,7 @@ def largest_fit(
     return cached_answer(
         cache,
         LargestFit,
-        lambda: request_key("largest_fit", model, options, sizes=sizes, traced=traced is not None),
+        lambda: request_key("largest_fit", model, options, sizes=sizes),
         lambda: _searched_fit(model, sizes, traced, progress, options),
     )
 
@@ -112,7 +112,7 @@ def _searched_fit(
         batch_size=batch,
         seq_len=seq,
         given=given,
-        traces=len(reports) - (traced is not None),
+        traces=len(reports),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
 

@@ -33,7 +33,9 @@ from typing import Any
 import networkx as nx
 import torch
 
-from vramsim.analysis.traced import build_and_trace
+from vramsim.analysis.simulate import traced_report
+from vramsim.analysis.summary import LayerSpec
+from vramsim.analysis.traced import Traced, build_and_trace
 from vramsim.analysis.whatifs import Analysis
 from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
@@ -41,17 +43,20 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointCost, what_if
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, first_layers, parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
+from vramsim.results.report import Report
 from vramsim.results.strategy import SCHEMES, Candidate, Refusal, RuledOut, Setting, StrategySearch
 from vramsim.search.bounds import FloorBound, TracedBound
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, layer_shape, settings
 from vramsim.tracer.graph import build_graph
+from vramsim.tracer.records import Trace
 from vramsim.workload.attention import check_attention
 from vramsim.workload.models import ModelSource, model_name
 from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
+from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["StrategySearcher", "cheapest_strategy", "strategy_searcher"]
+__all__ = ["StrategySearcher", "cheapest_strategy", "cheapest_strategy_reported", "strategy_searcher"]
 
 _Entry = tuple[tuple[float, ...], int, Setting, Candidate | None]
 """A setting in line: its cost key (a lower bound until measured), a tie-break, and its candidate once measured."""
@@ -82,8 +87,34 @@ def cheapest_strategy(
     )
 
 
-def _searched(model: ModelSource, progress: Callable[[str], None] | None, options: dict[str, Any]) -> StrategySearch:
-    """``cheapest_strategy``'s answer, searched."""
+def cheapest_strategy_reported(
+    model: ModelSource,
+    *,
+    progress: Callable[[str], None] | None = None,
+    cache: bool | ResultCache = True,
+    **options: Any,
+) -> tuple[StrategySearch, Report | None]:
+    """``cheapest_strategy``'s answer and ``simulate``'s report of its cheapest setting with ``options`` (as
+    ``largest_fit`` takes them under it), made from the search's own trace of that program, not a second one;
+    None when the answer came from the result cache, nothing fits, or ``memory_history`` asks for the records."""
+    kept: list[Report] = []
+    search = cached_answer(
+        cache,
+        StrategySearch,
+        lambda: request_key("cheapest_strategy", model, options),
+        lambda: _searched(model, progress, options, kept),
+    )
+    return search, next(iter(kept), None)
+
+
+def _searched(
+    model: ModelSource,
+    progress: Callable[[str], None] | None,
+    options: dict[str, Any],
+    kept: list[Report] | None = None,
+) -> StrategySearch:
+    """``cheapest_strategy``'s answer, searched; with ``kept``, the cheapest setting's report is put there
+    (``cheapest_strategy_reported``)."""
     started = time.perf_counter()
     search = strategy_searcher(model, progress=progress, **options)
     config = search.config
@@ -93,7 +124,7 @@ def _searched(model: ModelSource, progress: Callable[[str], None] | None, option
         cheapest = search.cheapest(gpus)
         if cheapest is not None:
             break
-    return StrategySearch(
+    found = StrategySearch(
         model=search.model_name,
         target=search.target.name,
         usable_bytes=search.usable,
@@ -106,6 +137,9 @@ def _searched(model: ModelSource, progress: Callable[[str], None] | None, option
         refused=list(dict.fromkeys(search.refused)),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
+    if kept is not None and cheapest is not None and not config.memory_history:
+        kept.append(search.report(cheapest, options | cheapest.options()))
+    return found
 
 
 def strategy_searcher(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearcher:
@@ -142,6 +176,11 @@ class _Traced:
     """One traced program and what its candidates share."""
 
     graph: nx.MultiDiGraph
+    program: Program
+    """The program after its run, and ``specs`` and ``notes``, what a report reads beside the graph (the records
+    are not kept: the graph holds them): a meta model, small beside the graph."""
+    specs: list[LayerSpec]
+    notes: list[str]
     routed: tuple[int, int] | None
     step_flops: int
     step_ops: int
@@ -291,6 +330,15 @@ class StrategySearcher:
         assert traced is not None, "a measured candidate's program was traced"
         plan = parse_checkpointing(candidate.plan)
         return traced.graph, None if plan.kind == "none" else self._cost(traced, plan)
+
+    def report(self, candidate: Candidate, options: dict[str, Any]) -> Report:
+        """``simulate``'s report of ``candidate`` with ``options`` (``simulate``'s, giving ``candidate``'s setting)
+        from its rank program's trace; without ``memory_history``, which reads the records."""
+        traced = self.traces[candidate.tp, candidate.ep, candidate.cp]
+        assert traced is not None, "a measured candidate's program was traced"
+        assert not self.config.memory_history, "the records are not kept"
+        whole = Traced(traced.program, traced.specs, Trace(notes=traced.notes), traced.graph, None)
+        return traced_report(self.model, whole, **options)
 
     def _incumbent(self, allowed: set[Setting]) -> Candidate | None:
         """The cheapest candidate measured among ``allowed`` (one GPU count's settings) that fits, popped or not:
@@ -452,13 +500,16 @@ class StrategySearcher:
         """Trace the rank program of ``key`` (tp, ep, cp); returns the program."""
         tp, ep, cp = key
         config = SimulationConfig.from_options(**self.base, tp=tp, ep=ep, cp=cp)
-        program, _, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
+        program, specs, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
         graph = build_graph(trace)
         stepped = [data for node, data in graph.nodes(data=True) if node[0] == "op" and data["phase"] in ("forward", "backward")]
         last_step = max((data["step"] for data in stepped), default=0)
         ops = [data for data in stepped if data["step"] == last_step]  # one step's, as a what-if's recompute cost is
         self.traces[key] = _Traced(
             graph=graph,
+            program=program,
+            specs=specs,
+            notes=trace.notes,
             routed=routed_rows(program.model, config) if ep > 1 else None,
             step_flops=sum(op["flops"] for op in ops),
             step_ops=len(ops),
