@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 import transformers
-from cli_runs import run, saved_config
+from cli_runs import count_traces, run, saved_config, untimed
 
 from vramsim.cli.output import ANSWERED_FROM_CACHE
-from vramsim.tracer.mode import MemoryTracer
 
 SERVE = ["--device", "rtx-4090", "--max-model-len", "64", "--max-num-batched-tokens", "64"]
 JOB = ["--seq-len", "16", "--device", "cpu"]
@@ -44,15 +43,7 @@ depth of the module tree, the save format); each changes the answer apart from i
 @pytest.fixture
 def traces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """One entry per program run under the tracer."""
-    counted: list[int] = []
-    enter = MemoryTracer.__enter__
-
-    def entered(tracer: MemoryTracer) -> MemoryTracer:
-        counted.append(1)
-        return enter(tracer)
-
-    monkeypatch.setattr(MemoryTracer, "__enter__", entered)
-    return counted
+    return count_traces(monkeypatch)
 
 
 def _argv(case: str, model: str) -> tuple[list[str], list[str]]:
@@ -126,11 +117,5 @@ def test_an_entry_not_to_be_trusted_is_one_line_and_traced_again(
 
 
 def _untimed(text: str) -> Any:
-    """A command's JSON without the wall times in it (a trace made again takes another time)."""
-
-    def untimed(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: untimed(v) for k, v in value.items() if not k.endswith("seconds")}
-        return [untimed(v) for v in value] if isinstance(value, list) else value
-
+    """A command's JSON answer without the wall times in it."""
     return untimed(json.loads(text))
