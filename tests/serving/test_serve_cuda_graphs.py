@@ -4,27 +4,13 @@ torch under tensor parallel: closed forms from each engine's source, and the tra
 from __future__ import annotations
 
 import pytest
-import torch
-import transformers
+from tiny_models import tiny_serving_llama_config
 
 from vramsim.estimators import serving
 from vramsim.serving.budget import serve
 from vramsim.serving.versions import vllm_release
 
 _MiB, _GiB = 1 << 20, 1 << 30
-
-
-def _llama() -> transformers.LlamaConfig:
-    return transformers.LlamaConfig(
-        vocab_size=32000,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        dtype=torch.bfloat16,
-    )
 
 
 def test_capture_sizes_match_vllms_published_graph_counts() -> None:
@@ -57,7 +43,7 @@ def test_the_estimate_is_the_first_capture_twice_plus_a_floor_per_graph() -> Non
 def test_the_budget_subtracts_the_traced_estimate_from_0_21() -> None:
     """The capture forward is traced at the largest size: its activations grow with the model's width, and the
     estimate comes off the KV cache from 0.21 only (before it the graphs are captured after the KV cache is sized)."""
-    narrow, wide = _llama(), _llama()
+    narrow, wide = tiny_serving_llama_config(), tiny_serving_llama_config()
     wide.intermediate_size = 4096
     reports = [serve(c, device="h100", max_model_len=1024) for c in (narrow, wide)]
     for report in reports:
@@ -89,13 +75,13 @@ def test_sglangs_default_static_fraction(memory_mib: int, tp: int, expected: flo
 
 
 def test_sglang_budget_uses_the_default_for_the_gpu() -> None:
-    report = serve(_llama(), device="h100", max_model_len=1024, engine="sglang")
+    report = serve(tiny_serving_llama_config(), device="h100", max_model_len=1024, engine="sglang")
     assert report.utilization == serving.sglang_mem_fraction(1, report.total_bytes)
     assert 0.82 < report.utilization < 0.84
 
 
 def _non_torch(device: str, tp: int) -> dict[str, int]:
-    report = serve(_llama(), device=device, tp=tp, max_model_len=1024, enforce_eager=True)
+    report = serve(tiny_serving_llama_config(), device=device, tp=tp, max_model_len=1024, enforce_eager=True)
     return {a.name: a.bytes for a in report.assumptions if (a.bytes and "NCCL" in a.name) or "all-reduce" in a.name}
 
 

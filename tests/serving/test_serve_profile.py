@@ -8,26 +8,13 @@ import copy
 import pytest
 import torch
 import transformers
+from tiny_models import tiny_serving_llama_config
 
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.serving.budget import serve
 from vramsim.workload.models import load_config
 
-TOKENS, SEQS, VOCAB = 2048, 256, 32000
-
-
-def _llama(**changes: object) -> transformers.LlamaConfig:
-    values: dict[str, object] = dict(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        dtype=torch.bfloat16,
-    )
-    return transformers.LlamaConfig(**(values | changes))
+TOKENS, SEQS, VOCAB = 2048, 256, tiny_serving_llama_config().vocab_size
 
 
 def _gemma2() -> transformers.Gemma2Config:
@@ -54,16 +41,16 @@ def test_the_sort_based_sampler_holds_ten_more_bytes_per_logit() -> None:
     """Until 0.16 top-k/top-p sort the float32 logits: at their peak the sorted values (4 B), int64 indices (8 B),
     both masks (1 B each) and the cumulative softmax (4 B) are live beside the bf16 and float32 logits (2 + 4 B);
     the Triton path's peak is the logits, the softmax and its noise (2 + 4 + 4 + 4 B): 10 B more per logit."""
-    sort = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.10")
-    triton = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.19")
+    sort = _budget(tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.10")
+    triton = _budget(tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.19")
     extra = sort.activation_peak_bytes - triton.activation_peak_bytes
     assert extra == pytest.approx(10 * SEQS * VOCAB, rel=1e-3)
 
 
 def test_the_warm_up_samples_max_num_seqs_rows_of_float32_logits() -> None:
     """Each extra sequence adds at least its float32 softmax and noise rows over the vocabulary (Triton path)."""
-    few = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=64)
-    many = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS)
+    few = _budget(tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=64)
+    many = _budget(tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS)
     assert many.activation_peak_bytes - few.activation_peak_bytes >= (SEQS - 64) * VOCAB * (2 + 4 + 4 + 4)
 
 
@@ -77,11 +64,13 @@ def test_gemma2_profiles_without_a_score_matrix() -> None:
 
 
 def test_every_backend_profiles_alike_and_a_bad_one_is_refused() -> None:
-    default = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS)
-    flashinfer = _budget(_llama(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, attention_backend="flashinfer")
+    default = _budget(tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS)
+    flashinfer = _budget(
+        tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, attention_backend="flashinfer"
+    )
     assert flashinfer.kv_cache_bytes == default.kv_cache_bytes
     with pytest.raises(ConfigError, match="unknown attention_backend 'xformers'; choose one of: FLASH_ATTN"):
-        _budget(_llama(), attention_backend="xformers")
+        _budget(tiny_serving_llama_config(), attention_backend="xformers")
 
 
 @pytest.mark.parametrize(
@@ -90,7 +79,7 @@ def test_every_backend_profiles_alike_and_a_bad_one_is_refused() -> None:
 )
 def test_versions_outside_v1_are_refused(version: str, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
-        _budget(_llama(), vllm_version=version)
+        _budget(tiny_serving_llama_config(), vllm_version=version)
 
 
 def _held_bytes(nbytes: int) -> int:
