@@ -54,6 +54,7 @@ __all__ = [
     "request_bytes",
     "sglang_budget",
     "sglang_mem_fraction",
+    "shared_prefix_blocks",
     "token_bytes",
     "vllm_budget",
     "vllm_capture_sizes",
@@ -387,6 +388,17 @@ def sglang_budget(inputs: BudgetInputs) -> Budget:
         request_bytes=per_request,
         max_concurrency=tokens * cell / per_request if per_request else 0.0,
     )
+
+
+def shared_prefix_blocks(prefix_len: int, max_model_len: int, block_size: int, kv_blocks: int) -> tuple[int, int, float]:
+    """Requests of ``max_model_len`` tokens that all start with the same ``prefix_len`` tokens, with prefix caching:
+    ``(shared blocks, each request's own blocks, concurrency)``. vLLM caches full blocks only (``hash_block_tokens``
+    over each full block), so the prefix's ``prefix_len // block_size`` full blocks are held once, and each request
+    holds the rest of its ``cdiv(max_model_len, block_size)`` blocks; SGLang's radix tree (``block_size`` 1) shares
+    every token. A closed form over full-attention layers (every layer keeps every token)."""
+    shared = prefix_len // block_size
+    own = math.ceil(max_model_len / block_size) - shared
+    return shared, own, max(kv_blocks - shared, 0) / own
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,7 +215,7 @@ def test_the_encoder_peak_matches_a_real_cpu_run(build, kwargs: str | None, dtyp
     config = build()
     batch = encoder_batch("tiny", config, None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH, processor_kwargs=kwargs)
     assert batch is not None
-    _, traced, _, cache = profile_run(
+    _, traced, _, cache, _ = profile_run(
         config, resolve_target("cpu"), dtype, TOKENS, SEQS, None, sampler=None, vocab=0, encoder=batch, decoder=False
     )
     model = transformers.AutoModelForImageTextToText.from_config(config).to(dtype).eval()

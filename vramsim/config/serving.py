@@ -14,10 +14,13 @@ from vramsim.estimators.serving import KV_CACHE_DTYPE_BYTES
 __all__ = [
     "DEFAULT_VLLM_VERSION",
     "ENGINES",
+    "LORA_RANKS",
     "VLLM_QUANTIZATION_NAMES",
     "ServeConfig",
+    "SpeculativeSettings",
     "parse_mm_limits",
     "parse_mm_processor_kwargs",
+    "parse_speculative_config",
     "serve_options",
 ]
 
@@ -32,6 +35,36 @@ VLLM_QUANTIZATION_NAMES = {"nf4-dq": "bitsandbytes"}
 MAX_GPUS = 1024
 DEFAULT_VLLM_VERSION = "0.21"
 """The vLLM release a budget follows when none is named: the newest line ``vramsim/serving/versions.py`` knows."""
+
+
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""vLLM's ``max_lora_rank`` choices (``MaxLoRARanks`` in ``vllm/config/lora.py``)."""
+DEFAULT_LORA_RANK = 16
+"""vLLM's ``max_lora_rank`` default."""
+DEFAULT_MAX_LORAS = 1
+"""vLLM's ``max_loras`` default."""
+SPECULATIVE_METHODS = ("ngram", "draft_model", "eagle", "eagle3", "medusa", "mlp_speculator", "mtp", "suffix")
+"""vLLM's ``SpeculativeConfig.method`` names; ``speculative.py`` says which are modelled."""
+SPECULATIVE_KEYS = (
+    "method",
+    "model",
+    "num_speculative_tokens",
+    "draft_tensor_parallel_size",
+    "prompt_lookup_max",
+    "prompt_lookup_min",
+)
+"""The ``--speculative-config`` keys read; the n-gram window's two move no device memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeculativeSettings:
+    """``--speculative-config`` as vLLM reads it: the method (inferred from the draft model where it is not named,
+    as ``SpeculativeConfig.__post_init__`` does), the draft model and the tokens proposed per step."""
+
+    method: str
+    model: str | None
+    num_speculative_tokens: int
+    draft_tensor_parallel_size: int | None
 
 
 def _option(**option: Any) -> dict[str, Option]:
@@ -132,6 +165,54 @@ class ServeConfig:
             report=_same,
         ),
     )
+    enable_lora: bool = field(
+        default=False,
+        metadata=_option(
+            help="vLLM's --enable-lora: LoRA weight slots for --max-loras adapters of --max-lora-rank in every linear "
+            "layer (and the embeddings where the model's vLLM class takes them), allocated at start-up"
+        ),
+    )
+    max_loras: int | None = field(
+        default=None,
+        metadata=_option(help="adapters served in one batch: vLLM's GPU slots (default 1)", parse=int, report=_same),
+    )
+    max_lora_rank: int | None = field(
+        default=None,
+        metadata=_option(
+            help=f"the rank each slot holds: one of {', '.join(map(str, LORA_RANKS))} (default {DEFAULT_LORA_RANK})",
+            parse=int,
+            report=_same,
+        ),
+    )
+    max_cpu_loras: int | None = field(
+        default=None,
+        metadata=_option(
+            help="adapters cached in host memory (default --max-loras; at least that): no device memory",
+            parse=int,
+            report=_same,
+        ),
+    )
+    speculative_config: str | None = field(
+        default=None,
+        metadata=_option(
+            help='vLLM\'s --speculative-config, a JSON object: \'{"method": "ngram", "num_speculative_tokens": 3}\' or '
+            '\'{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 4}\' (a draft model, vLLM 0.14 on)',
+            report=_same,
+        ),
+    )
+    no_enable_prefix_caching: bool = field(
+        default=False,
+        metadata=_option(help="vLLM's --no-enable-prefix-caching (V1 caches prefixes by default): no block is shared"),
+    )
+    shared_prefix_len: int | None = field(
+        default=None,
+        metadata=_option(
+            help="tokens every request starts with (a system prompt): with prefix caching their full blocks are held "
+            "once, and the concurrency line counts each request's own blocks",
+            parse=int,
+            report=_same,
+        ),
+    )
     engine: Literal["vllm", "sglang"] = field(default="vllm", metadata=_option(help="vllm or sglang", report=_same))
     concurrency: int | None = field(
         default=None,
@@ -187,6 +268,15 @@ class ServeConfig:
                 f"quantization {self.quantization!r} is not one vLLM serves as modelled here; choose one of: "
                 f"{', '.join(QUANTIZATIONS)}"
             )
+        self._check_lora()
+        parse_speculative_config(self.speculative_config)
+        prefix = self.shared_prefix_len
+        if prefix is not None and (isinstance(prefix, bool) or not isinstance(prefix, int) or not 0 <= prefix <= MAX_SEQ_LEN):
+            raise ConfigError(f"shared_prefix_len must be a count of tokens (0 or more), got {prefix!r}")
+        if prefix and self.no_enable_prefix_caching:
+            raise ConfigError(
+                "shared_prefix_len needs prefix caching: without it no block is shared (drop --no-enable-prefix-caching)"
+            )
         parse_mm_limits(self.limit_mm_per_prompt)
         parse_mm_processor_kwargs(self.mm_processor_kwargs)
         if self.gpus is not None and self.tp is not None and self.gpus % (self.tp * self.pp):
@@ -200,6 +290,62 @@ class ServeConfig:
             self.gpus = self.tp * self.pp
         if self.concurrency is not None and (self.gpus != self.tp or self.tp != 1 or self.pp != 1):
             raise ConfigError("concurrency searches the GPU count itself; leave gpus, tp and pp out")
+
+    def _check_lora(self) -> None:
+        """``--max-loras``, ``--max-lora-rank`` and ``--max-cpu-loras`` as vLLM's ``LoRAConfig`` checks them; each needs
+        ``--enable-lora`` (vLLM ignores them without it: refused here rather than budgeted without adapters)."""
+        given = [name for name in ("max_loras", "max_lora_rank", "max_cpu_loras") if getattr(self, name) is not None]
+        if given and not self.enable_lora:
+            raise ConfigError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} enable_lora")
+        for name in given:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_lora_rank is not None and self.max_lora_rank not in LORA_RANKS:
+            raise ConfigError(
+                f"max_lora_rank {self.max_lora_rank} is not one vLLM takes; choose one of: {', '.join(map(str, LORA_RANKS))}"
+            )
+        loras = self.max_loras or DEFAULT_MAX_LORAS
+        if self.max_cpu_loras is not None and self.max_cpu_loras < loras:
+            raise ConfigError(f"max_cpu_loras ({self.max_cpu_loras}) must be >= max_loras ({loras}), as vLLM requires")
+
+
+def parse_speculative_config(text: str | None) -> SpeculativeSettings | None:
+    """``--speculative-config``'s JSON object, checked as vLLM checks it: ``num_speculative_tokens`` a positive
+    count, a known ``method``, and a ``model`` where the method needs one; with a model and no method, vLLM takes
+    ``eagle`` for a name holding "eagle-" and a draft model otherwise (``draft_model``)."""
+    if text is None:
+        return None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        raw = None
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f'speculative_config {text!r} is not a JSON object such as \'{{"method": "ngram", "num_speculative_tokens": 3}}\''
+        )
+    unknown = sorted(set(raw) - set(SPECULATIVE_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"speculative_config: {', '.join(unknown)} not modelled; the keys read are {', '.join(SPECULATIVE_KEYS)}"
+        )
+    tokens = raw.get("num_speculative_tokens")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise ConfigError(f"speculative_config: num_speculative_tokens must be a positive integer, got {tokens!r}")
+    model = raw.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"speculative_config: model must be a model id, got {model!r}")
+    method = raw.get("method") or (None if model is None else "eagle" if "eagle-" in model.lower() else "draft_model")
+    if method is None:
+        raise ConfigError('speculative_config names neither a method nor a draft model: add "method": "ngram" or "model": ID')
+    if method not in SPECULATIVE_METHODS:
+        raise ConfigError(f"speculative_config: unknown method {method!r}; vLLM's are {', '.join(SPECULATIVE_METHODS)}")
+    if method == "draft_model" and model is None:
+        raise ConfigError('speculative_config: method "draft_model" needs "model": the draft model\'s id')
+    draft_tp = raw.get("draft_tensor_parallel_size")
+    if draft_tp is not None and (isinstance(draft_tp, bool) or not isinstance(draft_tp, int) or draft_tp < 1):
+        raise ConfigError(f"speculative_config: draft_tensor_parallel_size must be a positive integer, got {draft_tp!r}")
+    return SpeculativeSettings(method=method, model=model, num_speculative_tokens=tokens, draft_tensor_parallel_size=draft_tp)
 
 
 def parse_mm_limits(text: str | None) -> dict[str, int]:

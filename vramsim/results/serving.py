@@ -8,7 +8,7 @@ from typing import Any
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
 
-__all__ = ["ServeEncoder", "ServeReport", "ServeStage"]
+__all__ = ["ServeEncoder", "ServeLora", "ServePrefix", "ServeReport", "ServeSpeculative", "ServeStage"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +38,48 @@ class ServeEncoder:
     """The encoder's run alone: its peak over the weights."""
     cache_bytes: int
     """Its outputs, kept (vLLM's encoder cache) through the decoder's run and the sampler's warm-up."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeLora:
+    """vLLM's LoRA slots (``--enable-lora``): allocated at start-up for ``max_loras`` adapters of ``max_lora_rank``."""
+
+    max_loras: int
+    max_lora_rank: int
+    max_cpu_loras: int
+    """Adapters kept in host memory: no device memory."""
+    embeddings: bool
+    """Whether the embedding and the head have slots too."""
+    slot_bytes: int
+    """The slots and the punica wrapper's index buffers, in the weights (vLLM's "Model loading took")."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeSpeculative:
+    """Speculative decoding (``--speculative-config``): what its proposer holds on the device."""
+
+    method: str
+    model: str | None
+    """The draft model (None: ngram, which proposes on the host)."""
+    num_speculative_tokens: int
+    weights_bytes: int
+    """The draft's weights on this rank, in the weights (0 for ngram)."""
+    activation_peak_bytes: int
+    """The draft's dummy run over the batch, the target's hidden states held beside it (0 for ngram)."""
+    kv_bytes_per_token: int
+    """The draft's layers' KV cache per token, in the KV cache's blocks beside the target's."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServePrefix:
+    """Prefix caching's effect on concurrency: every request starts with the same ``tokens``."""
+
+    tokens: int
+    shared_blocks: int
+    """The prefix's full blocks, held once (vLLM caches full blocks only; SGLang's radix tree every token)."""
+    request_blocks: int
+    """A request's own blocks beyond the shared ones."""
+    max_concurrency: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +139,14 @@ class ServeReport:
     """With pipeline parallel, every stage; the report's other figures are the stage with the fewest blocks."""
     encoder: ServeEncoder | None = None
     """A multimodal model's encoder profile (None: a text model, or served as text only)."""
+    lora: ServeLora | None = None
+    """LoRA slots (None without ``--enable-lora``)."""
+    speculative: ServeSpeculative | None = None
+    """Speculative decoding's proposer (None without ``--speculative-config``)."""
+    prefix_caching: bool = True
+    """vLLM V1's default; False with ``--no-enable-prefix-caching``."""
+    shared_prefix: ServePrefix | None = None
+    """The concurrency with a shared prefix (None without ``--shared-prefix-len``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data; ``vramsim serve --json`` prints exactly this."""

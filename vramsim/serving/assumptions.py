@@ -6,11 +6,13 @@ from vramsim.config.serving import VLLM_QUANTIZATION_NAMES, ServeConfig
 from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
+from vramsim.serving.lora import LoraSettings
 from vramsim.serving.multimodal import QWEN2_VL_MAX_PIXELS, QWEN2_VL_MIN_PIXELS, EncoderBatch
 from vramsim.serving.profile_run import VLLM_QUANTIZED_LAYERS
+from vramsim.serving.speculative import Draft
 from vramsim.serving.versions import vllm_release
 
-__all__ = ["budget_assumptions", "encoder_note", "hybrid_note", "multimodal_note", "pipeline_note"]
+__all__ = ["adapter_notes", "budget_assumptions", "encoder_note", "hybrid_note", "multimodal_note", "pipeline_note"]
 
 
 def budget_assumptions(
@@ -223,3 +225,43 @@ def _pixels_note(bounds: tuple[int, int]) -> str:
             f"; the image processor's max_pixels taken as the hub's preprocessor_config.json states it ({QWEN2_VL_MAX_PIXELS:,})"
         )
     return f"; the image processor's min_pixels {bounds[0]:,}, max_pixels {bounds[1]:,} (with --mm-processor-kwargs)"
+
+
+def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | None) -> list[Assumption]:
+    """What LoRA slots and a speculative proposer add, and what about them is not modelled."""
+    found = []
+    if lora is not None:
+        wrapped = "every linear layer, the embedding and the head" if lora.embeddings else "every linear layer"
+        found.append(
+            Assumption(
+                name="lora_slots",
+                bytes=lora_bytes,
+                detail=f"vLLM's LoRA slots for {lora.max_loras} adapters of rank {lora.max_lora_rank} in {wrapped} "
+                "(lora_a and lora_b per slot, the model's dtype) and the punica wrapper's index buffers, allocated "
+                "with the weights (vramsim/serving/lora.py); the profile forward runs each layer's shrink buffer; "
+                f"--max-cpu-loras {lora.max_cpu_loras} are host memory; LoRA's own CUDA graphs "
+                "(cudagraph_specialize_lora) are not counted",
+            )
+        )
+    if draft is not None and draft.method == "ngram":
+        found.append(
+            Assumption(
+                name="speculative_ngram",
+                detail=f"ngram proposes {draft.num_speculative_tokens} tokens on the host (NgramProposer): no device "
+                "memory; the rejection sampler's warm-up and the decode graphs' sizes in steps of "
+                f"{draft.num_speculative_tokens + 1} are not modelled",
+            )
+        )
+    elif draft is not None:
+        found.append(
+            Assumption(
+                name="speculative_draft",
+                bytes=draft.weights_bytes,
+                detail=f"the draft {draft.model} at the target's tensor-parallel size and dtype: its weights, its "
+                "layers in every KV block beside the target's, its dummy run over the batch with the target's "
+                f"hidden states held ({draft.activation_peak_bytes / 2**20:,.1f} MiB; the activation peak is the "
+                "larger of that and the target's); its CUDA graphs and the rejection sampler's warm-up are not "
+                "modelled (vramsim/serving/speculative.py)",
+            )
+        )
+    return found

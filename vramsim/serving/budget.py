@@ -33,15 +33,18 @@ from vramsim.config.serving import ServeConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators import serving
 from vramsim.estimators.kv_cache import LayerCache
-from vramsim.results.serving import ServeEncoder, ServeReport
-from vramsim.serving.assumptions import budget_assumptions, encoder_note, hybrid_note, multimodal_note
+from vramsim.results.serving import ServeEncoder, ServeLora, ServeReport, ServeSpeculative
+from vramsim.serving.assumptions import adapter_notes, budget_assumptions, encoder_note, hybrid_note, multimodal_note
 from vramsim.serving.cuda_graphs import cuda_graph_estimate
 from vramsim.serving.kv_budget import budget_inputs, engine_budget, serve_report
+from vramsim.serving.lora import LoraSettings, lora_settings
 from vramsim.serving.max_model_len import resolve_max_model_len
 from vramsim.serving.multimodal import encoder_batch, multimodal_kind
 from vramsim.serving.pipelined import pipelined
+from vramsim.serving.prefix import shared_prefix
 from vramsim.serving.probes import rank_config, read_kv_cache, state_per_rank
 from vramsim.serving.profile_run import profile_options
+from vramsim.serving.speculative import Draft, speculative_draft
 from vramsim.serving.traces import RankTraces
 from vramsim.workload.build import weight_dtype
 from vramsim.workload.models import load_config
@@ -124,10 +127,17 @@ def _budget(name: str, source: PretrainedConfig, config: ServeConfig, started: f
             f"{name} is multimodal: its budget is modelled for vLLM on one GPU (the vision tower's tensor-parallel "
             "shards, pipeline stages and SGLang's multimodal profile are not)"
         )
+    lora = lora_settings(name, source, config, _vocab(source))
+    if lora is not None and (multimodal_kind(source) is not None or getattr(source, "is_encoder_decoder", False)):
+        raise UnsupportedError(f"{name}: LoRA slots are modelled for text decoders (not an encoder's or a tower's)")
     rank = rank_config(source, config.tp)
     if config.pp > 1:
-        return pipelined(name, source, rank, config, target, dtype, tokens, seqs, started, traces)
-    return _rank_budget(name, source, rank, config, target, dtype, tokens, seqs, started, traces)
+        report = pipelined(name, source, rank, config, target, dtype, tokens, seqs, started, traces)
+    else:
+        report = _rank_budget(name, source, rank, config, target, dtype, tokens, seqs, started, traces, lora)
+    return dataclasses.replace(
+        report, prefix_caching=not config.no_enable_prefix_caching, shared_prefix=shared_prefix(config, report)
+    )
 
 
 def _rank_budget(
@@ -141,8 +151,10 @@ def _rank_budget(
     seqs: int,
     started: float,
     traces: RankTraces,
+    lora: LoraSettings | None,
 ) -> ServeReport:
-    """Without pipeline parallel: one rank's cache, profile run and budget, every rank alike."""
+    """Without pipeline parallel: one rank's cache, profile run and budget, every rank alike; with ``lora``'s slots
+    and the speculative proposer ``config`` names."""
     assert config.tp is not None and config.max_model_len is not None
     encoder_decoder = bool(getattr(source, "is_encoder_decoder", False))
 
@@ -168,6 +180,7 @@ def _rank_budget(
         processor_kwargs=config.mm_processor_kwargs,
     )
     multimodal = {} if multimodal_kind(source) is None else {"encoder": images, "tower": images is not None}
+    adapters = {} if lora is None else {"lora": lora.key()}
     traced = traces.rank(
         rank,
         target,
@@ -179,19 +192,25 @@ def _rank_budget(
         checked=checked,
         encoder_decoder=encoder_decoder,
         **multimodal,
+        **adapters,
         **profile_options(config, target, dtype, _vocab(source)),
     )
-    layers, peak_notes = traced.layers, traced.notes
-    graphs = cuda_graph_estimate(config, traces, rank, target, dtype, tokens, seqs, encoder_decoder=encoder_decoder)
-    inputs, non_torch = budget_inputs(config, target, traced.weights_bytes, traced.activation_peak_bytes, layers, tokens, graphs)
+    draft = speculative_draft(name, source, config, traces, target, dtype, tokens, len(traced.layers))
+    layers, peak_notes = traced.layers + (draft.layers if draft else []), traced.notes
+    weights = traced.weights_bytes + traced.lora_bytes + (draft.weights_bytes if draft else 0)
+    activation = max(traced.activation_peak_bytes, draft.activation_peak_bytes if draft else 0)
+    graphs = cuda_graph_estimate(config, traces, rank, target, dtype, tokens, seqs, encoder_decoder=encoder_decoder, **adapters)
+    inputs, non_torch = budget_inputs(config, target, weights, activation, layers, tokens, graphs)
     budget, hybrid = engine_budget(name, config.engine, inputs)
     assumptions = [
         *budget_assumptions(config, non_torch, graphs, inputs.context_bytes, peak_notes),
         *hybrid_note(hybrid, layers),
         *encoder_note(encoder_decoder, profile_tokens),
         *multimodal_note(multimodal_kind(source), images),
+        *adapter_notes(lora, traced.lora_bytes, draft),
     ]
     report = serve_report(name, config, target, inputs, budget, tokens, seqs, started, assumptions=assumptions)
+    report = dataclasses.replace(report, lora=_lora_report(lora, traced.lora_bytes), speculative=_draft_report(draft, inputs))
     if images is None:
         return report
     encoder = ServeEncoder(
@@ -204,6 +223,31 @@ def _rank_budget(
         cache_bytes=traced.encoder_cache_bytes,
     )
     return dataclasses.replace(report, encoder=encoder)
+
+
+def _lora_report(lora: LoraSettings | None, slot_bytes: int) -> ServeLora | None:
+    if lora is None:
+        return None
+    return ServeLora(
+        max_loras=lora.max_loras,
+        max_lora_rank=lora.max_lora_rank,
+        max_cpu_loras=lora.max_cpu_loras,
+        embeddings=lora.embeddings,
+        slot_bytes=slot_bytes,
+    )
+
+
+def _draft_report(draft: Draft | None, inputs: serving.BudgetInputs) -> ServeSpeculative | None:
+    if draft is None:
+        return None
+    return ServeSpeculative(
+        method=draft.method,
+        model=draft.model,
+        num_speculative_tokens=draft.num_speculative_tokens,
+        weights_bytes=draft.weights_bytes,
+        activation_peak_bytes=draft.activation_peak_bytes,
+        kv_bytes_per_token=serving.token_bytes(draft.layers, inputs.kv_element_bytes),
+    )
 
 
 def _checkpoint_quantization(source: PretrainedConfig, config: ServeConfig) -> str | None:

@@ -21,6 +21,7 @@ from vramsim.config.serving import ServeConfig
 from vramsim.estimators.checkpointing import what_if
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.serving.attention import engine_attention, use_profile_attention
+from vramsim.serving.lora import lora_hooks, lora_slot_bytes, punica_bytes
 from vramsim.serving.multimodal import EncoderBatch, encoder_inputs, tower_modules
 from vramsim.serving.sampler import sampler_warmup
 from vramsim.serving.versions import TopKTopP, vllm_release
@@ -75,8 +76,9 @@ def profile_run(
     encoder: EncoderBatch | None = None,
     decoder: bool = True,
     tower: bool = True,
-) -> tuple[int, int, list[str], int]:
-    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes)``; a pipeline
+    lora: tuple[int, int, bool] | None = None,
+) -> tuple[int, int, list[str], int, int]:
+    """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes, encoder cache, LoRA)``; a pipeline
     stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
     encoder-decoder's (Whisper's) runs the encoder over one input of the encoder's length, as the
     encoder budget of ``profile_run`` (1500 tokens, one 30-s clip) allows, keeping its output for a
@@ -86,6 +88,8 @@ def profile_run(
     head, which samples nothing). A multimodal model's run starts as vLLM's does with ``encoder``, its dummy image batch:
     the model's own ``get_image_features`` over it, its output (the encoder cache) kept through the decoder's run and
     the warm-up (``decoder=False``: the encoder alone); ``tower=False`` serves it as text only, without the tower's
+    weights. ``lora`` (``LoraSettings.key``: slots, rank, embeddings) runs the LoRA kernels' buffers in the forward and
+    counts the slots and the punica wrapper's buffers (``lora.py``): the fifth figure, 0 without it, apart from the
     weights. The fourth figure is the encoder cache's bytes (0 without ``encoder``)."""
     from vramsim.analysis.traced import build_and_trace
 
@@ -124,6 +128,8 @@ def profile_run(
     def as_vllm_runs_it(program: Program) -> None:
         if not encoder_decoder:
             use_profile_attention(program.model)
+        if lora is not None:
+            lora_hooks(program.model, lora[1], embeddings=lora[2])
         if sampler is not None or encoder is not None:
             program.step = lambda p, o: _profile_step(p, o, seqs, vocab, sampler, images, kept, decoder)
 
@@ -141,9 +147,13 @@ def profile_run(
     if quantization == "mxfp4":
         weights -= _mxfp4_savings(program.model)
     weights -= _unheld(program.model, embedding=embedding, head=head)
+    adapters = 0
+    if lora is not None:
+        loras, lora_rank, embeddings = lora
+        adapters = lora_slot_bytes(program.model, loras, lora_rank, vocab, embeddings=embeddings) + punica_bytes(tokens, loras)
     if not tower:
         weights -= sum(_rounded(p.numel() * p.element_size()) for m in tower_modules(program.model) for p in m.parameters())
-    return weights, memory.peak_bytes - resident, list(trace.notes), kept[-1] if kept else 0  # the last step's
+    return weights, memory.peak_bytes - resident, list(trace.notes), kept[-1] if kept else 0, adapters  # the last step's
 
 
 def _profile_step(

@@ -33,6 +33,8 @@ class RankTrace:
     """A multimodal model's encoder profile alone: its peak over the weights (0 without one)."""
     encoder_cache_bytes: int = 0
     """The encoder's outputs the profile run keeps through the decoder's run (vLLM's encoder cache)."""
+    lora_bytes: int = 0
+    """vLLM's LoRA slots and punica buffers, allocated with the weights (0 without ``--enable-lora``)."""
 
 
 class RankTraces:
@@ -41,9 +43,10 @@ class RankTraces:
 
     def __init__(self) -> None:
         self._layers: dict[tuple[Any, ...], list[LayerCache]] = {}
-        self._profiles: dict[tuple[Any, ...], tuple[int, int, list[str], int]] = {}
+        self._profiles: dict[tuple[Any, ...], tuple[int, int, list[str], int, int]] = {}
         self._encoders: dict[tuple[Any, ...], int] = {}
         self._captures: dict[tuple[Any, ...], int] = {}
+        self._drafts: dict[tuple[Any, ...], tuple[list[LayerCache], int, int]] = {}
 
     @property
     def traced(self) -> int:
@@ -81,10 +84,10 @@ class RankTraces:
         layers = checked(self._layers[key])
         if key not in self._profiles:
             self._profiles[key] = profile_run(rank, target, dtype, tokens, seqs, quantization, **held)
-        weights, activation, notes, cache = self._profiles[key]
+        weights, activation, notes, cache, adapters = self._profiles[key]
         if held.get("encoder") is not None and key not in self._encoders:
             self._encoders[key] = profile_run(rank, target, dtype, tokens, seqs, quantization, **held, decoder=False)[1]
-        return RankTrace(layers, weights, activation, list(notes), self._encoders.get(key, 0), cache)
+        return RankTrace(layers, weights, activation, list(notes), self._encoders.get(key, 0), cache, adapters)
 
     def capture(
         self, rank: PretrainedConfig, target: Target, dtype: torch.dtype, *, tokens: int, quantization: str | None, **held: Any
@@ -100,6 +103,19 @@ class RankTraces:
             tuple(sorted(held.items())),
         )
         if key not in self._captures:
-            _, activation, _, _ = profile_run(rank, target, dtype, tokens, 1, quantization, sampler=None, vocab=0, **held)
+            _, activation, _, _, _ = profile_run(rank, target, dtype, tokens, 1, quantization, sampler=None, vocab=0, **held)
             self._captures[key] = activation
         return self._captures[key]
+
+    def draft(
+        self, rank: PretrainedConfig, target: Target, dtype: torch.dtype, *, long_tokens: int, tokens: int
+    ) -> tuple[list[LayerCache], int, int]:
+        """A speculative draft model's rank: its cache layers up to ``long_tokens``, its weights and the activation
+        peak of its dummy run over ``tokens`` tokens (the forward alone: the proposer computes no logits there),
+        traced the first time they are asked for."""
+        key = (json.dumps(rank.to_dict(), sort_keys=True, default=str), target.name, str(dtype), long_tokens, tokens)
+        if key not in self._drafts:
+            layers = read_kv_cache(rank, device=target.name, dtype=dtype, long_tokens=long_tokens)
+            weights, activation, _, _, _ = profile_run(rank, target, dtype, tokens, 1, None, sampler=None, vocab=0)
+            self._drafts[key] = (layers, weights, activation)
+        return self._drafts[key]

@@ -24,7 +24,7 @@ def render_serve(report: ServeReport, console: Console) -> None:
             (report.model, "bold"),
             f"  {engine} on {report.gpus} x {report.target}, tensor parallel "
             f"{report.tp}{pipeline}, max_model_len {report.max_model_len:,}, kv_cache_dtype "
-            f"{report.kv_cache_dtype}  (per rank)",
+            f"{report.kv_cache_dtype}{_served_with(report)}  (per rank)",
         ),
     )
     _say(console, "Budget")
@@ -44,6 +44,13 @@ def render_serve(report: ServeReport, console: Console) -> None:
         f"Maximum concurrency at {report.max_model_len:,} tokens per request: {report.max_concurrency:.2f}x "
         f"({format_bytes(report.request_bytes)} per request)",
     )
+    if report.shared_prefix is not None:
+        prefix = report.shared_prefix
+        _say(
+            console,
+            f"With a shared prefix of {prefix.tokens:,} tokens (prefix caching): {prefix.max_concurrency:.2f}x "
+            f"({prefix.shared_blocks:,} blocks held once, {prefix.request_blocks:,} of each request's own)",
+        )
     if report.max_concurrency < 1:  # vLLM refuses to start (serving.kv_budget); SGLang shortens requests
         _say(
             console,
@@ -79,6 +86,21 @@ def _say(console: Console, line: str | Text, indent: str = "") -> None:
     print_wrapped(console, Text.from_markup(line) if isinstance(line, str) else line, indent=len(indent))
 
 
+def _served_with(report: ServeReport) -> str:
+    """The header's words for LoRA slots, a speculative proposer, prefix caching and a shared prefix."""
+    parts = []
+    if report.lora is not None:
+        parts.append(f"LoRA {report.lora.max_loras} x rank {report.lora.max_lora_rank}")
+    spec = report.speculative
+    if spec is not None:
+        parts.append(f"speculative {spec.model or spec.method} ({spec.num_speculative_tokens} tokens)")
+    if not report.prefix_caching:
+        parts.append("no prefix caching")
+    if report.shared_prefix is not None:
+        parts.append(f"shared prefix {report.shared_prefix.tokens:,}")
+    return "".join(f", {part}" for part in parts)
+
+
 def _budget(report: ServeReport) -> Table:
     """The device's memory less each term the engine takes before the cache: what is left is the KV cache."""
     share = "gpu_memory_utilization" if report.engine == "vllm" else "mem_fraction_static"
@@ -89,7 +111,8 @@ def _budget(report: ServeReport) -> Table:
             report.usable_bytes,
             "" if report.engine == "vllm" else "total less the CUDA context, times the fraction",
         ),
-        ("- weights (this rank's shard)", report.weights_bytes, "every parameter, as the allocator holds it"),
+        ("- weights (this rank's shard)", _base_weights(report), "every parameter, as the allocator holds it"),
+        *_adapter_rows(report),
         (
             f"- activation peak of a profile forward over {report.max_num_batched_tokens:,} tokens",
             report.activation_peak_bytes,
@@ -105,6 +128,25 @@ def _budget(report: ServeReport) -> Table:
     for term, nbytes, why in rows:
         table.add_row(term, format_bytes(nbytes), why)
     return table
+
+
+def _base_weights(report: ServeReport) -> int:
+    """The model's own weights: the weights' term less the LoRA slots and the draft's weights in it."""
+    lora = report.lora.slot_bytes if report.lora else 0
+    draft = report.speculative.weights_bytes if report.speculative else 0
+    return report.weights_bytes - lora - draft
+
+
+def _adapter_rows(report: ServeReport) -> list[tuple[str, int, str]]:
+    """The LoRA slots' and the draft model's rows, loaded with the weights."""
+    rows = []
+    if report.lora is not None:
+        lora = report.lora
+        rows.append((f"- LoRA slots: {lora.max_loras} x rank {lora.max_lora_rank}", lora.slot_bytes, "at start-up, zeroed"))
+    spec = report.speculative
+    if spec is not None and spec.model is not None:
+        rows.append(("- draft model's weights", spec.weights_bytes, spec.model))
+    return rows
 
 
 def _serve_stages(report: ServeReport) -> Table:
