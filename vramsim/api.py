@@ -28,7 +28,7 @@ from vramsim.results.plan import Plan, PlanRow
 from vramsim.results.quote import Duration, StepFlops
 from vramsim.results.report import Report
 from vramsim.search.advice import traced_advice
-from vramsim.search.strategy import StrategySearcher, strategy_searcher
+from vramsim.search.strategy import SharedTraces, StrategySearcher, strategy_searcher
 from vramsim.search.strategy_advice import strategy_advice
 from vramsim.workload.models import ModelSource, with_default_task
 
@@ -192,10 +192,10 @@ def plan(
     the device and the layout): on each GPU count the offer has (1, 2, 4, ... and all of them), the strategy
     search's cheapest setting that fits each rank under the headroom, then its quote over ``days`` or ``hours``, or
     over the time ``tokens`` of training take there (the setting's traced step FLOPs at the GPU's peak times
-    ``mfu``). Rows cheapest first; offers of one GPU model share their traces, and a GPU count that cannot hold the
-    job at any sharding is ruled out untraced; ``max_gpus`` caps the counts an order may have. When nothing fits,
-    ``Plan.advice`` says what would. The same request (``Plan.key``, with the versions that trace) is answered
-    from the result cache (``cache`` as ``simulate`` takes it).
+    ``mfu``). Rows cheapest first; offers of GPUs alike but for their memory share their traces (``SharedTraces``),
+    and a GPU count that cannot hold the job at any sharding is ruled out untraced; ``max_gpus`` caps the counts an
+    order may have. When nothing fits, ``Plan.advice`` says what would. The same request (``Plan.key``, with the
+    versions that trace) is answered from the result cache (``cache`` as ``simulate`` takes it).
 
     >>> found = plan("gpt2", prices="examples/prices.example.toml", days=1, seq_len=128)
     >>> found.cheapest.quote.offer, len(found.key)
@@ -237,12 +237,13 @@ def _planned(
     tokens, days, hours, mfu, max_gpus = (inputs[name] for name in ("tokens", "days", "hours", "mfu", "max_gpus"))
     fixed = None if tokens is not None else given_duration(days=days or 0, hours=hours or 0)
     started = time.perf_counter()
+    shared = SharedTraces()  # a program traced once for every GPU alike but for its memory
     searchers: dict[str, StrategySearcher] = {}
     rows: list[tuple[int, PlanRow]] = []
     unfit = []
     for index, offer in enumerate(sheet.offers):
-        if offer.device.name not in searchers:  # one GPU model, one search: its traces serve every offer of it
-            searchers[offer.device.name] = strategy_searcher(model, progress=progress, device=offer.gpu, **options)
+        if offer.device.name not in searchers:  # one GPU model, one search: its candidates serve every offer of it
+            searchers[offer.device.name] = strategy_searcher(model, progress=progress, shared=shared, device=offer.gpu, **options)
         searcher = searchers[offer.device.name]
         found = [
             _plan_row(searcher, offer, gpus, key, tokens, fixed, mfu)
@@ -274,7 +275,7 @@ def _planned(
         advice=advice,
         advice_offer=None if advised is None else advised.name,
         key=key,
-        traces=sum(traced is not None for s in searchers.values() for traced in s.traces.values()),
+        traces=len(shared),
         trace_seconds=round(time.perf_counter() - started, 3),
     )
 

@@ -108,5 +108,5 @@ def render_plan(plan: Plan, console: Console) -> None:
     )
     print_wrapped(
         console,
-        f"{plan.traces} trace(s) in {plan.trace_seconds:.1f} s; offers of one GPU model share them",
+        f"{plan.traces} trace(s) in {plan.trace_seconds:.1f} s; GPUs alike but for their memory share them",
     )
