@@ -11,6 +11,8 @@ import pytest
 import transformers
 from cli_runs import run, saved_config
 
+import vramsim
+
 SMALL = """
 currency = "EUR"
 
@@ -98,3 +100,21 @@ def test_stop_after_shows_what_is_paid_anyway(
         run(capsys, *args, "--stop-after", "2")
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1 and "h (hours) or d (days)" in err
+
+
+def test_a_job_that_fits_nowhere_says_what_would(
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """8 x 256 tokens on one GPU of 650 MiB (585 usable): no checkpointing choice holds it; a batch of one does,
+    at the figure ``simulate`` gives that job (576 MiB), and --fail-if-none still exits 3."""
+    sheet = _sheet(tmp_path, SMALL.replace("700MiB", "650MiB").replace("gpus_per_node = 2", "gpus_per_node = 1"))
+    model = _model(tmp_path, tiny_llama)
+    job = ("--batch-size", "8", "--seq-len", "256")
+    code, out, _ = run(capsys, "plan", model, *job, "--prices", sheet, "--days", "1", "--quiet", "--fail-if-none", "--json")
+    found = json.loads(out)
+    assert code == 3 and found["rows"] == [] and found["unfit"] == ["small"] and found["advice_offer"] == "small"
+    advice = found["advice"][0]
+    assert advice["fits"] and advice["changes"]["batch_size"] == 1
+    options = {k: v for k, v in advice["changes"].items() if k != "gpus"}
+    report = vramsim.simulate(tiny_llama, device="custom:650MiB:sm_86", task="train", seq_len=256, advice="none", **options)
+    assert advice["device_bytes"] == report.device_bytes <= 0.9 * 650 * 2**20
