@@ -5,8 +5,10 @@ result cache, the same key, nothing traced.
 The job: every weight trained in bf16 with bf16 AdamW states (torchtune's full fine-tune), 512 tokens a step,
 10 days. Eight GPUs hold its 8 bytes a parameter (565 GB); fewer are ruled out untraced (``search/bounds.py``).
 The H100s and the H200s differ only in their memory, so the H200 offer's search takes the H100's one-rank trace
-(``SharedTraces``); the A100 runs other kernels and traces its own. Measured on the shared two-core machine: 6
-traces, 71 s of CPU (4 min 33 s of wall time at a load of 9)."""
+(``SharedTraces``); the A100 runs other kernels and traces its own. Measured on the shared two-core machine: the
+first call 6 traces and 71 s of CPU (4 min 33 s of wall time at a load of 9); the whole test, with its check
+against ``simulate`` (one more trace) and the cached second call, 78 to 84 s of CPU (6 to 7.5 min of wall time
+at loads of 8 to 10)."""
 
 from __future__ import annotations
 
