@@ -269,8 +269,8 @@ def _planned(
             unfit.append(offer.name)
     rows.sort(key=lambda item: (item[1].quote.total, item[1].quote.duration.seconds, item[1].quote.gpus, item[0]))
     advised = None if rows else max(sheet.offers, key=lambda o: o.gpus_available * (o.device.memory_bytes or 0))
-    advice = (
-        []
+    advice, advice_traces = (
+        ([], 0)
         if advised is None
         else strategy_advice(
             searchers[advised.device.name],
@@ -290,7 +290,7 @@ def _planned(
         advice=advice,
         advice_offer=None if advised is None else advised.name,
         key=key,
-        traces=len(shared),
+        traces=len(shared) + advice_traces,
         trace_seconds=round(time.perf_counter() - started, 3),
     )
 

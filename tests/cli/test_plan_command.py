@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import transformers
-from cli_runs import run, saved_config
+from cli_runs import count_traces, run, saved_config
 
 import vramsim
 
@@ -103,16 +103,18 @@ def test_stop_after_shows_what_is_paid_anyway(
 
 
 def test_a_job_that_fits_nowhere_says_what_would(
-    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tiny_llama: transformers.LlamaConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """8 x 256 tokens on one GPU of 650 MiB (585 usable): no checkpointing choice holds it; a batch of one does,
     at the figure ``simulate`` gives that job (576 MiB), and --fail-if-none still exits 3."""
     sheet = _sheet(tmp_path, SMALL.replace("700MiB", "650MiB").replace("gpus_per_node = 2", "gpus_per_node = 1"))
     model = _model(tmp_path, tiny_llama)
     job = ("--batch-size", "8", "--seq-len", "256")
+    traced = count_traces(monkeypatch)
     code, out, _ = run(capsys, "plan", model, *job, "--prices", sheet, "--days", "1", "--quiet", "--fail-if-none", "--json")
     found = json.loads(out)
     assert code == 3 and found["rows"] == [] and found["unfit"] == ["small"] and found["advice_offer"] == "small"
+    assert found["traces"] == len(traced) > 1  # the advice's searches traced programs of their own, counted
     advice = found["advice"][0]
     assert advice["fits"] and advice["changes"]["batch_size"] == 1
     options = {k: v for k, v in advice["changes"].items() if k != "gpus"}

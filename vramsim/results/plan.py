@@ -57,7 +57,8 @@ class Plan:
     key: str
     """The request's key (``pricing/key.py``, ``plan_key``): the same request, the same key."""
     traces: int
-    """Programs traced for the whole plan (offers of GPUs alike but for their memory share their traces)."""
+    """Programs traced for the whole plan, the advice's searches included (offers of GPUs alike but for their
+    memory share their traces)."""
     trace_seconds: float
 
     @property
