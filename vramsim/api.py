@@ -28,7 +28,7 @@ from vramsim.results.plan import Plan, PlanRow
 from vramsim.results.quote import Duration, StepFlops
 from vramsim.results.report import Report
 from vramsim.search.advice import traced_advice
-from vramsim.search.strategy import StrategySearcher, strategy_searcher
+from vramsim.search.strategy import SharedTraces, StrategySearcher, strategy_searcher
 from vramsim.search.strategy_advice import strategy_advice
 from vramsim.workload.models import ModelSource, with_default_task
 
@@ -184,6 +184,7 @@ def plan(
     hours: float | None = None,
     mfu: float | None = None,
     max_gpus: int | None = None,
+    stop_after_hours: float | None = None,
     progress: Callable[[str], None] | None = None,
     cache: bool | ResultCache = True,
     **options: Any,
@@ -192,10 +193,12 @@ def plan(
     the device and the layout): on each GPU count the offer has (1, 2, 4, ... and all of them), the strategy
     search's cheapest setting that fits each rank under the headroom, then its quote over ``days`` or ``hours``, or
     over the time ``tokens`` of training take there (the setting's traced step FLOPs at the GPU's peak times
-    ``mfu``). Rows cheapest first; offers of one GPU model share their traces, and a GPU count that cannot hold the
-    job at any sharding is ruled out untraced; ``max_gpus`` caps the counts an order may have. When nothing fits,
-    ``Plan.advice`` says what would. The same request (``Plan.key``, with the versions that trace) is answered
-    from the result cache (``cache`` as ``simulate`` takes it).
+    ``mfu``). Rows cheapest first; offers of GPUs alike but for their memory share their traces (``SharedTraces``),
+    and a GPU count that cannot hold the job at any sharding is ruled out untraced; ``max_gpus`` caps the counts an
+    order may have; ``stop_after_hours`` adds to each quote what is paid anyway if the job stops then (a row whose
+    job ends before it has none). When nothing fits, ``Plan.advice`` says what would. The same request
+    (``Plan.key``, with the versions that trace) is answered from the result cache (``cache`` as ``simulate`` takes
+    it).
 
     >>> found = plan("gpt2", prices="examples/prices.example.toml", days=1, seq_len=128)
     >>> found.cheapest.quote.offer, len(found.key)
@@ -213,9 +216,20 @@ def plan(
         raise ConfigError(f"max_gpus is the most GPUs an order may have, 1 or more; got {max_gpus!r}")
     if mfu is not None and tokens is None:
         raise ConfigError("mfu is the utilisation a duration from tokens assumes; give tokens, or drop mfu")
+    if stop_after_hours is not None:
+        stop = given_duration(hours=stop_after_hours)
+        if tokens is None and stop.seconds > given_duration(days=days or 0, hours=hours or 0).seconds:
+            raise ConfigError(f"stop_after_hours is within the job; {stop_after_hours:g} hours is past its end")
     sheet = prices if isinstance(prices, PriceSheet) else load_sheet(prices)
     options = with_default_task(model, options)
-    inputs = {"tokens": tokens, "days": days, "hours": hours, "mfu": mfu, "max_gpus": max_gpus}
+    inputs = {
+        "tokens": tokens,
+        "days": days,
+        "hours": hours,
+        "mfu": mfu,
+        "max_gpus": max_gpus,
+        "stop_after_hours": stop_after_hours,
+    }
     key = plan_key(model, options, sheet, inputs)
     return cached_answer(
         cache,
@@ -236,16 +250,18 @@ def _planned(
     """``plan``'s answer, searched and quoted (what the result cache keeps under the request's key)."""
     tokens, days, hours, mfu, max_gpus = (inputs[name] for name in ("tokens", "days", "hours", "mfu", "max_gpus"))
     fixed = None if tokens is not None else given_duration(days=days or 0, hours=hours or 0)
+    stop = None if inputs["stop_after_hours"] is None else given_duration(hours=inputs["stop_after_hours"])
     started = time.perf_counter()
+    shared = SharedTraces()  # a program traced once for every GPU alike but for its memory
     searchers: dict[str, StrategySearcher] = {}
     rows: list[tuple[int, PlanRow]] = []
     unfit = []
     for index, offer in enumerate(sheet.offers):
-        if offer.device.name not in searchers:  # one GPU model, one search: its traces serve every offer of it
-            searchers[offer.device.name] = strategy_searcher(model, progress=progress, device=offer.gpu, **options)
+        if offer.device.name not in searchers:  # one GPU model, one search: its candidates serve every offer of it
+            searchers[offer.device.name] = strategy_searcher(model, progress=progress, shared=shared, device=offer.gpu, **options)
         searcher = searchers[offer.device.name]
         found = [
-            _plan_row(searcher, offer, gpus, key, tokens, fixed, mfu)
+            _plan_row(searcher, offer, gpus, key, tokens, fixed, mfu, stop)
             for gpus in _plan_counts(min(offer.gpus_available, max_gpus or offer.gpus_available))
         ]
         rows += [(index, row) for row in found if row is not None]
@@ -253,8 +269,8 @@ def _planned(
             unfit.append(offer.name)
     rows.sort(key=lambda item: (item[1].quote.total, item[1].quote.duration.seconds, item[1].quote.gpus, item[0]))
     advised = None if rows else max(sheet.offers, key=lambda o: o.gpus_available * (o.device.memory_bytes or 0))
-    advice = (
-        []
+    advice, advice_traces = (
+        ([], 0)
         if advised is None
         else strategy_advice(
             searchers[advised.device.name],
@@ -274,7 +290,7 @@ def _planned(
         advice=advice,
         advice_offer=None if advised is None else advised.name,
         key=key,
-        traces=sum(traced is not None for s in searchers.values() for traced in s.traces.values()),
+        traces=len(shared) + advice_traces,
         trace_seconds=round(time.perf_counter() - started, 3),
     )
 
@@ -292,8 +308,10 @@ def _plan_row(
     tokens: int | None,
     fixed: Duration | None,
     mfu: float | None,
+    stop: Duration | None,
 ) -> PlanRow | None:
-    """``gpus`` of ``offer``: the cheapest setting that fits and its quote; None when none fits."""
+    """``gpus`` of ``offer``: the cheapest setting that fits and its quote (with what stopping after ``stop`` pays,
+    where the job runs that long); None when none fits."""
     setting = searcher.cheapest(gpus, offer.gpus_per_node)
     if setting is None:
         return None
@@ -310,5 +328,6 @@ def _plan_row(
         duration = training_duration(whole, tokens, offer, gpus=gpus, dtype=searcher.compute_dtype, mfu=mfu)
     capacity = searcher.target.profile.memory_bytes
     assert capacity is not None, "an offer's GPU has a capacity"
-    bill = dataclasses.replace(quote(offer, gpus, duration), key=order_key(key, offer.name, gpus))
+    stop_after = stop if stop is not None and stop.seconds <= duration.seconds else None
+    bill = dataclasses.replace(quote(offer, gpus, duration, stop_after), key=order_key(key, offer.name, gpus))
     return PlanRow(setting=setting, capacity_bytes=capacity, usable_bytes=searcher.usable, quote=bill)

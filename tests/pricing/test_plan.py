@@ -155,19 +155,20 @@ def test_the_key_is_the_requests(tmp_path: Path) -> None:
     found, _ = _planned()
     llama = tiny_llama_config()
     sheet = load_sheet(_sheet(tmp_path))
-    key = plan_key(llama, JOB, sheet, {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None})
+    duration = {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None, "stop_after_hours": None}
+    key = plan_key(llama, JOB, sheet, duration)
     assert found.key == key and len(key) == 64 and int(key, 16) >= 0
     shuffled = SHEET.replace("price = { hour = 2.00, day = 40.00 }", "price = {day=40.0,hour=2}").replace(
         "minimum = { days = 2 }", "minimum = { hours = 48 }  # the same"
     )
     same = load_sheet(_sheet(tmp_path, shuffled, "other.toml"))
-    duration = {"tokens": None, "days": 1, "hours": None, "mfu": None, "max_gpus": None}
     assert plan_key(llama, {**JOB, "batch_size": 1}, same, duration) == key  # batch 1 is the default
     changed = [
         plan_key(llama, JOB, load_sheet(_sheet(tmp_path, SHEET.replace("day = 5.00", "day = 5.01"), "c.toml")), duration),
         plan_key(llama, {**JOB, "seq_len": 128}, sheet, duration),
         plan_key(llama, JOB, sheet, {**duration, "days": 2}),
+        plan_key(llama, JOB, sheet, {**duration, "stop_after_hours": 12.0}),
         plan_key(transformers.LlamaConfig(**{**llama.to_dict(), "num_hidden_layers": 3}), JOB, sheet, duration),
     ]
-    assert len({key, *changed}) == 5
+    assert len({key, *changed}) == 6
     assert len({row.quote.key for row in found.rows}) == len(found.rows)

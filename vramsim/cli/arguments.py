@@ -277,6 +277,15 @@ def _compare_arguments(compare: argparse.ArgumentParser) -> None:
     compare.set_defaults(variant_flags=None)  # the strings after --, split off before parsing (cli/variants.py)
 
 
+def _span_hours(text: str) -> float:
+    """A time span as hours: a number more than 0 and its unit, ``h`` (hours) or ``d`` (days)."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in ("h", "d"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a span: a number and h (hours) or d (days), e.g. 36h or 2d")
+    value = _positive(float)(number)
+    return float(value) * (24 if unit == "d" else 1)
+
+
 def _positive(kind: type[int] | type[float]) -> Any:
     """A flag's number, more than 0."""
 
@@ -314,6 +323,12 @@ def _plan_arguments(planned: argparse.ArgumentParser) -> None:
     )
     planned.add_argument(
         "--max-gpus", type=_positive(int), default=None, help="the most GPUs an order may have; none given: all an offer has"
+    )
+    planned.add_argument(
+        "--stop-after",
+        type=_span_hours,
+        metavar="SPAN",
+        help="what each quote pays anyway if the job stops after SPAN (36h, 2d): a started period is paid whole",
     )
     planned.add_argument(
         "--fail-if-none",

@@ -66,6 +66,11 @@ def check_command(args: argparse.Namespace, started: float) -> Command:
         if args.command == "plan":
             if args.mfu is not None and args.tokens is None:
                 raise ConfigError("--mfu is the utilisation a duration from --tokens assumes; give --tokens, or drop --mfu")
+            given_hours = args.hours if args.hours is not None else 24 * args.days if args.days is not None else None
+            if args.stop_after is not None and given_hours is not None and args.stop_after > given_hours:
+                raise ConfigError(
+                    f"--stop-after is within the job: at most its {given_hours:g} hours; got {args.stop_after:g} hours"
+                )
             warnings += SimulationConfig.from_options(**given).warnings
             return Command(args=args, options=given, warnings=tuple(warnings), started=started, sheet=load_sheet(args.prices))
         warnings += argument_warnings(args)

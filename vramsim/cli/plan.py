@@ -21,7 +21,14 @@ def run(command: Command, console: Console) -> int:
 
     args = command.args
     assert command.sheet is not None, "plan's sheet is read with its arguments"
-    duration = {"tokens": args.tokens, "days": args.days, "hours": args.hours, "mfu": args.mfu, "max_gpus": args.max_gpus}
+    duration = {
+        "tokens": args.tokens,
+        "days": args.days,
+        "hours": args.hours,
+        "mfu": args.mfu,
+        "max_gpus": args.max_gpus,
+        "stop_after_hours": args.stop_after,
+    }
     store = result_cache(command)
     with progress(command, f"planning {args.model} over {len(command.sheet.offers)} offer(s)") as told:
         found = plan(args.model, prices=command.sheet, progress=told, cache=store or False, **duration, **command.options)

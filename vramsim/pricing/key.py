@@ -33,7 +33,8 @@ __all__ = ["order_key", "plan_key"]
 
 def plan_key(model: ModelSource, options: Mapping[str, Any], sheet: PriceSheet, duration: Mapping[str, Any]) -> str:
     """The digest (sha256, hex) of the request to plan ``model`` with ``options`` over ``sheet`` for ``duration``
-    (the duration's inputs: ``tokens``, ``days``, ``hours``, ``mfu``, as given; ``None`` for one not given)."""
+    (the duration's inputs: ``tokens``, ``days``, ``hours``, ``mfu``, ``max_gpus``, ``stop_after_hours``, as given;
+    ``None`` for one not given)."""
     config = SimulationConfig.from_options(**options)
     try:
         content = model_content(model, trust_remote_code=config.trust_remote_code)

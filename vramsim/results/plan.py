@@ -41,8 +41,9 @@ class Plan:
     """The price sheet (its path): the prices are the sheet's, not vramsim's."""
     currency: str
     duration: dict[str, Any]
-    """The duration's inputs as given: ``tokens``, ``days``, ``hours``, ``mfu``, and ``max_gpus``, the most GPUs an
-    order may have (``None`` when not given)."""
+    """The duration's inputs as given: ``tokens``, ``days``, ``hours``, ``mfu``, ``max_gpus``, the most GPUs an
+    order may have, and ``stop_after_hours``, when the quotes say what stopping then still pays (``None`` when not
+    given)."""
     headroom: float
     rows: list[PlanRow]
     """Cheapest total first; of equal totals, the shorter job, then the fewer GPUs, then the sheet's order."""
@@ -56,7 +57,8 @@ class Plan:
     key: str
     """The request's key (``pricing/key.py``, ``plan_key``): the same request, the same key."""
     traces: int
-    """Programs traced for the whole plan (offers of one GPU model share their traces)."""
+    """Programs traced for the whole plan, the advice's searches included (offers of GPUs alike but for their
+    memory share their traces)."""
     trace_seconds: float
 
     @property

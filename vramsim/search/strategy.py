@@ -4,7 +4,9 @@ One trace answers every data-parallel scheme (DDP, ZeRO-1/2/3, FSDP2), every pip
 and every checkpointing choice over any number of ranks: each is an analysis of the traced graph, never a
 re-run of the model. A tensor-, context- or expert-parallel rank runs another program (a decoder with
 1/tp of the heads, 1/cp of the tokens, 1/ep of the experts), so each such degree is one more trace, made
-when a candidate first needs it and shared by all its candidates (``StrategySearch.traces``).
+when a candidate first needs it and shared by all its candidates (``StrategySearch.traces``), and, through
+``SharedTraces``, by the same job's searches on other GPUs that differ from this one only in their memory (a
+plan's offers).
 
 Candidates (``vramsim/search/strategy_space.py``) are ordered by what they cost beyond memory: the fewest GPUs,
 then the least compute lost per step (recomputed FLOPs as a share of the step's, measured on the one-rank
@@ -43,6 +45,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing import CheckpointCost, what_if
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, first_layers, parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
+from vramsim.estimators.devices import DeviceProfile
 from vramsim.results.report import Report
 from vramsim.results.strategy import SCHEMES, Candidate, Refusal, RuledOut, Setting, StrategySearch
 from vramsim.search.bounds import FloorBound, TracedBound
@@ -56,7 +59,7 @@ from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
 
-__all__ = ["StrategySearcher", "cheapest_strategy", "cheapest_strategy_reported", "strategy_searcher"]
+__all__ = ["SharedTraces", "StrategySearcher", "cheapest_strategy", "cheapest_strategy_reported", "strategy_searcher"]
 
 _Entry = tuple[tuple[float, ...], int, Setting, Candidate | None]
 """A setting in line: its cost key (a lower bound until measured), a tie-break, and its candidate once measured."""
@@ -142,13 +145,20 @@ def _searched(
     return found
 
 
-def strategy_searcher(model: ModelSource, *, progress: Callable[[str], None] | None = None, **options: Any) -> StrategySearcher:
+def strategy_searcher(
+    model: ModelSource,
+    *,
+    progress: Callable[[str], None] | None = None,
+    shared: SharedTraces | None = None,
+    **options: Any,
+) -> StrategySearcher:
     """A search over ``model``'s settings with ``options`` on their device, its one-rank trace made: ask it for the
-    cheapest setting on each GPU count (``StrategySearcher.cheapest``), every count sharing its traces."""
+    cheapest setting on each GPU count (``StrategySearcher.cheapest``), every count sharing its traces, and with
+    ``shared`` the searches of the same job on other GPUs too."""
     config = SimulationConfig.from_options(**options)
     _check(config)
     base = {k: v for k, v in options.items() if k not in _CHOSEN}
-    return StrategySearcher(model, base, resolve_target(config.device), config, progress)
+    return StrategySearcher(model, base, resolve_target(config.device), config, progress, shared)
 
 
 def _check(config: SimulationConfig) -> None:
@@ -169,6 +179,28 @@ def _check(config: SimulationConfig) -> None:
         )
     if config.device.lower() == "cpu":
         raise ConfigError("the strategy search judges a GPU's memory; the cpu target has no fixed size (choose a device)")
+
+
+class SharedTraces:
+    """The rank programs traced by one job's searches on several GPUs (the same model and options, the device
+    aside), by what a trace reads of the GPU (``Target.traced_alike``) and the program's degrees: a search takes
+    another's trace of its program where the two GPUs differ only in their names and memory. The candidates are
+    still measured on each GPU (its allocator, overheads and usable memory); a refused program is not shared (its
+    refusal names the GPU)."""
+
+    def __init__(self) -> None:
+        self.traces: dict[tuple[DeviceProfile, tuple[int, int, int]], _Traced] = {}
+        self._base: dict[str, Any] | None = None
+
+    def __len__(self) -> int:
+        """The programs traced."""
+        return len(self.traces)
+
+    def joined(self, base: dict[str, Any]) -> None:
+        """A search of ``base`` (its options but the layout) joins: every search sharing them runs one job."""
+        job = {k: v for k, v in base.items() if k != "device"}
+        assert self._base is None or self._base == job, "searches share traces of one job only"
+        self._base = job
 
 
 @dataclass(slots=True)
@@ -198,8 +230,12 @@ class StrategySearcher:
         target: Target,
         config: SimulationConfig,
         progress: Callable[[str], None] | None,
+        shared: SharedTraces | None = None,
     ) -> None:
         self.model, self.base, self.target, self.config, self.progress = model, base, target, config, progress
+        self.shared, self.alike = shared, target.traced_alike
+        if shared is not None:
+            shared.joined(base)
         check_attention(config.attn_implementation, target.profile)
         check_target(config.optimizer, target.profile.vendor)
         capacity = target.profile.memory_bytes
@@ -217,7 +253,7 @@ class StrategySearcher:
         each, so not every trace: on Llama-3.1-70B, every trace as a reference ruled no further trace out)."""
         self.refused: list[Refusal] = []
         self.model_name = model_name(model)
-        if progress is not None:
+        if progress is not None and not self._reused((1, 1, 1)):
             progress(f"tracing {self.model_name} on one GPU (trace 1), for every data-parallel setting and the bound")
         program = self._trace((1, 1, 1))
         self.shape, self.source = layer_shape(program.model, config)
@@ -483,7 +519,7 @@ class StrategySearcher:
         """The rank program of ``key``, traced for ``purpose`` (said in the progress line) if not yet; None if refused."""
         if key not in self.traces:
             tp, ep, cp = key
-            if self.progress is not None:
+            if self.progress is not None and not self._reused(key):
                 most = len(self.traces) + len(self.pending - set(self.traces))
                 self.progress(
                     f"tracing {self.model_name} for {_degrees(tp=tp, ep=ep, cp=cp) or 'one rank'} "
@@ -496,8 +532,16 @@ class StrategySearcher:
                 self.traces[key] = None
         return self.traces[key]
 
+    def _reused(self, key: tuple[int, int, int]) -> bool:
+        """Whether the rank program of ``key`` was traced by a search sharing its traces, on a GPU alike."""
+        return self.shared is not None and (self.alike, key) in self.shared.traces
+
     def _trace(self, key: tuple[int, int, int]) -> Any:
-        """Trace the rank program of ``key`` (tp, ep, cp); returns the program."""
+        """Trace the rank program of ``key`` (tp, ep, cp), or take a sharing search's trace of it; returns the
+        program."""
+        if self.shared is not None and self._reused(key):
+            taken = self.traces[key] = self.shared.traces[self.alike, key]
+            return taken.program
         tp, ep, cp = key
         config = SimulationConfig.from_options(**self.base, tp=tp, ep=ep, cp=cp)
         program, specs, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
@@ -505,7 +549,7 @@ class StrategySearcher:
         stepped = [data for node, data in graph.nodes(data=True) if node[0] == "op" and data["phase"] in ("forward", "backward")]
         last_step = max((data["step"] for data in stepped), default=0)
         ops = [data for data in stepped if data["step"] == last_step]  # one step's, as a what-if's recompute cost is
-        self.traces[key] = _Traced(
+        traced = self.traces[key] = _Traced(
             graph=graph,
             program=program,
             specs=specs,
@@ -514,6 +558,8 @@ class StrategySearcher:
             step_flops=sum(op["flops"] for op in ops),
             step_ops=len(ops),
         )
+        if self.shared is not None:
+            self.shared.traces[self.alike, key] = traced
         return program
 
 

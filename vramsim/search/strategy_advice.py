@@ -28,13 +28,14 @@ _HEAVY_OPTIMIZERS = ("adamw", "adamw-foreach", "adam")
 
 def strategy_advice(
     searcher: StrategySearcher, gpus: int, gpus_per_node: int | None, *, progress: Callable[[str], None] | None = None
-) -> list[Advice]:
+) -> tuple[list[Advice], int]:
     """Each change of ``_changes`` searched on ``gpus`` GPUs of ``searcher``'s device: fitting ones first, then
-    the least device memory."""
+    the least device memory; and the programs those searches traced."""
     if searcher.bound.fixed_bytes >= searcher.usable:  # the GPU's own overheads fill it: no program fits
-        return []
+        return [], 0
     least = min((c.device_bytes for c in searcher.measured.values()), default=0)
     found = []
+    traced = 0
     for change in _changes(searcher):
         if progress is not None:
             progress(f"searching with {', '.join(f'{k}={v}' for k, v in change.items())} on {gpus} GPU(s)")
@@ -43,6 +44,7 @@ def strategy_advice(
             best = other.cheapest(gpus, gpus_per_node)
         except (ConfigError, UnsupportedError):  # a change the model or target refuses is no advice
             continue
+        traced += sum(program is not None for program in other.traces.values())
         measured = [c.device_bytes for c in other.measured.values()]
         device_bytes = best.device_bytes if best is not None else min(measured, default=0)
         if not device_bytes:
@@ -57,7 +59,7 @@ def strategy_advice(
                 traced=True,
             )
         )
-    return sorted(found, key=lambda advice: (not advice.fits, advice.device_bytes))
+    return sorted(found, key=lambda advice: (not advice.fits, advice.device_bytes)), traced
 
 
 def _changes(searcher: StrategySearcher) -> list[dict[str, Any]]:

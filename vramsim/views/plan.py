@@ -1,5 +1,5 @@
 """A Plan as the terminal shows it, at 80 columns: every offer and GPU count that holds the job, cheapest first,
-then how the cheapest's duration was found, where the prices come from, and the keys."""
+then how the cheapest's duration was found and its itemised bill, where the prices come from, and the keys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.table import Table
 from vramsim.results.advice import Advice
 from vramsim.results.plan import Plan, PlanRow
 from vramsim.views.lines import print_wrapped
-from vramsim.views.quote import duration_words, format_money
+from vramsim.views.quote import duration_words, format_money, render_bill
 from vramsim.views.units import format_bytes
 
 __all__ = ["plan_flags", "render_plan", "setting_words"]
@@ -87,6 +87,7 @@ def render_plan(plan: Plan, console: Console) -> None:
             f"{setting_words(best)}: {format_money(bill.total, plan.currency)}.",
         )
         print_wrapped(console, duration_words(bill.duration))
+        render_bill(bill, console)
         print_wrapped(console, f"Order key (idempotency key for a retry of this same order): {bill.key}")
     for name in plan.unfit:
         print_wrapped(console, f"{name}: no setting fits on any of its GPU counts.")
@@ -108,5 +109,5 @@ def render_plan(plan: Plan, console: Console) -> None:
     )
     print_wrapped(
         console,
-        f"{plan.traces} trace(s) in {plan.trace_seconds:.1f} s; offers of one GPU model share them",
+        f"{plan.traces} trace(s) in {plan.trace_seconds:.1f} s; GPUs alike but for their memory share them",
     )

@@ -10,7 +10,7 @@ from rich.table import Table
 from vramsim.results.quote import Duration, Quote
 from vramsim.views.lines import print_wrapped
 
-__all__ = ["duration_words", "format_flops", "format_money", "render_quote"]
+__all__ = ["duration_words", "format_flops", "format_money", "render_bill", "render_quote"]
 
 _CENT = Decimal("0.01")
 
@@ -57,6 +57,12 @@ def render_quote(quote: Quote, console: Console) -> None:
         highlight=False,
     )
     print_wrapped(console, duration_words(quote.duration))
+    render_bill(quote, console)
+    print_wrapped(console, f"Prices come from the price sheet {quote.sheet}, not from vramsim; check them with the provider.")
+
+
+def render_bill(quote: Quote, console: Console) -> None:
+    """The periods billed, the itemised bill and its total, and what stopping early still costs."""
     minimum = f"; minimum commitment {_span(quote.minimum_hours)}" if quote.minimum_hours else ""
     print_wrapped(
         console,
@@ -81,4 +87,3 @@ def render_quote(quote: Quote, console: Console) -> None:
             "Stopping early refunds nothing: what is paid then is every period started by that time, and all of the "
             "minimum commitment.",
         )
-    print_wrapped(console, f"Prices come from the price sheet {quote.sheet}, not from vramsim; check them with the provider.")

@@ -46,6 +46,14 @@ class Target:
     training_notes: tuple[Assumption, ...] = ()
     """Assumptions only a backward pass rests on: listed for training runs only."""
 
+    @property
+    def traced_alike(self) -> DeviceProfile:
+        """What a trace for this target reads of its device: the profile less its names and its memory.
+        ``resolve_target`` makes every field above from the profile, and the workload reads the profile's vendor,
+        kernels and processors, never its size (the memory is the analysis's: the allocator, the headroom, a device
+        map), so two GPUs equal here trace every program alike; only a refusal's words name the GPU."""
+        return dataclasses.replace(self.profile, name="", label="", memory_bytes=None, memory_source="", reported_names=())
+
     def emulation(self, autograd: TorchAutograd = "installed") -> KernelEmulation:
         """The target's kernel emulation; ``autograd="1.10"`` adds PyTorch 1.10's softmax saved set."""
         if autograd == "installed":
