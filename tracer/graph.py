@@ -25,7 +25,8 @@ Edges, keyed by their kind:
 
 Graph attributes: ``step_clocks`` (first and last clock of each step), ``decode_clocks``
 (``Trace.decode_clocks``), ``units`` (the blocks a
-checkpoint can wrap, ``UnitRecord``), ``nested_units`` (whether such blocks ran inside others)
+checkpoint can wrap, ``UnitRecord``), ``nested_units`` (whether such blocks ran inside others), ``head_module``
+(``Trace.head_module``)
 and ``last_clock``.
 """
 
@@ -55,6 +56,7 @@ def build_graph(trace: Trace) -> nx.MultiDiGraph:
         decode_clocks=list(trace.decode_clocks),
         units=list(trace.units),
         nested_units=trace.nested_units,
+        head_module=trace.head_module,
         last_clock=len(trace.events),
         storage_count=len(trace.storages),
     )

@@ -9,6 +9,7 @@ import transformers
 
 from vramsim.config import SimulationConfig, options
 from vramsim.config.choices import parse_loss
+from vramsim.estimators.activation_offloading import FORWARD_STASH, MIN_OFFLOAD_BYTES
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.results.report import Assumption
 from vramsim.tracer.data_dependent import parse_routing
@@ -84,6 +85,17 @@ def _step_notes(config: SimulationConfig) -> list[Assumption]:
                 "non-reentrant torch.utils.checkpoint runs it (inputs kept, forward replayed at the first saved-tensor "
                 "read, early stop; selective keeps matmul and attention outputs, selective:torchtitan torchtitan's save list "
                 "but every second matmul of a block; offload is save_on_cpu)",
+            )
+        )
+    if config.activation_offloading:
+        notes.append(
+            Assumption(
+                name="activation_offloading",
+                detail=f"torchtune's OffloadActivations (use_streams=True, max_fwd_stash_size={FORWARD_STASH}, "
+                f"min_offload_size={MIN_OFFLOAD_BYTES}) over what the saved-tensor hooks see, the head under its "
+                "NoOpManager and the loss outside the context; each copy is assumed done when its event is waited on "
+                "(the side stream's timing and record_stream's later frees are not modelled); the pinned host copies "
+                "are host memory, not counted",
             )
         )
     if config.task == "train":

@@ -39,6 +39,8 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     if config.task == "train":
         settings["optimizer"] = describe_optimizer(program.optimizer) if program.optimizer is not None else "none"
         settings["checkpointing"] = config.checkpointing
+        if config.activation_offloading:
+            settings["activation offloading"] = "torchtune's OffloadActivations (streams)"
         settings |= _loop(config)
     if config.lora is not None:
         settings["adapters"] = _lora(model, config.lora)

@@ -96,6 +96,7 @@ class Analysis:
             id(self._timeline),
             config.torch_empty_cache_steps,
             config.cuda_module_loading,
+            config.activation_offloading,
         )
         outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
         if key not in outcomes:
@@ -129,10 +130,11 @@ class Analysis:
         """``plan``'s what-if of this graph, computed once for all the variants that share it (sharding, devices,
         ranks); each gets its own copy of the blocks, which later stages may change."""
         kept = self._graph.graph.setdefault("what_ifs", {})
-        key = (plan.spec, self._rng_bytes)
+        offloading = self._config.activation_offloading
+        key = (plan.spec, self._rng_bytes, offloading)
         if key not in kept:
             try:
-                kept[key] = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
+                kept[key] = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes, activation_offloading=offloading)
             except ValueError as exc:
                 raise ConfigError(f"checkpointing={plan.spec!r}: {exc}") from None
             except NotImplementedError as exc:

@@ -23,7 +23,7 @@ __all__ = ["OPTION_ORDER", "SimulationConfig", "options"]
 
 OPTION_ORDER = (
     "task", "recipe", "batch_size", "seq_len", "device", "dtype", "mixed_precision", "optimizer", "checkpointing",
-    "gradient_checkpointing", "grad_accum", "max_grad_norm", "optimizer_in_backward",
+    "gradient_checkpointing", "activation_offloading", "grad_accum", "max_grad_norm", "optimizer_in_backward",
     "keep_outputs", "lora", "quantization", "kbit_preparation",
     "max_new_tokens",
     "cache_implementation", "inputs", "loss", "model_class", "attn_implementation", "torch_empty_cache_steps",
