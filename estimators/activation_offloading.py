@@ -4,7 +4,8 @@ torchtune 0.6.1's recipes run the model's forward under ``OffloadActivations(use
 ``saved_tensors_hooks`` context, with the output head under a ``NoOpManager`` (``get_act_offloading_ctx_manager``)
 and the loss outside the context. Its hooks see every tensor autograd saves outside a checkpointed block, and,
 under non-reentrant checkpointing, each block's positional inputs (the checkpoint saves them as saved tensors
-outside its own hooks: ``_CheckpointFrame.save_inputs`` in torch 2.13). What this module models of it, per saved tensor the hooks see:
+outside its own hooks: ``_CheckpointFrame.save_inputs`` in torch 2.13). What this module models of it, per saved
+tensor the hooks see:
 
 - each ``pack`` call takes the next tensor id; a tensor of at least ``MIN_OFFLOAD_BYTES`` that is no parameter or
   buffer is copied to pinned host memory on a side stream, and autograd holds only its id;
