@@ -262,6 +262,10 @@ class MemoryTracer(TorchDispatchMode):
             and not is_wrapper_subclass(obj)
         )
 
+    def sid_of(self, tensor: torch.Tensor) -> int | None:
+        """The storage id the trace gave ``tensor``'s storage; ``None`` if it never saw it."""
+        return self._sids.get(id(tensor.untyped_storage()))
+
     def _sid_or_existing(self, tensor: torch.Tensor) -> int:
         """An input's storage; one never seen before existed before tracing began."""
         sid = self._sids.get(id(tensor.untyped_storage()))

@@ -125,5 +125,8 @@ class Trace:
     """Whether a checkpointable block ran inside another (only the outer ones are in ``units``)."""
     head_module: str | None = None
     """The module path of the model's output head (``get_output_embeddings``), where it has one."""
+    managed: tuple[int, ...] = ()
+    """Storages a real run keeps in CUDA managed memory, outside PyTorch's caching allocator (bitsandbytes'
+    paged optimizer states)."""
     notes: list[str] = field(default_factory=list)
     """Assumptions the run made (data-dependent values, emulated kernels)."""

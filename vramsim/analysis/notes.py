@@ -16,7 +16,7 @@ from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.records import Trace
 from vramsim.workload.losses import loss_notes
 from vramsim.workload.models import loads_checkpoint_dtype
-from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer
+from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer, paged_states
 from vramsim.workload.program import Program
 from vramsim.workload.quantization.weights import quantization_notes
 from vramsim.workload.targets import Target
@@ -213,13 +213,5 @@ def _default_weights(weights: str, config: SimulationConfig, program: Any) -> st
 
 
 def _paged_bytes(program: Program) -> int:
-    """The bytes of a paged optimizer's states in managed memory: ``state1``/``state2`` of tensors of 1e5
-    elements or more (bitsandbytes' ``get_state_buffer``)."""
-    assert program.optimizer is not None
-    return sum(
-        state[key].nbytes
-        for p, state in program.optimizer.state.items()
-        if p.numel() >= 1e5
-        for key in ("state1", "state2")
-        if key in state
-    )
+    """The bytes of a paged optimizer's states in managed memory."""
+    return sum(state.nbytes for state in paged_states(program.optimizer))

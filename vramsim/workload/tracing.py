@@ -17,6 +17,7 @@ from vramsim.tracer.data_dependent import forget_seeds
 from vramsim.tracer.mode import MemoryTracer, WorkspaceRule
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
+from vramsim.workload.optimizers import paged_states
 from vramsim.workload.program import Program, run_program
 
 __all__ = ["trace_program"]
@@ -96,6 +97,9 @@ def trace_program(
     finally:
         forget_seeds()
     tracer.trace.head_module = _head_module(program)
+    tracer.trace.managed = tuple(
+        sid for sid in (tracer.sid_of(state) for state in paged_states(program.optimizer)) if sid is not None
+    )
     return tracer.trace
 
 
