@@ -92,7 +92,7 @@ class _Observer:
     def mark_owned(self, owned: Any, category: Any) -> None:
         pass
 
-    def begin_unit(self, module: str, tensors: Any) -> None:
+    def begin_unit(self, module: str, tensors: Any, positional: Any = ()) -> None:
         pass
 
     def end_unit(self) -> None:

@@ -13,6 +13,7 @@ import networkx as nx
 from vramsim.tracer.graph import saved_edges, storage_nodes
 from vramsim.tracer.records import UnitRecord
 
+from .activation_offloading import SavedThroughHooks, offload_activations
 from .checkpointing_plan import CheckpointPlan
 from .timeline import Block, Position, Timeline, derive_timeline
 
@@ -28,7 +29,8 @@ class CheckpointCost:
     recomputed_flops: int = 0
     """Their floating-point operations (matmuls, convolutions, attention; elementwise ops count 0)."""
     offloaded_bytes: int = 0
-    """Bytes copied to host memory in forward and back in backward (saved weights included)."""
+    """Bytes copied to host memory in forward and back in backward (saved weights included under ``offload``;
+    activations only under torchtune's activation offloading)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,11 +131,14 @@ class _Schedule:
         return derive_timeline(self.graph, free_at=self.free_at, added=self.added, category=self.category)
 
 
-def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: int = 0) -> WhatIf:
+def what_if(
+    graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: int = 0, activation_offloading: bool = False
+) -> WhatIf:
     """The program as it would run under ``plan``, computed from one trace without checkpointing.
 
     ``rng_state_bytes``: the host RNG state a checkpoint stashes (``torch.get_rng_state()``), where
-    host memory is the device's (the CPU target); 0 elsewhere.
+    host memory is the device's (the CPU target); 0 elsewhere. ``activation_offloading``: what the saved-tensor
+    hooks see goes through torchtune's ``OffloadActivations`` (``activation_offloading.py``), on top of ``plan``.
     """
     holds = [
         _Hold(
@@ -151,6 +156,10 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
     schedule = _Schedule(graph)
     cost = CheckpointCost()
     if plan.kind == "offload":
+        if activation_offloading:
+            raise ValueError(
+                "offload already moves every saved tensor to the host; activation offloading goes on top of none or a checkpoint"
+            )
         cost = CheckpointCost(offloaded_bytes=_offload(schedule, holds))
     elif plan.kind == "auto":
         raise ValueError("'auto' is resolved to a first:F+selective:S plan before a what-if (budgeted_plan)")
@@ -160,7 +169,9 @@ def what_if(graph: nx.MultiDiGraph, plan: CheckpointPlan, *, rng_state_bytes: in
         units = {i: unit for i, unit in enumerate(graph.graph["units"]) if plan.checkpointed(unit.index)}
         if not units:
             raise ValueError("the traced program has no blocks to checkpoint (the model has no checkpointing call sites)")
-        cost = _Checkpoints(schedule, holds, units, plan, rng_state_bytes).apply()
+        cost = _Checkpoints(schedule, holds, units, plan, rng_state_bytes, activation_offloading).apply()
+    elif activation_offloading:
+        cost = _Checkpoints(schedule, holds, {}, plan, rng_state_bytes, activation_offloading).apply()
     return WhatIf(plan=plan, timeline=schedule.timeline(), cost=cost)
 
 
@@ -226,26 +237,35 @@ class _Checkpoints:
         units: dict[int, UnitRecord],
         plan: CheckpointPlan,
         rng_bytes: int,
+        offloading: bool = False,
     ) -> None:
         self.schedule = schedule
         self.nodes = schedule.graph.nodes
         self.units = units
         self.plan = plan
         self.rng_bytes = rng_bytes
+        self.offloading = offloading
         self.events = _events_by_clock(schedule.graph)
         self.unit_holds: dict[int, list[_Hold]] = {}
+        self.outside: list[_Hold] = []
+        """Saved tensors outside the units: held as the trace held them."""
         self.kept: dict[int, list[Position | None]] = {}
         """Moments storages are held by what stays as it was (saved tensors outside the units)."""
         self.extra: dict[int, list[Position | None]] = {}
         """Moments storages are held by the checkpoints (their inputs, selective's cache)."""
+        self.hooked: list[SavedThroughHooks] = []
+        """What the saved-tensor hooks see of the checkpoints: each unit's positional inputs."""
+        self.input_moments: dict[int, list[Position | None]] = {}
+        """The moments in ``extra`` that are a checkpoint holding its unit's inputs."""
         for hold in holds:
             if hold.unit in units:
                 self.unit_holds.setdefault(hold.unit, []).append(hold)
             else:
-                self.kept.setdefault(hold.sid, []).append(schedule.at(hold.release))
+                self.outside.append(hold)
 
     def apply(self) -> CheckpointCost:
-        """Checkpoint every unit, then move each storage's free to the last moment something still holds it."""
+        """Checkpoint every unit, offload what the hooks see where asked, then move each storage's free to the
+        last moment something still holds it."""
         ops = flops = 0
         last_step = max((unit.step for unit in self.units.values()), default=0)
         for index, unit in self.units.items():
@@ -253,7 +273,14 @@ class _Checkpoints:
             if unit.step == last_step:  # the cost of one step: the steady-state one, as the memory figures
                 ops += unit_ops
                 flops += unit_flops
-        unsaved = {hold.sid for holds in self.unit_holds.values() for hold in holds}
+        held, moved = self._offloaded() if self.offloading else ({}, 0)
+        for hold in self.outside:
+            if not (hold.sid in held and self._forward(hold)):
+                self.kept.setdefault(hold.sid, []).append(self.schedule.at(hold.release))
+        for sid, moment in held.items():
+            self.extra[sid] = [m for m in self.extra.get(sid, []) if m not in self.input_moments.get(sid, [])]
+            self.kept.setdefault(sid, []).append(moment)
+        unsaved = {hold.sid for holds in self.unit_holds.values() for hold in holds} | held.keys()
         for sid in unsaved | self.extra.keys():
             if self.nodes[("storage", sid)]["alloc_at"][0] == 0:
                 continue  # weights, buffers and inputs stay where they are
@@ -263,7 +290,57 @@ class _Checkpoints:
                 self.schedule.category[sid] = "temporaries"
             elif sid in self.extra and self.nodes[("storage", sid)]["category"] in _UNSAVED:
                 self.schedule.category[sid] = "activations"  # saved by the checkpoint, if by no op of the trace
-        return CheckpointCost(recomputed_ops=ops, recomputed_flops=flops)
+        return CheckpointCost(recomputed_ops=ops, recomputed_flops=flops, offloaded_bytes=moved)
+
+    def _forward(self, hold: _Hold) -> bool:
+        return bool(self.nodes[("op", hold.op)]["phase"] == "forward")
+
+    def _offloaded(self) -> tuple[dict[int, Position | None], int]:
+        """torchtune's ``OffloadActivations`` over each step's saves the hooks see (the saved tensors outside the
+        units and the units' positional inputs), the head's and the loss's aside (``NoOpManager``, and the loss
+        outside the context): each offloaded storage's device hold, the copies backward brings back (added
+        here), and the steady-state step's bytes copied to the host."""
+        schedule = self.schedule
+        head = schedule.graph.graph.get("head_module")
+        saves = list(self.hooked)
+        for hold in self.outside:
+            if not self._forward(hold):
+                continue
+            module = self.nodes[("op", hold.op)]["module"]
+            outside_model = module == "" or (head is not None and (module == head or module.startswith(f"{head}.")))
+            release = schedule.at(hold.release)
+            saves.append(
+                SavedThroughHooks(
+                    sid=hold.sid,
+                    nbytes=hold.nbytes,
+                    pack=hold.pack,
+                    unpack=hold.unpack,
+                    release=release,
+                    node=("op", hold.op),
+                    node_done=release,
+                    offloadable=not outside_model and self._activation(hold.sid),
+                )
+            )
+        held: dict[int, Position | None] = {}
+        moved = 0
+        steps: dict[int, list[SavedThroughHooks]] = {}
+        for save in saves:
+            steps.setdefault(self.nodes[("storage", save.sid)]["step"], []).append(save)
+        for _, step_saves in sorted(steps.items()):
+            releases = [s.release for s in step_saves]
+            end = None if None in releases else max(releases)  # type: ignore[type-var]
+            outcome = offload_activations(step_saves, at=schedule.at, backward_end=end)
+            held.update(outcome.held)
+            for sid, start, free in outcome.fetched:
+                key = schedule.copy(sid, phase="backward", category="activations", at=start)
+                schedule.free_added(key, free)
+            moved = outcome.moved_bytes  # the last step's: the steady state
+        return held, moved
+
+    def _activation(self, sid: int) -> bool:
+        """Made by the program (not a weight, buffer or input, which the hooks' parameter check or vramsim's
+        timeline keeps where they are)."""
+        return bool(self.nodes[("storage", sid)]["alloc_at"][0] != 0)
 
     def _hold_extra(self, sid: int, at: Position | None) -> None:
         """Record that a checkpoint holds traced storage ``sid`` until ``at``."""
@@ -287,12 +364,15 @@ class _Checkpoints:
             schedule.free_added(key, death)
         for sid in unit.inputs:
             self._hold_extra(sid, death)
+            self.input_moments.setdefault(sid, []).append(death)
         cached = self._cached_outputs(unit, self.plan) if self.plan.selective_at(unit.index) else {}
         unpacks = [hold.unpack for hold in holds if hold.unpack is not None]
         stop = max(holds, key=lambda hold: hold.pack) if unpacks else None
         for sid, op in cached.items():
             if stop is None or op >= stop.ops_before:
                 self._hold_extra(sid, death)  # cached, never handed to a replay
+        if self.offloading:
+            self._hook_inputs(unit, holds, death)
         if stop is None:
             return 0, 0
         saved: dict[int, list[int | None]] = {}
@@ -301,6 +381,25 @@ class _Checkpoints:
         self._replay(unit, stop.pack, min(unpacks), saved, cached)
         ops = [op for op in range(unit.first_op, stop.ops_before) if op not in cached.values()]
         return len(ops), sum(self.nodes[("op", op)]["flops"] for op in ops)
+
+    def _hook_inputs(self, unit: UnitRecord, holds: list[_Hold], death: Position | None) -> None:
+        """The unit's positional inputs as the hooks see them: packed as the unit begins, unpacked when backward
+        first reads a tensor of the unit (the replay's trigger), by that tensor's node."""
+        unpacked = [hold for hold in holds if hold.unpack is not None]
+        trigger = min(unpacked, key=lambda hold: hold.unpack or 0) if unpacked else None
+        for sid in unit.saved_inputs:
+            self.hooked.append(
+                SavedThroughHooks(
+                    sid=sid,
+                    nbytes=self.nodes[("storage", sid)]["nbytes"],
+                    pack=unit.first_clock,
+                    unpack=None if trigger is None else trigger.unpack,
+                    release=death,
+                    node=("op", trigger.op) if trigger is not None else ("unit", unit.first_clock),
+                    node_done=None if trigger is None else self.schedule.at(trigger.release),
+                    offloadable=self._activation(sid),
+                )
+            )
 
     def _cached_outputs(self, unit: UnitRecord, plan: CheckpointPlan) -> dict[int, int]:
         """Storages the unit's saved ops (``plan.saves``) allocated -> the op."""

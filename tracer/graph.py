@@ -25,8 +25,8 @@ Edges, keyed by their kind:
 
 Graph attributes: ``step_clocks`` (first and last clock of each step), ``decode_clocks``
 (``Trace.decode_clocks``), ``units`` (the blocks a
-checkpoint can wrap, ``UnitRecord``), ``nested_units`` (whether such blocks ran inside others)
-and ``last_clock``.
+checkpoint can wrap, ``UnitRecord``), ``nested_units`` (whether such blocks ran inside others), ``head_module``
+(``Trace.head_module``), ``managed`` (``Trace.managed``) and ``last_clock``.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ def build_graph(trace: Trace) -> nx.MultiDiGraph:
         decode_clocks=list(trace.decode_clocks),
         units=list(trace.units),
         nested_units=trace.nested_units,
+        head_module=trace.head_module,
+        managed=frozenset(trace.managed),
         last_clock=len(trace.events),
         storage_count=len(trace.storages),
     )

@@ -101,7 +101,7 @@ class MemoryTracer(TorchDispatchMode):
         self._held: dict[int, tuple[int, weakref.ref[torch.Tensor]]] = {}
         """``id(saved copy)`` -> (hold index, weakref): what autograd holds, until it lets go."""
         self._packing = False
-        self._unit: tuple[str, int, int, tuple[int, ...]] | None = None
+        self._unit: tuple[str, int, int, tuple[int, ...], tuple[int, ...]] | None = None
         self._unit_order: dict[str, int] = {}
         self._nested_units = 0
         self._saved_hooks = saved_tensors_hooks(self._pack, self._unpack)
@@ -210,22 +210,24 @@ class MemoryTracer(TorchDispatchMode):
             if isinstance(item, torch.Tensor):
                 self.mark(item, category)
 
-    def begin_unit(self, module: str, tensors: Iterable[Any]) -> None:
-        """A checkpointable block begins, called with ``tensors`` (see ``UnitRecord``). A block
-        inside another (Zamba's shared layer, Swin's blocks in a stage) is only counted."""
+    def begin_unit(self, module: str, tensors: Iterable[Any], positional: Iterable[Any] = ()) -> None:
+        """A checkpointable block begins, called with ``tensors``, of which ``positional`` were passed
+        positionally (see ``UnitRecord``). A block inside another (Zamba's shared layer, Swin's blocks in a
+        stage) is only counted."""
         if self._unit is not None:
             self._nested_units += 1
             self.trace.nested_units = True
             return
         inputs = tuple(dict.fromkeys(self._sid_or_existing(t) for t in tensors if self._counts(t)))
-        self._unit = (module, len(self.trace.events), len(self.trace.ops), inputs)
+        saved = tuple(dict.fromkeys(self._sid_or_existing(t) for t in positional if self._counts(t)))
+        self._unit = (module, len(self.trace.events), len(self.trace.ops), inputs, saved)
 
     def end_unit(self) -> None:
         if self._nested_units:
             self._nested_units -= 1
             return
         assert self._unit is not None, "end_unit without begin_unit"
-        module, first_clock, first_op, inputs = self._unit
+        module, first_clock, first_op, inputs, saved = self._unit
         self._unit = None
         index = self._unit_order.setdefault(module, len(self._unit_order))
         self.trace.units.append(
@@ -238,6 +240,7 @@ class MemoryTracer(TorchDispatchMode):
                 first_op=first_op,
                 last_op=len(self.trace.ops) - 1,
                 inputs=inputs,
+                saved_inputs=saved,
             )
         )
 
@@ -258,6 +261,10 @@ class MemoryTracer(TorchDispatchMode):
             and obj.layout is torch.strided
             and not is_wrapper_subclass(obj)
         )
+
+    def sid_of(self, tensor: torch.Tensor) -> int | None:
+        """The storage id the trace gave ``tensor``'s storage; ``None`` if it never saw it."""
+        return self._sids.get(id(tensor.untyped_storage()))
 
     def _sid_or_existing(self, tensor: torch.Tensor) -> int:
         """An input's storage; one never seen before existed before tracing began."""

@@ -100,6 +100,10 @@ class UnitRecord:
     """Index of the last op run inside the call (``first_op - 1`` if none ran)."""
     inputs: tuple[int, ...]
     """Storages of the tensors passed to the call (what a checkpoint keeps for its recompute)."""
+    saved_inputs: tuple[int, ...] = ()
+    """Those passed positionally: what a non-reentrant checkpoint saves through the saved-tensor hooks in force
+    (``_CheckpointFrame.save_inputs`` in torch 2.13); transformers passes a layer's keyword arguments in a
+    ``partial``, which no hook sees."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -119,5 +123,10 @@ class Trace:
     (the last mark of a step) where the loop ended."""
     nested_units: bool = False
     """Whether a checkpointable block ran inside another (only the outer ones are in ``units``)."""
+    head_module: str | None = None
+    """The module path of the model's output head (``get_output_embeddings``), where it has one."""
+    managed: tuple[int, ...] = ()
+    """Storages a real run keeps in CUDA managed memory, outside PyTorch's caching allocator (bitsandbytes'
+    paged optimizer states)."""
     notes: list[str] = field(default_factory=list)
     """Assumptions the run made (data-dependent values, emulated kernels)."""

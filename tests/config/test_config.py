@@ -30,6 +30,7 @@ def test_analysis_options_are_the_variants_options() -> None:
     """What a variant of one trace may set (``simulate_each``): the options computed from the graph."""
     assert set(ANALYSIS_OPTIONS) == {
         "checkpointing",
+        "activation_offloading",
         "gradient_checkpointing",
         "gpus",
         "zero",

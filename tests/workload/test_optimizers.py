@@ -85,7 +85,9 @@ def test_paged_adamw32bit_pages_bitsandbytes_fp32_states(tiny_llama) -> None:  #
     paged = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="paged-adamw32bit")
     assert paged.options["optimizer_implementation"] == "bitsandbytes.AdamW (32-bit states, paged)"
     params = list(build_model(tiny_llama, device="meta", dtype=torch.float32).parameters())
-    assert paged.breakdown["optimizer_states"] == sum(2 * _block(4 * p.numel()) for p in params)
+    # the managed states are outside the caching allocator: not in the allocated peak, reported apart
+    assert paged.breakdown["optimizer_states"] == sum(2 * _block(4 * p.numel()) for p in params if p.numel() < 1e5)
+    assert paged.paged_bytes == 2 * 2 * 4 * 128_000
     note = next(a.detail for a in paged.assumptions if a.name == "paged_optimizer_states")
     assert "outside PyTorch's caching allocator" in note
     assert note.endswith(f": {2 * 2 * 4 * 128_000:,} B here")
@@ -98,6 +100,33 @@ def test_paged_adamw32bit_pages_bitsandbytes_fp32_states(tiny_llama) -> None:  #
         optimizer.step()
     managed = sum(state[key].nbytes for p, state in optimizer.state.items() if p.numel() >= 1e5 for key in ("state1", "state2"))
     assert note.endswith(f": {managed:,} B here")
+
+
+def test_paged_states_are_apart_from_the_allocator_and_a_run_over_only_by_them_fits_paging(tiny_llama, capsys) -> None:  # type: ignore[no-untyped-def]
+    """torch's allocator never sees managed memory: the allocated and reserved figures are those of the unpaged
+    run less its paged states, the device figure adds them back as resident, and where only they pass the usable
+    memory the driver pages them out: the verdict says it fits, paging."""
+    pytest.importorskip("bitsandbytes")
+    tiny_llama.vocab_size = 2000  # embedding and head of 128,000 elements each: paged
+    paged = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="paged-adamw32bit")
+    unpaged = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="adam")
+    states = 2 * 2 * 4 * 128_000
+    assert paged.paged_bytes == states and unpaged.paged_bytes == 0
+    assert paged.peak_bytes <= unpaged.peak_bytes - states
+    assert paged.device_bytes == paged.reserved_bytes + (unpaged.device_bytes - unpaged.reserved_bytes) + states
+    capacity = paged.capacity_bytes
+    assert capacity is not None
+    headroom = 1 - (paged.device_bytes - states // 2) / capacity  # usable: between the device figure with and without them
+    tight = vramsim.simulate(tiny_llama, seq_len=16, device="h100", optimizer="paged-adamw32bit", headroom=headroom)
+    assert tight.fits is True and tight.device_bytes > capacity * (1 - headroom)
+    from rich.console import Console
+
+    from vramsim.views.report import render_summary
+
+    render_summary(tight, Console(width=80, force_terminal=False))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Paged optimizer states (managed memory, outside the allocator):" in out
+    assert "FITS on h100" in out and "of optimizer states to the host" in out
 
 
 def test_muon_pairs_with_adamw(tiny_llama) -> None:  # type: ignore[no-untyped-def]

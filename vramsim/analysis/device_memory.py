@@ -34,6 +34,9 @@ class DeviceMemory:
     overheads: list[Overhead]
     pressure: AllocatorPressure | None = None
     """The replay within ``usable_bytes`` where the unlimited one's device figure exceeds it; ``None`` otherwise."""
+    managed_bytes: int = 0
+    """CUDA managed memory assumed resident on the device (bitsandbytes' paged optimizer states), outside the
+    allocator: in ``device_bytes``, not in ``peak_bytes`` or ``reserved_bytes``; the driver may page it out."""
 
     @property
     def unlimited_device_bytes(self) -> int:
@@ -52,6 +55,7 @@ def device_memory(
     usable_bytes: int | None = None,
     empty_cache_steps: int | None = None,
     module_loading: ModuleLoading = "lazy",
+    managed_bytes: int = 0,
 ) -> DeviceMemory:
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
@@ -60,7 +64,9 @@ def device_memory(
     figures are the ones a real run would show (an allocator never reserves past the card: it empties
     its cache first), the unlimited ones kept apart in the pressure record. ``empty_cache_steps`` N: the HF Trainer's
     ``torch_empty_cache_steps``, the cache emptied before backward in the steps whose index (the
-    Trainer's ``global_step``, 0 for the first traced step) is a multiple of N."""
+    Trainer's ``global_step``, 0 for the first traced step) is a multiple of N. ``managed_bytes``: managed memory
+    resident on the device besides the timeline (which holds none of it), added to the device figure only; the
+    driver pages it out before the allocator runs short, so the limited replay leaves it out."""
     first, last = timeline.steps[-1]
     if target.profile.vendor == "cpu":
         live = liveness(timeline)
@@ -86,9 +92,10 @@ def device_memory(
         peak_bytes=peak,
         peak_index=index,
         reserved_bytes=reserved,
-        device_bytes=device,
+        device_bytes=device + managed_bytes,
         overheads=overheads,
         pressure=pressure,
+        managed_bytes=managed_bytes,
     )
 
 

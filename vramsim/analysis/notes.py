@@ -9,13 +9,14 @@ import transformers
 
 from vramsim.config import SimulationConfig, options
 from vramsim.config.choices import parse_loss
+from vramsim.estimators.activation_offloading import FORWARD_STASH, MIN_OFFLOAD_BYTES
 from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
 from vramsim.results.report import Assumption
 from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.records import Trace
 from vramsim.workload.losses import loss_notes
 from vramsim.workload.models import loads_checkpoint_dtype
-from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer
+from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer, paged_states
 from vramsim.workload.program import Program
 from vramsim.workload.quantization.weights import quantization_notes
 from vramsim.workload.targets import Target
@@ -84,6 +85,17 @@ def _step_notes(config: SimulationConfig) -> list[Assumption]:
                 "non-reentrant torch.utils.checkpoint runs it (inputs kept, forward replayed at the first saved-tensor "
                 "read, early stop; selective keeps matmul and attention outputs, selective:torchtitan torchtitan's save list "
                 "but every second matmul of a block; offload is save_on_cpu)",
+            )
+        )
+    if config.activation_offloading:
+        notes.append(
+            Assumption(
+                name="activation_offloading",
+                detail=f"torchtune's OffloadActivations (use_streams=True, max_fwd_stash_size={FORWARD_STASH}, "
+                f"min_offload_size={MIN_OFFLOAD_BYTES}) over what the saved-tensor hooks see, the head under its "
+                "NoOpManager and the loss outside the context; each copy is assumed done when its event is waited on "
+                "(the side stream's timing and record_stream's later frees are not modelled); the pinned host copies "
+                "are host memory, not counted",
             )
         )
     if config.task == "train":
@@ -201,13 +213,5 @@ def _default_weights(weights: str, config: SimulationConfig, program: Any) -> st
 
 
 def _paged_bytes(program: Program) -> int:
-    """The bytes of a paged optimizer's states in managed memory: ``state1``/``state2`` of tensors of 1e5
-    elements or more (bitsandbytes' ``get_state_buffer``)."""
-    assert program.optimizer is not None
-    return sum(
-        state[key].nbytes
-        for p, state in program.optimizer.state.items()
-        if p.numel() >= 1e5
-        for key in ("state1", "state2")
-        if key in state
-    )
+    """The bytes of a paged optimizer's states in managed memory."""
+    return sum(state.nbytes for state in paged_states(program.optimizer))

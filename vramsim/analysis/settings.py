@@ -31,6 +31,9 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     base = get_base_model() if callable(get_base_model) else model  # peft wraps the model LoRA adapts
     settings = {"recipe": config.recipe} if config.task == "train" else {}
     settings["weights"] = _weights(config, program, base)
+    if config.packed:
+        tokens = config.batch_size * config.seq_len
+        settings["packing"] = f"padding-free, one row of {tokens:,} tokens, positions restarting every {config.seq_len:,}"
     quantized = describe_quantization(base)
     if quantized is not None:
         settings["quantization"] = quantized
@@ -39,6 +42,8 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     if config.task == "train":
         settings["optimizer"] = describe_optimizer(program.optimizer) if program.optimizer is not None else "none"
         settings["checkpointing"] = config.checkpointing
+        if config.activation_offloading:
+            settings["activation offloading"] = "torchtune's OffloadActivations (streams)"
         settings |= _loop(config)
     if config.lora is not None:
         settings["adapters"] = _lora(model, config.lora)

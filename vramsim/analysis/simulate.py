@@ -100,6 +100,7 @@ def _report(
         device_bytes=memory.device_bytes,
         capacity_bytes=target.profile.memory_bytes,
         fits=fits,
+        paged_bytes=memory.managed_bytes,
         headroom=config.headroom,
         advice=graph_advice(analysis, config, target, memory) if advise and fits is False else [],
         peak_at=steady.site,

@@ -70,6 +70,9 @@ class Analysis:
         self._config = config
         # A checkpoint stashes the host RNG state; it is device memory only where the host is the device.
         self._rng_bytes = torch.get_rng_state().nbytes if "cpu" in target.counted_devices else 0
+        self._managed = graph.graph.get("managed", frozenset())
+        """Storages in CUDA managed memory (paged optimizer states): off the allocator's timeline, reported apart."""
+        self._managed_bytes = sum(graph.nodes[("storage", sid)]["nbytes"] for sid in self._managed)
 
     def with_config(self, config: SimulationConfig) -> Analysis:
         """The same trace under other analysis options (``ANALYSIS_OPTIONS``: sharding, headroom...)."""
@@ -96,6 +99,7 @@ class Analysis:
             id(self._timeline),
             config.torch_empty_cache_steps,
             config.cuda_module_loading,
+            config.activation_offloading,
         )
         outcomes = self._graph.graph.setdefault("analysis_outcomes", {})
         if key not in outcomes:
@@ -129,18 +133,22 @@ class Analysis:
         """``plan``'s what-if of this graph, computed once for all the variants that share it (sharding, devices,
         ranks); each gets its own copy of the blocks, which later stages may change."""
         kept = self._graph.graph.setdefault("what_ifs", {})
-        key = (plan.spec, self._rng_bytes)
+        offloading = self._config.activation_offloading
+        key = (plan.spec, self._rng_bytes, offloading)
         if key not in kept:
             try:
-                kept[key] = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes)
+                kept[key] = what_if(self._graph, plan, rng_state_bytes=self._rng_bytes, activation_offloading=offloading)
             except ValueError as exc:
                 raise ConfigError(f"checkpointing={plan.spec!r}: {exc}") from None
             except NotImplementedError as exc:
                 raise UnsupportedError(f"checkpointing={plan.spec!r}: {exc}") from None
         outcome: WhatIf = kept[key]
         timeline = outcome.timeline
+        blocks = [block.copy() for block in timeline.blocks]
+        for sid in self._managed:  # managed memory: torch's caching allocator never sees it
+            blocks[sid].nbytes = 0
         copied = Timeline(
-            blocks=[block.copy() for block in timeline.blocks],
+            blocks=blocks,
             events=timeline.events,
             preexisting=timeline.preexisting,
             steps=timeline.steps,
@@ -191,6 +199,7 @@ class Analysis:
             usable_bytes=self.usable_bytes,
             empty_cache_steps=self._config.torch_empty_cache_steps,
             module_loading=self._config.cuda_module_loading,
+            managed_bytes=self._managed_bytes,
         )
 
     def _pipeline(self, outcome: WhatIf) -> Outcome:
@@ -253,11 +262,12 @@ class Analysis:
 
     def fits(self, memory: DeviceMemory) -> bool | None:
         """Within the usable memory: where the unlimited replay passes it, the device figure is the replay's
-        within it (the allocator gives back its cache before an OOM), so a job that runs there fits."""
+        within it (the allocator gives back its cache before an OOM), so a job that runs there fits. Managed memory
+        (paged optimizer states) does not count: the driver pages it out to the host rather than fail."""
         capacity = self._target.profile.memory_bytes
         if capacity is None:
             return None
-        return memory.device_bytes <= capacity * (1 - self._config.headroom)
+        return memory.device_bytes - memory.managed_bytes <= capacity * (1 - self._config.headroom)
 
     def choice(self, outcome: Outcome) -> CheckpointChoice:
         return CheckpointChoice(

@@ -32,6 +32,15 @@ class AnalysisOptions:
         ),
     )
     gradient_checkpointing: bool = field(default=False, metadata=option(help="alias of --checkpointing full"))
+    activation_offloading: bool = field(
+        default=False,
+        metadata=option(
+            help="torchtune's enable_activation_offloading (OffloadActivations with streams) on top of --checkpointing: "
+            "saved activations of 1 KiB or more go to pinned host memory, the last 5 kept on the device until copied, "
+            "each brought back when backward reads it; the head and loss stay (estimators/activation_offloading.py)",
+            report=as_is,
+        ),
+    )
     torch_empty_cache_steps: int | None = field(
         default=None,
         metadata=option(
@@ -202,8 +211,26 @@ class AnalysisOptions:
             raise ConfigError(f"checkpointing={plan.spec!r} applies to training; task={workload.task!r} saves no activations")
         if plan.kind == "offload" and workload.device.lower() == "cpu":
             raise ConfigError("offload moves activations to host memory, which is the cpu target's own memory; use a GPU target")
+        self._check_activation_offloading(workload, plan.kind)
         self.checkpointing = plan.spec
         self.gradient_checkpointing = plan.kind == "full"
+
+    def _check_activation_offloading(self, workload: WorkloadOptions, kind: str) -> None:
+        """torchtune offloads to the host a training step's saved activations (it refuses a run without an
+        accelerator); ``offload`` already moves every saved tensor."""
+        if not self.activation_offloading:
+            return
+        if workload.task != "train":
+            raise ConfigError(f"activation_offloading applies to training; task={workload.task!r} saves no activations")
+        if workload.device.lower() == "cpu":
+            raise ConfigError(
+                "activation_offloading moves activations to host memory, which is the cpu target's own memory; use a GPU target"
+            )
+        if kind in ("offload", "all"):
+            raise ConfigError(
+                f"activation_offloading goes on top of checkpointing none or a checkpoint, not {kind!r} "
+                "(offload already moves every saved tensor to the host)"
+            )
 
     def _check_pipeline(self, workload: WorkloadOptions) -> None:
         """The pipeline is a training what-if, over data-parallel ranks as DeepSpeed allows."""

@@ -22,8 +22,8 @@ from vramsim.estimators.sharding import ShardingPlan, sharding_plan
 __all__ = ["OPTION_ORDER", "SimulationConfig", "options"]
 
 OPTION_ORDER = (
-    "task", "recipe", "batch_size", "seq_len", "device", "dtype", "mixed_precision", "optimizer", "checkpointing",
-    "gradient_checkpointing", "grad_accum", "max_grad_norm", "optimizer_in_backward",
+    "task", "recipe", "batch_size", "seq_len", "packed", "device", "dtype", "mixed_precision", "optimizer", "checkpointing",
+    "gradient_checkpointing", "activation_offloading", "grad_accum", "max_grad_norm", "optimizer_in_backward",
     "keep_outputs", "lora", "quantization", "kbit_preparation",
     "max_new_tokens",
     "cache_implementation", "inputs", "loss", "model_class", "attn_implementation", "torch_empty_cache_steps",
@@ -150,6 +150,11 @@ class SimulationConfig(
             "offload_states": self.offload_states != "none",
         }
         named = [name for name, on in others.items() if on]
+        if self.packed and self.inputs is not None:
+            raise ConfigError("packed builds the batch vramsim synthesises; with inputs=, pack them yourself")
+        parallel = [name for name in named if name in ("pp", "tp", "cp", "ep")]
+        if self.packed and parallel:
+            raise UnsupportedError(f"packed with {parallel[0]} is not modelled yet")
         if self.grad_accum > 1 and named:
             raise UnsupportedError(
                 f"grad_accum with {', '.join(named)} is not modelled yet; it is with DDP, FSDP and ZeRO 1-3 "

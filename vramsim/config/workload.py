@@ -65,6 +65,15 @@ class WorkloadOptions:
     """The command line's and ``simulate``'s default depends on the model: ``workload.models.with_default_task``."""
     batch_size: int = field(default=1, metadata=option(help="sequences per step", parse=int, report=as_is))
     seq_len: int = field(default=512, metadata=option(help="tokens per sequence", parse=int, report=as_is))
+    packed: bool = field(
+        default=False,
+        metadata=option(
+            help="the batch packed padding-free (TRL's packing=True with padding_free, transformers' "
+            "DataCollatorWithFlattening): one row of batch_size x seq_len tokens, position_ids restarting every "
+            "seq_len tokens, no attention mask (vramsim/workload/packing.py)",
+            report=as_is,
+        ),
+    )
     device: str = field(
         default="h100",
         metadata=option(
@@ -143,6 +152,8 @@ class WorkloadOptions:
             raise ConfigError(
                 f"unknown attn_implementation {self.attn_implementation!r}; choose one of: {', '.join(ATTN_IMPLEMENTATIONS)}"
             )
+        if self.packed and self.task == "generate":
+            raise ConfigError("packed flattens a training or forward batch; task='generate' decodes one row per prompt")
         if self.max_new_tokens is None:
             self.max_new_tokens = 16 if self.task == "generate" else 0
         elif self.max_new_tokens and self.task != "generate":

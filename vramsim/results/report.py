@@ -203,11 +203,12 @@ class Report:
     allocator pressure that runs, the replay within the usable memory's (``allocator_pressure`` keeps the
     unlimited one's)."""
     device_bytes: int
-    """What nvidia-smi would show: reserved plus CUDA/ROCm context and communication buffers."""
+    """What nvidia-smi would show: reserved plus CUDA/ROCm context and communication buffers, plus ``paged_bytes``."""
     capacity_bytes: int | None
     """The target's memory; ``None`` for the cpu."""
     fits: bool | None
-    """Whether ``device_bytes`` is within the capacity less the headroom; ``None`` for the cpu."""
+    """Whether ``device_bytes`` less ``paged_bytes`` is within the capacity less the headroom (the driver pages
+    managed memory out rather than fail); ``None`` for the cpu."""
     headroom: float
     advice: list[Advice]
     """What to change first when it does not fit: the what-ifs over this trace, least device memory first, then
@@ -215,6 +216,9 @@ class Report:
     peak_at: PeakSite
     breakdown: dict[str, int]
     """Bytes by category at the moment of ``peak_bytes``, counted as ``peak_bytes`` counts them: sums to it."""
+    paged_bytes: int = 0
+    """Paged optimizer states (bitsandbytes', CUDA managed memory) assumed resident on the device: outside the
+    caching allocator, so in neither ``peak_bytes`` nor ``reserved_bytes``; counted in ``device_bytes``."""
     parameters: int
     """Parameter count (tied weights once): under tensor or expert parallel one rank's share, the model one
     rank builds (``model_parameters`` is the whole model's)."""

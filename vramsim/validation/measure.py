@@ -51,7 +51,7 @@ class RealRun:
         for _ in owned:
             pass
 
-    def begin_unit(self, module: str, tensors: Any) -> None:
+    def begin_unit(self, module: str, tensors: Any, positional: Any = ()) -> None:
         pass
 
     def end_unit(self) -> None:

@@ -62,15 +62,27 @@ def render_summary(report: Report, console: Console) -> None:
         f"Reserved by the allocator: {format_bytes(report.reserved_bytes)}   "
         f"{_device_label(report.target).capitalize()}: {format_bytes(report.device_bytes)}",
     )
+    if report.paged_bytes:
+        print_wrapped(
+            console,
+            f"Paged optimizer states (managed memory, outside the allocator): {format_bytes(report.paged_bytes)}, "
+            "assumed resident, counted in the device figure only",
+        )
     if report.fits is not None and report.capacity_bytes is not None:
         usable = report.capacity_bytes * (1 - report.headroom)
+        paging = report.fits and report.device_bytes > usable
         verdict = ("FITS", "bold green") if report.fits else ("DOES NOT FIT", "bold red")
         print_wrapped(
             console,
             Text.assemble(
                 verdict,
                 f" on {report.target}: {format_bytes(report.device_bytes)} of "
-                f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)",
+                f"{format_bytes(int(usable))} usable ({report.headroom:.0%} headroom)"
+                + (
+                    f", paging up to {format_bytes(int(report.device_bytes - usable))} of optimizer states to the host"
+                    if paging
+                    else ""
+                ),
             ),
         )
         if report.allocator_pressure is not None:

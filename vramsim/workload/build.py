@@ -34,6 +34,7 @@ from vramsim.workload.models import (
 )
 from vramsim.workload.optimizer_in_backward import OptimizerInBackward
 from vramsim.workload.optimizers import make_optimizer, optimizer_over
+from vramsim.workload.packing import packed_inputs
 from vramsim.workload.parallel.expert import rank_config as expert_rank_config
 from vramsim.workload.parallel.tensor import rank_config
 from vramsim.workload.positions import check_positions
@@ -233,7 +234,8 @@ def _batch(model: torch.nn.Module, config: SimulationConfig, device: str, seq_le
     """The step's inputs on ``device``: the model's defaults for a rank's tokens, or the user's own."""
     with torch.device(device):
         if config.inputs is None:
-            batch = default_inputs(model, config.batch_size, seq_len, train=config.task == "train")
+            make = packed_inputs if config.packed else default_inputs
+            batch = make(model, config.batch_size, seq_len, train=config.task == "train")
             if callable(config.loss):  # the user's loss replaces the model's: no labels, so no second loss
                 batch.pop("labels", None)
         else:

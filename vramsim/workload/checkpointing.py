@@ -33,7 +33,7 @@ ContextFn = Callable[[], tuple[contextlib.AbstractContextManager[Any], contextli
 
 
 class UnitObserver(Protocol):
-    def begin_unit(self, module: str, tensors: Any) -> None: ...
+    def begin_unit(self, module: str, tensors: Any, positional: Any = ()) -> None: ...
     def end_unit(self) -> None: ...
 
 
@@ -67,7 +67,7 @@ class UnitMarker:
 
     def _begin(self, block: Any, args: Any, kwargs: dict[str, Any]) -> None:
         if self.observer is not None:
-            self.observer.begin_unit(self._names.get(id(block), ""), tensor_leaves((args, kwargs)))
+            self.observer.begin_unit(self._names.get(id(block), ""), tensor_leaves((args, kwargs)), tensor_leaves(args))
 
     def _end(self) -> None:
         if self.observer is not None:

@@ -24,7 +24,15 @@ from vramsim.errors import ConfigError, UnsupportedError
 if TYPE_CHECKING:  # torch loads when an optimizer is built: the command line checks names without it
     import torch
 
-__all__ = ["BUILDERS", "PAGED_STATES", "check_target", "describe_optimizer", "make_optimizer", "optimizer_over"]
+__all__ = [
+    "BUILDERS",
+    "PAGED_STATES",
+    "check_target",
+    "describe_optimizer",
+    "make_optimizer",
+    "optimizer_over",
+    "paged_states",
+]
 
 Factory = Callable[[list["torch.nn.Parameter"], bool], "torch.optim.Optimizer"]
 
@@ -111,13 +119,31 @@ BUILDERS: dict[str, _Named] = {
 
 PAGED_STATES = (
     "bitsandbytes' paged optimizers keep state1/state2 of tensors of 1e5 elements or more in CUDA managed "
-    "memory (cudaMallocManaged, outside PyTorch's caching allocator: torch.cuda.max_memory_allocated does not "
-    "show them) and prefetch each to the device before its update; they are counted on the device as resident, "
-    "an upper bound, their bytes as the unpaged optimizer's. The driver can evict them to host memory when the "
-    "device runs short, so they cannot cause an out-of-memory error: a run that fits only without them runs "
-    "slower, paging, instead of failing"
+    "memory (cudaMallocManaged, outside PyTorch's caching allocator): they are not in the allocated and reserved "
+    "figures (torch.cuda.max_memory_allocated does not show them) but reported apart as paged optimizer states, "
+    "assumed resident on the device (prefetch_state moves each there before its update) and counted in the device "
+    "figure. The driver evicts them to host memory when the device runs short, so a run over the usable memory "
+    "only by them fits, paging (slower), and does not fail"
 )
 """How the paged optimizers' managed-memory states are counted: listed in the report's assumptions."""
+
+
+PAGED_MIN_ELEMENTS = 1e5
+"""bitsandbytes' ``Optimizer8bit.get_state_buffer``: a parameter of at least this many elements gets paged states."""
+
+
+def paged_states(optimizer: Any) -> list[torch.Tensor]:
+    """A paged optimizer's ``state1``/``state2`` in managed memory (of parameters of 1e5 elements or more, as
+    bitsandbytes' ``get_state_buffer`` pages them); none for another optimizer."""
+    if not getattr(optimizer, "traced_paged", False):
+        return []
+    return [
+        state[key]
+        for p, state in optimizer.state.items()
+        if p.numel() >= PAGED_MIN_ELEMENTS
+        for key in ("state1", "state2")
+        if key in state
+    ]
 
 
 def check_target(optimizer: Any, vendor: str) -> None:

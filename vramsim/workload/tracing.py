@@ -17,6 +17,7 @@ from vramsim.tracer.data_dependent import forget_seeds
 from vramsim.tracer.mode import MemoryTracer, WorkspaceRule
 from vramsim.tracer.records import Trace
 from vramsim.tracer.scope import ModuleScope
+from vramsim.workload.optimizers import paged_states
 from vramsim.workload.program import Program, run_program
 
 __all__ = ["trace_program"]
@@ -46,8 +47,8 @@ class _TracerObserver:
         for owner, tensor in owned:
             self._tracer.mark(tensor, category, owner)
 
-    def begin_unit(self, module: str, tensors: Any) -> None:
-        self._tracer.begin_unit(module, tensors)
+    def begin_unit(self, module: str, tensors: Any, positional: Any = ()) -> None:
+        self._tracer.begin_unit(module, tensors, positional)
 
     def end_unit(self) -> None:
         self._tracer.end_unit()
@@ -95,7 +96,21 @@ def trace_program(
         raise TraceError(f"{program.name} failed on the meta device at {where}", quoted=first_line(exc)) from exc
     finally:
         forget_seeds()
+    tracer.trace.head_module = _head_module(program)
+    tracer.trace.managed = tuple(
+        sid for sid in (tracer.sid_of(state) for state in paged_states(program.optimizer)) if sid is not None
+    )
     return tracer.trace
+
+
+def _head_module(program: Program) -> str | None:
+    """The path of a single model's output head in the trace (``lm_head``), which torchtune's activation
+    offloading keeps on the device; ``None`` for a pipeline or a model without one."""
+    if list(program.modules) != [""]:
+        return None
+    output_embeddings = getattr(program.model, "get_output_embeddings", None)
+    head = output_embeddings() if callable(output_embeddings) else None
+    return next((name for name, module in program.model.named_modules() if module is head), None)
 
 
 _OWN_DIRECTORIES = tuple(
