@@ -164,7 +164,7 @@ def _simulate(case: Case) -> dict[str, float]:
 
     figures: dict[str, float] = {}
     with _timed(figures, "total"):
-        simulate(case.model, **case.options)
+        simulate(case.model, cache=False, **case.options)  # traced, not an earlier run's cached answer
     return figures
 
 
@@ -205,9 +205,10 @@ def _memtracker(case: Case) -> dict[str, float]:
 
 
 def _readme() -> dict[str, float]:
-    """The README's command as the user runs it, with its own RSS (the child's)."""
+    """The README's command as the user runs it the first time (``--no-cache``: traced, not answered from an
+    earlier run's cached result), with its own RSS (the child's)."""
     figures: dict[str, float] = {}
-    command = [sys.executable, "-c", "import sys; from vramsim.cli import main; sys.exit(main())", *README_COMMAND]
+    command = [sys.executable, "-c", "import sys; from vramsim.cli import main; sys.exit(main())", *README_COMMAND, "--no-cache"]
     with _timed(figures, "total"):
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     figures["total_cpu"] = _children_cpu()

@@ -13,7 +13,7 @@ __all__ = ["collector_paused"]
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic collector, then restore it as it was.
 
-    A trace and a what-if each make hundreds of thousands of records, blocks and events beside a model of
+    A trace, its graph and a what-if each make hundreds of thousands of records, blocks and events beside a model of
     hundreds of thousands of objects; every full collection rescans them all (a tenth of a trace's time, a
     third of a 70B sweep's). Reference counting still frees what holds no cycle, which is every tensor a
     program drops: a storage's free is its refcount reaching zero, as on the device. A collection inside a

@@ -36,6 +36,7 @@ from typing import Any
 
 import networkx as nx
 
+from .collector import collector_paused
 from .records import BEFORE_TRACE, Trace
 
 __all__ = ["build_graph", "op_node", "saved_edges", "storage_node", "storage_nodes"]
@@ -49,7 +50,10 @@ def storage_node(sid: int) -> tuple[str, int]:
     return ("storage", sid)
 
 
+@collector_paused()
 def build_graph(trace: Trace) -> nx.MultiDiGraph:
+    """The graph of ``trace``, made with the cyclic collector paused: its node and edge dicts, a few per op and
+    storage, would otherwise set off full collections of the heap the trace left (the model, its records)."""
     graph = nx.MultiDiGraph(
         step_clocks=list(trace.step_clocks),
         decode_clocks=list(trace.decode_clocks),

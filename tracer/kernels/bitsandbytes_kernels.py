@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["LLM_INT8_OUTLIER_COLUMNS", "NOTE_GEMM_4BIT", "NOTE_LLM_INT8", "bitsandbytes_functions"]
+__all__ = ["LLM_INT8_OUTLIER_COLUMNS", "NOTE_GEMM_4BIT", "NOTE_LLM_INT8", "WithBitsandbytes", "bitsandbytes_functions"]
 
 CUDA_FUSED_MAX_ROWS = 4
 """``_GEMM_4BIT_CUSTOM_FLOOR_M``: at or below it every CUDA architecture runs the fused kernel."""
@@ -51,15 +52,60 @@ NOTE_LLM_INT8 = (
 )
 
 
+class WithBitsandbytes(Mapping[Callable[..., Any], Callable[..., Any]]):
+    """``functions`` and, once bitsandbytes is imported, ``bitsandbytes_functions``: its ops exist only once
+    it is (importing it registers them), so a program that has not imported it (a model of bitsandbytes
+    layers, or its 8-bit optimizer, does) calls none of them, and a run without it does not pay its import
+    (about a second of CPU: it sets up ``torch.compile``'d kernels). ``KernelEmulation`` asks ``get`` per
+    call."""
+
+    def __init__(self, functions: Mapping[Callable[..., Any], Callable[..., Any]], *, cuda: bool) -> None:
+        self._functions = dict(functions)
+        self._cuda = cuda
+        self._joined: dict[Callable[..., Any], Callable[..., Any]] | None = None
+        _quiet_bitsandbytes()
+
+    def joined(self, functions: Mapping[Callable[..., Any], Callable[..., Any]]) -> WithBitsandbytes:
+        """These entries and ``functions`` (``functions`` winning), bitsandbytes' still added once imported."""
+        return WithBitsandbytes({**self._functions, **functions}, cuda=self._cuda)
+
+    def _table(self) -> Mapping[Callable[..., Any], Callable[..., Any]]:
+        if self._joined is not None:
+            return self._joined
+        if "bitsandbytes" not in sys.modules:
+            return self._functions
+        try:
+            self._joined = {**bitsandbytes_functions(cuda=self._cuda), **self._functions}
+        except AttributeError:  # asked while bitsandbytes is being imported: its ops are not all registered yet
+            return self._functions
+        return self._joined
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._table().get(key, default)
+
+    def __getitem__(self, key: Callable[..., Any]) -> Callable[..., Any]:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[Callable[..., Any]]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+def _quiet_bitsandbytes() -> None:
+    """The CPU backend logs a warning on import when the optional `kernels` package is missing (CPU
+    inference speed), and LLM.int8 one per matmul whose input is not fp16 (the cast is traced)."""
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    logging.getLogger("bitsandbytes.autograd._functions").setLevel(logging.ERROR)
+
+
 def bitsandbytes_functions(*, cuda: bool) -> dict[Callable[..., Any], Callable[..., Any]]:
     """``KernelRules.functions`` entries for bitsandbytes' ops on a CUDA or CPU target; none where
     bitsandbytes is not installed (no model can then hold its layers)."""
     if importlib.util.find_spec("bitsandbytes") is None:
         return {}
-    # The CPU backend logs a warning on import when the optional `kernels` package is missing (CPU
-    # inference speed), and LLM.int8 one per matmul whose input is not fp16 (the cast is traced).
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
-    logging.getLogger("bitsandbytes.autograd._functions").setLevel(logging.ERROR)
+    _quiet_bitsandbytes()
     import bitsandbytes  # noqa: F401  (registers torch.ops.bitsandbytes)
 
     ops = torch.ops.bitsandbytes

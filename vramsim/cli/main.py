@@ -12,6 +12,7 @@ from rich.console import Console
 from vramsim.cli import checkpoint, compare, fit, inspect, listing, plan, serve, sweep, trace, validate
 from vramsim.cli.arguments import BAD_ARGUMENT_EXIT, parse_arguments
 from vramsim.cli.command import Command, check_command
+from vramsim.cli.startup import import_tracing_stack
 from vramsim.cli.variants import split_variants
 from vramsim.cli.wording import cli_message, in_cli_words
 from vramsim.errors import CacheWarning, ConfigError, VramsimError
@@ -33,6 +34,8 @@ _RUNS: dict[str, Callable[[Command, Console], int]] = {
     "gpus": listing.run,
 }
 """Each subcommand's work, once its arguments are checked."""
+_LISTINGS = ("models", "gpus")
+"""The subcommands that list what vramsim knows, with no torch."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         return _error(exc, 1)
     for warning in command.warnings:
         print(f"vramsim: warning: {in_cli_words(warning)}", file=sys.stderr)
+    if args.command not in _LISTINGS:
+        import_tracing_stack()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line(warnings.showwarning)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -80,15 +81,21 @@ def supports_checkpointing(model: torch.nn.Module) -> bool:
     return any(getattr(model, flag, False) for flag in flags)
 
 
+def _diffusers_mixin(model: torch.nn.Module) -> Any:
+    """diffusers' ``ModelMixin`` where ``model`` is one, else None. diffusers is imported only if in use (its
+    models import it): importing it for a transformers model would cost about a second."""
+    modeling = sys.modules.get("diffusers.models.modeling_utils")
+    return modeling.ModelMixin if modeling is not None and isinstance(model, modeling.ModelMixin) else None
+
+
 def install_unit_marker(model: torch.nn.Module) -> UnitMarker | None:
     """Put a ``UnitMarker`` at the model's checkpointing call sites (``None``: the model has none)."""
     if not supports_checkpointing(model):
         return None
-    from diffusers import ModelMixin
-
     marker = UnitMarker(model)
-    if isinstance(model, ModelMixin):
-        ModelMixin.enable_gradient_checkpointing(model, marker)
+    mixin = _diffusers_mixin(model)
+    if mixin is not None:
+        mixin.enable_gradient_checkpointing(model, marker)
         return marker
 
     layers = _checkpointing_layers(model)
@@ -106,9 +113,9 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
         raise ConfigError(
             f"{type(model).__name__} does not support gradient checkpointing; use checkpointing='none' or 'offload'"
         )
-    from diffusers import ModelMixin
     from transformers import PreTrainedModel
 
+    mixin = _diffusers_mixin(model)
     full, selective = _context_fn(plan, emulation, selective=False), _context_fn(plan, emulation, selective=True)
     if isinstance(model, PreTrainedModel) and _layer_class() is None:  # older transformers: one function for all layers
         if plan.kind != "full":
@@ -121,8 +128,8 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     elif isinstance(model, PreTrainedModel):  # its own public switch, then each layer as the plan says
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
         _per_layer(model, plan, selective)
-    elif isinstance(model, ModelMixin):  # takes the function to call at each block
-        ModelMixin.enable_gradient_checkpointing(model, _PerBlock(plan, full, selective))
+    elif mixin is not None:  # takes the function to call at each block
+        mixin.enable_gradient_checkpointing(model, _PerBlock(plan, full, selective))
     else:
         raise ConfigError(f"{type(model).__name__} has no checkpointing switch vramsim knows; use checkpointing='offload'")
 

@@ -12,7 +12,7 @@ from vramsim.estimators.devices import DeviceProfile, get_device
 from vramsim.results.report import Assumption
 from vramsim.tracer.kernels import autocast_lists
 from vramsim.tracer.kernels.attention import CUDNN_RUNTIME_VERSION, GpuAttention, cpu_attention, cpu_attention_workspaces
-from vramsim.tracer.kernels.bitsandbytes_kernels import bitsandbytes_functions
+from vramsim.tracer.kernels.bitsandbytes_kernels import WithBitsandbytes
 from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
 from vramsim.tracer.kernels.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
 from vramsim.tracer.kernels.cpu_scaled_mm import scaled_mm_workspaces
@@ -59,7 +59,9 @@ class Target:
         if autograd == "installed":
             return KernelEmulation(self.rules)
         legacy = legacy_softmax_functions(cuda=self.profile.vendor != "cpu")
-        return KernelEmulation(dataclasses.replace(self.rules, functions={**self.rules.functions, **legacy}))
+        functions = self.rules.functions
+        joined = functions.joined(legacy) if isinstance(functions, WithBitsandbytes) else {**functions, **legacy}
+        return KernelEmulation(dataclasses.replace(self.rules, functions=joined))
 
 
 def combine_workspaces(*rules: WorkspaceRule) -> WorkspaceRule:
@@ -87,7 +89,7 @@ _CPU_RULES = KernelRules(
         scaled_mm_workspaces,
     ),
     output_layouts=cpu_output_layouts,
-    functions={**CPU_FUNCTIONS, **bitsandbytes_functions(cuda=False)},
+    functions=WithBitsandbytes(CPU_FUNCTIONS, cuda=False),
 )
 
 
@@ -126,7 +128,7 @@ def resolve_target(name: str) -> Target:
             reduction_copies(cuda=True),
             marlin_workspaces(profile.multiprocessors or 0),
         ),
-        functions={**GPU_FUNCTIONS, **bitsandbytes_functions(cuda=True)},
+        functions=WithBitsandbytes(GPU_FUNCTIONS, cuda=True),
     )
     checked = (
         "checked against real runs on an H200, which has its kernels (sm 9.0)"
