@@ -32,6 +32,7 @@ from vramsim.results.sweep import Answer, Sweep, SweepPoint
 from vramsim.search.sweep_grid import MAX_POINTS, axis_values
 from vramsim.search.sweep_sizes import Resized, SizeFit, quantities, structure
 from vramsim.search.sweep_workers import Backend, Failed, TraceTask, run_traces
+from vramsim.tracer.collector import collector_paused
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 from vramsim.workload.attention import check_attention
@@ -188,16 +189,18 @@ class _DeviceGrid:
         retrace = []
         points: list[SweepPoint] = []
         total = len(answers)
-        for done, (point, answer) in enumerate(sorted(answers.items()), start=1):
-            values = answer.fit.evaluate(*point) if isinstance(answer, _Derived) else None
-            if isinstance(answer, _Derived) and values is None:  # a size that is no whole number: no proof here
-                retrace.append(point)
-                continue
-            points += self._figures(point, answer, values)
-            self._told("answering", done, total)
+        with collector_paused():  # each point's graph and timeline beside every trace: nothing to collect
+            for done, (point, answer) in enumerate(sorted(answers.items()), start=1):
+                values = answer.fit.evaluate(*point) if isinstance(answer, _Derived) else None
+                if isinstance(answer, _Derived) and values is None:  # a size that is no whole number: no proof here
+                    retrace.append(point)
+                    continue
+                points += self._figures(point, answer, values)
+                self._told("answering", done, total)
         self._trace(retrace)
-        for point in retrace:
-            points += self._figures(point, self._traced[point], None)
+        with collector_paused():
+            for point in retrace:
+                points += self._figures(point, self._traced[point], None)
         order = {name: index for index, name in enumerate(self._axes["checkpointing"])}
         return sorted(points, key=lambda p: (order[p.checkpointing], p.gpus, p.batch_size, p.seq_len))
 
