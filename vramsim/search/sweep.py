@@ -2,12 +2,18 @@
 
 The grid is batch sizes x sequence lengths x devices x checkpointing choices x GPU counts. The device changes the
 traced program (the target's kernels), checkpointing and the GPU count are what-ifs over it, so each device's
-batch x sequence grid is traced apart. It is answered box by box (``_prove``): a box traces a tensor grid of its
-points (``BATCH_NODES`` batch sizes and ``SEQ_NODES`` lengths, spread over it) and one more point inside it. When
-the grid's traces share one structure and the polynomials through them give the further point's every size to the
-byte (``sweep_sizes.py``), the box's other points are derived; otherwise the box is halved along its longer axis and
-each half proved on its own, and a box of no more points than a proof traces is traced whole. The polynomials'
-degrees are not assumed: a size that is not such a polynomial fails the proof, and its points are traced.
+batch x sequence grid is traced apart. It is answered box by box (``_prove_all``). A box whose two extreme corners
+have the structure of a fit already proven, which gives both corners' every size to the byte, is derived from that
+fit. Any other box traces a tensor grid of its points (``BATCH_NODES`` batch sizes and ``SEQ_NODES`` lengths,
+spread over it) and one more point inside it; when the grid's traces share one structure and the polynomials
+through them give the further point's every size to the byte (``sweep_sizes.py``), the box's other points are
+derived and the fit is kept for its structure; otherwise the box is split where its structures change, and a box of
+no more points than a proof traces is traced whole. The polynomials' degrees are not assumed: a size that is not
+such a polynomial fails the proof, and its points are traced.
+
+The one assumption (docs/sweep.md): a program's structure changes at thresholds of sizes that grow with the batch
+and the length (a kernel above so many tokens, batch 1 against more), so a box whose smallest and largest points
+have one structure holds no other.
 
 Every point, traced or derived, is analysed the same way, here in the driver: its sizes written into a graph of its
 structure, then ``Analysis`` (the checkpointing what-if, data parallelism, the allocator replay) per checkpointing
@@ -207,21 +213,22 @@ class _DeviceGrid:
     def _prove_all(self) -> dict[Point, Trace | Failed | _Derived]:
         """Each point's answer: its trace (or why it has none), or the proven fit of its structure.
 
-        Round by round: every box's two extreme corners are traced first. A box whose corners share a structure
-        already proven, and whose fit gives both corners to the byte, is derived at once (``_from_proven``).
-        Any other box is proved on its own grid (``_plan``, ``_prove``); proven, its fit joins the structure's;
-        not, it is split, and an edge strip split off (batch 1, the shortest length) waits until the rest is
-        answered, so that it can reuse the rest's fit instead of proving its own."""
+        Round by round: once a fit is proven, every box's two extreme corners are traced first. A box whose
+        corners share a structure already proven, and whose fit gives both corners to the byte, is derived at
+        once (``_from_proven``). Any other box is proved on its own grid (``_plan``, ``_prove``); proven, its
+        fit joins the structure's; not, it is split, and an edge strip split off (batch 1, the shortest length)
+        waits until the rest is answered, so that it can reuse the rest's fit instead of proving its own."""
         boxes: list[Box] = [(self._axes["batch_size"], self._axes["seq_len"])]
         later: list[Box] = []
         answers: dict[Point, Trace | Failed | _Derived] = {}
         while boxes or later:
             if not boxes:
                 boxes, later = later, []
-            self._trace([corner for box in boxes for corner in _corners(box)])
             unproven = []
+            if self._proven:  # else no box is answered by corners alone: its proof traces them with the rest
+                self._trace([corner for box in boxes for corner in _corners(box)])
             for box in boxes:
-                derived = self._from_proven(box)
+                derived = self._from_proven(box) if self._proven else None
                 if derived is None:
                     unproven.append(box)
                 else:
