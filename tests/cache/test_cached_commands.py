@@ -34,10 +34,14 @@ CASES = {
         ["--gpus", "4"],
     ),
     "fit --device any": (["fit", "{model}", "--seq-len", "16", "--json"], ["--batch-size", "64"]),
+    "sweep": (
+        ["sweep", "{model}", "--batch-size", "1,2", "--seq-len", "16,32", "--device", "h100", "--jobs", "1", "--json", "--quiet"],
+        ["--seq-len", "16,48"],
+    ),
 }
 """Each command on a tiny GPT-2 (``--json``, so that the two answers compare as text), and an option that changes
-its request: one the trace reads (a length, tokens per batch, GPUs, a batch), or one only its analysis reads (the
-depth of the module tree, the save format); each changes the answer apart from its timings."""
+its request: one the trace reads (a length, tokens per batch, GPUs, a batch, a sweep's lengths), or one only its
+analysis reads (the depth of the module tree, the save format); each changes the answer apart from its timings."""
 
 
 @pytest.fixture

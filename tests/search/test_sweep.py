@@ -5,6 +5,7 @@ import transformers
 
 import vramsim
 from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.search.sweep import _Derived, _DeviceGrid, _Run
 from vramsim.search.sweep_sizes import SizeFit, quantities, structure
 from vramsim.search.sweep_workers import TraceTask, trace_records
 
@@ -32,6 +33,25 @@ def test_every_point_equals_its_own_trace(tiny_llama: transformers.LlamaConfig) 
             report.fits,
         ), point
     assert {(p.checkpointing, p.batch_size, p.seq_len) for p in found.largest} == {("none", 3, 128), ("full", 3, 128)}
+
+
+def test_every_derived_point_has_its_own_traces_sizes(tiny_llama: transformers.LlamaConfig) -> None:
+    """A grid across three structures (batch 1's masks; above 3,072 tokens the embedding's backward takes a
+    workspace, on batch 16 at the longest lengths): every derived point's sizes are its own trace's, every one to
+    the byte, and its structure is the one its fit was proven for; a fit proven once answers other boxes."""
+    axes = {"batch_size": (1, 4, 8, 12, 16), "seq_len": (64, 112, 160, 208, 256), "device": ("h100",)}
+    options = {"task": "train", "device": "h100"}
+    grid = _DeviceGrid(
+        tiny_llama, options, axes | {"checkpointing": ("none",), "gpus": (1,)}, _Run("local", None, 1, lambda *told: None)
+    )
+    answers = grid._prove_all()
+    own = {p: trace_records(TraceTask(tiny_llama, options | {"batch_size": p[0], "seq_len": p[1]})) for p in answers}
+    assert len({structure(trace) for trace in own.values()}) == 3
+    derived = {point: answer for point, answer in answers.items() if isinstance(answer, _Derived)}
+    assert len(derived) >= 5 and grid.traces == len(answers) - len(derived)
+    for point, answer in derived.items():
+        proven = next(shape for shape, fit in grid._proven if fit is answer)
+        assert structure(own[point]) == proven and answer.fit.evaluate(*point) == quantities(own[point]), point
 
 
 def test_a_fit_is_checked_to_the_byte(tiny_llama: transformers.LlamaConfig) -> None:

@@ -500,7 +500,7 @@ NOT_FIT_EXIT = 3
 """Exit status of ``trace --fail-if-not-fit`` when the job does not fit (1 is an error, 2 a bad argument)."""
 
 
-_CACHED_COMMANDS = ("trace", "fit", "plan", "serve", "compare", "inspect", "checkpoint")
+_CACHED_COMMANDS = ("trace", "fit", "plan", "serve", "compare", "inspect", "checkpoint", "sweep")
 """The commands whose answers the result cache keeps (``vramsim/cache/``), each with ``--no-cache``."""
 
 

@@ -11,18 +11,30 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from vramsim.cli.command import Command
+from vramsim.cli.output import result_cache, say_if_cached
 
 __all__ = ["run"]
 
 
 def run(command: Command, console: Console) -> int:
-    """Sweep, then print the table and the largest fitting points (or ``--json``, ``--csv``)."""
+    """Sweep (or read the same sweep from the result cache), then print the table and the largest fitting points
+    (or ``--json``, ``--csv``)."""
     from vramsim.search.sweep import sweep
     from vramsim.views.sweep import render_sweep, sweep_csv
 
     args = command.args
+    store = result_cache(command)
     with _progress_bar(quiet=args.quiet) as told:
-        found = sweep(args.model, backend=args.backend, address=args.address, jobs=args.jobs, progress=told, **command.options)
+        found = sweep(
+            args.model,
+            backend=args.backend,
+            address=args.address,
+            jobs=args.jobs,
+            progress=told,
+            cache=store or False,
+            **command.options,
+        )
+    say_if_cached(store)
     if args.json:
         print(json.dumps(found.to_dict(), indent=2))
     elif args.csv:

@@ -2,12 +2,18 @@
 
 The grid is batch sizes x sequence lengths x devices x checkpointing choices x GPU counts. The device changes the
 traced program (the target's kernels), checkpointing and the GPU count are what-ifs over it, so each device's
-batch x sequence grid is traced apart. It is answered box by box (``_prove``): a box traces a tensor grid of its
-points (``BATCH_NODES`` batch sizes and ``SEQ_NODES`` lengths, spread over it) and one more point inside it. When
-the grid's traces share one structure and the polynomials through them give the further point's every size to the
-byte (``sweep_sizes.py``), the box's other points are derived; otherwise the box is halved along its longer axis and
-each half proved on its own, and a box of no more points than a proof traces is traced whole. The polynomials'
-degrees are not assumed: a size that is not such a polynomial fails the proof, and its points are traced.
+batch x sequence grid is traced apart. It is answered box by box (``_prove_all``). A box whose two extreme corners
+have the structure of a fit already proven, which gives both corners' every size to the byte, is derived from that
+fit. Any other box traces a tensor grid of its points (``BATCH_NODES`` batch sizes and ``SEQ_NODES`` lengths,
+spread over it) and one more point inside it; when the grid's traces share one structure and the polynomials
+through them give the further point's every size to the byte (``sweep_sizes.py``), the box's other points are
+derived and the fit is kept for its structure; otherwise the box is split where its structures change, and a box of
+no more points than a proof traces is traced whole. The polynomials' degrees are not assumed: a size that is not
+such a polynomial fails the proof, and its points are traced.
+
+The one assumption (docs/sweep.md): a program's structure changes at thresholds of sizes that grow with the batch
+and the length (a kernel above so many tokens, batch 1 against more), so a box whose smallest and largest points
+have one structure holds no other.
 
 Every point, traced or derived, is analysed the same way, here in the driver: its sizes written into a graph of its
 structure, then ``Analysis`` (the checkpointing what-if, data parallelism, the allocator replay) per checkpointing
@@ -17,12 +23,13 @@ choice and GPU count, the figures ``simulate`` reports for the same options.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
 from vramsim.analysis.whatifs import Analysis
+from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
@@ -31,6 +38,7 @@ from vramsim.results.sweep import Answer, Sweep, SweepPoint
 from vramsim.search.sweep_grid import MAX_POINTS, axis_values
 from vramsim.search.sweep_sizes import Resized, SizeFit, quantities, structure
 from vramsim.search.sweep_workers import Backend, Failed, TraceTask, run_traces
+from vramsim.tracer.collector import collector_paused
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 from vramsim.workload.attention import check_attention
@@ -65,6 +73,7 @@ def sweep(
     address: str | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    cache: bool | ResultCache = True,
     **options: Any,
 ) -> Sweep:
     """Every point of ``batch_size x seq_len x device x checkpointing x gpus``: peak, reserved, device and verdict,
@@ -72,14 +81,14 @@ def sweep(
 
     Each axis is a value, a sequence of values, or the command line's text (``"1,2,4"``, ``"512:32768:x2"``).
     ``options`` are ``simulate``'s other keywords, shared by every point. The traces run in local worker processes
-    (``jobs`` of them, default one per CPU) or, with ``backend="ray"``, on the Ray cluster at ``address``.
+    (``jobs`` of them, default one per CPU) or, with ``backend="ray"``, on the Ray cluster at ``address``. The
+    answer is kept in the result cache (``cache`` as ``simulate`` takes it), keyed by the axes and the options, not
+    by where the traces ran: the same sweep asked again traces nothing.
 
     >>> found = sweep("gpt2", batch_size=[1, 2, 4], seq_len="64:256:x2", device="rtx-4090")
     >>> found.points[0].answer, len(found.points)
     ('traced', 9)
     """
-    started = time.perf_counter()
-    told = progress or (lambda stage, done, total: None)
     axes = {
         "batch_size": axis_values(batch_size, "batch_size"),
         "seq_len": axis_values(seq_len, "seq_len"),
@@ -89,10 +98,29 @@ def sweep(
     }
     options = with_default_task(model, options)
     _check(model, options, axes)
+    run = _Run(backend=backend, address=address, jobs=jobs, told=progress or (lambda stage, done, total: None))
+    return cached_answer(
+        cache, Sweep, lambda: request_key("sweep", model, options, axes=axes), lambda: _swept(model, options, axes, run)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Where and how the traces run, and whom to tell: nothing an answer depends on."""
+
+    backend: Backend
+    address: str | None
+    jobs: int | None
+    told: Progress
+
+
+def _swept(model: ModelSource, options: dict[str, Any], axes: dict[str, tuple], run: _Run) -> Sweep:
+    """``sweep``'s answer, traced and derived."""
+    started = time.perf_counter()
     points: list[SweepPoint] = []
     traces = 0
     for name in axes["device"]:
-        grid = _DeviceGrid(model, options | {"device": name}, axes, backend=backend, address=address, jobs=jobs, told=told)
+        grid = _DeviceGrid(model, options | {"device": name}, axes, run)
         points += grid.answer()
         traces += grid.traces
     return Sweep(
@@ -149,17 +177,16 @@ class _DeviceGrid:
         model: ModelSource,
         options: dict[str, Any],
         axes: dict[str, tuple],
-        *,
-        backend: Backend,
-        address: str | None,
-        jobs: int | None,
-        told: Progress,
+        run: _Run,
     ) -> None:
         self._model, self._options, self._axes = model, options, axes
-        self._run = dict(backend=backend, address=address, jobs=jobs)
-        self._told = told
+        self._run = dict(backend=run.backend, address=run.address, jobs=run.jobs)
+        self._told = run.told
         self._traced: dict[Point, Trace | Failed] = {}
         self._structures: list[tuple[tuple[Any, ...], Resized]] = []
+        self._shapes: dict[Point, tuple[Any, ...]] = {}
+        self._proven: list[tuple[tuple[Any, ...], _Derived]] = []
+        """Each proven fit, by the structure it sizes."""
         self.traces = 0
 
     def answer(self) -> list[SweepPoint]:
@@ -168,61 +195,110 @@ class _DeviceGrid:
         retrace = []
         points: list[SweepPoint] = []
         total = len(answers)
-        for done, (point, answer) in enumerate(sorted(answers.items()), start=1):
-            values = answer.fit.evaluate(*point) if isinstance(answer, _Derived) else None
-            if isinstance(answer, _Derived) and values is None:  # a size that is no whole number: no proof here
-                retrace.append(point)
-                continue
-            points += self._figures(point, answer, values)
-            self._told("answering", done, total)
+        with collector_paused():  # each point's graph and timeline beside every trace: nothing to collect
+            for done, (point, answer) in enumerate(sorted(answers.items()), start=1):
+                values = answer.fit.evaluate(*point) if isinstance(answer, _Derived) else None
+                if isinstance(answer, _Derived) and values is None:  # a size that is no whole number: no proof here
+                    retrace.append(point)
+                    continue
+                points += self._figures(point, answer, values)
+                self._told("answering", done, total)
         self._trace(retrace)
-        for point in retrace:
-            points += self._figures(point, self._traced[point], None)
+        with collector_paused():
+            for point in retrace:
+                points += self._figures(point, self._traced[point], None)
         order = {name: index for index, name in enumerate(self._axes["checkpointing"])}
         return sorted(points, key=lambda p: (order[p.checkpointing], p.gpus, p.batch_size, p.seq_len))
 
     def _prove_all(self) -> dict[Point, Trace | Failed | _Derived]:
-        """Each point's answer: its trace (or why it has none), or the proven fit of its box."""
+        """Each point's answer: its trace (or why it has none), or the proven fit of its structure.
+
+        Round by round: once a fit is proven, every box's two extreme corners are traced first. A box whose
+        corners share a structure already proven, and whose fit gives both corners to the byte, is derived at
+        once (``_from_proven``). Any other box is proved on its own grid (``_plan``, ``_prove``); proven, its
+        fit joins the structure's; not, it is split, and an edge strip split off (batch 1, the shortest length)
+        waits until the rest is answered, so that it can reuse the rest's fit instead of proving its own."""
         boxes: list[Box] = [(self._axes["batch_size"], self._axes["seq_len"])]
+        later: list[Box] = []
         answers: dict[Point, Trace | Failed | _Derived] = {}
-        while boxes:
-            plans = [_plan(box) for box in boxes]
+        while boxes or later:
+            if not boxes:
+                boxes, later = later, []
+            unproven = []
+            if self._proven:  # else no box is answered by corners alone: its proof traces them with the rest
+                self._trace([corner for box in boxes for corner in _corners(box)])
+            for box in boxes:
+                derived = self._from_proven(box) if self._proven else None
+                if derived is None:
+                    unproven.append(box)
+                else:
+                    self._answer(box, derived, answers)
+            plans = [_plan(box, self._traced) for box in unproven]
             self._trace([point for plan in plans for point in plan.traced])
-            halves: list[Box] = []
-            for box, plan in zip(boxes, plans, strict=True):
-                derived = None if plan.whole else self._prove(plan)
-                if not plan.whole and not isinstance(derived, _Derived):
-                    halves += _halves(box, derived)
+            boxes = []
+            for box, plan in zip(unproven, plans, strict=True):
+                if plan.whole:
+                    self._answer(box, None, answers)
                     continue
-                for point in product(*box):
-                    answers[point] = self._traced.get(point) or derived  # type: ignore[assignment]
-            boxes = halves
+                proof = self._prove(box, plan)
+                if isinstance(proof, _Derived):
+                    self._answer(box, proof, answers)
+                    continue
+                edge, rest = _halves(box, proof)
+                if proof is not None and proof[1] == 1:
+                    later.append(edge)  # the strip that alone differs: after the rest, whose fit it may reuse
+                    boxes.append(rest)
+                else:
+                    boxes += [edge, rest]
         return answers
 
-    def _prove(self, plan: _Plan) -> _Derived | tuple[str, int | None] | None:
+    def _answer(self, box: Box, derived: _Derived | None, answers: dict[Point, Trace | Failed | _Derived]) -> None:
+        """The box's points: each traced one by its trace, the others by ``derived``."""
+        for point in product(*box):
+            answers[point] = self._traced.get(point) or derived  # type: ignore[assignment]
+
+    def _from_proven(self, box: Box) -> _Derived | None:
+        """The fit of a proven structure, where the box's two extreme corners (traced) both have that structure
+        and the fit gives each corner's every size to the byte; ``None`` otherwise."""
+        low, high = _corners(box)
+        traces = [self._traced[low], self._traced[high]]
+        if low == high or any(isinstance(trace, Failed) for trace in traces):
+            return None
+        shape = self._structure(low)
+        if self._structure(high) != shape:
+            return None
+        for known, derived in self._proven:
+            if known == shape and all(derived.fit.predicts(*corner, self._quantities(corner)) for corner in (low, high)):
+                return derived
+        return None
+
+    def _prove(self, box: Box, plan: _Plan) -> _Derived | tuple[str, int | None] | None:
         """The box's fit, when its grid's traces share a structure and predict the further point to the byte; else
         where to split the box (``_halves``): along the axis the grid's structures change along, where they do
-        (``None``: halved along the longer one)."""
+        (``None``: halved along the longer one). A proven fit is kept for its structure (``_from_proven``)."""
         if any(isinstance(self._traced[point], Failed) for point in plan.traced):
             return None
-        shapes = {point: structure(self._traced[point]) for point in plan.traced}  # type: ignore[arg-type]
-        first = shapes[plan.traced[0]]
-        if any(shape != first for shape in shapes.values()):
-            along_batch = any(shapes[b, s] != shapes[plan.batches[0], s] for b, s in plan.traced[:-1])
-            axis, nodes = ("batch_size", plan.batches) if along_batch else ("seq_len", plan.seqs)
-            ends = (
-                [(nodes[0], plan.seqs[0]), (nodes[-1], plan.seqs[0])]
-                if along_batch
-                else [(plan.batches[0], nodes[0]), (plan.batches[0], nodes[-1])]
-            )
-            # the smallest value alone differs (batch 1 broadcasts where larger batches expand): split it off
-            return (axis, 1) if shapes[ends[1]] == shapes[plan.traced[-1]] != shapes[ends[0]] else (axis, None)
-        grid = {point: quantities(self._traced[point]) for point in plan.traced[:-1]}  # type: ignore[arg-type]
+        shapes = {point: self._structure(point) for point in plan.traced}
+        top = (plan.batches[-1], plan.seqs[-1])
+        if any(shape != shapes[top] for shape in shapes.values()):
+            return _split(box, plan, shapes)
+        grid = {point: self._quantities(point) for point in plan.traced[:-1]}
         fit = SizeFit(plan.batches, plan.seqs, grid)
         further = plan.traced[-1]
-        if not fit.predicts(*further, quantities(self._traced[further])):  # type: ignore[arg-type]
+        if not fit.predicts(*further, self._quantities(further)):
             return None
-        return _Derived(fit, self._resized(first, self._traced[plan.traced[0]]))  # type: ignore[arg-type]
+        derived = _Derived(fit, self._resized(shapes[top], self._traced[top]))  # type: ignore[arg-type]
+        self._proven.append((shapes[top], derived))
+        return derived
+
+    def _structure(self, point: Point) -> tuple[Any, ...]:
+        """The structure of the point's trace, made once."""
+        if point not in self._shapes:
+            self._shapes[point] = structure(self._traced[point])  # type: ignore[arg-type]
+        return self._shapes[point]
+
+    def _quantities(self, point: Point) -> list[int]:
+        return quantities(self._traced[point])  # type: ignore[arg-type]
 
     def _resized(self, shape: tuple[Any, ...], trace: Trace) -> Resized:
         """The graph of ``shape``'s structure, built once from the first trace of it."""
@@ -266,7 +342,7 @@ class _DeviceGrid:
         if isinstance(answer, _Derived):
             graph = answer.resized.write(values or [])
         else:
-            graph = self._resized(structure(answer), answer).write(quantities(answer))
+            graph = self._resized(self._structure(point), answer).write(quantities(answer))
         target = resolve_target(self._options["device"])
         rows = []
         for spec, world in combos:
@@ -301,16 +377,53 @@ class _Plan:
     whole: bool
 
 
-def _plan(box: Box) -> _Plan:
-    """The box's proof, or the whole box where the proof would trace as many points."""
+def _plan(box: Box, traced: Container[Point]) -> _Plan:
+    """The box's proof, or the whole box where the proof would trace as many points; its further point one
+    already traced where one lies between the nodes (``_further``)."""
     batches, seqs = _spread(box[0], BATCH_NODES), _spread(box[1], SEQ_NODES)
     grid = list(product(batches, seqs))
     if len(box[0]) * len(box[1]) <= len(grid) + 1:
         return _Plan(batches, seqs, list(product(*box)), whole=True)
-    further = (_between(box[0], batches), _between(box[1], seqs))
+    further = _further(box, batches, seqs, traced)
     if further in grid:  # every batch size and every length is a node: nothing between to derive
         return _Plan(batches, seqs, list(product(*box)), whole=True)
     return _Plan(batches, seqs, [*grid, further], whole=False)
+
+
+def _further(box: Box, batches: tuple[int, ...], seqs: tuple[int, ...], traced: Container[Point]) -> Point:
+    """The point that checks the fit: off the nodes on every axis that has values off them, the one nearest the
+    middle that is already traced, else the middle one."""
+    values = [[v for v in axis if v not in nodes] or list(nodes) for axis, nodes in zip(box, (batches, seqs), strict=True)]
+    middle = (values[0][len(values[0]) // 2], values[1][len(values[1]) // 2])
+    known = [(b, s) for b, s in product(*values) if (b, s) in traced]
+    if not known:
+        return middle
+    return min(
+        known,
+        key=lambda p: (abs(values[0].index(p[0]) - len(values[0]) // 2) + abs(values[1].index(p[1]) - len(values[1]) // 2), p),
+    )
+
+
+def _corners(box: Box) -> tuple[Point, Point]:
+    """The box's smallest and largest point."""
+    return (box[0][0], box[1][0]), (box[0][-1], box[1][-1])
+
+
+def _split(box: Box, plan: _Plan, shapes: dict[Point, tuple[Any, ...]]) -> tuple[str, int | None]:
+    """Where to split a box whose grid's structures differ: along the axis they change along, the smallest value
+    split off where it alone differs (batch 1 broadcasts where larger batches expand); where only the smallest
+    corner differs (a kernel that takes a workspace above so many tokens), the strip of the smallest value of
+    the shorter axis."""
+    top = shapes[(plan.batches[-1], plan.seqs[-1])]
+    differ = [point for point, shape in shapes.items() if shape != top]
+    if differ == [(plan.batches[0], plan.seqs[0])] and len(plan.batches) > 1 and len(plan.seqs) > 1:
+        return ("seq_len", 1) if len(box[0]) >= len(box[1]) else ("batch_size", 1)
+    low = plan.batches[0]
+    along_batch = any(shapes[b, s] != shapes[low, s] for b, s in plan.traced[:-1])
+    nodes = plan.batches if along_batch else plan.seqs
+    ends = [(nodes[0], plan.seqs[0]), (nodes[-1], plan.seqs[0])] if along_batch else [(low, nodes[0]), (low, nodes[-1])]
+    axis = "batch_size" if along_batch else "seq_len"
+    return (axis, 1) if shapes[ends[1]] == shapes[plan.traced[-1]] != shapes[ends[0]] else (axis, None)
 
 
 def _spread(values: tuple[int, ...], count: int) -> tuple[int, ...]:
@@ -318,12 +431,6 @@ def _spread(values: tuple[int, ...], count: int) -> tuple[int, ...]:
     if len(values) <= count:
         return values
     return tuple(values[round(i * (len(values) - 1) / (count - 1))] for i in range(count))
-
-
-def _between(values: tuple[int, ...], nodes: tuple[int, ...]) -> int:
-    """A value that is not a node, near the middle of those that are not; a node when every value is one."""
-    others = [value for value in values if value not in nodes]
-    return others[len(others) // 2] if others else nodes[0]
 
 
 def _halves(box: Box, split: tuple[str, int | None] | None) -> list[Box]:
