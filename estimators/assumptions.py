@@ -46,6 +46,7 @@ __all__ = [
     "DEEPSPEED_VERSION",
     "DENOISING_STEPS_TRACED",
     "EXPERT_PARALLEL_ALL_TO_ALLS_PER_LAYER",
+    "FLOAT8_TRAINING",
     "FLUX_SCHNELL_MAX_SEQUENCE_LENGTH",
     "FLUX_TRAINING_GUIDANCE",
     "FSDP2_SHARD_RULE",
@@ -645,6 +646,14 @@ COMPILE_MODELLED = (
 )
 """What ``--compile`` runs of torch's own compile stack (vramsim/workload/compiled.py). On the CPU the
 saved set matches the partitioned graphs' real run exactly (tests/workload/test_compile.py)."""
+
+FLOAT8_TRAINING = (
+    "float8 training is torchao's own Float8Linear run eagerly on meta: the high-precision input and weight "
+    "saved for backward, each cast to float8 (fp32 copy, scaled, clamped) and its scale made around its "
+    "torch._scaled_mm; FSDP2's float8 all-gather (torchtitan's enable_fsdp_float8_all_gather) is not "
+    "modelled: weights are gathered in their own dtype, torchtitan's default"
+)
+"""What ``--float8`` traces (``vramsim/workload/float8.py``) and what of torchtitan's float8 options it leaves out."""
 
 COMPILE_FUSION = (
     "inductor's buffers are modelled from its lowering tables, not from its scheduler: a pointwise op (or "

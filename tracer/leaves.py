@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["attached_tensors", "is_wrapper_subclass", "tensor_leaves"]
+__all__ = ["attached_tensors", "is_wrapper_subclass", "is_wrapper_type", "tensor_leaves"]
 
 
 def tensor_leaves(obj: Any) -> list[torch.Tensor]:
@@ -55,4 +55,9 @@ def attached_tensors(param: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
 
 def is_wrapper_subclass(tensor: torch.Tensor) -> bool:
     """Subclasses such as DTensor or torchao's quantized tensors wrap inner tensors; the inner ones carry the memory."""
-    return type(tensor) not in (torch.Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__")
+    return is_wrapper_type(type(tensor))
+
+
+def is_wrapper_type(cls: type) -> bool:
+    """Whether ``cls`` is such a subclass (``is_wrapper_subclass``)."""
+    return cls not in (torch.Tensor, torch.nn.Parameter) and hasattr(cls, "__tensor_flatten__")

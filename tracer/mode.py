@@ -16,7 +16,7 @@ from torch.utils.flop_counter import flop_registry
 from .categories import Category, Phase
 from .collector import collector_paused
 from .data_dependent import DataDependentPolicy
-from .leaves import attached_tensors, is_wrapper_subclass, tensor_leaves
+from .leaves import attached_tensors, is_wrapper_subclass, is_wrapper_type, tensor_leaves
 from .patches import dispatched_rng_state, host_checkpoint_device
 from .records import BEFORE_TRACE, HoldRecord, OpRecord, StorageRecord, Trace, UnitRecord
 from .scope import ModuleScope
@@ -66,7 +66,10 @@ class MemoryTracer(TorchDispatchMode):
         - Memory a kernel allocates internally (workspaces) is invisible at dispatch level; the
           target's emulation rules add it where a kernel's source says it exists.
         - ``resize_`` of an existing storage is not tracked.
-        - Tensor subclasses that own no storage of their own are skipped.
+        - Tensor subclasses that own no storage of their own are skipped. An op on one is handed to the
+          subclass (``NotImplemented``), as FakeTensorMode hands on types it does not know: the ops its
+          ``__torch_dispatch__`` runs on the inner tensors then come back through this mode and are
+          recorded (torchao's ``Float8TrainingTensor`` copies its operands and calls ``_scaled_mm`` there).
     """
 
     def __init__(
@@ -136,6 +139,8 @@ class MemoryTracer(TorchDispatchMode):
             return func(*args, **kwargs)
         if func is _SCALAR_READ and args[0].device.type == "meta":
             return self.data_dependent.scalar(args[0])
+        if any(is_wrapper_type(t) for t in types):  # the subclass's own ops come back here, on its inner tensors
+            return NotImplemented
         inputs = tuple(self._sid_or_existing(t) for t in tensor_leaves((args, kwargs)) if self._counts(t))
         out = self.data_dependent.run(func, args, kwargs)
         known = self._ops.get(func)

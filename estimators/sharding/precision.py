@@ -59,7 +59,7 @@ def mixed_precision(rank: Rank) -> None:
 
 def _autocast_weight_casts(rank: Rank) -> dict[int, int]:
     """Traced storages that are autocast's copies of a weight (a ``_to_copy`` reading the weight's
-    storage), by sid, with the bytes per element of the dtype cast to."""
+    storage into a narrower dtype), by sid, with the bytes per element of the dtype cast to."""
     graph = rank.graph
     casts: dict[int, int] = {}
     for sid, attrs in enumerate(rank.attrs):
@@ -68,7 +68,9 @@ def _autocast_weight_casts(rank: Rank) -> dict[int, int]:
         producer = next(u for u, _, key in graph.in_edges(storage_node(sid), keys=True) if key == "produced")
         read = [u[1] for u, _, key in graph.in_edges(producer, keys=True) if key == "read"]
         weight = rank.weights.get(rank.attrs[read[0]]["owner"]) if len(read) == 1 else None
-        if weight is not None and weight.sid == read[0] and (rank.plan.zero or rank.sharded_weight(weight)):
+        if weight is None or weight.sid != read[0] or itemsize(attrs) >= itemsize(rank.attrs[read[0]]):
+            continue  # autocast casts a weight down; torchao's float8 cast first copies a bf16 weight up to float32
+        if rank.plan.zero or rank.sharded_weight(weight):
             casts[sid] = itemsize(attrs)
     return casts
 

@@ -440,6 +440,11 @@ CASES: list[Case] = [
     ),
     # The torchtune recipe's defaults together: bf16 weights, the chunked loss, fused AdamW.
     Case("llama-train-recipe-torchtune", llama_vocab_4k, {**_TRAIN, "recipe": "torchtune"}),
+    # torchao's float8 training (vramsim/workload/float8.py): Float8Linear's casts and scales, each Float8TrainingTensor
+    # op's own ops (the operand copies, torch._scaled_mm's CPU kernel computing in float32), the head kept bf16.
+    Case("llama-train-float8-tensorwise", llama, {**_TRAIN, "dtype": "bf16", "float8": "tensorwise"}),
+    Case("llama-train-float8-rowwise", llama, {**_TRAIN, "dtype": "bf16", "float8": "rowwise"}),
+    Case("llama-train-float8-rowwise-fp32-weights", llama, {**_TRAIN, "float8": "rowwise"}),
     Case("llama-forward-fp32", llama, _FORWARD),
     Case("llama-forward-bf16-weights", llama, {**_FORWARD, "dtype": "bf16"}),
     Case("llama-forward-bf16-autocast", llama, {**_FORWARD, "mixed_precision": "bf16"}),

@@ -10,7 +10,7 @@ import transformers
 from vramsim.config import SimulationConfig, options
 from vramsim.config.choices import parse_loss
 from vramsim.estimators.activation_offloading import FORWARD_STASH, MIN_OFFLOAD_BYTES
-from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED
+from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED, FLOAT8_TRAINING
 from vramsim.results.report import Assumption
 from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.records import Trace
@@ -53,6 +53,7 @@ def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[As
             parse_loss(config.loss), getattr(model_config, "vocab_size", None), getattr(model_config, "hidden_size", None)
         )
     notes += _trainer_notes(config, target)
+    notes += _float8_notes(config)
     notes += _program_notes(program)
     notes += _precision_notes(config, program, target)
     return notes
@@ -144,6 +145,13 @@ def _trainer_notes(config: SimulationConfig, target: Target) -> list[Assumption]
             )
         )
     return notes
+
+
+def _float8_notes(config: SimulationConfig) -> list[Assumption]:
+    """What torchao's float8 training is traced as, and what of torchtitan's float8 options is not."""
+    if config.float8 is None:
+        return []
+    return [Assumption(name="float8_training", detail=FLOAT8_TRAINING)]
 
 
 def _program_notes(program: Any) -> list[Assumption]:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from vramsim.config import SimulationConfig
+from vramsim.workload.float8 import float8_linears
 from vramsim.workload.optimizers import describe_optimizer
 from vramsim.workload.program import Program
 from vramsim.workload.quantization.weights import describe_quantization
@@ -44,6 +45,8 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
         settings["checkpointing"] = config.checkpointing
         if config.activation_offloading:
             settings["activation offloading"] = "torchtune's OffloadActivations (streams)"
+        if config.float8 is not None:
+            settings["float8"] = _float8(config.float8, base)
         settings |= _loop(config)
     if config.lora is not None:
         settings["adapters"] = _lora(model, config.lora)
@@ -51,6 +54,13 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
         settings["new tokens"] = str(config.max_new_tokens)
         settings["KV cache"] = config.cache_implementation
     return settings
+
+
+def _float8(recipe: str, model: torch.nn.Module) -> str:
+    """The recipe and how many linears run it (torchao's ``Float8Linear``)."""
+    converted = len(float8_linears(model))
+    linears = sum(isinstance(module, torch.nn.Linear) for module in model.modules())
+    return f"torchao {recipe} on {converted} of {linears} linears"
 
 
 def _dtype(dtype: torch.dtype | None) -> str:

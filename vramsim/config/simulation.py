@@ -7,6 +7,7 @@ from typing import Any
 
 from vramsim.config.analysis import AnalysisOptions
 from vramsim.config.diffusion import DiffusionOptions
+from vramsim.config.float8 import Float8Options
 from vramsim.config.launch import LaunchFileOptions
 from vramsim.config.options import Option
 from vramsim.config.parallelism import ParallelOptions
@@ -27,7 +28,7 @@ OPTION_ORDER = (
     "keep_outputs", "lora", "quantization", "kbit_preparation",
     "max_new_tokens",
     "cache_implementation", "inputs", "loss", "model_class", "attn_implementation", "torch_empty_cache_steps",
-    "trust_remote_code", "compile", "expandable_segments", "cuda_module_loading", "torch_autograd", "headroom", "gpus",
+    "trust_remote_code", "compile", "float8", "expandable_segments", "cuda_module_loading", "torch_autograd", "headroom", "gpus",
     "device_map", "max_memory",
     "dp", "zero", "fsdp", "gradient_as_bucket_view", "offload_states", "shard_group_size", "training_args", "deepspeed",
     "accelerate_config", "zero_settings", "tp", "ep", "cp", "pp", "pp_schedule", "micro_batches", "pp_virtual_stages",
@@ -57,6 +58,7 @@ class SimulationConfig(
     ParallelOptions,
     QuantizationOptions,
     RecipeOptions,
+    Float8Options,
     TrainingOptions,
     PrecisionOptions,
     WorkloadOptions,
@@ -116,6 +118,7 @@ class SimulationConfig(
         self.check_quantization()
         self.check_diffusion(self)
         self.resolve_precision()
+        self.check_float8(self)
 
     def _refuse_unmodelled_compile(self) -> None:
         """``--compile`` is modelled for one device's training step (vramsim/workload/compiled.py)."""

@@ -21,6 +21,7 @@ from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
 from vramsim.workload.checkpointing import UnitMarker, apply_checkpointing, install_unit_marker, saved_tensor_context
 from vramsim.workload.compiled import compile_model
+from vramsim.workload.float8 import convert_to_float8
 from vramsim.workload.inputs import default_inputs
 from vramsim.workload.losses import install_loss, liger_run
 from vramsim.workload.models import (
@@ -176,7 +177,8 @@ def _weights_dtype(source: ModelSource, config: SimulationConfig) -> tuple[Model
 
 
 def _built_model(source: ModelSource, config: SimulationConfig, device: str, dtype: torch.dtype | None) -> torch.nn.Module:
-    """The model built on ``device``, its weights quantized when asked, checked able to generate when it must."""
+    """The model built on ``device``, its weights quantized or its linears made float8 when asked, checked able to
+    generate when it must."""
     model = build_model(
         source,
         device=device,
@@ -190,6 +192,8 @@ def _built_model(source: ModelSource, config: SimulationConfig, device: str, dty
         quantization = quantization_config(config.quantization, _first_float_dtype(model))
         check_quantized_target(quantization, target=config.device, train=config.task == "train", lora=config.lora is not None)
         quantize_model(model, quantization, device=device, target=config.device, train=config.task == "train")
+    if config.float8 is not None:  # torchtitan converts the model before checkpointing, compile and sharding
+        convert_to_float8(model, config.float8)
     if config.task == "generate":
         check_can_generate(model)
     return model
