@@ -20,6 +20,7 @@ from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer, paged_
 from vramsim.workload.program import Program
 from vramsim.workload.quantization.weights import quantization_notes
 from vramsim.workload.targets import Target
+from vramsim.workload.text_only import text_only_note
 
 __all__ = ["option_warnings", "report_options", "run_notes"]
 
@@ -155,8 +156,12 @@ def _float8_notes(config: SimulationConfig) -> list[Assumption]:
 
 
 def _program_notes(program: Any) -> list[Assumption]:
-    """What the program built brings: compilation, paged optimizer states, the fp16 grad scaler."""
+    """What the program built brings: a text-only forward routed, compilation, paged optimizer states, the fp16
+    grad scaler."""
     notes = []
+    routed = text_only_note(program.model)
+    if routed is not None:
+        notes.append(Assumption(name="text_only_forward", detail=routed))
     if program.compiled is not None:
         notes.append(Assumption(name="compile_partitioned", detail=f"{COMPILE_MODELLED} ({program.compiled.describe()})"))
         notes.append(Assumption(name="compile_fusion", detail=COMPILE_FUSION))

@@ -44,6 +44,7 @@ from vramsim.workload.quantization.training import QUANTIZED_TRAINING_LAYERS, lo
 from vramsim.workload.quantization.weights import check_quantized_target, is_bitsandbytes, quantization_config, quantize_model
 from vramsim.workload.quiet import quiet_peft
 from vramsim.workload.targets import resolve_target
+from vramsim.workload.text_only import route_text_only
 
 __all__ = ["build_program", "check_can_generate", "weight_dtype"]
 
@@ -117,6 +118,7 @@ def build_program(
     if units is not None:
         units.name_within(model)
     batch = _batch(model, config, device, seq_len)
+    route_text_only(model, batch)
     compiled = compile_model(model, device=device) if config.compile else None
     optimizer = _optimizer(model, config, foreach) if train else None
     mixed = config.mixed_precision
