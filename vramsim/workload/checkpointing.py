@@ -97,9 +97,13 @@ def install_unit_marker(model: torch.nn.Module) -> UnitMarker | None:
     return marker if layers else None
 
 
-def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation: KernelEmulation | None) -> None:
+def apply_checkpointing(
+    model: torch.nn.Module, plan: CheckpointPlan, emulation: KernelEmulation | None, *, compiled: bool = False
+) -> None:
     """Checkpoint the model's blocks as ``plan`` says, with torch's own checkpoint (non-reentrant,
-    transformers' default); ``offload`` is applied around the forward (``saved_tensor_context``)."""
+    transformers' default); ``offload`` is applied around the forward (``saved_tensor_context``).
+    ``compiled``: the model will be ``torch.compile``d, where a checkpoint's recompute is AOTAutograd's
+    (``_compiled_context_fn``)."""
     if plan.kind in ("none", "offload"):
         return
     if not supports_checkpointing(model):
@@ -110,6 +114,10 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
     from transformers import PreTrainedModel
 
     full, selective = _context_fn(plan, emulation, selective=False), _context_fn(plan, emulation, selective=True)
+    full_kwargs: dict[str, Any] = {"use_reentrant": False, "context_fn": full}
+    if compiled:  # full: torch's default context, every op recomputable (dynamo accepts no other plain function)
+        full_kwargs.pop("context_fn")
+        selective = _compiled_selective(plan)
     if isinstance(model, PreTrainedModel) and _layer_class() is None:  # older transformers: one function for all layers
         if plan.kind != "full":
             raise UnsupportedError(
@@ -117,9 +125,9 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
                 "transformers' GradientCheckpointingLayer; this transformers checkpoints all layers "
                 "alike: use 'full'"
             )
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=full_kwargs)
     elif isinstance(model, PreTrainedModel):  # its own public switch, then each layer as the plan says
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=full_kwargs)
         _per_layer(model, plan, selective)
     elif isinstance(model, ModelMixin):  # takes the function to call at each block
         ModelMixin.enable_gradient_checkpointing(model, _PerBlock(plan, full, selective))
@@ -191,6 +199,19 @@ def _context_fn(plan: CheckpointPlan, emulation: KernelEmulation | None, *, sele
         forward, recompute = create_selective_checkpoint_contexts(_Policy(plan))  # a fresh count per block
         emulated_forward, emulated_recompute = emulated()
         return _both(emulated_forward, forward), _both(emulated_recompute, recompute)
+
+    return contexts
+
+
+def _compiled_selective(plan: CheckpointPlan) -> ContextFn:
+    """Selective ``context_fn`` under ``torch.compile``: dynamo takes a checkpoint's region as one
+    higher-order op (``tag_activation_checkpoint``) and calls ``context_fn`` while AOTAutograd traces it,
+    which must return selective checkpointing's two dispatch modes: they tag each op saved or recomputed,
+    and the min-cut partitioner recomputes the tagged ops in the backward graph. No eager recompute
+    runs, so the emulation need not re-enter there."""
+
+    def contexts() -> tuple[contextlib.AbstractContextManager[Any], contextlib.AbstractContextManager[Any]]:
+        return create_selective_checkpoint_contexts(_Policy(plan))  # a fresh count per block
 
     return contexts
 
