@@ -657,7 +657,7 @@ COMPILE_FUSION = (
 approximated: the CPU backend's plan stands for the GPU's (Triton cannot lower without Triton and a device);
 the wrapper's generated kernels are recorded as reading their arguments and allocating nothing (they write
 into the wrapper's buffers). Against real CPU inductor runs of a tiny Llama (docs/compile.md): a forward
-exact, a training step +0.000%, with bf16 autocast +2.6%; with checkpointing +21.6% (full) and +25.1%
+exact, a training step +0.000%, with bf16 autocast +2.6% and +4.8% (two runs); with checkpointing +21.6% (full) and +25.1%
 (selective), a difference not yet diagnosed."""
 
 COMPILE_SHARDED = (
