@@ -18,7 +18,6 @@ import transformers
 import vramsim.workload.build
 from vramsim import simulate
 from vramsim.config import SimulationConfig
-from vramsim.errors import ConfigError
 from vramsim.validation.measure import measure_cpu, measure_program_cpu
 from vramsim.workload.build import build_program
 from vramsim.workload.compiled import CompiledGraphs
@@ -103,8 +102,6 @@ def test_compiles_on_a_gpu_target() -> None:
 @pytest.mark.parametrize(
     "options",
     [
-        pytest.param({"checkpointing": "full"}, id="checkpointing-full"),
-        pytest.param({"checkpointing": "selective"}, id="checkpointing-selective"),
         pytest.param({"mixed_precision": "bf16"}, id="bf16"),
         pytest.param({"gpus": 8, "fsdp": "full"}, id="fsdp2-8"),
         pytest.param({"task": "forward"}, id="forward"),
@@ -119,11 +116,3 @@ def test_compiles_with_each_option_on_h100(options: dict[str, object]) -> None:
     assert note.endswith(f"(1 forward and {backward} backward graph(s) ran)")
     if "gpus" in options:
         assert any(a.name == "compile_sharded" for a in report.assumptions)
-
-
-def test_a_compiled_trace_keeps_its_checkpointing() -> None:
-    """The compiled trace ran its checkpointing: a variant may not ask for another."""
-    from vramsim import simulate_each
-
-    with pytest.raises(ConfigError, match="cannot change checkpointing"):
-        simulate_each(_llama(), [{"checkpointing": "none"}], device="h100", compile=True, checkpointing="full", **_OPTIONS)

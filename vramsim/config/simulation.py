@@ -126,6 +126,11 @@ class SimulationConfig(
                 "compile with task='generate' is not modelled: a compiled generate recompiles as its cache grows, "
                 "which is not traced; compile is modelled for train and forward (vramsim/workload/compiled.py)"
             )
+        if self.checkpointing != "none" or self.gradient_checkpointing:
+            raise UnsupportedError(
+                "compile with checkpointing is not modelled yet: the partition on meta saves more than the real "
+                "compile (+22-25% on CPU checks, more than no checkpointing on Llama-3.2-1B); see docs/compile.md"
+            )
         if self.checkpointing in ("all", "auto", "offload"):
             raise UnsupportedError(
                 f"compile with checkpointing='{self.checkpointing}' is not modelled: a compiled trace runs one "
