@@ -108,8 +108,9 @@ CASES: dict[str, tuple[Callable[[Path], str], list[str]]] = {
     "unknown moe routing": (TINY, ["--moe-routing", "random"]),
     "capacity below 1": (TINY, ["--moe-routing", "capacity:0.5"]),
     "compile with generate": (TINY, ["--compile", "--task", "generate"]),
-    "compile with forward": (TINY, ["--compile", "--task", "forward"]),
     "compile with checkpointing": (TINY, ["--compile", "--checkpointing", "full"]),
+    "compile with offload": (TINY, ["--compile", "--checkpointing", "offload"]),
+    "compile with ddp": (TINY, ["--compile", "--gpus", "2"]),
 }
 
 

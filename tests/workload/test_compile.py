@@ -1,9 +1,9 @@
 """``--compile``: the saved set AOTAutograd's partitioner chooses, against real compiled CPU runs.
 
 The fast test measures the partitioned graphs run eagerly on the CPU (the partitioner's saved
-set, eager kernels: exactly what vramsim models). The inductor test compiles for real with a C++
-compiler, which takes minutes on two cores; it runs only with ``VRAMSIM_INDUCTOR_TESTS=1``.
-Forward and generate are refused with ``--compile`` (tests/cli/test_bad_input.py).
+set, eager kernels). The inductor tests compile for real with a C++ compiler, about a minute each
+on two cores; they run only with ``VRAMSIM_INDUCTOR_TESTS=1``. Generate is refused with
+``--compile`` (tests/cli/test_bad_input.py).
 """
 
 from __future__ import annotations
@@ -66,15 +66,28 @@ def test_the_saved_set_is_the_partitioners_on_the_real_cpu_run(monkeypatch: pyte
     assert fused.peak_bytes < report.peak_bytes
 
 
-@pytest.mark.skipif(
+_INDUCTOR = pytest.mark.skipif(
     os.environ.get("VRAMSIM_INDUCTOR_TESTS") != "1" or shutil.which("g++") is None,
-    reason="inductor compiles C++ for minutes; set VRAMSIM_INDUCTOR_TESTS=1 (needs g++)",
+    reason="inductor compiles C++ for a minute or more; set VRAMSIM_INDUCTOR_TESTS=1 (needs g++)",
 )
-def test_training_matches_a_real_inductor_run() -> None:
-    """The real thing: torch.compile with inductor on the CPU, profiled."""
-    predicted = simulate(_llama(), device="cpu", compile=True, **_OPTIONS).peak_bytes
-    measured = measure_cpu(_llama(), SimulationConfig(device="cpu", compile=True, **_OPTIONS)).peak_bytes
-    assert predicted / measured == pytest.approx(1.0, abs=0.005)
+
+
+@_INDUCTOR
+@pytest.mark.parametrize(
+    ("options", "within"),
+    [
+        pytest.param({}, 0.0005, id="train"),
+        pytest.param({"task": "forward"}, 0.0005, id="forward"),
+    ],
+)
+def test_matches_a_real_inductor_run(options: dict[str, object], within: float) -> None:
+    """The real thing: torch.compile with inductor on the CPU, profiled. The train step and the forward
+    match to the byte here. bf16 autocast is not asserted: it read +2.6% and +4.8% in two runs, not yet
+    diagnosed (docs/compile.md)."""
+    config = {**_OPTIONS, **options}
+    predicted = simulate(_llama(), device="cpu", compile=True, cache=False, **config).peak_bytes
+    measured = measure_cpu(_llama(), SimulationConfig(device="cpu", compile=True, **config)).peak_bytes
+    assert predicted / measured == pytest.approx(1.0, abs=within)
 
 
 def test_compiles_on_a_gpu_target() -> None:
@@ -84,3 +97,22 @@ def test_compiles_on_a_gpu_target() -> None:
     note = next(a.detail for a in report.assumptions if a.name == "compile_partitioned")
     assert note.endswith("(1 forward and 1 backward graph(s) ran)")
     assert report.peak_bytes < simulate(_llama(), device="h100", **_OPTIONS).peak_bytes
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({"mixed_precision": "bf16"}, id="bf16"),
+        pytest.param({"gpus": 8, "fsdp": "full"}, id="fsdp2-8"),
+        pytest.param({"task": "forward"}, id="forward"),
+    ],
+)
+def test_compiles_with_each_option_on_h100(options: dict[str, object]) -> None:
+    """Each runs the compiled graphs (none falls back to eager): checkpointing inside the graph as
+    torch's checkpoint higher-order op, autocast captured, FSDP2 over the compiled trace."""
+    report = simulate(_llama(), device="h100", compile=True, cache=False, **{**_OPTIONS, **options})
+    note = next(a.detail for a in report.assumptions if a.name == "compile_partitioned")
+    backward = 0 if options.get("task") == "forward" else 1
+    assert note.endswith(f"(1 forward and {backward} backward graph(s) ran)")
+    if "gpus" in options:
+        assert any(a.name == "compile_sharded" for a in report.assumptions)

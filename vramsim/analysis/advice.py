@@ -33,8 +33,10 @@ def graph_advice(analysis: Analysis, config: SimulationConfig, target: Target, m
     variants: list[tuple[dict[str, Any], CheckpointPlan, Analysis]] = []
     if config.task == "train" and config.checkpointing != "all":
         plan = parse_checkpointing(config.checkpointing)
-        variants += [
-            ({"checkpointing": p.spec}, p, analysis) for p in checkpointing_choices(target) if p.spec != config.checkpointing
+        variants += [  # a compiled trace ran its checkpointing itself: the graph has no other choice to compute
+            ({"checkpointing": p.spec}, p, analysis)
+            for p in checkpointing_choices(target)
+            if p.spec != config.checkpointing and not config.compile
         ]
         if config.sharding.gpus > 1 and not config.zero and config.fsdp == "no" and not config.pipeline_parallel.active:
             for change in SHARDING_CHANGES:

@@ -10,7 +10,7 @@ import transformers
 from vramsim.config import SimulationConfig, options
 from vramsim.config.choices import parse_loss
 from vramsim.estimators.activation_offloading import FORWARD_STASH, MIN_OFFLOAD_BYTES
-from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED, FLOAT8_TRAINING
+from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED, COMPILE_SHARDED, FLOAT8_TRAINING
 from vramsim.results.report import Assumption
 from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.records import Trace
@@ -56,6 +56,8 @@ def run_notes(config: SimulationConfig, program: Any, target: Target) -> list[As
     notes += _trainer_notes(config, target)
     notes += _float8_notes(config)
     notes += _program_notes(program)
+    if program.compiled is not None and config.gpus > 1:
+        notes.append(Assumption(name="compile_sharded", detail=COMPILE_SHARDED))
     notes += _precision_notes(config, program, target)
     return notes
 

@@ -43,6 +43,8 @@ def simulate_each(model: ModelSource, variants: list[dict[str, Any]], *, advise:
     out the advice, the what-ifs a job that does not fit gets from its graph."""
     config = SimulationConfig.from_options(**options)
     configs = [SimulationConfig.from_options(**{**options, **_analysis_variant(variant)}) for variant in variants]
+    if config.compile and any(each.checkpointing != config.checkpointing for each in configs):
+        raise ConfigError("a compiled trace runs its checkpointing for real: a variant cannot change checkpointing")
     target = resolve_target(config.device)
     check_attention(config.attn_implementation, target.profile)
     check_loss_target(parse_loss(config.loss) if isinstance(config.loss, str) else None, target.profile)

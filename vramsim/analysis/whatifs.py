@@ -85,7 +85,9 @@ class Analysis:
         graph: every variant of ``simulate_each`` and every advice line that asks the same reuses one.
         ``auto`` runs the plan ``budgeted_plan`` picks for this device."""
         config = self._config
-        if plan.kind == "auto":
+        if config.compile:  # the compiled program ran its checkpointing itself (vramsim/workload/build.py)
+            plan = CheckpointPlan("none")
+        elif plan.kind == "auto":
             plan = self._budgeted()
         key = (
             plan.spec,

@@ -94,8 +94,8 @@ class TrainingOptions:
     compile: bool = field(
         default=False,
         metadata=option(
-            help="torch.compile the model (training): the saved tensors AOTAutograd's min-cut partitioner chooses, each "
-            "op's output materialised (inductor's fusion is not modelled, vramsim/workload/compiled.py)",
+            help="torch.compile the model (train or forward): the saved tensors AOTAutograd's partitioner chooses and "
+            "the buffers inductor's own generated wrapper allocates (vramsim/workload/compiled.py)",
             report=as_is,
         ),
     )

@@ -216,9 +216,11 @@ def _checkpoint(
     emulation: KernelEmulation | None,
     checkpointing: Literal["marked", "applied"],
 ) -> UnitMarker | None:
-    """Checkpointing applied to ``model``, or its units marked for the graph to choose from (those returned)."""
-    if checkpointing == "marked":
-        return install_unit_marker(model) if config.task == "train" and not config.compile else None
+    """Checkpointing applied to ``model``, or its units marked for the graph to choose from (those returned).
+    A compiled model's checkpointing is always applied: dynamo captures ``torch.utils.checkpoint`` as a
+    higher-order op and AOTAutograd's partitioner recomputes its region, which no what-if of the graph sees."""
+    if checkpointing == "marked" and not config.compile:
+        return install_unit_marker(model) if config.task == "train" else None
     if plan.kind == "all":
         raise ConfigError("checkpointing='all' compares the choices from one trace; a real run takes one choice")
     apply_checkpointing(model, plan, emulation)

@@ -117,6 +117,7 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
 
     mixin = _diffusers_mixin(model)
     full, selective = _context_fn(plan, emulation, selective=False), _context_fn(plan, emulation, selective=True)
+    full_kwargs: dict[str, Any] = {"use_reentrant": False, "context_fn": full}
     if isinstance(model, PreTrainedModel) and _layer_class() is None:  # older transformers: one function for all layers
         if plan.kind != "full":
             raise UnsupportedError(
@@ -124,9 +125,9 @@ def apply_checkpointing(model: torch.nn.Module, plan: CheckpointPlan, emulation:
                 "transformers' GradientCheckpointingLayer; this transformers checkpoints all layers "
                 "alike: use 'full'"
             )
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=full_kwargs)
     elif isinstance(model, PreTrainedModel):  # its own public switch, then each layer as the plan says
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False, "context_fn": full})
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=full_kwargs)
         _per_layer(model, plan, selective)
     elif mixin is not None:  # takes the function to call at each block
         mixin.enable_gradient_checkpointing(model, _PerBlock(plan, full, selective))
