@@ -58,9 +58,10 @@ has a counterpart the setting holds at the same point of its program, no smaller
   tp / tp_r as the activations and not by cp.
 
 So at each moment the setting holds at least the sum of those terms, and at all moments the weights, optimizer
-states, the libraries' own buffers and the overheads of ``FloorBound``: the largest sum over the step is a lower bound of its peak. ``auto`` is
-weighed as ``full``, the least its group can hold (the search's standing rule: a group whose ``full`` does not fit
-is not measured). One what-if per choice per reference, then a vectorised maximum per (choice, shard, cp).
+states, the libraries' own buffers and the overheads of ``FloorBound``: the largest sum over the step is a lower
+bound of its peak. ``auto`` is weighed as ``full``, the least its group can hold (the search's standing rule: a
+group whose ``full`` does not fit is not measured). One what-if per choice per reference, then a vectorised maximum
+per (choice, shard, cp, scheme).
 """
 
 from __future__ import annotations
