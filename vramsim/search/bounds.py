@@ -49,7 +49,7 @@ has a counterpart the setting holds at the same point of its program, no smaller
   divided too, which only lowers the bound). A tensor has one token dimension only where attention ran as SDPA,
   whose kernels hold no tokens x tokens matrix (the kernels context parallelism requires): without SDPA the
   token-sized terms are left out of context-parallel settings. Left out as well: autocast's copies of weights
-  (``aten._to_copy``; ZeRO and FSDP2 drop them), a dimension one short of the tokens (the shifted labels, which
+  (a ``_to_copy`` reading a weight; ZeRO and FSDP2 drop them), a dimension one short of the tokens (the shifted labels, which
   do not scale by cp) and blocks a what-if adds that copy no traced storage.
 
 - what its scheme's library holds then beyond the program's tensors (``gathers.py``): FSDP2's and ZeRO-3's gathered
@@ -86,7 +86,7 @@ from vramsim.estimators.timeline import Timeline
 from vramsim.results.strategy import SCHEMES, Setting
 from vramsim.search.gathers import HOLDING_SCHEMES, gather_windows, held_by_row
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE
-from vramsim.tracer.graph import storage_nodes
+from vramsim.tracer.graph import storage_node, storage_nodes
 from vramsim.workload.targets import Target
 
 __all__ = ["FloorBound", "TracedBound"]
@@ -272,10 +272,11 @@ def _sweep(graph: nx.MultiDiGraph, timeline: Timeline, tokens: int) -> tuple[np.
     """Gradient, token-sized and other bytes live after each event of the last step, up to its optimizer step, and
     each event's clock."""
     attrs = [a for _, a in storage_nodes(graph)]
+    casts = _weight_casts(graph, attrs)
     kinds = []  # per block: None left out, else 0 gradient, 1 token-sized, 2 other
     for key, block in enumerate(timeline.blocks):
         source = key if key < len(attrs) else block.copy_of
-        kinds.append(None if source is None else _kind(block.category, attrs[source], tokens))
+        kinds.append(None if source is None or source in casts else _kind(block.category, attrs[source], tokens))
     first, last = timeline.steps[-1]
     live = [0, 0, 0]
     rows: list[tuple[int, int, int, int]] = []
@@ -298,7 +299,7 @@ def _kind(category: str, source: dict, tokens: int) -> int | None:
     """How a block of ``category`` in the image of storage ``source`` scales to another setting (the docstring)."""
     if category == "gradients":
         return 0
-    if category in _MODEL_STATES or source["category"] in _MODEL_STATES or source["op"] == "aten._to_copy":
+    if category in _MODEL_STATES or source["category"] in _MODEL_STATES:
         return None
     dims = tuple(source["shape"])
     if any(d and d % tokens == 0 for d in dims):
@@ -306,6 +307,23 @@ def _kind(category: str, source: dict, tokens: int) -> int | None:
     if any((d + 1) % tokens == 0 for d in dims):
         return None
     return 2
+
+
+def _weight_casts(graph: nx.MultiDiGraph, attrs: list[dict]) -> set[int]:
+    """Storages made by a ``_to_copy`` that reads a weight: autocast's copies of weights, which ZeRO and FSDP2 drop
+    (``estimators/sharding/precision.py`` drops those whose one read is the weight, a subset). Casts of activations
+    stay: under no checkpointing autograd saves each matmul's low-precision input."""
+    found = set()
+    for sid, a in enumerate(attrs):
+        if a["op"] != "aten._to_copy":
+            continue
+        for producer, _, key in graph.in_edges(storage_node(sid), keys=True):
+            if key != "produced":
+                continue
+            reads = [u[1] for u, _, k in graph.in_edges(producer, keys=True) if k == "read"]
+            if any(attrs[r]["category"] == "parameters" for r in reads):
+                found.add(sid)
+    return found
 
 
 def _numel(shape: tuple[int, ...]) -> int:
