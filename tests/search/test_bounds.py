@@ -26,31 +26,42 @@ _WIDE = transformers.LlamaConfig(
     max_position_embeddings=512,
 )
 _ASKED = {"seq_len": 128, "batch_size": 2, "device": "h100", "mixed_precision": "bf16"}
+_WIDER = transformers.LlamaConfig(**{**_WIDE.to_diff_dict(), "hidden_size": 1024, "intermediate_size": 4096, "vocab_size": 32000})
+"""States (97M parameters, 1.5 GB) above what a second GPU adds outside the allocator (NCCL's buffers): one GPU does
+not fit where ZeRO-2 on two is just ruled out."""
 
 
 def test_the_bound_is_below_every_setting_on_two_gpus() -> None:
     """Every layout and scheme on 2 GPUs with full checkpointing (the least each holds) measures at least the bound;
-    ZeRO-1 and ZeRO-2 hold the whole weights, ZeRO-2 onwards shards the gradients, as the bound says."""
-    config = SimulationConfig.from_options(task="train", **_ASKED)
+    ZeRO-1 and ZeRO-2 hold the whole weights, ZeRO-2 onwards shards the gradients, ZeRO-3 keeps its reduce bucket
+    (5e8 elements of the bf16 weights, no autocast here) for the run, every ZeRO stage an fp32 master partition,
+    DDP its buckets, FSDP2 grad-op every weight gathered at the end of forward, as the bound says."""
+    asked = {**_ASKED, "dtype": "bf16", "mixed_precision": None}
+    config = SimulationConfig.from_options(task="train", **asked)
     target = resolve_target("h100")
     _, _, trace = build_and_trace(_WIDE, config, target, checkpointing="marked")
     bound = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading)
-    assert bound.weight_bytes == 4 * sum(p.numel() for p in transformers.LlamaForCausalLM(_WIDE).parameters())  # fp32
+    assert bound.weight_bytes == 2 * sum(p.numel() for p in transformers.LlamaForCausalLM(_WIDE).parameters())  # bf16
     assert 2 * bound.weight_bytes <= bound.optimizer_bytes < 2 * bound.weight_bytes + 1024  # AdamW's two, its steps
-    assert bound.gradient_bytes == bound.weight_bytes
+    assert bound.gradient_bytes == bound.weight_bytes == bound.gathered_bytes
+    assert bound.bucket_bytes == 500_000_000 * 2 and bound.nccl_bytes > 0
     chosen = [s for s in settings(2, _WIDE, config) if s.checkpointing == "full"]
     for trace_key in {s.trace_key for s in chosen}:  # one trace per rank program, its schemes as variants
         alike = [s for s in chosen if s.trace_key == trace_key]
         layout = {k: v for k, v in alike[0].options().items() if k in ("tp", "cp")}
         variants = [{k: v for k, v in s.options().items() if k not in layout} for s in alike]
-        for setting, report in zip(alike, vramsim.simulate_each(_WIDE, variants, **layout, **_ASKED), strict=True):
+        for setting, report in zip(alike, vramsim.simulate_each(_WIDE, variants, **layout, **asked), strict=True):
             assert bound.bytes(setting) <= report.device_bytes, setting
     assert {s.trace_key for s in chosen} == {(1, 1, 1), (2, 1, 1), (1, 1, 2)}
     floors = {s.scheme: bound.bytes(s) for s in chosen if s.trace_key == (1, 1, 1)}
     half = bound.weight_bytes // 2
-    assert floors["ZeRO-2"] - floors["ZeRO-3"] == half  # whole weights against a shard of them
-    assert floors["DDP"] - floors["ZeRO-1"] == bound.optimizer_bytes - bound.optimizer_bytes // 2  # states sharded
+    assert floors["ZeRO-2"] - floors["ZeRO-3"] == half - bound.bucket_bytes  # whole weights against a shard and the bucket
+    states, master = bound.optimizer_bytes - bound.optimizer_bytes // 2, bound.master_bytes // 2  # sharded
+    ddp_buckets = bound.trained_bytes + bound.kept_input_bytes  # DDP's buckets with the inputs, ZeRO-1's gradients
+    assert floors["DDP"] - floors["ZeRO-1"] == states - master + ddp_buckets - bound.gradient_bytes
     assert floors["ZeRO-1"] - floors["ZeRO-2"] == half  # the gradients at the step sharded
+    gathered_at_forward_end = bound.gathered_bytes + bound.kept_input_bytes  # every weight at once, with the inputs
+    assert floors["FSDP2 grad-op"] - floors["FSDP2 full"] == gathered_at_forward_end - bound.gradient_bytes // 2
 
 
 def test_whole_weights_rule_out_zero_1_and_2_untraced(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,14 +72,14 @@ def test_whole_weights_rule_out_zero_1_and_2_untraced(monkeypatch: pytest.Monkey
 
     config = SimulationConfig.from_options(task="train", **_ASKED)
     target = resolve_target("h100")
-    _, _, trace = build_and_trace(_WIDE, config, target, checkpointing="marked")
+    _, _, trace = build_and_trace(_WIDER, config, target, checkpointing="marked")
     bound = FloorBound.of(build_graph(trace), target, module_loading=config.cuda_module_loading, autocast_itemsize=2)
-    zero_2 = next(s for s in settings(2, _WIDE, config) if s.scheme == "ZeRO-2" and s.trace_key == (1, 1, 1))
+    zero_2 = next(s for s in settings(2, _WIDER, config) if s.scheme == "ZeRO-2" and s.trace_key == (1, 1, 1))
     usable = bound.bytes(zero_2) - 1
-    capacity = vramsim.simulate(_WIDE, task="forward", seq_len=8, device="h100").capacity_bytes
+    capacity = vramsim.simulate(_WIDER, task="forward", seq_len=8, device="h100").capacity_bytes
     assert capacity is not None
     asked = {**_ASKED, "headroom": 1 - usable / capacity}
-    found = cheapest_strategy(_WIDE, gpus=2, **asked)
+    found = cheapest_strategy(_WIDER, gpus=2, **asked)
 
     def split_evenly(self: FloorBound, setting: Setting) -> int:  # the bound before: every state over tp x pp x dp
         spread = setting.tp * setting.pp * (setting.dp if setting.scheme not in ("DDP", "one GPU", "one replica") else 1)
@@ -77,7 +88,7 @@ def test_whole_weights_rule_out_zero_1_and_2_untraced(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(strategy.FloorBound, "bytes", split_evenly)
     monkeypatch.setattr(strategy.TracedBound, "bytes", lambda *_: None)
-    before = cheapest_strategy(_WIDE, gpus=2, **asked)
+    before = cheapest_strategy(_WIDER, gpus=2, **asked)
     assert found.cheapest == before.cheapest
     assert len(found.ruled_out) > len(before.ruled_out) and len(found.candidates) < len(before.candidates)
     assert not any(c.scheme in ("DDP", "ZeRO-1", "ZeRO-2") and c.tp == c.cp == 1 for c in found.candidates if c.gpus == 2)
@@ -94,7 +105,11 @@ def _references(model: object, gpus: int, asked: dict) -> tuple[FloorBound, list
     for tp, _, cp in sorted({s.trace_key for s in chosen}):
         layout = SimulationConfig.from_options(task="train", **asked, tp=tp, cp=cp)
         _, _, traced = build_and_trace(model, layout, target, checkpointing="marked")
-        references.append(TracedBound.of(build_graph(traced), tp=tp, cp=cp, tokens=asked["seq_len"] // cp))
+        graph = build_graph(traced)
+        bucket = floor.bucket_bytes
+        references.append(
+            TracedBound.of(graph, tp=tp, cp=cp, tokens=asked["seq_len"] // cp, autocast_itemsize=2, bucket_bytes=bucket)
+        )
     return floor, references, chosen
 
 

@@ -18,7 +18,14 @@ busiest rank holds at that moment, hence of its peak:
   block: a decoder layer's hidden states), alive together whatever the checkpointing: a context-parallel rank holds
   1/cp of their tokens, a tensor-parallel rank the whole hidden size (no sequence parallelism); counted without a
   pipeline only, whose micro-batches may be smaller than the batch;
-- the overheads outside the allocator on one GPU (CUDA context, BLAS workspaces); more GPUs add NCCL's.
+- what the libraries keep for the run: DeepSpeed's fp32 master partition of the trained weights (ZeRO-1 and ZeRO-2
+  always, ZeRO-3 where no trained weight is held in fp32: ``states.master_partition``) over the data-parallel ranks,
+  ZeRO-3's reduce bucket (``reduce_bucket_size`` elements, at the narrowest width a gradient is held in), DDP's
+  gradient buckets (as many bytes as the trained weights; they hold every gradient, so DDP's gradient term is 0);
+- under FSDP2 grad-op (``reshard_after_forward=False``), at the end of forward with the kept inputs: every weight
+  gathered at once (each at the narrower of its traced and the autocast width), over tp and ep, without a pipeline;
+- the overheads outside the allocator on one GPU (CUDA context, BLAS workspaces) and, on more than one, NCCL's
+  buffers (``assumptions.overheads_for``, what the analysis adds for any world size above 1).
 
 The bound costs no trace: one pass over the one-rank trace's storages, then a few integer operations per setting.
 
@@ -42,13 +49,19 @@ has a counterpart the setting holds at the same point of its program, no smaller
   divided too, which only lowers the bound). A tensor has one token dimension only where attention ran as SDPA,
   whose kernels hold no tokens x tokens matrix (the kernels context parallelism requires): without SDPA the
   token-sized terms are left out of context-parallel settings. Left out as well: autocast's copies of weights
-  (``aten._to_copy``; ZeRO and FSDP2 drop them), a dimension one short of the tokens (the shifted labels, which
+  (a ``_to_copy`` reading a weight; ZeRO and FSDP2 drop them), a dimension one short of the tokens (the shifted labels, which
   do not scale by cp) and blocks a what-if adds that copy no traced storage.
 
+- what its scheme's library holds then beyond the program's tensors (``gathers.py``): FSDP2's and ZeRO-3's gathered
+  weights of the root and of the block running (FSDP2 grad-op: of every block between its forward and its
+  backward), FSDP2's reduce-scatter input, ZeRO-1/2's reduce bucket through backward; weights, so divided by
+  tp / tp_r as the activations and not by cp.
+
 So at each moment the setting holds at least the sum of those terms, and at all moments the weights, optimizer
-states and overheads of ``FloorBound``: the largest sum over the step is a lower bound of its peak. ``auto`` is
-weighed as ``full``, the least its group can hold (the search's standing rule: a group whose ``full`` does not fit
-is not measured). One what-if per choice per reference, then a vectorised maximum per (choice, shard, cp).
+states, the libraries' own buffers and the overheads of ``FloorBound``: the largest sum over the step is a lower
+bound of its peak. ``auto`` is weighed as ``full``, the least its group can hold (the search's standing rule: a
+group whose ``full`` does not fit is not measured). One what-if per choice per reference, then a vectorised maximum
+per (choice, shard, cp, scheme).
 """
 
 from __future__ import annotations
@@ -59,13 +72,21 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from vramsim.estimators.assumptions import ModuleLoading, overheads_for, totals
+from vramsim.estimators.assumptions import (
+    DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD,
+    DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
+    ModuleLoading,
+    overheads_for,
+    totals,
+)
 from vramsim.estimators.checkpointing import what_if
 from vramsim.estimators.checkpointing_plan import parse_checkpointing
+from vramsim.estimators.sharding.plan import itemsize
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.strategy import SCHEMES, Setting
+from vramsim.search.gathers import HOLDING_SCHEMES, gather_windows, held_by_row
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE
-from vramsim.tracer.graph import storage_nodes
+from vramsim.tracer.graph import storage_node, storage_nodes
 from vramsim.workload.targets import Target
 
 __all__ = ["FloorBound", "TracedBound"]
@@ -98,22 +119,48 @@ class FloorBound:
     """Device memory outside the allocator on one GPU of the target."""
     narrow: float = 1.0
     """The autocast dtype's width over the traced weights' (1 without a narrower autocast)."""
+    gathered_bytes: int = 0
+    """Every weight gathered at once, each at the narrower of its traced and the autocast width (FSDP2 grad-op's
+    unsharded weights at the end of forward)."""
+    bucket_bytes: int = 0
+    """DeepSpeed's reduce bucket, at the narrowest width a trained weight's gradient is held in."""
+    nccl_bytes: int = 0
+    """Device memory outside the allocator that more than one GPU adds (NCCL's buffers)."""
+    master_bytes: int = 0
+    """DeepSpeed's fp32 master copy of the trained weights (``states.master_partition``), whole."""
+    trained_bytes: int = 0
+    """The trained weights' bytes as traced: DDP's gradient buckets, kept for the run, hold as much."""
+    master_in_zero3: bool = False
+    """Whether ZeRO-3 keeps that copy too: no trained weight is traced in fp32, so none is held in it."""
 
     @classmethod
     def of(
-        cls, graph: nx.MultiDiGraph, target: Target, *, module_loading: ModuleLoading, autocast_itemsize: int | None = None
+        cls,
+        graph: nx.MultiDiGraph,
+        target: Target,
+        *,
+        module_loading: ModuleLoading,
+        autocast_itemsize: int | None = None,
+        reduce_bucket: int = DEEPSPEED_REDUCE_BUCKET_ELEMENTS,
     ) -> FloorBound:
-        """The bound's terms from the one-rank trace ``graph`` on ``target``, traced under ``autocast_itemsize``."""
+        """The bound's terms from the one-rank trace ``graph`` on ``target``, traced under ``autocast_itemsize``, with
+        DeepSpeed's ``reduce_bucket`` elements."""
         storages = dict(storage_nodes(graph))
         params = [a for a in storages.values() if a["category"] == "parameters" and a["free_at"] is None]
         weights = sum(a["nbytes"] for a in params)
         states = sum(a["nbytes"] for a in storages.values() if a["category"] == "optimizer_states" and a["free_at"] is None)
         widest = max((a["nbytes"] // max(1, _numel(a["shape"])) for a in params if _numel(a["shape"])), default=0)
+        gathered = sum(a["nbytes"] // itemsize(a) * min(itemsize(a), autocast_itemsize or itemsize(a)) for a in params)
         units = graph.graph["units"]
         last = max((unit.step for unit in units), default=0)
         inputs = [sid for unit in units if unit.step == last for sid in set(unit.inputs)]
         owned = [sid for sid, count in Counter(inputs).items() if count == 1 and storages[sid]["alloc_at"][0] > 0]
         overheads = overheads_for(target.profile, world_size=1, training=True, module_loading=module_loading)
+        shared = overheads_for(target.profile, world_size=2, training=True, module_loading=module_loading)
+        trained = {a["owner"] for a in storages.values() if a["category"] == "gradients"}
+        widths = [itemsize(a) for a in params if a["owner"] in trained]
+        narrowest = min([*widths, autocast_itemsize or min(widths, default=0)], default=0)
+        master = sum(4 * (a["nbytes"] // itemsize(a)) for a in params if a["owner"] in trained)
         return cls(
             weight_bytes=weights,
             optimizer_bytes=states,
@@ -121,11 +168,19 @@ class FloorBound:
             kept_input_bytes=sum(storages[sid]["nbytes"] for sid in owned),
             fixed_bytes=totals(overheads).device,
             narrow=min(1.0, autocast_itemsize / widest) if autocast_itemsize and widest else 1.0,
+            gathered_bytes=gathered,
+            bucket_bytes=reduce_bucket * narrowest,
+            nccl_bytes=totals(shared).device - totals(overheads).device,
+            master_bytes=master,
+            trained_bytes=sum(a["nbytes"] for a in params if a["owner"] in trained),
+            master_in_zero3=bool(widths) and max(widths) < 4,
         )
 
     def bytes(self, setting: Setting) -> int:
         """A lower bound of the device memory of ``setting``'s busiest rank."""
         kept = self.kept_input_bytes // setting.cp if setting.pp == 1 else 0
+        if setting.scheme == "FSDP2 grad-op" and setting.pp == 1:  # every block's weights stay gathered to backward
+            kept += self.gathered_bytes // (setting.tp * setting.ep)
         return self.held_bytes(setting) + max(self.gradient_share(setting, self.gradient_bytes), kept)
 
     def held_bytes(self, setting: Setting) -> int:
@@ -136,14 +191,22 @@ class FloorBound:
         width = self.narrow if setting.scheme in _DEEPSPEED else 1.0
         weights = int(self.weight_bytes * width) // (model * (setting.dp if setting.scheme in _SHARD_WEIGHTS else replicas))
         states = self.optimizer_bytes // (model * (setting.dp if sharded else replicas))
-        return weights + states + self.fixed_bytes
+        bucket = self.bucket_bytes if setting.scheme == "ZeRO-3" else 0  # made at start-up, kept for the run
+        kept_master = setting.scheme in _LOW_GRADIENTS or (setting.scheme == "ZeRO-3" and self.master_in_zero3)
+        master = self.master_bytes // (model * setting.dp) if kept_master else 0
+        buckets = self.trained_bytes // (model * replicas) if setting.scheme == "DDP" else 0
+        held = weights + states + bucket + master + buckets
+        return held + self.fixed_bytes + (self.nccl_bytes if setting.gpus > 1 else 0)
 
     def gradient_share(self, setting: Setting, gradient_bytes: float) -> int:
         """``gradient_bytes`` of the one-rank program, as ``setting``'s busiest rank holds them."""
         return int(gradient_bytes * self.gradient_factor(setting) / (setting.tp * setting.pp))
 
     def gradient_factor(self, setting: Setting) -> float:
-        """What of a gradient a data-parallel rank of ``setting`` holds: its shard, at the width the scheme keeps."""
+        """What of a gradient a data-parallel rank of ``setting`` holds: its shard, at the width the scheme keeps; none
+        under DDP, whose buckets (``held_bytes``) hold every gradient (a ``.grad`` may be a view of them)."""
+        if setting.scheme == "DDP":
+            return 0.0
         width = self.narrow if setting.scheme in _LOW_GRADIENTS else 1.0
         return width / (setting.dp if setting.scheme in _SHARD_GRADIENTS else setting.ep)
 
@@ -156,21 +219,36 @@ class TracedBound:
     cp: int
     sdpa: bool
     """Attention ran as SDPA: a token-sized tensor has one token dimension."""
-    sweeps: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    sweeps: dict[str, tuple[np.ndarray, ...]]
     """By uniform checkpointing choice: gradient, token-sized and other bytes live after each event of the last step's
-    forward and backward."""
-    _peaks: dict[tuple[str, float, int], float] = field(default_factory=dict)
+    forward and backward, then what each of ``HOLDING_SCHEMES`` holds beyond them then (``gathers.py``)."""
+    _peaks: dict[tuple[str, float, int, str], float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, graph: nx.MultiDiGraph, *, tp: int, cp: int, tokens: int) -> TracedBound:
-        """The bound of the program ``graph`` traced for ``tp`` and ``cp`` at ``tokens`` per sequence."""
+    def of(
+        cls,
+        graph: nx.MultiDiGraph,
+        *,
+        tp: int,
+        cp: int,
+        tokens: int,
+        autocast_itemsize: int | None = None,
+        persistence_threshold: int = DEEPSPEED_PARAM_PERSISTENCE_THRESHOLD,
+        bucket_bytes: int = 0,
+    ) -> TracedBound:
+        """The bound of the program ``graph`` traced for ``tp`` and ``cp`` at ``tokens`` per sequence, under autocast
+        to ``autocast_itemsize`` bytes, with ZeRO-3's ``persistence_threshold``."""
+        windows = gather_windows(
+            graph, autocast_itemsize=autocast_itemsize, persistence_threshold=persistence_threshold, bucket_bytes=bucket_bytes
+        )
         sweeps = {}
         for choice in CHECKPOINTING_BY_RECOMPUTE:
             try:
                 timeline = what_if(graph, parse_checkpointing(choice)).timeline
             except (ValueError, NotImplementedError):  # no blocks to checkpoint: FloorBound alone weighs the choice
                 continue
-            sweeps[choice] = _sweep(graph, timeline, tokens)
+            *columns, clocks = _sweep(graph, timeline, tokens)
+            sweeps[choice] = (*columns, *(held_by_row(windows[scheme], clocks) for scheme in HOLDING_SCHEMES))
         sdpa = any(node[0] == "op" and "scaled_dot_product" in attrs["name"] for node, attrs in graph.nodes(data=True))
         return cls(tp=tp, cp=cp, sdpa=sdpa, sweeps=sweeps)
 
@@ -181,24 +259,27 @@ class TracedBound:
             return None
         shard = floor.gradient_factor(setting)
         splits = setting.cp // self.cp
-        key = (choice, shard, splits)
+        key = (choice, shard, splits, setting.scheme)
         if key not in self._peaks:
-            gradients, tokens, other = self.sweeps[choice]
+            gradients, tokens, other, *gathered = self.sweeps[choice]
             scaled = tokens / splits if self.sdpa or splits == 1 else 0.0
-            self._peaks[key] = float(np.max(gradients * shard + scaled + other, initial=0.0))
+            held = dict(zip(HOLDING_SCHEMES, gathered, strict=True)).get(setting.scheme, 0.0)
+            self._peaks[key] = float(np.max(gradients * shard + scaled + other + held, initial=0.0))
         return floor.held_bytes(setting) + int(self._peaks[key] * min(1.0, self.tp / setting.tp))
 
 
-def _sweep(graph: nx.MultiDiGraph, timeline: Timeline, tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradient, token-sized and other bytes live after each event of the last step, up to its optimizer step."""
+def _sweep(graph: nx.MultiDiGraph, timeline: Timeline, tokens: int) -> tuple[np.ndarray, ...]:
+    """Gradient, token-sized and other bytes live after each event of the last step, up to its optimizer step, and
+    each event's clock."""
     attrs = [a for _, a in storage_nodes(graph)]
+    casts = _weight_casts(graph, attrs)
     kinds = []  # per block: None left out, else 0 gradient, 1 token-sized, 2 other
     for key, block in enumerate(timeline.blocks):
         source = key if key < len(attrs) else block.copy_of
-        kinds.append(None if source is None else _kind(block.category, attrs[source], tokens))
+        kinds.append(None if source is None or source in casts else _kind(block.category, attrs[source], tokens))
     first, last = timeline.steps[-1]
     live = [0, 0, 0]
-    rows: list[tuple[int, int, int]] = []
+    rows: list[tuple[int, int, int, int]] = []
     for index, (key, is_alloc) in enumerate(timeline.events[: last + 1]):
         block = timeline.blocks[key]
         if index >= first and is_alloc and block.phase == "optimizer":
@@ -207,16 +288,18 @@ def _sweep(graph: nx.MultiDiGraph, timeline: Timeline, tokens: int) -> tuple[np.
         if kind is not None:
             live[kind] += block.nbytes if is_alloc else -block.nbytes
         if index >= first:
-            rows.append((live[0], live[1], live[2]))
-    table = np.array(rows or [(0, 0, 0)], dtype=np.float64)
-    return table[:, 0], table[:, 1], table[:, 2]
+            at = block.alloc_at if is_alloc else block.free_at
+            assert at is not None, "a free event's block has a free position"
+            rows.append((live[0], live[1], live[2], at[0]))
+    table = np.array(rows or [(0, 0, 0, 0)], dtype=np.float64)
+    return table[:, 0], table[:, 1], table[:, 2], table[:, 3]
 
 
 def _kind(category: str, source: dict, tokens: int) -> int | None:
     """How a block of ``category`` in the image of storage ``source`` scales to another setting (the docstring)."""
     if category == "gradients":
         return 0
-    if category in _MODEL_STATES or source["category"] in _MODEL_STATES or source["op"] == "aten._to_copy":
+    if category in _MODEL_STATES or source["category"] in _MODEL_STATES:
         return None
     dims = tuple(source["shape"])
     if any(d and d % tokens == 0 for d in dims):
@@ -224,6 +307,23 @@ def _kind(category: str, source: dict, tokens: int) -> int | None:
     if any((d + 1) % tokens == 0 for d in dims):
         return None
     return 2
+
+
+def _weight_casts(graph: nx.MultiDiGraph, attrs: list[dict]) -> set[int]:
+    """Storages made by a ``_to_copy`` that reads a weight: autocast's copies of weights, which ZeRO and FSDP2 drop
+    (``estimators/sharding/precision.py`` drops those whose one read is the weight, a subset). Casts of activations
+    stay: under no checkpointing autograd saves each matmul's low-precision input."""
+    found = set()
+    for sid, a in enumerate(attrs):
+        if a["op"] != "aten._to_copy":
+            continue
+        for producer, _, key in graph.in_edges(storage_node(sid), keys=True):
+            if key != "produced":
+                continue
+            reads = [u[1] for u, _, k in graph.in_edges(producer, keys=True) if k == "read"]
+            if any(attrs[r]["category"] == "parameters" for r in reads):
+                found.add(sid)
+    return found
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -46,6 +46,7 @@ from vramsim.estimators.checkpointing import CheckpointCost, what_if
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, first_layers, parse_checkpointing
 from vramsim.estimators.communication import communication_bytes, pipeline_bubble
 from vramsim.estimators.devices import DeviceProfile
+from vramsim.estimators.sharding.plan import ZeroSettings
 from vramsim.results.report import Report
 from vramsim.results.strategy import SCHEMES, Candidate, Refusal, RuledOut, Setting, StrategySearch
 from vramsim.search.bounds import FloorBound, TracedBound
@@ -249,10 +250,13 @@ class StrategySearcher:
         self.ruled_out: dict[Setting, RuledOut] = {}
         self.pending: set[tuple[int, int, int]] = set()
         """The rank programs the settings still weighed on this GPU count may need."""
+        self.referenced: set[tuple[int, int, int]] = set()
+        """The rank programs made references so far (or refused)."""
         self.references: list[TracedBound] = []
         """Traced programs whose moments bound the settings they cover (``TracedBound``): the one-rank program once a
-        setting passes ``FloorBound``, the widest tensor-parallel one once such settings pass that (four what-ifs
-        each, so not every trace: on Llama-3.1-70B, every trace as a reference ruled no further trace out)."""
+        setting passes ``FloorBound``, then each tensor-parallel degree's program (no context parallelism), widest
+        first, while settings of that degree pass (four what-ifs each, so not every trace: the context-parallel
+        layouts are bounded by their degree's program)."""
         self.refused: list[Refusal] = []
         self.model_name = model_name(model)
         if progress is not None and not self._reused((1, 1, 1)):
@@ -267,6 +271,7 @@ class StrategySearcher:
             target,
             module_loading=config.cuda_module_loading,
             autocast_itemsize=autocast.itemsize if isinstance(autocast, torch.dtype) else None,
+            reduce_bucket=(config.zero_settings or ZeroSettings()).reduce_bucket,
         )
         self.recompute = {c: self._recompute(one, c) for c in CHECKPOINTING_BY_RECOMPUTE}
         weights = next((p.dtype for p in program.model.parameters() if p.is_floating_point()), None)
@@ -280,12 +285,12 @@ class StrategySearcher:
         every = list(settings(gpus, self.source, self.config, gpus_per_node))
         allowed = set(every)
         possible = [s for s in every if self._possible(s)]
-        reference = self._reference_key(possible)
-        if reference is not None:  # one trace that may rule many layouts out untraced
+        while (reference := self._reference_key(possible)) is not None:  # one trace that may rule many layouts out
             if self.progress is not None:
                 self.progress(f"{len(possible)} of {len(every)} settings on {gpus} GPU(s) pass the bound so far")
             if self._traced(reference) is not None:
                 self.references.append(self._reference(reference))
+            self.referenced.add(reference)
             possible = [s for s in possible if self._possible(s)]
         self.pending = {s.trace_key for s in possible}
         if self.progress is not None:
@@ -333,7 +338,8 @@ class StrategySearcher:
             return False
         bound = self.bound.bytes(setting)
         if bound <= self.usable:
-            if not self.references:
+            if (1, 1, 1) not in self.referenced:
+                self.referenced.add((1, 1, 1))
                 self.references.append(self._reference((1, 1, 1)))
             bound = max([bound, *(b for r in self.references if (b := r.bytes(setting, self.bound)) is not None)])
         if bound <= self.usable:
@@ -342,16 +348,27 @@ class StrategySearcher:
         return False
 
     def _reference_key(self, possible: list[Setting]) -> tuple[int, int, int] | None:
-        """The widest tensor-parallel program not yet traced that bounds ``possible`` settings: it bounds every
-        narrower one (``TracedBound``), and its settings are the ones with the least activations per rank."""
-        widest = max((s.tp for s in possible if s.pp == 1 and s.ep == 1), default=1)
-        return None if widest == 1 or (widest, 1, 1) in self.traces else (widest, 1, 1)
+        """The widest tensor-parallel program not yet a reference among ``possible`` settings' degrees: it bounds
+        each of its context-parallel layouts with its own tensors (a wider one bounds a narrower by its smaller
+        ones, a narrower one a wider by its tensors split as if none were whole), so after it their bounds are
+        within what context parallelism and the scheme add; a program already traced costs only its what-ifs."""
+        widths = {s.tp for s in possible if s.pp == 1 and s.ep == 1} - {key[0] for key in self.referenced}
+        return (max(widths), 1, 1) if widths else None
 
     def _reference(self, key: tuple[int, int, int]) -> TracedBound:
         traced = self.traces[key]
         assert traced is not None
         tp, _, cp = key
-        return TracedBound.of(traced.graph, tp=tp, cp=cp, tokens=self.config.seq_len // cp)
+        autocast = self.config.mixed_precision
+        return TracedBound.of(
+            traced.graph,
+            tp=tp,
+            cp=cp,
+            tokens=self.config.seq_len // cp,
+            autocast_itemsize=autocast.itemsize if isinstance(autocast, torch.dtype) else None,
+            persistence_threshold=(self.config.zero_settings or ZeroSettings()).param_persistence_threshold,
+            bucket_bytes=self.bound.bucket_bytes,
+        )
 
     def _bound(self, setting: Setting) -> tuple[float, ...]:
         """The setting's cost key without its memory; for ``auto`` a lower bound (no recompute)."""
