@@ -57,10 +57,10 @@ has a counterpart the setting holds at the same point of its program, no smaller
   backward), FSDP2's reduce-scatter input, ZeRO-1/2's reduce bucket through backward; weights, so divided by
   tp / tp_r as the activations and not by cp.
 
-So at each moment the setting holds at least the sum of those terms, and at all moments the weights, optimizer
-states, the libraries' own buffers and the overheads of ``FloorBound``: the largest sum over the step is a lower
-bound of its peak. ``auto`` is weighed as ``full``, the least its group can hold (the search's standing rule: a
-group whose ``full`` does not fit is not measured). One what-if per choice per reference, then a vectorised maximum
+So at each moment the setting holds at least the sum of those terms, and at all moments the weights, optimizer states,
+the libraries' own buffers and the overheads of ``FloorBound``: the largest sum over the step is a lower bound of its
+peak. ``auto`` is weighed as ``full``, the least a group's program holds allocated at each moment (the device figure
+need not follow: the allocator's cache is not bounded). One what-if per choice per reference, then a vectorised maximum
 per (choice, shard, cp, scheme).
 """
 

@@ -13,14 +13,15 @@ then the least compute lost per step (recomputed FLOPs as a share of the step's,
 trace for the uniform choices and on the candidate's own for ``auto``, plus the pipeline's bubble,
 ``assumptions.PIPELINE_BUBBLE``), then the fewest recomputed ops, then the fewest bytes each rank sends per
 micro-batch (``estimators/communication.py``), then the least device memory. The search measures them in
-that order, GPU count by GPU count, and stops at the first count where one fits; a candidate is measured
-only once its group's ``full`` checkpointing (the least memory the group can hold) fits, so what is skipped
-is counted, not measured, and ``auto`` only where it can cost no more than the cheapest fit measured so far
-(``StrategySearcher._auto_may_win``); every ``auto`` waits until the uniform choices have found their
-cheapest fit, then is weighed against it (a few what-ifs, where measuring it takes about 4 log2 L). On a tie
-the uniform choice wins, so the answer does not depend on the order measured. Before that, a lower bound read
-off the one-rank trace (``vramsim/search/bounds.py``) rules out every setting whose rank must hold more than the
-usable memory, without tracing its layout: most GPU counts below the answer cost no trace at all.
+that order, GPU count by GPU count, and stops at the first count where one fits; ``auto`` is measured only
+where it can cost no more than the cheapest fit measured so far (``StrategySearcher._auto_may_win``). No
+checkpointing choice is taken to hold the least memory (``full`` can read above ``none`` on a few layers, by
+its recompute's temporaries and the allocator's rounding): each is ruled out by its own bound or measured.
+Every ``auto`` waits until the uniform choices have found their cheapest fit, then is weighed against it (a
+few what-ifs, where measuring it takes about 4 log2 L). On a tie the uniform choice wins, so the answer does
+not depend on the order measured. Before that, a lower bound read off the one-rank trace
+(``vramsim/search/bounds.py``) rules out every setting whose rank must hold more than the usable memory,
+without tracing its layout: most GPU counts below the answer cost no trace at all.
 """
 
 from __future__ import annotations
@@ -324,7 +325,7 @@ class StrategySearcher:
                 if defer_auto and setting.checkpointing == "auto":
                     deferred.append(entry)
                     continue
-                if not self._floor_fits(setting) or not self._auto_may_win(setting, incumbent):
+                if not self._auto_may_win(setting, incumbent):
                     self.skipped += 1
                     continue
                 measured = self._measure(setting)
@@ -411,8 +412,9 @@ class StrategySearcher:
         its key, exceed the incumbent's, and it is not measured."""
         if setting.checkpointing != "auto" or incumbent is None:
             return True
-        traced = self.traces[setting.trace_key]
-        assert traced is not None, "the group's full checkpointing was measured on this trace"
+        traced = self._traced(setting.trace_key, f"{_described(setting)} on {setting.gpus} GPU(s), checkpointing auto")
+        if traced is None:
+            return True  # measured as auto, where the refusal is noted
         budget, bubble = incumbent.key[1], self._bubble(setting)
         layers = 1 + max(unit.index for unit in traced.graph.graph["units"])  # as auto counts them
 
@@ -445,16 +447,6 @@ class StrategySearcher:
         if plan.spec not in traced.costs:
             traced.costs[plan.spec] = what_if(traced.graph, plan).cost
         return traced.costs[plan.spec]
-
-    def _floor_fits(self, setting: Setting) -> bool:
-        """Whether the setting's group, with ``full`` checkpointing, fits (measuring it if not yet)."""
-        if setting.checkpointing == "full":
-            return True
-        floor = Setting(**{**_fields(setting), "checkpointing": "full"})
-        if floor not in self.measured and self._possible(floor):
-            self._measure(floor)
-        found = self.measured.get(floor)
-        return found is not None and found.fits
 
     def _measure(self, setting: Setting) -> Candidate | None:
         """The setting's what-if on its layout's trace; None (with a note) where vramsim or the model refuses it."""
