@@ -4,12 +4,13 @@ traces a run makes and its answer without timings."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import transformers
 
 from vramsim.cli import main
+from vramsim.search import strategy
 from vramsim.tracer.mode import MemoryTracer
 
 
@@ -37,6 +38,28 @@ def count_traces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(MemoryTracer, "__enter__", entered)
     return counted
+
+
+class SearchedProgram(NamedTuple):
+    """One program the strategy search traced: its GPU and parallel degrees."""
+
+    device: str
+    tp: int
+    ep: int
+    cp: int
+
+
+def searched_programs(monkeypatch: pytest.MonkeyPatch) -> list[SearchedProgram]:
+    """A list that gains one entry per program the strategy search traces (its own ``build_and_trace``)."""
+    searched: list[SearchedProgram] = []
+    build_and_trace = strategy.build_and_trace
+
+    def recorded(model: Any, config: Any, target: Any, **kwargs: Any) -> Any:
+        searched.append(SearchedProgram(target.profile.name, config.tp, config.ep, config.cp))
+        return build_and_trace(model, config, target, **kwargs)
+
+    monkeypatch.setattr(strategy, "build_and_trace", recorded)
+    return searched
 
 
 def untimed(value: Any) -> Any:

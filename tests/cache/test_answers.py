@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import transformers
-from cli_runs import run, saved_config
+from cli_runs import run, saved_config, searched_programs
 
 import vramsim
 from vramsim.analysis import simulate as analysis
@@ -145,16 +145,7 @@ def test_plan_answers_a_repeated_request_from_the_cache(
 ) -> None:
     """The issue's words: a second identical plan returns the same key from the cache without tracing; another
     duration is another request."""
-    from vramsim.search import strategy
-
-    traced: list[object] = []
-    build_and_trace = strategy.build_and_trace
-
-    def counted(*args: object, **kwargs: object) -> object:
-        traced.append(args)
-        return build_and_trace(*args, **kwargs)
-
-    monkeypatch.setattr(strategy, "build_and_trace", counted)
+    traced = searched_programs(monkeypatch)
     sheet = tmp_path / "prices.toml"
     sheet.write_text(PLAN_SHEET, encoding="utf-8")
     first = vramsim.plan(tiny_llama, prices=sheet, days=1, task="train", seq_len=16)

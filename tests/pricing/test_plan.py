@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import transformers
+from cli_runs import SearchedProgram, searched_programs
 from tiny_models import tiny_llama_config
 
 import vramsim
@@ -21,7 +22,6 @@ from vramsim.estimators.assumptions import MODEL_FLOPS_UTILISATION
 from vramsim.pricing import load_sheet, parse_sheet, step_flops
 from vramsim.pricing.key import plan_key
 from vramsim.results.plan import Plan
-from vramsim.search import strategy
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
 
@@ -85,17 +85,10 @@ def _sheet(tmp_path: Path, text: str = SHEET, name: str = "prices.toml") -> Path
 
 
 @cache
-def _planned() -> tuple[Plan, list[str]]:
-    """The plan for one day over ``SHEET``, and the device of every program the search traced."""
-    traced: list[str] = []
-    real = strategy.build_and_trace
-
-    def counted(model: Any, config: SimulationConfig, target: Any, **kwargs: Any) -> Any:
-        traced.append(f"{target.profile.name} tp={config.tp} ep={config.ep} cp={config.cp}")
-        return real(model, config, target, **kwargs)
-
+def _planned() -> tuple[Plan, list[SearchedProgram]]:
+    """The plan for one day over ``SHEET``, and every program the search traced."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(strategy, "build_and_trace", counted)
+        traced = searched_programs(patch)
         found = plan(tiny_llama_config(), prices=parse_sheet(_toml(SHEET), "sheet.toml"), days=1, **JOB)
     return found, traced
 
@@ -119,7 +112,7 @@ def test_offers_of_one_gpu_model_share_their_traces() -> None:
     """The two A100 offers share one search: each program is traced once for both (a refused one is no trace)."""
     found, traced = _planned()
     assert len(traced) == len(set(traced)) >= found.traces
-    assert traced.count("a100-80gb-pcie tp=1 ep=1 cp=1") == 1
+    assert traced.count(SearchedProgram("a100-80gb-pcie", 1, 1, 1)) == 1
 
 
 @pytest.mark.parametrize("index", [0, 3])

@@ -15,17 +15,14 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cli_runs import count_traces, run, untimed
+from cli_runs import count_traces, run, searched_programs, untimed
 
 import vramsim
 from vramsim.cache.store import NO_CACHE_VARIABLE
 from vramsim.cli.output import ANSWERED_FROM_CACHE
-from vramsim.config import SimulationConfig
 from vramsim.results.strategy import Candidate
-from vramsim.search import strategy
 
 SHEET = """
 # Illustrative round numbers for a test, not any provider's prices.
@@ -75,14 +72,7 @@ def test_a_70b_full_fine_tune_is_planned_and_asked_again_from_the_cache(
     sheet = tmp_path / "prices.toml"
     sheet.write_text(SHEET, encoding="utf-8")
     traced = count_traces(monkeypatch)
-    programs: list[tuple[str, int, int, int]] = []
-    build_and_trace = strategy.build_and_trace
-
-    def recorded(model: Any, config: SimulationConfig, target: Any, **kwargs: Any) -> Any:
-        programs.append((target.profile.name, config.tp, config.ep, config.cp))
-        return build_and_trace(model, config, target, **kwargs)
-
-    monkeypatch.setattr(strategy, "build_and_trace", recorded)
+    programs = searched_programs(monkeypatch)
     args = ("plan", "meta-llama/Llama-3.1-70B", *JOB, "--prices", str(sheet), "--days", "10", "--json", "--quiet")
 
     code, out, err = run(capsys, *args)

@@ -10,6 +10,7 @@ from typing import Any
 
 import networkx as nx
 import pytest
+from cli_runs import SearchedProgram, searched_programs
 from tiny_models import tiny_llama_config
 
 from vramsim.analysis.traced import build_and_trace
@@ -17,7 +18,6 @@ from vramsim.api import plan
 from vramsim.config import SimulationConfig
 from vramsim.pricing import parse_sheet
 from vramsim.results.plan import PlanRow
-from vramsim.search import strategy
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.targets import resolve_target
 
@@ -48,18 +48,11 @@ def _sheet(*names: str) -> Any:
     return parse_sheet(tomllib.loads(text, parse_float=Decimal), "sheet.toml")
 
 
-def _planned(*names: str) -> tuple[list[PlanRow], list[str], int]:
+def _planned(*names: str) -> tuple[list[PlanRow], list[SearchedProgram], int]:
     """The plan's rows over the offers ``names``, every program the searches traced (GPU and degrees), and the
     count the plan reports."""
-    traced: list[str] = []
-    real = strategy.build_and_trace
-
-    def counted(model: Any, config: SimulationConfig, target: Any, **kwargs: Any) -> Any:
-        traced.append(f"{target.profile.name} tp={config.tp} ep={config.ep} cp={config.cp}")
-        return real(model, config, target, **kwargs)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(strategy, "build_and_trace", counted)
+        traced = searched_programs(patch)
         found = plan(tiny_llama_config(), prices=_sheet(*names), days=1, **JOB)
     return found.rows, traced, found.traces
 
@@ -87,9 +80,8 @@ def test_a_trace_reads_nothing_of_the_gpus_memory() -> None:
 
 def test_each_program_is_traced_once_for_gpus_alike_and_the_rows_are_each_offers_alone() -> None:
     together, traced, count = _planned(*OFFERS)
-    programs = ["tp=1 ep=1 cp=1", "tp=2 ep=1 cp=1"]
     # the H200 traced nothing: the H100's traces serve it; the A100 traced its own
-    assert sorted(traced) == sorted(f"{gpu} {p}" for gpu in ("h100-sxm", "a100-80gb") for p in programs)
+    assert sorted(traced) == sorted(SearchedProgram(gpu, tp, 1, 1) for gpu in ("h100-sxm", "a100-80gb") for tp in (1, 2))
     assert count == len(traced)
     alone = [row for name in OFFERS for row in _planned(name)[0]]
     assert {(r.quote.offer, r.quote.gpus) for r in together} == {(o, g) for o in OFFERS for g in (1, 2)}

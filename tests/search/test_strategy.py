@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import transformers
+from cli_runs import searched_programs
 
 import vramsim
 from vramsim.config import SimulationConfig
@@ -59,23 +60,10 @@ def _headroom(model: Any, usable: int, **options: Any) -> float:
     return 1 - usable / capacity
 
 
-def _counting_traces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every build_and_trace call of the search, by tensor-parallel degree."""
-    calls: list[int] = []
-    real = strategy.build_and_trace
-
-    def counted(model: Any, config: SimulationConfig, *args: Any, **kwargs: Any) -> Any:
-        calls.append(config.tp)
-        return real(model, config, *args, **kwargs)
-
-    monkeypatch.setattr(strategy, "build_and_trace", counted)
-    return calls
-
-
 def test_tensor_parallel_fits_where_data_parallel_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two GPUs: no data-parallel scheme fits (each rank holds every logit), TP 2 does; one trace per tp degree."""
     headroom = _headroom(_WIDE_VOCAB, 1650 * _MiB, **_ASKED)
-    calls = _counting_traces(monkeypatch)
+    searched = searched_programs(monkeypatch)
     found = cheapest_strategy(_WIDE_VOCAB, gpus=2, headroom=headroom, **_ASKED)
     best = found.cheapest
     assert best is not None and (best.gpus, best.tp, best.scheme, best.checkpointing) == (2, 2, "one replica", "selective")
@@ -89,7 +77,8 @@ def test_tensor_parallel_fits_where_data_parallel_cannot(monkeypatch: pytest.Mon
     vocab_parallel = vramsim.simulate(_WIDE_VOCAB, headroom=headroom, **_ASKED, **best.options())
     assert vocab_parallel.device_bytes == best.device_bytes <= found.usable_bytes
     assert min(r.device_bytes for r in leanest) - best.device_bytes >= 4 * 512 * 32000 * 4 // 2  # half a logits copy
-    assert calls == [1, 2, 1] and found.traces == 3  # one rank, TP 2's, CP 2's (within its bound); never one per setting
+    # one rank, TP 2's, CP 2's (within its bound); never one per setting
+    assert [p.tp for p in searched] == [1, 2, 1] and found.traces == 3
     assert len(found.candidates) > found.traces
 
 
