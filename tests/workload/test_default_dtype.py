@@ -66,3 +66,15 @@ def test_a_config_without_a_dtype_trains_fp32(tiny_llama: transformers.LlamaConf
         assert note == "weights in float32 (no dtype given, and the model's config names none)"
     else:
         assert "loads torch's default dtype" in note
+
+
+def test_llama4_scout_default_dtype_is_its_text_configs() -> None:
+    """Llama 4 Scout's config.json keeps ``torch_dtype`` only under ``text_config``: bf16, the checkpoint's dtype
+    that transformers' ``dtype="auto"`` loads, not fp32."""
+    from vramsim.config.simulation import SimulationConfig
+    from vramsim.workload.build import weight_dtype
+
+    folder = Path(__file__).parents[2] / "model_zoo/configs/meta-llama/Llama-4-Scout-17B-16E"
+    model_config = transformers.AutoConfig.from_pretrained(folder)
+    assert model_config.dtype is None
+    assert weight_dtype(SimulationConfig(task="forward"), model_config) == torch.bfloat16

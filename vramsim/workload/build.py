@@ -61,10 +61,21 @@ def _weights_source(config: SimulationConfig, model_config: Any) -> tuple[torch.
     assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
     if config.dtype is not None:
         return config.dtype, "given"
-    stored = getattr(model_config, "dtype", None)  # transformers 5's name; torch_dtype is its deprecated alias
+    stored = _stored_dtype(model_config)
     if isinstance(stored, torch.dtype) and stored.is_floating_point and (config.task != "train" or loads_checkpoint_dtype()):
         return stored, "the checkpoint's config"
     return torch.float32, "default"
+
+
+def _stored_dtype(model_config: Any) -> Any:
+    """The config's ``dtype`` (transformers 5's name; ``torch_dtype`` is its deprecated alias). A composite config
+    such as Llama 4's may keep it only under ``text_config``: ``from_pretrained(dtype="auto")`` then reads the
+    dtype off the checkpoint's weights, which are not here, so the text config's (stored from the same checkpoint)
+    stands in for them."""
+    stored = getattr(model_config, "dtype", None)
+    if stored is None and hasattr(model_config, "get_text_config"):
+        stored = getattr(model_config.get_text_config(), "dtype", None)
+    return stored
 
 
 PIPELINE_OPTIONS = tuple(f.name for f in dataclasses.fields(DiffusionOptions))
