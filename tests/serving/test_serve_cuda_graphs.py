@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tiny_models import tiny_serving_llama_config
 
-from vramsim.estimators import serving
+from vramsim.estimators import assumptions, serving
 from vramsim.serving.budget import serve
 from vramsim.serving.versions import vllm_release
 
@@ -132,3 +132,21 @@ def test_the_docs_h100_study_row_stays_true() -> None:
     report = serve("Qwen/Qwen3-0.6B", device="h100-sxm", max_model_len=16000, vllm_version="0.11.0")
     assert round(report.kv_cache_bytes / _GiB, 2) == 66.65
     assert round(report.activation_peak_bytes / _GiB, 2) == 3.51
+
+
+@pytest.mark.parametrize(
+    ("device", "tp", "nvls", "custom"),
+    [("h100", 2, False, True), ("h100", 4, True, True), ("h100-pcie", 4, False, False)],
+    ids=["h100-tp2", "h100-tp4", "h100-pcie-tp4"],
+)
+def test_tp_non_torch_is_the_sum_of_its_components(device: str, tp: int, nvls: bool, custom: bool) -> None:
+    """A rank's memory outside torch in closed form: NCCL's ring buffers (channels x ring peers x the three
+    protocols' buffers), NCCL's NVLS buffers (per rank of the group) and vLLM's two custom all-reduce buffers."""
+    report = serve(tiny_serving_llama_config(), device=device, tp=tp, max_model_len=1024, enforce_eager=True)
+    rings = (
+        assumptions.NCCL_ASSUMED_CHANNELS
+        * assumptions.NCCL_RING_PEERS
+        * (assumptions.NCCL_SIMPLE_BUFFER_BYTES + assumptions.NCCL_LL_BUFFER_BYTES + assumptions.NCCL_LL128_BUFFER_BYTES)
+    )
+    expected = rings + nvls * tp * serving.NCCL_NVLS_BYTES_PER_PEER + custom * serving.VLLM_CUSTOM_ALLREDUCE_BYTES
+    assert report.non_torch_bytes == expected
