@@ -61,6 +61,8 @@ SAME_ARCHITECTURE: dict[str, str] = {
     "Qwen/Qwen2.5-0.5B-Instruct": "Qwen/Qwen2.5-0.5B",
     "Qwen/Qwen2.5-3B-Instruct": "Qwen/Qwen2.5-3B",
     "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B",
+    "Qwen/Qwen2.5-14B-Instruct": "Qwen/Qwen2.5-14B",
+    "Qwen/Qwen2.5-32B-Instruct": "Qwen/Qwen2.5-32B",
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B",
     "Qwen/Qwen3-8B-Base": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-14B-Base": "Qwen/Qwen3-14B",
@@ -68,7 +70,10 @@ SAME_ARCHITECTURE: dict[str, str] = {
     "deepseek-ai/DeepSeek-V3-0324": "deepseek-ai/DeepSeek-V3",
     "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-ai/DeepSeek-V2-Lite",
     "allenai/OLMo-2-1124-7B-Instruct": "allenai/OLMo-2-1124-7B",
+    "allenai/OLMo-2-1124-13B-Instruct": "allenai/OLMo-2-1124-13B",
     "HuggingFaceTB/SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M",
+    # SmolLM2-1.7B's instruct config is the bundled one; the base shares its sizes.
+    "HuggingFaceTB/SmolLM2-1.7B": "HuggingFaceTB/SmolLM2-1.7B-Instruct",
     "HuggingFaceTB/SmolLM3-3B-Base": "HuggingFaceTB/SmolLM3-3B",
 }
 

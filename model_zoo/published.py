@@ -54,6 +54,12 @@ PUBLISHED = [
     Published("Qwen/Qwen2.5-0.5B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 494_032_768),
     # Hub safetensors total; model card: 7.61B.
     Published("Qwen/Qwen2.5-7B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 7_615_616_512),
+    # GGUF general.parameter_count of the Qwen2.5-14B line (llama.cpp's n_params for Qwen2.5-14B-Instruct, the same
+    # sizes), quoted publicly; Hub: 14.8B; model card: 14.7B. config.json as a public profiling repo copies it.
+    Published("Qwen/Qwen2.5-14B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 14_770_033_664),
+    # Hub safetensors total (BF16: 32,763,876,352, quoted publicly; KerasHub's qwen2.5_instruct_32b_en preset gives
+    # the same); model card: 32.5B. config.json from the same public copy as Qwen2.5-14B's.
+    Published("Qwen/Qwen2.5-32B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 32_763_876_352),
     # Hub safetensors total; model card: 72.7B.
     Published("Qwen/Qwen2.5-72B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 72_706_203_648),
     # Hub safetensors total; model card: 8.2B.
@@ -64,6 +70,10 @@ PUBLISHED = [
     Published("google/gemma-2-27b", "AutoModelForCausalLM", "Gemma2ForCausalLM", 27_227_128_320),
     # Hub safetensors total ("3.82B"); model card: 3.8B.
     Published("microsoft/Phi-3-mini-4k-instruct", "AutoModelForCausalLM", "Phi3ForCausalLM", 3_821_079_552),
+    # Hub safetensors total (3,821,079,552, quoted in public model registries; "3.82B"); model card: 3.8B. config.json
+    # as public ONNX-export code copies it from the Hub (it leaves out transformers_version, as here; a transformers
+    # 4.46 print of the same config agrees on every other field).
+    Published("microsoft/Phi-3.5-mini-instruct", "AutoModelForCausalLM", "Phi3ForCausalLM", 3_821_079_552),
     # Model card: "685B ... includes 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP)
     # Module weights". transformers builds the main model only (layers 0-60, no MTP layer 61), so the figure is
     # the main model's: the checkpoint's tensors outside model.layers.61, without the FP8 weight_scale_inv
@@ -169,11 +179,18 @@ PUBLISHED = [
     Published("Qwen/Qwen2.5-3B", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),
     # Hub safetensors metadata: 7,298,617,344; model card: 7B. config.json as Megatron-Bridge's tests mirror it.
     Published("allenai/OLMo-2-1124-7B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),
+    # The published safetensors index: total_size 54,864,793,600 bytes of F32 = 13,716,198,400; model card: 13B.
+    # config.json and the index as a public repository mirrors them.
+    Published("allenai/OLMo-2-1124-13B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 13_716_198_400),
     # Total parameters of the pinned revision as a public scale study lists them: 1,484,916,736; model card: 1B.
     # config.json as Megatron-Bridge's tests mirror it (token ids left out there, as here).
     Published("allenai/OLMo-2-0425-1B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 1_484_916_736),
     # The checkpoint's 134,515,008 BF16 scalars (272 tensors, quoted publicly); model card: 135M. Tied embeddings.
     Published("HuggingFaceTB/SmolLM2-135M", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),
+    # The loaded count public code checks (sum of numel, tied embeddings) and the GGUF's params: 1,711,376,384;
+    # model card: 1.7B. config.json as two public copies quote it from the Hub (revision 31b70e2e), with its
+    # transformers.js block.
+    Published("HuggingFaceTB/SmolLM2-1.7B-Instruct", "AutoModelForCausalLM", "LlamaForCausalLM", 1_711_376_384),
     # The published safetensors index: 3,075,098,624 (tied embeddings); model card: 3B. config.json assembled from
     # public copies (sizes, no_rope_layers every fourth layer, token ids); refresh it with model_zoo/refresh.py.
     Published("HuggingFaceTB/SmolLM3-3B", "AutoModelForCausalLM", "SmolLM3ForCausalLM", 3_075_098_624),
