@@ -70,7 +70,6 @@ SAME_ARCHITECTURE: dict[str, str] = {
     "deepseek-ai/DeepSeek-V3-0324": "deepseek-ai/DeepSeek-V3",
     "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-ai/DeepSeek-V2-Lite",
     "allenai/OLMo-2-1124-7B-Instruct": "allenai/OLMo-2-1124-7B",
-    "allenai/OLMo-2-1124-13B-Instruct": "allenai/OLMo-2-1124-13B",
     "HuggingFaceTB/SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M",
     # SmolLM2-1.7B's instruct config is the bundled one; the base shares its sizes.
     "HuggingFaceTB/SmolLM2-1.7B": "HuggingFaceTB/SmolLM2-1.7B-Instruct",

@@ -182,6 +182,9 @@ PUBLISHED = [
     # The published safetensors index: total_size 54,864,793,600 bytes of F32 = 13,716,198,400; model card: 13B.
     # config.json and the index as a public repository mirrors them.
     Published("allenai/OLMo-2-1124-13B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 13_716_198_400),
+    # A public study's count, 13.72B (the base's sizes); bundled apart from the base, not aliased to it, as its
+    # checkpoint is bfloat16 where the base's is float32. config.json as the same public repository mirrors it.
+    Published("allenai/OLMo-2-1124-13B-Instruct", "AutoModelForCausalLM", "Olmo2ForCausalLM", "13.72B"),
     # Total parameters of the pinned revision as a public scale study lists them: 1,484,916,736; model card: 1B.
     # config.json as Megatron-Bridge's tests mirror it (token ids left out there, as here).
     Published("allenai/OLMo-2-0425-1B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 1_484_916_736),

@@ -39,8 +39,6 @@ ALIASES = [
     ("deepseek-ai/DeepSeek-V2-Lite-Chat", "AutoModelForCausalLM", "DeepseekV2ForCausalLM", 15_706_484_224),  # Hub total
     ("Qwen/Qwen2.5-3B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),  # GGUF / loaded counts
     ("allenai/OLMo-2-1124-7B-Instruct", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),  # Hub total
-    # A public study's count, 13.72B; its config.json (public mirror) has the base's sizes, bfloat16.
-    ("allenai/OLMo-2-1124-13B-Instruct", "AutoModelForCausalLM", "Olmo2ForCausalLM", "13.7B"),
     ("HuggingFaceTB/SmolLM2-135M-Instruct", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),  # GGUF metadata
     ("HuggingFaceTB/SmolLM2-1.7B", "AutoModelForCausalLM", "LlamaForCausalLM", "1.7B"),  # model card
     ("HuggingFaceTB/SmolLM3-3B-Base", "AutoModelForCausalLM", "SmolLM3ForCausalLM", 3_075_098_624),  # loaded count
