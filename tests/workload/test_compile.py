@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -116,3 +118,41 @@ def test_compiles_with_each_option_on_h100(options: dict[str, object]) -> None:
     assert note.endswith(f"(1 forward and {backward} backward graph(s) ran)")
     if "gpus" in options:
         assert any(a.name == "compile_sharded" for a in report.assumptions)
+
+
+class _SinForAttention(torch.overrides.TorchFunctionMode):
+    """Stands for the kernel emulation: it swaps SDPA for another op, so the graph shows whether it ran."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.nn.functional.scaled_dot_product_attention:
+            return torch.sin(args[0])
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_compiled_checkpoints_body_is_traced_without_the_torch_function_mode() -> None:
+    """Why compile with checkpointing is refused (docs/compile.md): dynamo traces a checkpoint's body inside the
+    mode's ``__torch_function__``, where the mode is off, so the emulation never sees the block's attention.
+    Outside a checkpoint the mode applies. When torch changes this, this test fails and the refusal can go."""
+    from torch.utils.checkpoint import checkpoint
+
+    def block(q: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q).cos()
+
+    def graph_ops(fn: Callable[[torch.Tensor], torch.Tensor]) -> str:
+        codes: list[str] = []
+
+        def backend(gm: torch.fx.GraphModule, _: list[torch.Tensor]) -> torch.fx.GraphModule:
+            codes.extend(m.code for m in (gm, *gm.modules()) if isinstance(m, torch.fx.GraphModule))
+            return gm
+
+        torch._dynamo.reset()
+        with _SinForAttention(), warnings.catch_warnings():
+            # A simulate() earlier in the process leaves a global module hook registered, on which dynamo warns.
+            warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")
+            torch.compile(fn, backend=backend, fullgraph=True)(torch.randn(1, 2, 8, 4, requires_grad=True))
+        return "\n".join(codes)
+
+    assert "scaled_dot_product_attention" not in graph_ops(block)
+    checkpointed = graph_ops(lambda q: checkpoint(block, q, use_reentrant=False))
+    assert "tag_activation_checkpoint" in checkpointed
+    assert "scaled_dot_product_attention" in checkpointed

@@ -131,8 +131,8 @@ class SimulationConfig(
             )
         if self.checkpointing != "none" or self.gradient_checkpointing:
             raise UnsupportedError(
-                "compile with checkpointing is not modelled yet: the partition on meta saves more than the real "
-                "compile (+22-25% on CPU checks, more than no checkpointing on Llama-3.2-1B); see docs/compile.md"
+                "compile with checkpointing is not modelled yet: dynamo traces a checkpoint's body without the "
+                "target's kernel emulation (its SDPA becomes the math path; +22-25% on CPU checks); see docs/compile.md"
             )
         if self.checkpointing in ("all", "auto", "offload"):
             raise UnsupportedError(
