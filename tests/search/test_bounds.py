@@ -8,6 +8,7 @@ import transformers
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.config import SimulationConfig
+from vramsim.estimators.checkpointing_plan import first_layers
 from vramsim.results.strategy import Setting
 from vramsim.search.bounds import FloorBound, TracedBound
 from vramsim.search.strategy_space import settings
@@ -134,3 +135,31 @@ def test_every_traced_program_bounds_every_setting_it_covers_on_four_gpus() -> N
                 covered += bound is not None
                 assert bound is None or bound <= report.device_bytes, (reference.tp, reference.cp, setting)
     assert covered > len(chosen)  # most settings are covered by several programs
+
+
+@pytest.mark.parametrize("torchtitan", [False, True])
+def test_every_traced_program_bounds_autos_mixed_plans_on_two_gpus(torchtitan: bool) -> None:
+    """``auto``'s ``first:F+selective:(L - F)`` at every F, each policy: every layout and scheme on 2 GPUs measures at
+    least what each traced rank program bounds it by under that plan (its what-if on the reference), and the bound
+    falls from F = 0 to F = L as the plan keeps less."""
+    asked = {"seq_len": 256, "batch_size": 4, "device": "h100", "mixed_precision": "bf16"}
+    floor, references, chosen = _references(_WIDE, 2, asked)
+    layers = _WIDE.num_hidden_layers
+    plans = [first_layers(f, layers - f, torchtitan=torchtitan) for f in range(layers + 1)]
+    full = [s for s in chosen if s.checkpointing == "full"]
+    covered = 0
+    for trace_key in sorted({s.trace_key for s in full}):
+        alike = [s for s in full if s.trace_key == trace_key]
+        layout = {k: v for k, v in alike[0].options().items() if k in ("tp", "cp")}
+        for plan in plans:
+            variants = [{**{k: v for k, v in s.options().items() if k not in layout}, "checkpointing": plan.spec} for s in alike]
+            for setting, report in zip(alike, vramsim.simulate_each(_WIDE, variants, **layout, **asked), strict=True):
+                for reference in references:
+                    bound = reference.plan_bytes(setting, floor, plan)
+                    covered += bound is not None
+                    assert bound is None or bound <= report.device_bytes, (reference.tp, reference.cp, plan.spec, setting)
+    assert covered > len(full) * len(plans)  # most settings are covered by several programs
+    one = next(r for r in references if (r.tp, r.cp) == (1, 1))
+    setting = next(s for s in full if s.trace_key == (1, 1, 1) and s.scheme == "FSDP2 full")
+    by_f = [one.plan_bytes(setting, floor, plan) for plan in plans]
+    assert by_f[0] > by_f[-1] == one.bytes(setting, floor), by_f

@@ -436,12 +436,19 @@ class StrategySearcher:
                 if most
                 else CheckpointPlan("selective", torchtitan=torchtitan)
             )
+            if not self._plan_may_fit(setting, plan):  # its bound already above the usable memory: no what-if
+                continue
             try:
                 if analysis.fits(analysis.run(plan).memory):
                     return True
             except (ConfigError, UnsupportedError):
                 return True  # measured as auto, where the refusal is noted
         return False
+
+    def _plan_may_fit(self, setting: Setting, plan: CheckpointPlan) -> bool:
+        """Whether ``setting`` under ``plan`` may fit: no traced reference bounds it above the usable memory."""
+        bounds = (reference.plan_bytes(setting, self.bound, plan) for reference in self.references)
+        return all(bound is None or bound <= self.usable for bound in bounds)
 
     def _cost(self, traced: _Traced, plan: CheckpointPlan) -> CheckpointCost:
         if plan.spec not in traced.costs:
