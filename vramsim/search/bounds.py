@@ -60,8 +60,10 @@ has a counterpart the setting holds at the same point of its program, no smaller
 So at each moment the setting holds at least the sum of those terms, and at all moments the weights, optimizer states,
 the libraries' own buffers and the overheads of ``FloorBound``: the largest sum over the step is a lower bound of its
 peak. ``auto`` is weighed as ``full``, the least a group's program holds allocated at each moment (the device figure
-need not follow: the allocator's cache is not bounded). One what-if per choice per reference, then a vectorised maximum
-per (choice, shard, cp, scheme).
+need not follow: the allocator's cache is not bounded). Any other plan, such as one of ``auto``'s
+``first:F+selective:(L - F)``, is bounded the same way by its own what-if of the reference (``plan_bytes``, made when
+first asked): the argument above holds for any plan the setting's program and the reference both run. One what-if
+per choice per reference, then a vectorised maximum per (choice, shard, cp, scheme).
 """
 
 from __future__ import annotations

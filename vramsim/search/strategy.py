@@ -409,7 +409,8 @@ class StrategySearcher:
         memory falling as F grows (the monotony its binary search assumes), and its plan recomputes at least what
         ``first:F`` does. Let F* be the most full layers whose recompute, with the bubble, is within the incumbent's
         share: if ``first:F*+selective:(L - F*)`` fits under neither policy, auto's F exceeds F*, so its share, and
-        its key, exceed the incumbent's, and it is not measured."""
+        its key, exceed the incumbent's, and it is not measured. A plan a traced reference bounds above the usable
+        memory (``TracedBound.plan_bytes``) fits under no policy: its what-if is not run."""
         if setting.checkpointing != "auto" or incumbent is None:
             return True
         traced = self._traced(setting.trace_key, f"{_described(setting)} on {setting.gpus} GPU(s), checkpointing auto")
