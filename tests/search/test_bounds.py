@@ -163,3 +163,29 @@ def test_every_traced_program_bounds_autos_mixed_plans_on_two_gpus(torchtitan: b
     setting = next(s for s in full if s.trace_key == (1, 1, 1) and s.scheme == "FSDP2 full")
     by_f = [one.plan_bytes(setting, floor, plan) for plan in plans]
     assert by_f[0] > by_f[-1] == one.bytes(setting, floor), by_f
+
+
+def test_autos_bounded_plans_skip_their_what_ifs_with_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1.5 GiB usable on 4 GPUs, auto is weighed against a cheaper fit on many layouts: where a traced reference
+    bounds ``first:F*+selective:(L - F*)`` above the usable memory, its what-if is not run, and every decision (the
+    settings measured, what each measures, the answer) is the one the what-ifs make."""
+    from vramsim.analysis.whatifs import Analysis
+    from vramsim.search import strategy
+    from vramsim.search.strategy import cheapest_strategy
+
+    model = transformers.LlamaConfig(**{**_WIDE.to_diff_dict(), "num_hidden_layers": 4, "num_key_value_heads": 4})
+    asked = {"seq_len": 2048, "batch_size": 8, "device": "h100", "mixed_precision": "bf16"}
+    capacity = vramsim.simulate(model, task="forward", seq_len=8, device="h100").capacity_bytes
+    assert capacity is not None
+    asked["headroom"] = 1 - 1.5 * 2**30 / capacity
+    runs, skipped = [], []
+    run, may_fit = Analysis.run, strategy.StrategySearcher._plan_may_fit
+    monkeypatch.setattr(Analysis, "run", lambda self, *a, **k: runs.append(1) or run(self, *a, **k))
+    monkeypatch.setattr(strategy.StrategySearcher, "_plan_may_fit", lambda *a: may_fit(*a) or skipped.append(1) or False)
+    found, with_bound = cheapest_strategy(model, gpus=4, **asked), len(runs)
+    monkeypatch.setattr(strategy.StrategySearcher, "_plan_may_fit", lambda *_: True)
+    runs.clear()
+    before = cheapest_strategy(model, gpus=4, **asked)
+    assert found.cheapest is not None and found.cheapest.checkpointing == "auto"
+    assert found.cheapest == before.cheapest and found.candidates == before.candidates
+    assert skipped and with_bound == len(runs) - len(skipped)

@@ -437,7 +437,7 @@ class StrategySearcher:
                 if most
                 else CheckpointPlan("selective", torchtitan=torchtitan)
             )
-            if not self._plan_may_fit(setting, plan):  # its bound already above the usable memory: no what-if
+            if not self._plan_may_fit(setting, plan, traced.graph):  # its bound above the usable memory: no what-if
                 continue
             try:
                 if analysis.fits(analysis.run(plan).memory):
@@ -446,10 +446,13 @@ class StrategySearcher:
                 return True  # measured as auto, where the refusal is noted
         return False
 
-    def _plan_may_fit(self, setting: Setting, plan: CheckpointPlan) -> bool:
-        """Whether ``setting`` under ``plan`` may fit: no traced reference bounds it above the usable memory."""
+    def _plan_may_fit(self, setting: Setting, plan: CheckpointPlan, graph: nx.MultiDiGraph) -> bool:
+        """Whether ``setting`` under ``plan`` may fit (``Analysis.fits``) on its rank program ``graph``: no traced
+        reference bounds it above the usable memory, less the managed memory (paged optimizer states) the device
+        figure counts and ``Analysis.fits`` does not."""
+        managed = sum(graph.nodes[("storage", sid)]["nbytes"] for sid in graph.graph.get("managed", ()))
         bounds = (reference.plan_bytes(setting, self.bound, plan) for reference in self.references)
-        return all(bound is None or bound <= self.usable for bound in bounds)
+        return all(bound is None or bound - managed <= self.usable for bound in bounds)
 
     def _cost(self, traced: _Traced, plan: CheckpointPlan) -> CheckpointCost:
         if plan.spec not in traced.costs:
