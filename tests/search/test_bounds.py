@@ -8,6 +8,7 @@ import transformers
 import vramsim
 from vramsim.analysis.traced import build_and_trace
 from vramsim.config import SimulationConfig
+from vramsim.estimators.checkpointing_plan import first_layers
 from vramsim.results.strategy import Setting
 from vramsim.search.bounds import FloorBound, TracedBound
 from vramsim.search.strategy_space import settings
@@ -134,3 +135,57 @@ def test_every_traced_program_bounds_every_setting_it_covers_on_four_gpus() -> N
                 covered += bound is not None
                 assert bound is None or bound <= report.device_bytes, (reference.tp, reference.cp, setting)
     assert covered > len(chosen)  # most settings are covered by several programs
+
+
+@pytest.mark.parametrize("torchtitan", [False, True])
+def test_every_traced_program_bounds_autos_mixed_plans_on_two_gpus(torchtitan: bool) -> None:
+    """``auto``'s ``first:F+selective:(L - F)`` at every F, each policy: every layout and scheme on 2 GPUs measures at
+    least what each traced rank program bounds it by under that plan (its what-if on the reference), and the bound
+    falls from F = 0 to F = L as the plan keeps less."""
+    asked = {"seq_len": 256, "batch_size": 4, "device": "h100", "mixed_precision": "bf16"}
+    floor, references, chosen = _references(_WIDE, 2, asked)
+    layers = _WIDE.num_hidden_layers
+    plans = [first_layers(f, layers - f, torchtitan=torchtitan) for f in range(layers + 1)]
+    full = [s for s in chosen if s.checkpointing == "full"]
+    covered = 0
+    for trace_key in sorted({s.trace_key for s in full}):
+        alike = [s for s in full if s.trace_key == trace_key]
+        layout = {k: v for k, v in alike[0].options().items() if k in ("tp", "cp")}
+        for plan in plans:
+            variants = [{**{k: v for k, v in s.options().items() if k not in layout}, "checkpointing": plan.spec} for s in alike]
+            for setting, report in zip(alike, vramsim.simulate_each(_WIDE, variants, **layout, **asked), strict=True):
+                for reference in references:
+                    bound = reference.plan_bytes(setting, floor, plan)
+                    covered += bound is not None
+                    assert bound is None or bound <= report.device_bytes, (reference.tp, reference.cp, plan.spec, setting)
+    assert covered > len(full) * len(plans)  # most settings are covered by several programs
+    one = next(r for r in references if (r.tp, r.cp) == (1, 1))
+    setting = next(s for s in full if s.trace_key == (1, 1, 1) and s.scheme == "FSDP2 full")
+    by_f = [one.plan_bytes(setting, floor, plan) for plan in plans]
+    assert by_f[0] > by_f[-1] == one.bytes(setting, floor), by_f
+
+
+def test_autos_bounded_plans_skip_their_what_ifs_with_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1.5 GiB usable on 4 GPUs, auto is weighed against a cheaper fit on many layouts: where a traced reference
+    bounds ``first:F*+selective:(L - F*)`` above the usable memory, its what-if is not run, and every decision (the
+    settings measured, what each measures, the answer) is the one the what-ifs make."""
+    from vramsim.analysis.whatifs import Analysis
+    from vramsim.search import strategy
+    from vramsim.search.strategy import cheapest_strategy
+
+    model = transformers.LlamaConfig(**{**_WIDE.to_diff_dict(), "num_hidden_layers": 4, "num_key_value_heads": 4})
+    asked = {"seq_len": 2048, "batch_size": 8, "device": "h100", "mixed_precision": "bf16"}
+    capacity = vramsim.simulate(model, task="forward", seq_len=8, device="h100").capacity_bytes
+    assert capacity is not None
+    asked["headroom"] = 1 - 1.5 * 2**30 / capacity
+    runs, skipped = [], []
+    run, may_fit = Analysis.run, strategy.StrategySearcher._plan_may_fit
+    monkeypatch.setattr(Analysis, "run", lambda self, *a, **k: runs.append(1) or run(self, *a, **k))
+    monkeypatch.setattr(strategy.StrategySearcher, "_plan_may_fit", lambda *a: may_fit(*a) or skipped.append(1) or False)
+    found, with_bound = cheapest_strategy(model, gpus=4, **asked), len(runs)
+    monkeypatch.setattr(strategy.StrategySearcher, "_plan_may_fit", lambda *_: True)
+    runs.clear()
+    before = cheapest_strategy(model, gpus=4, **asked)
+    assert found.cheapest is not None and found.cheapest.checkpointing == "auto"
+    assert found.cheapest == before.cheapest and found.candidates == before.candidates
+    assert skipped and with_bound == len(runs) - len(skipped)

@@ -60,8 +60,10 @@ has a counterpart the setting holds at the same point of its program, no smaller
 So at each moment the setting holds at least the sum of those terms, and at all moments the weights, optimizer states,
 the libraries' own buffers and the overheads of ``FloorBound``: the largest sum over the step is a lower bound of its
 peak. ``auto`` is weighed as ``full``, the least a group's program holds allocated at each moment (the device figure
-need not follow: the allocator's cache is not bounded). One what-if per choice per reference, then a vectorised maximum
-per (choice, shard, cp, scheme).
+need not follow: the allocator's cache is not bounded). Any other plan, such as one of ``auto``'s
+``first:F+selective:(L - F)``, is bounded the same way by its own what-if of the reference (``plan_bytes``, made when
+first asked): the argument above holds for any plan the setting's program and the reference both run. One what-if
+per choice per reference, then a vectorised maximum per (choice, shard, cp, scheme).
 """
 
 from __future__ import annotations
@@ -80,11 +82,11 @@ from vramsim.estimators.assumptions import (
     totals,
 )
 from vramsim.estimators.checkpointing import what_if
-from vramsim.estimators.checkpointing_plan import parse_checkpointing
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
 from vramsim.estimators.sharding.plan import itemsize
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.strategy import SCHEMES, Setting
-from vramsim.search.gathers import HOLDING_SCHEMES, gather_windows, held_by_row
+from vramsim.search.gathers import HOLDING_SCHEMES, Windows, gather_windows, held_by_row
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE
 from vramsim.tracer.graph import storage_node, storage_nodes
 from vramsim.workload.targets import Target
@@ -220,8 +222,14 @@ class TracedBound:
     sdpa: bool
     """Attention ran as SDPA: a token-sized tensor has one token dimension."""
     sweeps: dict[str, tuple[np.ndarray, ...]]
-    """By uniform checkpointing choice: gradient, token-sized and other bytes live after each event of the last step's
-    forward and backward, then what each of ``HOLDING_SCHEMES`` holds beyond them then (``gathers.py``)."""
+    """By checkpointing choice (the uniform ones, then each plan asked of ``plan_bytes``): gradient, token-sized and
+    other bytes live after each event of the last step's forward and backward, then what each of ``HOLDING_SCHEMES``
+    holds beyond them then (``gathers.py``)."""
+    graph: nx.MultiDiGraph | None = field(default=None, repr=False, compare=False)
+    """The traced program, for the what-if of a plan asked later (``auto``'s ``first:F+selective:(L - F)``)."""
+    tokens: int = 0
+    """The reference's tokens per sequence, for those what-ifs."""
+    windows: Windows = field(default_factory=dict, repr=False, compare=False)
     _peaks: dict[tuple[str, float, int, str], float] = field(default_factory=dict)
 
     @classmethod
@@ -241,22 +249,42 @@ class TracedBound:
         windows = gather_windows(
             graph, autocast_itemsize=autocast_itemsize, persistence_threshold=persistence_threshold, bucket_bytes=bucket_bytes
         )
-        sweeps = {}
-        for choice in CHECKPOINTING_BY_RECOMPUTE:
-            try:
-                timeline = what_if(graph, parse_checkpointing(choice)).timeline
-            except (ValueError, NotImplementedError):  # no blocks to checkpoint: FloorBound alone weighs the choice
-                continue
-            *columns, clocks = _sweep(graph, timeline, tokens)
-            sweeps[choice] = (*columns, *(held_by_row(windows[scheme], clocks) for scheme in HOLDING_SCHEMES))
         sdpa = any(node[0] == "op" and "scaled_dot_product" in attrs["name"] for node, attrs in graph.nodes(data=True))
-        return cls(tp=tp, cp=cp, sdpa=sdpa, sweeps=sweeps)
+        bound = cls(tp=tp, cp=cp, sdpa=sdpa, sweeps={}, graph=graph, tokens=tokens, windows=windows)
+        for choice in CHECKPOINTING_BY_RECOMPUTE:
+            bound._swept(parse_checkpointing(choice))
+        return bound
+
+    def _swept(self, plan: CheckpointPlan) -> bool:
+        """Whether ``plan``'s sweep is known, making it from its what-if of the traced program if need be; False where
+        the program has no blocks to checkpoint (``FloorBound`` alone weighs the plan)."""
+        if plan.spec in self.sweeps:
+            return True
+        if self.graph is None:
+            return False
+        try:
+            timeline = what_if(self.graph, plan).timeline
+        except (ValueError, NotImplementedError):
+            return False
+        *columns, clocks = _sweep(self.graph, timeline, self.tokens)
+        held = (held_by_row(self.windows[scheme], clocks) for scheme in HOLDING_SCHEMES)
+        self.sweeps[plan.spec] = (*columns, *held)
+        return True
 
     def bytes(self, setting: Setting, floor: FloorBound) -> int | None:
         """A lower bound of ``setting``'s busiest rank, or None where this program does not cover it."""
         choice = "full" if setting.checkpointing == "auto" else setting.checkpointing
-        if setting.pp > 1 or setting.ep > 1 or setting.cp % self.cp or choice not in self.sweeps:
+        if choice not in self.sweeps:
             return None
+        return self.plan_bytes(setting, floor, parse_checkpointing(choice))
+
+    def plan_bytes(self, setting: Setting, floor: FloorBound, plan: CheckpointPlan) -> int | None:
+        """A lower bound of ``setting``'s busiest rank under ``plan`` (any choice ``what_if`` takes, such as ``auto``'s
+        ``first:F+selective:(L - F)``), or None where this program does not cover it: the same argument as for the
+        uniform choices, the what-if of ``plan`` on the reference being the program the setting runs under ``plan``."""
+        if setting.pp > 1 or setting.ep > 1 or setting.cp % self.cp or not self._swept(plan):
+            return None
+        choice = plan.spec
         shard = floor.gradient_factor(setting)
         splits = setting.cp // self.cp
         key = (choice, shard, splits, setting.scheme)

@@ -409,7 +409,8 @@ class StrategySearcher:
         memory falling as F grows (the monotony its binary search assumes), and its plan recomputes at least what
         ``first:F`` does. Let F* be the most full layers whose recompute, with the bubble, is within the incumbent's
         share: if ``first:F*+selective:(L - F*)`` fits under neither policy, auto's F exceeds F*, so its share, and
-        its key, exceed the incumbent's, and it is not measured."""
+        its key, exceed the incumbent's, and it is not measured. A plan a traced reference bounds above the usable
+        memory (``TracedBound.plan_bytes``) fits under no policy: its what-if is not run."""
         if setting.checkpointing != "auto" or incumbent is None:
             return True
         traced = self._traced(setting.trace_key, f"{_described(setting)} on {setting.gpus} GPU(s), checkpointing auto")
@@ -436,12 +437,22 @@ class StrategySearcher:
                 if most
                 else CheckpointPlan("selective", torchtitan=torchtitan)
             )
+            if not self._plan_may_fit(setting, plan, traced.graph):  # its bound above the usable memory: no what-if
+                continue
             try:
                 if analysis.fits(analysis.run(plan).memory):
                     return True
             except (ConfigError, UnsupportedError):
                 return True  # measured as auto, where the refusal is noted
         return False
+
+    def _plan_may_fit(self, setting: Setting, plan: CheckpointPlan, graph: nx.MultiDiGraph) -> bool:
+        """Whether ``setting`` under ``plan`` may fit (``Analysis.fits``) on its rank program ``graph``: no traced
+        reference bounds it above the usable memory, less the managed memory (paged optimizer states) the device
+        figure counts and ``Analysis.fits`` does not."""
+        managed = sum(graph.nodes[("storage", sid)]["nbytes"] for sid in graph.graph.get("managed", ()))
+        bounds = (reference.plan_bytes(setting, self.bound, plan) for reference in self.references)
+        return all(bound is None or bound - managed <= self.usable for bound in bounds)
 
     def _cost(self, traced: _Traced, plan: CheckpointPlan) -> CheckpointCost:
         if plan.spec not in traced.costs:
