@@ -258,6 +258,36 @@ def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
     assert negative_embeds <= _peaks(guided)["transformer"] - _peaks(unguided)["transformer"] < step_activations / 2
 
 
+def _tiny_wan_with(tmp_path: Path, **index: object) -> str:
+    """The tiny WanPipeline folder with model_index.json's ``index`` keys set (Wan 2.2's pipeline arguments)."""
+    folder = tmp_path / "tiny-wan"
+    shutil.copytree(TINY_WAN, folder)
+    data = json.loads((folder / "model_index.json").read_text())
+    (folder / "model_index.json").write_text(json.dumps({**data, **index}))
+    return str(folder)
+
+
+def test_wan22_ti2v_embeds_a_timestep_per_latent_patch(tmp_path: Path) -> None:
+    """``expand_timesteps`` (Wan 2.2 TI2V): the transformer gets a timestep per latent patch and embeds each, so its
+    step holds at least the token-wise modulation (seq_len x 6 x inner_dim, bf16) that one timestep per video does
+    not; the encoder and the decode are unchanged."""
+    plain = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
+    expanded = simulate(_tiny_wan_with(tmp_path, expand_timesteps=True), num_frames=5, guidance_scale=1.0, **_WAN)
+    config = json.loads((Path(TINY_WAN) / "transformer" / "config.json").read_text())
+    inner_dim = config["num_attention_heads"] * config["attention_head_dim"]
+    seq_len = 2 * (64 // 8 // 2) ** 2  # (5 - 1) / 4 + 1 latent frames of 8 x 8, in 2 x 2 patches
+    grown = {name: _peaks(expanded)[name] - peak for name, peak in _peaks(plain).items()}
+    assert grown["transformer"] >= seq_len * 6 * inner_dim * 2
+    assert grown["text_encoder"] == grown["vae"] == 0
+
+
+def test_a_second_expert_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Wan 2.2 A14B's transformer_2 is not run yet: refused, not traced without its weights."""
+    folder = _tiny_wan_with(tmp_path, transformer_2=["diffusers", "WanTransformer3DModel"], boundary_ratio=0.875)
+    with pytest.raises(UnsupportedError, match=r"WanPipeline with a transformer_2 .* is not run yet"):
+        simulate(folder, **_WAN)
+
+
 def test_num_frames_is_for_video_pipelines() -> None:
     with pytest.raises(ConfigError, match="num_frames is a video pipeline's argument"):
         simulate(TINY_SD3, num_frames=9, **_RUN)

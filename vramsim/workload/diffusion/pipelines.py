@@ -76,6 +76,11 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
             f"{spec.class_name} is not run yet (its components' parameters are counted by `vramsim models`); "
             f"pipelines run: {', '.join(PIPELINES_RUN)}"
         )
+    if spec.has("transformer_2"):
+        raise UnsupportedError(
+            f"{spec.class_name} with a transformer_2 (Wan 2.2 A14B's low-noise expert, switched to below "
+            f"boundary_ratio) is not run yet (its components' parameters are counted by `vramsim models`)"
+        )
     modules = _components(spec, config, device)
     weight_hooks = apply_weight_hooks(spec, modules, config, device=device, dtype=_pipeline_dtype(spec, config))
     residency = Residency(mode=config.offload, modules=modules) if config.offload != "no" else None

@@ -7,7 +7,8 @@ with zeros after its real tokens; the latents are fp32, ``(num_frames - 1) / 4 +
 ``height / 8 x width / 8``, and ``__call__`` keeps an fp32 mask of the same shape; guidance runs the
 transformer twice per step, on the prompt and on the negative prompt (no doubled batch); the latents
 are de-normalized with the VAE's per-channel mean and std and decoded by the causal 3D VAE, which
-decodes frame by frame through its own feature cache.
+decodes frame by frame through its own feature cache. Wan 2.2 TI2V (``expand_timesteps`` in model_index.json) gives
+the transformer a timestep per latent patch, which it embeds token by token, and decodes with its 16x VAE.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     step.use("transformer")
     for t in scheduler.timesteps[: step.steps_traced]:
         latent_model_input = latents.to(dtype)
-        timestep = t.expand(latents.shape[0]).to(device)
+        timestep = _timestep(step, t, mask, latents.shape[0]).to(device)
         noise_pred = transformer(
             hidden_states=latent_model_input,
             timestep=timestep,
@@ -147,6 +148,15 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
         latents = scheduler.step(noise_pred, t, latents, return_dict=False)[0]
     embeds["mask"] = mask  # a __call__ local: alive through the decode
     return latents
+
+
+def _timestep(step: Generation, t: torch.Tensor, mask: torch.Tensor, batch: int) -> torch.Tensor:
+    """The transformer's timestep: one per video, or, where model_index.json sets ``expand_timesteps`` (Wan 2.2
+    TI2V), one per latent patch (``mask[0][0][:, ::2, ::2] * t`` flattened, batch x seq_len), which the transformer
+    embeds token by token."""
+    if not step.spec.index.get("expand_timesteps"):
+        return t.expand(batch)
+    return (mask[0][0][:, ::2, ::2] * t).flatten().unsqueeze(0).expand(batch, -1)
 
 
 def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:
