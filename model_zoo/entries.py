@@ -29,8 +29,7 @@ class Entry:
     tests/model_zoo/test_parameter_counts.py checks the config builds; for a pipeline, its denoiser's (``unet`` or
     ``transformer``, tests/model_zoo/test_pipeline_parameter_counts.py); None where none is recorded."""
     generates: bool
-    """Its head decodes tokens, so ``--task generate`` applies (a pipeline: its ``__call__`` is run, which a pipeline
-    with a second expert's ``transformer_2`` is not yet)."""
+    """Its head decodes tokens, so ``--task generate`` applies (a pipeline: its ``__call__``)."""
 
 
 def matches(model_id: str, pattern: str | None) -> bool:
@@ -77,8 +76,5 @@ def pipeline_entries(pattern: str | None = None) -> list[Entry]:
         index = json.loads((folder / "model_index.json").read_text())
         denoiser = "transformer" if isinstance(index.get("transformer"), list) else "unet"
         parameters = PIPELINES.get(pipeline_id, {}).get(denoiser)
-        # a second expert (Wan 2.2 A14B's transformer_2) is not run yet: workload/diffusion/pipelines.py refuses it
-        two_experts = (index.get("transformer_2") or [None])[0] is not None
-        family = index.get("_class_name", "")
-        entries.append(Entry(model_id=pipeline_id, family=family, parameters=parameters, generates=not two_experts))
+        entries.append(Entry(model_id=pipeline_id, family=index.get("_class_name", ""), parameters=parameters, generates=True))
     return entries

@@ -6,7 +6,7 @@ from rich.console import Console
 
 from vramsim.cli.command import Command
 from vramsim.errors import ConfigError
-from vramsim.model_zoo.entries import Entry, model_entries, pipeline_entries
+from vramsim.model_zoo.entries import model_entries, pipeline_entries
 from vramsim.views.models import render_models
 
 __all__ = ["run"]
@@ -18,7 +18,7 @@ def _models(pattern: str | None, console: Console) -> None:
     from vramsim.workload.diffusion.scripts import GENERATING, TRAINING_SCRIPTS  # here: other commands load none
 
     models = model_entries(pattern)
-    pipelines = [(entry, _pipeline_tasks(entry, GENERATING, TRAINING_SCRIPTS)) for entry in pipeline_entries(pattern)]
+    pipelines = [(entry, _pipeline_tasks(entry.family, GENERATING, TRAINING_SCRIPTS)) for entry in pipeline_entries(pattern)]
     if not models and not pipelines:
         raise ConfigError(
             f"no bundled model or pipeline matches {pattern!r} (`vramsim models` lists them all); any other model "
@@ -27,11 +27,11 @@ def _models(pattern: str | None, console: Console) -> None:
     render_models(models, pipelines, console)
 
 
-def _pipeline_tasks(entry: Entry, generating: frozenset[str], training: dict[str, str]) -> str:
-    """The ``--task`` values a bundled pipeline takes; one whose call is not run yet says so."""
-    if entry.family not in generating or not entry.generates:
+def _pipeline_tasks(class_name: str, generating: frozenset[str], training: dict[str, str]) -> str:
+    """The ``--task`` values a pipeline class takes; one whose call is not run yet says so."""
+    if class_name not in generating:
         return "none yet"
-    return "generate, train" if entry.family in training else "generate"
+    return "generate, train" if class_name in training else "generate"
 
 
 def run(command: Command, console: Console) -> int:

@@ -281,11 +281,31 @@ def test_wan22_ti2v_embeds_a_timestep_per_latent_patch(tmp_path: Path) -> None:
     assert grown["text_encoder"] == grown["vae"] == 0
 
 
-def test_a_second_expert_is_refused_in_one_line(tmp_path: Path) -> None:
-    """Wan 2.2 A14B's transformer_2 is not run yet: refused, not traced without its weights."""
+def test_wan22_a14b_loads_both_experts_and_runs_the_second_below_the_boundary(tmp_path: Path) -> None:
+    """Wan 2.2 A14B: ``transformer_2`` is loaded beside ``transformer`` (its weights and buffers resident through the
+    whole call) and runs below ``boundary_ratio`` (the second of two steps here); under model offload only the
+    running expert is on the device, and the second step, run by ``transformer_2``, is the one-expert run's."""
     folder = _tiny_wan_with(tmp_path, transformer_2=["diffusers", "WanTransformer3DModel"], boundary_ratio=0.875)
-    with pytest.raises(UnsupportedError, match=r"WanPipeline with a transformer_2 .* is not run yet"):
-        simulate(folder, **_WAN)
+    shutil.copytree(Path(folder) / "transformer", Path(folder) / "transformer_2")
+    one = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
+    two = simulate(folder, num_frames=5, guidance_scale=1.0, **_WAN)
+    assert {c.name: c.phase for c in two.components} == {
+        "text_encoder": "encode_prompt",
+        "transformer": "denoise",
+        "transformer_2": "denoise",
+        "vae": "decode",
+    }
+    weights = {c.name: c.weights_bytes for c in two.components}
+    assert weights["transformer_2"] == weights["transformer"] > 0
+    resident = weights["transformer_2"] + two.breakdown["buffers"] - one.breakdown["buffers"]
+    grown = {name: _peaks(two)[name] - peak for name, peak in _peaks(one).items()}
+    assert grown == {"text_encoder": resident, "transformer": grown["transformer"], "vae": resident}
+    assert _peaks(two)["transformer_2"] - _peaks(one)["transformer"] == resident
+    assert "wan_experts" in {a.name for a in two.assumptions}
+    one_offloaded = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, offload="model", **_WAN)
+    offloaded = simulate(folder, num_frames=5, guidance_scale=1.0, offload="model", **_WAN)
+    assert _peaks(offloaded)["transformer_2"] == _peaks(one_offloaded)["transformer"]
+    assert offloaded.peak_bytes == one_offloaded.peak_bytes
 
 
 def test_num_frames_is_for_video_pipelines() -> None:

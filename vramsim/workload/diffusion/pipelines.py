@@ -76,11 +76,6 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
             f"{spec.class_name} is not run yet (its components' parameters are counted by `vramsim models`); "
             f"pipelines run: {', '.join(PIPELINES_RUN)}"
         )
-    if spec.has("transformer_2"):
-        raise UnsupportedError(
-            f"{spec.class_name} with a transformer_2 (Wan 2.2 A14B's low-noise expert, switched to below "
-            f"boundary_ratio) is not run yet (its components' parameters are counted by `vramsim models`)"
-        )
     modules = _components(spec, config, device)
     weight_hooks = apply_weight_hooks(spec, modules, config, device=device, dtype=_pipeline_dtype(spec, config))
     residency = Residency(mode=config.offload, modules=modules) if config.offload != "no" else None
@@ -119,7 +114,8 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
             modules[name] = build_model(
                 load_config(spec.component(name)), device=device, dtype=dtype, attn_implementation=config.attn_implementation
             ).eval()
-    modules[spec.denoiser] = diffusers_model(spec, spec.denoiser, device, dtype)
+    for name in spec.denoisers:
+        modules[name] = diffusers_model(spec, name, device, dtype)
     if config.quantization is not None:
         quantize_components(spec, modules, config, device, dtype)
     elif config.quantized_components is not None:
@@ -132,7 +128,7 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
         else replaced_vae(spec, config.vae, device, vae_dtype)
     )
     if eager:
-        set_eager_attention(spec, modules[spec.denoiser], vae)
+        set_eager_attention(spec, [modules[name] for name in spec.denoisers], vae)
     if config.attention_processor is not None:
         set_attention_processors(spec, {**modules, "vae": vae}, config.attention_processor)
     if config.attention_slicing is not None:
