@@ -267,12 +267,18 @@ def _tiny_wan_with(tmp_path: Path, **index: object) -> str:
     return str(folder)
 
 
-def test_wan22_ti2v_embeds_a_timestep_per_latent_patch(tmp_path: Path) -> None:
+def test_wan22_ti2v_embeds_a_timestep_per_latent_patch(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """``expand_timesteps`` (Wan 2.2 TI2V): the transformer gets a timestep per latent patch and embeds each, so its
     step holds at least the token-wise modulation (seq_len x 6 x inner_dim, bf16) that one timestep per video does
-    not; the encoder and the decode are unchanged."""
+    not; the encoder and the decode are unchanged. The VAE config's ``clip_output`` (Wan 2.2's, which diffusers no
+    longer takes) is ignored without a message."""
     plain = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
-    expanded = simulate(_tiny_wan_with(tmp_path, expand_timesteps=True), num_frames=5, guidance_scale=1.0, **_WAN)
+    folder = _tiny_wan_with(tmp_path, expand_timesteps=True)
+    vae_config = Path(folder) / "vae" / "config.json"
+    vae_config.write_text(json.dumps({**json.loads(vae_config.read_text()), "clip_output": False}))
+    capfd.readouterr()
+    expanded = simulate(folder, num_frames=5, guidance_scale=1.0, **_WAN)
+    assert "clip_output" not in capfd.readouterr().err
     config = json.loads((Path(TINY_WAN) / "transformer" / "config.json").read_text())
     inner_dim = config["num_attention_heads"] * config["attention_head_dim"]
     seq_len = 2 * (64 // 8 // 2) ** 2  # (5 - 1) / 4 + 1 latent frames of 8 x 8, in 2 x 2 patches
