@@ -27,6 +27,7 @@ ALIASES: dict[str, str] = {
     "bert-base-uncased": "google-bert/bert-base-uncased",
     "bert-large-uncased": "google-bert/bert-large-uncased",
     "roberta-base": "FacebookAI/roberta-base",
+    "t5-small": "google-t5/t5-small",
     "t5-base": "google-t5/t5-base",
     "runwayml/stable-diffusion-v1-5": "stable-diffusion-v1-5/stable-diffusion-v1-5",
 }

@@ -207,6 +207,13 @@ PUBLISHED = [
     # tower). config.json as transformers 4.53 writes it (musubi-tuner quotes it for Qwen-Image's text encoder, the
     # same checkpoint).
     Published("Qwen/Qwen2.5-VL-7B-Instruct", "AutoModelForImageTextToText", "Qwen2_5_VLForConditionalGeneration", 8_292_166_656),
+    # Hub safetensors total as public model listings quote it: "60.5M" (model card: 60 million); the embedding is
+    # shared by encoder, decoder and LM head. config.json as transformers 4.46 re-saves it in a public copy.
+    Published("google-t5/t5-small", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", "60.5M"),
+    # Hub safetensors total as public model listings quote it: "~428M" (CLIP ViT-L/14: the text tower 123,060,480,
+    # the vision tower, both projections and logit_scale). config.json as transformers 5.5 re-saves it in a public
+    # copy (the published file's text_config_dict and vision_config_dict written out, same sizes).
+    Published("openai/clip-vit-large-patch14", "AutoModel", "CLIPModel", "428M"),
 ]
 
 # The bundled diffusion pipelines' published counts, component by component (tests/model_zoo/
@@ -298,4 +305,16 @@ PIPELINES: dict[str, dict[str, int | str]] = {
     # Qwen-Image: the Hub's safetensors.total for the transformer, 20,430,401,088 ("20B MMDiT"); Qwen2.5-VL-7B as its
     # text encoder, 8,292,166,656 (the Hub's total for Qwen/Qwen2.5-VL-7B-Instruct); the VAE 126,892,531.
     "Qwen/Qwen-Image": {"text_encoder": 8_292_166_656, "transformer": 20_430_401_088, "vae": 126_892_531},
+    # Wan 2.2 (the Diffusers repositories): the configs as diffusers' converter (scripts/convert_wan_to_diffusers.py,
+    # get_transformer_config, vae22_diffusers_config, the WanPipeline it saves) writes them, UMT5-XXL as for Wan 2.1.
+    # TI2V-5B: the dense DiT, "5B" (model card); its 16x VAE has no published count, so it is not checked here.
+    "Wan-AI/Wan2.2-TI2V-5B-Diffusers": {"text_encoder": 5_680_910_336, "transformer": "5B"},
+    # T2V-A14B: two experts of Wan 2.1 T2V-14B's sizes, "14B active" each (model card; its "27B total" is not what
+    # two experts of 14.29B make, so only the per-expert figure is checked); Wan 2.1's VAE.
+    "Wan-AI/Wan2.2-T2V-A14B-Diffusers": {
+        "text_encoder": 5_680_910_336,
+        "transformer": "14B",
+        "transformer_2": "14B",
+        "vae": 126_892_531,
+    },
 }

@@ -64,6 +64,7 @@ def test_model_ids_lists_every_bundled_model() -> None:
         ("gpt2", "openai-community/gpt2"),
         ("bert-base-uncased", "google-bert/bert-base-uncased"),
         ("bert-large-uncased", "google-bert/bert-large-uncased"),
+        ("t5-small", "google-t5/t5-small"),
         ("t5-base", "google-t5/t5-base"),
         ("gpt2-medium", "openai-community/gpt2-medium"),
         ("gpt2-large", "openai-community/gpt2-large"),

@@ -439,3 +439,22 @@ def test_a_tiny_aria_forward_matches_the_real_cpu_run() -> None:
     """Aria sums its bool patch mask to int64, which first copies the mask to int64 (tracer/kernels/reductions.py)."""
     options = {"task": "forward", "batch_size": 2, "seq_len": 16, "model_class": "AriaForConditionalGeneration"}
     assert_matches_the_real_cpu_run(aria_config, **options)
+
+
+# -- contrastive image-text models: their loss asked for -----------------------------------------
+
+
+def clip_config() -> Any:
+    text = transformers.CLIPTextConfig(**VISION, vocab_size=300, max_position_embeddings=32)
+    vision = transformers.CLIPVisionConfig(**VISION, image_size=32, patch_size=8)
+    return transformers.CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=16)
+
+
+def test_clip_trains_on_its_own_contrastive_loss_as_the_real_cpu_run() -> None:
+    """CLIP takes no labels: a training step asks it for its contrastive loss (``return_loss=True``), over the text
+    and an image per sample, and its peak matches the real CPU run's."""
+    batch = synthesised(clip_config(), "CLIPModel", 16)
+    assert batch["return_loss"] is True
+    assert batch["pixel_values"].shape == (2, 3, 32, 32)
+    assert "return_loss" not in synthesised(clip_config(), "CLIPModel", 16, train=False)
+    assert_matches_the_real_cpu_run(clip_config, task="train", batch_size=2, seq_len=16, model_class="CLIPModel")

@@ -35,7 +35,8 @@ decoders ``batch * num_codebooks`` code rows. When training, ``use_cache=False``
 ``forward`` takes it (a training step reads no KV cache; fine-tuning scripts turn it off), and
 ``labels`` follow the head: the token ids for causal and masked LMs (they shift or mask
 internally), decoder ids for seq2seq, class indices for classifiers, CTC targets of
-``seq_len // 2`` tokens for speech recognition. Token values are random (seed 0) and avoid
+``seq_len // 2`` tokens for speech recognition; a contrastive image-text model without labels
+(CLIP, SigLIP) is asked for its loss (``return_loss=True``). Token values are random (seed 0) and avoid
 the config's special tokens; on the meta device they are recorded
 (``vramsim.tracer.data_dependent.seed``) so a program that reads them gets these values.
 Pass ``inputs=lambda batch_size, seq_len: {...}`` to feed anything else.
@@ -131,6 +132,8 @@ class _Maker:
             batch["lang_ids"] = seed(torch.zeros(self.batch, dtype=torch.long, device="cpu"), self.device)
         # an image classifier with a spliced image (ShieldGemma 2) passes its labels to its LM: it gets none
         classifies = image is not None and type(self.model).__name__.endswith("ForImageClassification")
+        if self.train and "return_loss" in self.params and "labels" not in self.params:
+            batch["return_loss"] = True  # a contrastive image-text model (CLIP, SigLIP) computes its loss when asked
         if self.train and "labels" in self.params and not classifies:
             if image is not None:
                 batch["labels"] = image.labels(ids[1], self.device)

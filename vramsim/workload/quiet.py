@@ -23,6 +23,7 @@ __all__ = [
     "quiet_optional_libraries",
     "quiet_peft",
     "quiet_profiler",
+    "quiet_wan_vae_clip_output",
 ]
 
 
@@ -79,6 +80,14 @@ def quiet_attention_backend() -> Iterator[None]:
     """Choosing a diffusers attention backend logs that backends are experimental: vramsim chooses one only
     to run the attention the user asked for."""
     with _dropping("diffusers.models.modeling_utils", "Attention backends are an experimental feature"):
+        yield
+
+
+@contextlib.contextmanager
+def quiet_wan_vae_clip_output() -> Iterator[None]:
+    """Wan 2.2's VAE config, as diffusers' converter wrote it in July 2025, carries ``clip_output``, which diffusers
+    took out of ``AutoencoderKLWan`` days later (#12041): building it logs that the key is ignored, which it is."""
+    with _dropping("diffusers.configuration_utils", "{'clip_output': False} were passed to AutoencoderKLWan"):
         yield
 
 

@@ -258,6 +258,62 @@ def test_wan_traces_a_video_with_two_transformer_calls_per_step() -> None:
     assert negative_embeds <= _peaks(guided)["transformer"] - _peaks(unguided)["transformer"] < step_activations / 2
 
 
+def _tiny_wan_with(tmp_path: Path, **index: object) -> str:
+    """The tiny WanPipeline folder with model_index.json's ``index`` keys set (Wan 2.2's pipeline arguments)."""
+    folder = tmp_path / "tiny-wan"
+    shutil.copytree(TINY_WAN, folder)
+    data = json.loads((folder / "model_index.json").read_text())
+    (folder / "model_index.json").write_text(json.dumps({**data, **index}))
+    return str(folder)
+
+
+def test_wan22_ti2v_embeds_a_timestep_per_latent_patch(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """``expand_timesteps`` (Wan 2.2 TI2V): the transformer gets a timestep per latent patch and embeds each, so its
+    step holds at least the token-wise modulation (seq_len x 6 x inner_dim, bf16) that one timestep per video does
+    not; the encoder and the decode are unchanged. The VAE config's ``clip_output`` (Wan 2.2's, which diffusers no
+    longer takes) is ignored without a message."""
+    plain = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
+    folder = _tiny_wan_with(tmp_path, expand_timesteps=True)
+    vae_config = Path(folder) / "vae" / "config.json"
+    vae_config.write_text(json.dumps({**json.loads(vae_config.read_text()), "clip_output": False}))
+    capfd.readouterr()
+    expanded = simulate(folder, num_frames=5, guidance_scale=1.0, **_WAN)
+    assert "clip_output" not in capfd.readouterr().err
+    config = json.loads((Path(TINY_WAN) / "transformer" / "config.json").read_text())
+    inner_dim = config["num_attention_heads"] * config["attention_head_dim"]
+    seq_len = 2 * (64 // 8 // 2) ** 2  # (5 - 1) / 4 + 1 latent frames of 8 x 8, in 2 x 2 patches
+    grown = {name: _peaks(expanded)[name] - peak for name, peak in _peaks(plain).items()}
+    assert grown["transformer"] >= seq_len * 6 * inner_dim * 2
+    assert grown["text_encoder"] == grown["vae"] == 0
+
+
+def test_wan22_a14b_loads_both_experts_and_runs_the_second_below_the_boundary(tmp_path: Path) -> None:
+    """Wan 2.2 A14B: ``transformer_2`` is loaded beside ``transformer`` (its weights and buffers resident through the
+    whole call) and runs below ``boundary_ratio`` (the second of two steps here); under model offload only the
+    running expert is on the device, and the second step, run by ``transformer_2``, is the one-expert run's."""
+    folder = _tiny_wan_with(tmp_path, transformer_2=["diffusers", "WanTransformer3DModel"], boundary_ratio=0.875)
+    shutil.copytree(Path(folder) / "transformer", Path(folder) / "transformer_2")
+    one = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, **_WAN)
+    two = simulate(folder, num_frames=5, guidance_scale=1.0, **_WAN)
+    assert {c.name: c.phase for c in two.components} == {
+        "text_encoder": "encode_prompt",
+        "transformer": "denoise",
+        "transformer_2": "denoise",
+        "vae": "decode",
+    }
+    weights = {c.name: c.weights_bytes for c in two.components}
+    assert weights["transformer_2"] == weights["transformer"] > 0
+    resident = weights["transformer_2"] + two.breakdown["buffers"] - one.breakdown["buffers"]
+    grown = {name: _peaks(two)[name] - peak for name, peak in _peaks(one).items()}
+    assert grown == {"text_encoder": resident, "transformer": grown["transformer"], "vae": resident}
+    assert _peaks(two)["transformer_2"] - _peaks(one)["transformer"] == resident
+    assert "wan_experts" in {a.name for a in two.assumptions}
+    one_offloaded = simulate(TINY_WAN, num_frames=5, guidance_scale=1.0, offload="model", **_WAN)
+    offloaded = simulate(folder, num_frames=5, guidance_scale=1.0, offload="model", **_WAN)
+    assert _peaks(offloaded)["transformer_2"] == _peaks(one_offloaded)["transformer"]
+    assert offloaded.peak_bytes == one_offloaded.peak_bytes
+
+
 def test_num_frames_is_for_video_pipelines() -> None:
     with pytest.raises(ConfigError, match="num_frames is a video pipeline's argument"):
         simulate(TINY_SD3, num_frames=9, **_RUN)

@@ -27,7 +27,7 @@ def eager_attention(spec: PipelineSpec, config: SimulationConfig) -> bool:
     return True
 
 
-def set_eager_attention(spec: PipelineSpec, denoiser: Any, vae: Any) -> None:
+def set_eager_attention(spec: PipelineSpec, denoisers: list[Any], vae: Any) -> None:
     """Attention with its scores materialised, besides the text encoders' own eager attention: diffusers' classic
     ``AttnProcessor`` (``baddbmm``, softmax, ``bmm``) in place of ``AttnProcessor2_0`` (UNets, PixArt, the VAEs),
     as ``set_attn_processor(AttnProcessor())`` sets it; where the processors go through diffusers' dispatcher
@@ -37,14 +37,14 @@ def set_eager_attention(spec: PipelineSpec, denoiser: Any, vae: Any) -> None:
 
     from vramsim.workload.quiet import quiet_attention_backend
 
-    for model in (denoiser, vae):
+    for model in (*denoisers, vae):
         processors = list(getattr(model, "attn_processors", {}).values())
         if processors and all(type(p).__name__ == "AttnProcessor2_0" for p in processors):
             model.set_attn_processor(AttnProcessor())
         elif processors and all(hasattr(p, "_attention_backend") for p in processors):
             with quiet_attention_backend():
                 model.set_attention_backend("_native_math")
-        elif processors or model is denoiser:
+        elif processors or model is not vae:
             kinds = ", ".join(sorted({type(p).__name__ for p in processors})) or "its own attention"
             raise UnsupportedError(
                 f"{spec.class_name}: attn_implementation='eager' is not modelled for {type(model).__name__} "

@@ -10,6 +10,7 @@ import torch
 
 from vramsim.errors import ConfigError, ModelNotFoundError, UnsupportedError, first_line
 from vramsim.workload.diffusion.spec import PipelineSpec
+from vramsim.workload.quiet import quiet_wan_vae_clip_output
 
 __all__ = ["diffusers_model", "has_scheduler_config", "load_scheduler", "replaced_vae", "vae_config", "vae_scale"]
 
@@ -23,7 +24,7 @@ def diffusers_model(spec: PipelineSpec, name: str, device: str, dtype: torch.dty
     if library != "diffusers" or cls is None:
         raise UnsupportedError(f"{spec.class_name}'s {name} is {library}.{class_name}, which vramsim does not build")
     try:
-        with torch.device(device):
+        with torch.device(device), quiet_wan_vae_clip_output():
             model = cls.from_config(cls.load_config(spec.component(name)))
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise ModelNotFoundError(f"{spec.component(name)} cannot be built as {class_name}", quoted=first_line(exc)) from exc

@@ -19,6 +19,7 @@ COMPONENT_PHASES = {
     "text_encoder_3": "encode_prompt",
     "unet": "denoise",
     "transformer": "denoise",
+    "transformer_2": "denoise",
     "vae": "decode",
 }
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""

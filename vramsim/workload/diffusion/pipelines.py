@@ -114,7 +114,8 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
             modules[name] = build_model(
                 load_config(spec.component(name)), device=device, dtype=dtype, attn_implementation=config.attn_implementation
             ).eval()
-    modules[spec.denoiser] = diffusers_model(spec, spec.denoiser, device, dtype)
+    for name in spec.denoisers:
+        modules[name] = diffusers_model(spec, name, device, dtype)
     if config.quantization is not None:
         quantize_components(spec, modules, config, device, dtype)
     elif config.quantized_components is not None:
@@ -127,7 +128,7 @@ def _components(spec: PipelineSpec, config: SimulationConfig, device: str) -> di
         else replaced_vae(spec, config.vae, device, vae_dtype)
     )
     if eager:
-        set_eager_attention(spec, modules[spec.denoiser], vae)
+        set_eager_attention(spec, [modules[name] for name in spec.denoisers], vae)
     if config.attention_processor is not None:
         set_attention_processors(spec, {**modules, "vae": vae}, config.attention_processor)
     if config.attention_slicing is not None:

@@ -42,7 +42,7 @@ def _quantized(spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: 
 
     if config.quantized_components is None:
         encoders = () if torchao else (T5EncoderModel, UMT5EncoderModel)
-        return [name for name, module in modules.items() if name == spec.denoiser or isinstance(module, encoders)]
+        return [name for name, module in modules.items() if name in spec.denoisers or isinstance(module, encoders)]
     given = [name.strip() for name in config.quantized_components.split(",")]
     unknown = [name for name in given if name not in modules]
     if unknown:

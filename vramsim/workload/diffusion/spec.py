@@ -44,6 +44,12 @@ class PipelineSpec:
         """The denoising component's folder: ``transformer`` (DiT pipelines such as FLUX) or ``unet``."""
         return "transformer" if self.has("transformer") else "unet"
 
+    @property
+    def denoisers(self) -> tuple[str, ...]:
+        """The denoiser and, where the pipeline has one, its second expert (Wan 2.2 A14B's ``transformer_2``, which
+        denoises below ``boundary_ratio``): each is built, quantized and hooked as the denoiser is."""
+        return (self.denoiser, "transformer_2") if self.has("transformer_2") else (self.denoiser,)
+
     def max_tokens(self, tokenizer: str) -> int:
         """The tokenizer's ``model_max_length``: every prompt is padded to it (``padding="max_length"``)."""
         data = json.loads((self.folder / tokenizer / "tokenizer_config.json").read_text())

@@ -7,7 +7,8 @@ with zeros after its real tokens; the latents are fp32, ``(num_frames - 1) / 4 +
 ``height / 8 x width / 8``, and ``__call__`` keeps an fp32 mask of the same shape; guidance runs the
 transformer twice per step, on the prompt and on the negative prompt (no doubled batch); the latents
 are de-normalized with the VAE's per-channel mean and std and decoded by the causal 3D VAE, which
-decodes frame by frame through its own feature cache.
+decodes frame by frame through its own feature cache. Wan 2.2 TI2V (``expand_timesteps`` in model_index.json) gives
+the transformer a timestep per latent patch, which it embeds token by token, and decodes with its 16x VAE.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def wan_notes(step: Generation) -> list[Assumption]:
         if step.run.guidance_scale > 1
         else "no guidance: one transformer call per step"
     )
-    return [
+    notes = [
         Assumption(
             name="wan_video",
             detail=f"{step.run.num_frames} frames at {step.run.height}x{step.run.width}; UMT5 over "
@@ -68,6 +69,17 @@ def wan_notes(step: Generation) -> list[Assumption]:
             "(WAN_VAE_DTYPE: Wan's model card loads it so), so the latents are cast to it for the decode",
         ),
     ]
+    boundary = _boundary_timestep(step)
+    if boundary is not None:
+        notes.append(
+            Assumption(
+                name="wan_experts",
+                detail=f"two experts, both loaded: transformer denoises at timesteps >= {boundary:g} "
+                "(boundary_ratio x num_train_timesteps), transformer_2 below, under the same guidance "
+                "(guidance_scale_2 unset); the first step below the boundary is traced after the first steps",
+            )
+        )
+    return notes
 
 
 def _t5_embeds(step: Generation, program: Program) -> torch.Tensor:
@@ -99,7 +111,8 @@ def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]
 
 def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
     """``prepare_latents`` (fp32), ``__call__``'s fp32 mask, the transformer on the prompt and on the negative prompt per
-    traced step, the guidance combination, the scheduler's step."""
+    traced step (Wan 2.2 A14B: the high-noise expert from ``boundary_ratio`` x ``num_train_timesteps`` up, the
+    low-noise ``transformer_2`` below, each under the same guidance), the guidance combination, the scheduler's step."""
     transformer: Any = program.modules["transformer"]
     vae_config: Any = program.modules["vae"].config
     prompt_embeds = embeds["encoder_hidden_states"]
@@ -124,11 +137,13 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     mask = torch.ones(latents.shape, dtype=torch.float32, device=device)
     scheduler.set_begin_index(0)
     guided = step.run.guidance_scale > 1
-    step.use("transformer")
-    for t in scheduler.timesteps[: step.steps_traced]:
+    for t in _traced_timesteps(step, scheduler.timesteps):
+        name = _expert(step, t)
+        current: Any = program.modules[name]
+        step.use(name)
         latent_model_input = latents.to(dtype)
-        timestep = t.expand(latents.shape[0]).to(device)
-        noise_pred = transformer(
+        timestep = _timestep(step, t, mask, latents.shape[0]).to(device)
+        noise_pred = current(
             hidden_states=latent_model_input,
             timestep=timestep,
             encoder_hidden_states=prompt_embeds,
@@ -136,7 +151,7 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
             return_dict=False,
         )[0]
         if guided:
-            noise_uncond = transformer(
+            noise_uncond = current(
                 hidden_states=latent_model_input,
                 timestep=timestep,
                 encoder_hidden_states=embeds["negative_prompt_embeds"],
@@ -147,6 +162,41 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
         latents = scheduler.step(noise_pred, t, latents, return_dict=False)[0]
     embeds["mask"] = mask  # a __call__ local: alive through the decode
     return latents
+
+
+def _boundary_timestep(step: Generation) -> float | None:
+    """Where Wan 2.2 A14B hands over to its low-noise expert: ``boundary_ratio`` x ``num_train_timesteps``; None
+    without a ``boundary_ratio`` (one transformer throughout)."""
+    ratio = step.spec.index.get("boundary_ratio")
+    return None if ratio is None else float(ratio) * int(step.scheduler.config.num_train_timesteps)
+
+
+def _expert(step: Generation, t: torch.Tensor) -> str:
+    """The transformer that denoises at ``t``: ``transformer`` at and above the boundary, ``transformer_2`` below."""
+    boundary = _boundary_timestep(step)
+    return "transformer" if boundary is None or t >= boundary else "transformer_2"
+
+
+def _traced_timesteps(step: Generation, timesteps: torch.Tensor) -> list[torch.Tensor]:
+    """The steps traced and, with two experts, the first step below the boundary too (the hand-over, where
+    ``transformer_2`` first runs), if the traced steps do not reach it."""
+    traced = list(timesteps[: step.steps_traced])
+    boundary = _boundary_timestep(step)
+    if boundary is None:
+        return traced
+    below = [t for t in timesteps if t < boundary]
+    if below and all(t >= boundary for t in traced):
+        traced.append(below[0])
+    return traced
+
+
+def _timestep(step: Generation, t: torch.Tensor, mask: torch.Tensor, batch: int) -> torch.Tensor:
+    """The transformer's timestep: one per video, or, where model_index.json sets ``expand_timesteps`` (Wan 2.2
+    TI2V), one per latent patch (``mask[0][0][:, ::2, ::2] * t`` flattened, batch x seq_len), which the transformer
+    embeds token by token."""
+    if not step.spec.index.get("expand_timesteps"):
+        return t.expand(batch)
+    return (mask[0][0][:, ::2, ::2] * t).flatten().unsqueeze(0).expand(batch, -1)
 
 
 def decode(step: Generation, program: Program, latents: torch.Tensor) -> torch.Tensor:

@@ -45,7 +45,7 @@ class WeightHooks:
 def apply_weight_hooks(
     spec: PipelineSpec, modules: dict[str, torch.nn.Module], config: SimulationConfig, *, device: str, dtype: torch.dtype
 ) -> WeightHooks | None:
-    """``layerwise_casting`` on the denoiser and ``group_offload`` on every component, with diffusers' hooks."""
+    """``layerwise_casting`` on the denoisers and ``group_offload`` on every component, with diffusers' hooks."""
     if config.layerwise_casting is None and config.group_offload is None:
         return None
     if device not in ("meta", "cpu"):
@@ -54,8 +54,9 @@ def apply_weight_hooks(
     for module in modules.values():
         _named_around(module, hooks, inner=True)
     if config.layerwise_casting is not None:
-        denoiser: Any = modules[spec.denoiser]
-        denoiser.enable_layerwise_casting(storage_dtype=LAYERWISE_STORAGE[config.layerwise_casting], compute_dtype=dtype)
+        for name in spec.denoisers:
+            denoiser: Any = modules[name]
+            denoiser.enable_layerwise_casting(storage_dtype=LAYERWISE_STORAGE[config.layerwise_casting], compute_dtype=dtype)
     if config.group_offload is not None:
         _group_offload(modules, config.group_offload, hooks)
     for module in modules.values():
