@@ -24,10 +24,11 @@ from typing import Any
 
 import networkx as nx
 
+from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import op_node, saved_edges, storage_nodes
 from vramsim.tracer.records import Trace
 
-__all__ = ["SIZE_FIELDS", "Resized", "SizeFit", "quantities", "structure"]
+__all__ = ["SIZE_FIELDS", "Resized", "SizeFit", "block_sources", "quantities", "structure"]
 
 SIZE_FIELDS = frozenset({"nbytes", "shape", "flops"})
 """The record fields that are sizes (a shape counts by its dimensions); every other field is structure."""
@@ -61,6 +62,19 @@ def quantities(trace: Trace) -> list[int]:
     values.extend(hold.nbytes for hold in trace.holds)
     values.extend(op.flops for op in trace.ops)
     return values
+
+
+def block_sources(timeline: Timeline, values: Sequence[int], storages: int) -> list[int] | None:
+    """Each of ``timeline``'s blocks' index in ``values`` (a point's ``quantities``, whose first ``storages`` are the
+    storages' bytes): a traced storage's own, a recomputed or fetched copy's the storage it copies; ``None`` where a
+    block's bytes are not that storage's at this point (a block of no storage, a copy of a saved tensor's bytes)."""
+    sources = []
+    for key, block in enumerate(timeline.blocks):
+        sid = key if key < storages else block.copy_of
+        if sid is None or sid >= storages or block.nbytes != values[sid]:
+            return None
+        sources.append(sid)
+    return sources
 
 
 class SizeFit:
@@ -116,6 +130,8 @@ class Resized:
         self._holds = [attrs for _, _, attrs in saved_edges(graph)]
         self._ops = [graph.nodes[op_node(op.index)] for op in trace.ops]
         self._ranks = [len(storage.shape) for storage in trace.storages]
+        self.storages = len(trace.storages)
+        """Storages of the structure: the first quantities of a point are their bytes."""
 
     def write(self, values: list[int]) -> nx.MultiDiGraph:
         """The graph with ``values`` (a point's ``quantities``) as its sizes."""
