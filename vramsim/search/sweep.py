@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
+
+import numpy as np
 
 from vramsim.analysis.whatifs import Analysis, Outcome
 from vramsim.cache import ResultCache, cached_answer, request_key
@@ -202,7 +204,7 @@ class _DeviceGrid:
         total = len(answers)
         with collector_paused():  # each point's graph and timeline beside every trace: nothing to collect
             for done, (point, answer) in enumerate(sorted(answers.items()), start=1):
-                values = answer.fit.evaluate(*point) if isinstance(answer, _Derived) else None
+                values = answer.fit.distinct(*point) if isinstance(answer, _Derived) else None
                 if isinstance(answer, _Derived) and values is None:  # a size that is no whole number: no proof here
                     retrace.append(point)
                     continue
@@ -338,18 +340,19 @@ class _DeviceGrid:
         self.traces += sum(not isinstance(outcome, Failed) for outcome in (self._traced[p] for p in wanted))
 
     def _figures(self, point: Point, answer: Trace | Failed | _Derived, values: list[int] | None) -> list[SweepPoint]:
-        """The point's figures for each checkpointing choice and GPU count: the first point of its structure
-        analysed whole, the others replayed on that point's what-if timeline with their own sizes where the
-        what-if places every event by the graph's clocks alone (``Analysis.replays_resized``)."""
+        """The point's figures for each checkpointing choice and GPU count (``values``: a derived point's
+        ``SizeFit.distinct``): the first point of its structure analysed whole, the others replayed on that point's
+        what-if timeline with their own sizes where the what-if places every event by the graph's clocks alone
+        (``Analysis.replays_resized``)."""
         b, s = point
         combos = list(product(self._axes["checkpointing"], self._axes["gpus"]))
         if isinstance(answer, Failed):
             return [_failed(point, self._options["device"], spec, world, answer.reason) for spec, world in combos]
         how: Answer = "derived" if isinstance(answer, _Derived) else "traced"
         if isinstance(answer, _Derived):
-            resized, sizes = answer.resized, values or []
+            resized, sizes, fit = answer.resized, values or [], answer.fit
         else:
-            resized, sizes = self._resized(self._structure(point), answer), quantities(answer)
+            resized, sizes, fit = self._resized(self._structure(point), answer), quantities(answer), None
         written = False
         target = self._target
         rows = []
@@ -359,16 +362,17 @@ class _DeviceGrid:
             replay = self._replays.get((resized, spec, world))
             if replay is not None:
                 analysis = Analysis(resized.graph, target, config)
-                memory = analysis.replay_resized(replay.timeline, replay.nbytes(sizes))
+                memory = analysis.replay_resized(replay.timeline, replay.nbytes(sizes, fit))
             else:
+                every = sizes if fit is None else fit.expand(sizes)
                 if not written:
-                    resized.write(sizes)
+                    resized.write(every)
                     written = True
                 analysis = Analysis(resized.graph, target, config)
                 outcome = analysis.run(plan)
                 memory = outcome.memory
                 if (resized, spec, world) not in self._replays:
-                    self._replays[resized, spec, world] = _Replay.of(analysis, plan, outcome, sizes, resized.storages)
+                    self._replays[resized, spec, world] = _Replay.of(analysis, plan, outcome, every, resized.storages)
             rows.append(
                 SweepPoint(
                     batch_size=b,
@@ -394,6 +398,8 @@ class _Replay:
 
     timeline: Timeline
     sources: list[int]
+    by_fit: dict[SizeFit, np.ndarray] = field(default_factory=dict)
+    """``sources`` among each fit's distinct values (``SizeFit.distinct_of``)."""
 
     @staticmethod
     def of(analysis: Analysis, plan: CheckpointPlan, outcome: Outcome, values: list[int], storages: int) -> _Replay | None:
@@ -403,9 +409,16 @@ class _Replay:
         sources = block_sources(outcome.timeline, values, storages)
         return None if sources is None else _Replay(outcome.timeline, sources)
 
-    def nbytes(self, values: list[int]) -> list[int]:
-        """Each block's bytes at the point of ``values`` (its ``quantities``)."""
-        return [values[sid] for sid in self.sources]
+    def nbytes(self, values: list[int], fit: SizeFit | None) -> list[int]:
+        """Each block's bytes at the point of ``values``: its ``quantities``, or (``fit``) the fit's distinct values
+        there, picked all at once (exact integers: an array of Python ints)."""
+        if fit is None:
+            picked = np.asarray(self.sources)
+        elif fit in self.by_fit:
+            picked = self.by_fit[fit]
+        else:
+            picked = self.by_fit[fit] = np.asarray(fit.distinct_of(self.sources))
+        return np.asarray(values, dtype=object)[picked].tolist()
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,20 @@ class SizeFit:
 
     def evaluate(self, b: int, s: int) -> list[int] | None:
         """The quantities at ``(b, s)``; ``None`` where one is not a whole number of 0 or more."""
+        values = self.distinct(b, s)
+        return None if values is None else self.expand(values)
+
+    def expand(self, values: list[int]) -> list[int]:
+        """Every quantity from ``distinct``'s values."""
+        return [values[i] for i in self._index]
+
+    def distinct_of(self, quantities: Sequence[int]) -> list[int]:
+        """Where each of the ``quantities`` (indices into a point's) is among ``distinct``'s values."""
+        return [self._index[i] for i in quantities]
+
+    def distinct(self, b: int, s: int) -> list[int] | None:
+        """The values at ``(b, s)`` of the distinct polynomials, quantities equal on every node of the grid
+        sharing one (``expand`` gives every quantity); ``None`` where one is not a whole number of 0 or more."""
         weights = [wb * ws for wb, ws in product(_lagrange(self.batches, b), _lagrange(self.seqs, s))]
         scale = lcm(*(weight.denominator for weight in weights))
         numerators = [weight.numerator * (scale // weight.denominator) for weight in weights]
@@ -99,7 +113,7 @@ class SizeFit:
             if total % scale or total < 0:
                 return None
             values.append(total // scale)
-        return [values[i] for i in self._index]
+        return values
 
     def predicts(self, b: int, s: int, traced: list[int]) -> bool:
         """Whether the polynomials give ``traced`` (a further trace's quantities) to the byte."""
