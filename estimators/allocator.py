@@ -44,7 +44,7 @@ Not modelled (their defaults are assumed): ``max_split_size_mb`` (unlimited),
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -219,6 +219,8 @@ class CachingAllocator:
             return self._replay_calls(events, sizes, allocated, reserved)
         live, small, large = self._live, self._small, self._large
         event, total, peak, peak_event = self._event, self._allocated, self._peak_allocated, self._peak_allocated_event
+        held = self._reserved
+        push_allocated, push_reserved = allocated.append, reserved.append
         try:
             for index, (key, is_alloc) in enumerate(events):
                 event += 1
@@ -231,23 +233,30 @@ class CachingAllocator:
                     else:
                         size = -(-nbytes // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE if nbytes > MIN_BLOCK_SIZE else MIN_BLOCK_SIZE
                         pool = small if size <= SMALL_SIZE else large
-                        keys = pool.free_keys
+                        keys, free = pool.free_keys, pool.free
                         found = bisect_left(keys, size * KEY_STRIDE)
                         if found < len(keys):
-                            block = pool.free.pop(keys.pop(found))
+                            block = free.pop(keys.pop(found))
                         else:
                             self._event = event
                             fresh = self._uncached(pool, size)
                             if fresh is None:
                                 return index
-                            block = fresh
+                            block, held = fresh, self._reserved
                         rest = block.size - size
-                        if rest >= MIN_BLOCK_SIZE if pool.small else rest > SMALL_SIZE:
-                            insert_free(cut(block, size, mapped=True))
+                        if rest >= MIN_BLOCK_SIZE if pool.small else rest > SMALL_SIZE:  # cut, the rest cached
+                            after = Block(block.ptr + size, rest, pool, block.segment)
+                            after.prev, after.next = block, block.next
+                            if block.next is not None:
+                                block.next.prev = after
+                            block.next, block.size = after, size
+                            cached = rest * KEY_STRIDE + after.ptr
+                            insort(keys, cached)
+                            free[cached] = after
                         block.allocated = True
                         live[key] = block
-                        sizes[key] = block.size
-                        total += block.size
+                        sizes[key] = size = block.size
+                        total += size
                         if total > peak:
                             peak, peak_event = total, event
                 else:
@@ -255,17 +264,33 @@ class CachingAllocator:
                         freed = live.pop(key)
                     except KeyError:
                         raise ConfigError(f"event {event}: free of storage key {key}, which is not allocated") from None
-                    if freed is not None:
+                    if freed is not None:  # merged with its free neighbours (all mapped), then cached
                         freed.allocated = False
                         total -= freed.size
+                        pool = freed.pool
+                        keys, free = pool.free_keys, pool.free
                         before, after = freed.prev, freed.next
                         if before is not None and not before.allocated:
-                            merge(freed, before)
+                            cached = before.size * KEY_STRIDE + before.ptr
+                            del keys[bisect_left(keys, cached)]
+                            del free[cached]
+                            freed.ptr, freed.prev = before.ptr, before.prev
+                            if before.prev is not None:
+                                before.prev.next = freed
+                            freed.size += before.size
                         if after is not None and not after.allocated:
-                            merge(freed, after)
-                        insert_free(freed)
-                allocated.append(total)
-                reserved.append(self._reserved)
+                            cached = after.size * KEY_STRIDE + after.ptr
+                            del keys[bisect_left(keys, cached)]
+                            del free[cached]
+                            freed.next = after.next
+                            if after.next is not None:
+                                after.next.prev = freed
+                            freed.size += after.size
+                        cached = freed.size * KEY_STRIDE + freed.ptr
+                        insort(keys, cached)
+                        free[cached] = freed
+                push_allocated(total)
+                push_reserved(held)
         finally:
             self._event, self._allocated, self._peak_allocated, self._peak_allocated_event = event, total, peak, peak_event
         return None

@@ -68,14 +68,16 @@ def liveness(
     *,
     overhead_bytes: int = 0,
     cache_releases: frozenset[int] = frozenset(),
+    nbytes: list[int] | None = None,
 ) -> Liveness:
     """Replay ``timeline`` (through ``allocator`` on a GPU), resetting peaks where the last step begins.
 
     ``overhead_bytes`` are allocated once what existed before tracing is in place, as the
     cuBLAS workspace is at the first matmul, before any activation. The allocator empties its
-    cache right before each event in ``cache_releases`` (``torch.cuda.empty_cache()``).
+    cache right before each event in ``cache_releases`` (``torch.cuda.empty_cache()``). ``nbytes``: each
+    block's bytes by key, in place of the blocks' own (a sweep's point of a timeline already derived).
     """
-    sizes = [block.nbytes for block in timeline.blocks]
+    sizes = _sizes(timeline, nbytes)
     allocated: list[int] = []
     reserved: list[int] = []
     last_step_first = timeline.steps[-1][0] if timeline.steps else 0
@@ -103,6 +105,15 @@ def liveness(
     )
 
 
+def _sizes(timeline: Timeline, nbytes: list[int] | None) -> list[int]:
+    """Each block's bytes by key, a list of its own (the replay writes each allocation's block bytes into it)."""
+    if nbytes is None:
+        return [block.nbytes for block in timeline.blocks]
+    if len(nbytes) != len(timeline.blocks):
+        raise ValueError(f"{len(nbytes)} sizes for a timeline of {len(timeline.blocks)} blocks")
+    return list(nbytes)
+
+
 def _stretches(timeline: Timeline, last_step_first: int, cache_releases: frozenset[int]) -> list[tuple[int, int]]:
     """``(first, last)``: the event ranges between the moments a replay does something besides the events (the
     overheads allocated, the peaks reset, the cache emptied), each range starting at one of them."""
@@ -111,13 +122,18 @@ def _stretches(timeline: Timeline, last_step_first: int, cache_releases: frozens
 
 
 def replay_under_limit(
-    timeline: Timeline, allocator: CachingAllocator, *, overhead_bytes: int = 0, cache_releases: frozenset[int] = frozenset()
+    timeline: Timeline,
+    allocator: CachingAllocator,
+    *,
+    overhead_bytes: int = 0,
+    cache_releases: frozenset[int] = frozenset(),
+    nbytes: list[int] | None = None,
 ) -> int | None:
     """Replay ``timeline`` through ``allocator`` (given a memory limit) until an allocation fails even
     after the cache is emptied (``num_alloc_retries`` counts those retries); the failing event's index,
-    or ``None`` when the whole timeline runs. ``cache_releases``: as in ``liveness``; as there, peaks restart
-    where the last step begins."""
-    sizes = [block.nbytes for block in timeline.blocks]
+    or ``None`` when the whole timeline runs. ``cache_releases`` and ``nbytes``: as in ``liveness``; as there,
+    peaks restart where the last step begins."""
+    sizes = _sizes(timeline, nbytes)
     last_step_first = timeline.steps[-1][0] if timeline.steps else 0
     counters: list[int] = []
     for first, last in _stretches(timeline, last_step_first, cache_releases):

@@ -56,6 +56,7 @@ def device_memory(
     empty_cache_steps: int | None = None,
     module_loading: ModuleLoading = "lazy",
     managed_bytes: int = 0,
+    nbytes: list[int] | None = None,
 ) -> DeviceMemory:
     """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
@@ -66,24 +67,27 @@ def device_memory(
     ``torch_empty_cache_steps``, the cache emptied before backward in the steps whose index (the
     Trainer's ``global_step``, 0 for the first traced step) is a multiple of N. ``managed_bytes``: managed memory
     resident on the device besides the timeline (which holds none of it), added to the device figure only; the
-    driver pages it out before the allocator runs short, so the limited replay leaves it out."""
+    driver pages it out before the allocator runs short, so the limited replay leaves it out. ``nbytes``: each
+    block's bytes, in place of the blocks' own (``liveness``)."""
     first, last = timeline.steps[-1]
     if target.profile.vendor == "cpu":
-        live = liveness(timeline)
+        live = liveness(timeline, nbytes=nbytes)
         peak, index = live.peak(first, last)
         return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak, overheads=[])
     overheads = overheads_for(target.profile, world_size=world_size, training=training, module_loading=module_loading)
     added = totals(overheads)
     platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
     releases = cache_releases(timeline, empty_cache_steps)
-    _, live = allocator_replay(timeline, target, expandable_segments, empty_cache_steps, added.allocated)
+    _, live = allocator_replay(timeline, target, expandable_segments, empty_cache_steps, added.allocated, nbytes=nbytes)
     peak, index = live.peak(first, last)
     reserved = live.peak_reserved_bytes + (added.reserved - added.allocated)
     device = reserved + (added.device - added.reserved)
     pressure = None
     if usable_bytes is not None and device > usable_bytes:
         limit = usable_bytes - (added.device - added.allocated)
-        pressure = _pressure(timeline, live, limit, platform, expandable_segments, added.allocated, releases, (reserved, device))
+        pressure = _pressure(
+            timeline, live, limit, platform, expandable_segments, added.allocated, releases, (reserved, device), nbytes
+        )
         if pressure.oom_at is None and pressure.reserved_bytes is not None:
             reserved = pressure.reserved_bytes + (added.reserved - added.allocated)
             device = reserved + (added.device - added.reserved)
@@ -107,13 +111,15 @@ def allocator_replay(
     overhead_bytes: int,
     *,
     record: bool = False,
+    nbytes: list[int] | None = None,
 ) -> tuple[CachingAllocator, Liveness]:
     """``timeline`` through the caching allocator of a GPU ``target``, without a limit: the replay the figures
-    come from (``record``: keeping the allocator's history, ``vramsim/analysis/memory_history.py``)."""
+    come from (``record``: keeping the allocator's history, ``vramsim/analysis/memory_history.py``; ``nbytes``:
+    as ``liveness`` takes it)."""
     platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments), record=record)
     releases = cache_releases(timeline, empty_cache_steps)
-    return allocator, liveness(timeline, allocator, overhead_bytes=overhead_bytes, cache_releases=releases)
+    return allocator, liveness(timeline, allocator, overhead_bytes=overhead_bytes, cache_releases=releases, nbytes=nbytes)
 
 
 def cache_releases(timeline: Timeline, empty_cache_steps: int | None) -> frozenset[int]:
@@ -130,6 +136,7 @@ def _pressure(
     overhead_bytes: int,
     releases: frozenset[int],
     unlimited: tuple[int, int],
+    nbytes: list[int] | None,
 ) -> AllocatorPressure:
     """The timeline replayed within ``limit`` allocated bytes: the allocator's retries, its reserved peak
     over the last step, where it runs out, and, without expandable segments, the retries it would make
@@ -139,7 +146,7 @@ def _pressure(
         limited = CachingAllocator(
             AllocatorConfig(platform=platform, expandable_segments=expandable, memory_limit_bytes=max(limit, 1))
         )
-        failed = replay_under_limit(timeline, limited, overhead_bytes=overhead_bytes, cache_releases=releases)
+        failed = replay_under_limit(timeline, limited, overhead_bytes=overhead_bytes, cache_releases=releases, nbytes=nbytes)
         stats = limited.stats()
         return stats.alloc_retries, stats.peak_reserved_bytes, None if failed is None else _failing(timeline, failed)
 

@@ -185,13 +185,39 @@ class Analysis:
         timeline = outcome.timeline if sharded is None else sharded.timeline
         return Outcome(outcome, self._replay(timeline), timeline, sharded, exchange_bytes=exchange)
 
+    def replays_resized(self, plan: CheckpointPlan) -> bool:
+        """Whether ``plan``'s outcome is its what-if's timeline replayed as it is, every block the bytes of a traced
+        storage (one of the trace's, or a recomputed copy of one) and every event placed by the graph's clocks
+        alone: so that another point of the same structure is that timeline replayed with its own storages' bytes
+        (``replay_resized``). Not where a stage reads sizes to decide: ``auto`` (which fits), activation
+        offloading (its smallest offloaded tensor), sharding, pipeline stages, rings, exchanges, a device map,
+        managed memory; nor under ``offload``, whose copies are a saved tensor's bytes."""
+        config = self._config
+        kind = "none" if config.compile else plan.kind
+        return (
+            kind not in ("auto", "offload")
+            and not config.activation_offloading
+            and not config.sharding.active
+            and not config.pipeline_parallel.active
+            and config.cp == 1
+            and self._timeline is None
+            and self._routed is None
+            and self._placement is None
+            and not self._managed
+        )
+
+    def replay_resized(self, timeline: Timeline, nbytes: list[int]) -> DeviceMemory:
+        """``timeline``, an outcome's (``replays_resized``) at another point of this structure, replayed with
+        ``nbytes`` as its blocks' bytes: the device memory this point's own ``run`` would give."""
+        return self._replay(timeline, nbytes)
+
     @property
     def usable_bytes(self) -> int | None:
         """The capacity less the headroom, what the device figure must stay within; ``None`` for the cpu."""
         capacity = self._target.profile.memory_bytes
         return None if capacity is None else int(capacity * (1 - self._config.headroom))
 
-    def _replay(self, timeline: Timeline) -> DeviceMemory:
+    def _replay(self, timeline: Timeline, nbytes: list[int] | None = None) -> DeviceMemory:
         return device_memory(
             timeline,
             self._target,
@@ -202,6 +228,7 @@ class Analysis:
             empty_cache_steps=self._config.torch_empty_cache_steps,
             module_loading=self._config.cuda_module_loading,
             managed_bytes=self._managed_bytes,
+            nbytes=nbytes,
         )
 
     def _pipeline(self, outcome: WhatIf) -> Outcome:

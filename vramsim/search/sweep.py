@@ -24,19 +24,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
-from vramsim.analysis.whatifs import Analysis
+import numpy as np
+
+from vramsim.analysis.whatifs import Analysis, Outcome
 from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.checkpointing_plan import parse_checkpointing
+from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
+from vramsim.estimators.timeline import Timeline
 from vramsim.results.sweep import Answer, Sweep, SweepPoint
 from vramsim.search.sweep_grid import MAX_POINTS, axis_values
-from vramsim.search.sweep_sizes import Resized, SizeFit, quantities, structure
+from vramsim.search.sweep_sizes import Resized, SizeFit, block_sources, quantities, structure
 from vramsim.search.sweep_workers import Backend, Failed, TraceTask, run_traces
 from vramsim.tracer.collector import collector_paused
 from vramsim.tracer.graph import build_graph
@@ -187,6 +190,10 @@ class _DeviceGrid:
         self._shapes: dict[Point, tuple[Any, ...]] = {}
         self._proven: list[tuple[tuple[Any, ...], _Derived]] = []
         """Each proven fit, by the structure it sizes."""
+        self._replays: dict[tuple[Resized, str, int], _Replay | None] = {}
+        """Each structure's what-if timeline per checkpointing choice and GPU count, from its first point analysed
+        (``None``: each point is analysed whole)."""
+        self._target = resolve_target(options["device"])
         self.traces = 0
 
     def answer(self) -> list[SweepPoint]:
@@ -197,7 +204,7 @@ class _DeviceGrid:
         total = len(answers)
         with collector_paused():  # each point's graph and timeline beside every trace: nothing to collect
             for done, (point, answer) in enumerate(sorted(answers.items()), start=1):
-                values = answer.fit.evaluate(*point) if isinstance(answer, _Derived) else None
+                values = answer.fit.distinct(*point) if isinstance(answer, _Derived) else None
                 if isinstance(answer, _Derived) and values is None:  # a size that is no whole number: no proof here
                     retrace.append(point)
                     continue
@@ -333,22 +340,39 @@ class _DeviceGrid:
         self.traces += sum(not isinstance(outcome, Failed) for outcome in (self._traced[p] for p in wanted))
 
     def _figures(self, point: Point, answer: Trace | Failed | _Derived, values: list[int] | None) -> list[SweepPoint]:
-        """The point's figures for each checkpointing choice and GPU count."""
+        """The point's figures for each checkpointing choice and GPU count (``values``: a derived point's
+        ``SizeFit.distinct``): the first point of its structure analysed whole, the others replayed on that point's
+        what-if timeline with their own sizes where the what-if places every event by the graph's clocks alone
+        (``Analysis.replays_resized``)."""
         b, s = point
         combos = list(product(self._axes["checkpointing"], self._axes["gpus"]))
         if isinstance(answer, Failed):
             return [_failed(point, self._options["device"], spec, world, answer.reason) for spec, world in combos]
         how: Answer = "derived" if isinstance(answer, _Derived) else "traced"
         if isinstance(answer, _Derived):
-            graph = answer.resized.write(values or [])
+            resized, sizes, fit = answer.resized, values or [], answer.fit
         else:
-            graph = self._resized(self._structure(point), answer).write(quantities(answer))
-        target = resolve_target(self._options["device"])
+            resized, sizes, fit = self._resized(self._structure(point), answer), quantities(answer), None
+        written = False
+        target = self._target
         rows = []
         for spec, world in combos:
             config = SimulationConfig.from_options(**self._options, batch_size=b, seq_len=s, checkpointing=spec, gpus=world)
-            analysis = Analysis(graph, target, config)
-            memory = analysis.run(parse_checkpointing(config.checkpointing)).memory
+            plan = parse_checkpointing(config.checkpointing)
+            replay = self._replays.get((resized, spec, world))
+            if replay is not None:
+                analysis = Analysis(resized.graph, target, config)
+                memory = analysis.replay_resized(replay.timeline, replay.nbytes(sizes, fit))
+            else:
+                every = sizes if fit is None else fit.expand(sizes)
+                if not written:
+                    resized.write(every)
+                    written = True
+                analysis = Analysis(resized.graph, target, config)
+                outcome = analysis.run(plan)
+                memory = outcome.memory
+                if (resized, spec, world) not in self._replays:
+                    self._replays[resized, spec, world] = _Replay.of(analysis, plan, outcome, every, resized.storages)
             rows.append(
                 SweepPoint(
                     batch_size=b,
@@ -365,6 +389,36 @@ class _DeviceGrid:
                 )
             )
         return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _Replay:
+    """A structure's what-if timeline under one checkpointing choice: another point's is the same events over
+    blocks of that point's storages' bytes (``sources``: each block's storage, as ``block_sources``)."""
+
+    timeline: Timeline
+    sources: list[int]
+    by_fit: dict[SizeFit, np.ndarray] = field(default_factory=dict)
+    """``sources`` among each fit's distinct values (``SizeFit.distinct_of``)."""
+
+    @staticmethod
+    def of(analysis: Analysis, plan: CheckpointPlan, outcome: Outcome, values: list[int], storages: int) -> _Replay | None:
+        """The outcome's timeline, where ``analysis.replays_resized(plan)`` and every block is a storage's bytes."""
+        if not analysis.replays_resized(plan):
+            return None
+        sources = block_sources(outcome.timeline, values, storages)
+        return None if sources is None else _Replay(outcome.timeline, sources)
+
+    def nbytes(self, values: list[int], fit: SizeFit | None) -> list[int]:
+        """Each block's bytes at the point of ``values``: its ``quantities``, or (``fit``) the fit's distinct values
+        there, picked all at once (exact integers: an array of Python ints)."""
+        if fit is None:
+            picked = np.asarray(self.sources)
+        elif fit in self.by_fit:
+            picked = self.by_fit[fit]
+        else:
+            picked = self.by_fit[fit] = np.asarray(fit.distinct_of(self.sources))
+        return np.asarray(values, dtype=object)[picked].tolist()
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,11 @@ from typing import Any
 
 import networkx as nx
 
+from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import op_node, saved_edges, storage_nodes
 from vramsim.tracer.records import Trace
 
-__all__ = ["SIZE_FIELDS", "Resized", "SizeFit", "quantities", "structure"]
+__all__ = ["SIZE_FIELDS", "Resized", "SizeFit", "block_sources", "quantities", "structure"]
 
 SIZE_FIELDS = frozenset({"nbytes", "shape", "flops"})
 """The record fields that are sizes (a shape counts by its dimensions); every other field is structure."""
@@ -63,6 +64,19 @@ def quantities(trace: Trace) -> list[int]:
     return values
 
 
+def block_sources(timeline: Timeline, values: Sequence[int], storages: int) -> list[int] | None:
+    """Each of ``timeline``'s blocks' index in ``values`` (a point's ``quantities``, whose first ``storages`` are the
+    storages' bytes): a traced storage's own, a recomputed or fetched copy's the storage it copies; ``None`` where a
+    block's bytes are not that storage's at this point (a block of no storage, a copy of a saved tensor's bytes)."""
+    sources = []
+    for key, block in enumerate(timeline.blocks):
+        sid = key if key < storages else block.copy_of
+        if sid is None or sid >= storages or block.nbytes != values[sid]:
+            return None
+        sources.append(sid)
+    return sources
+
+
 class SizeFit:
     """Each quantity's polynomial in ``(b, s)`` through the traces of the grid ``batches x seqs``."""
 
@@ -76,6 +90,20 @@ class SizeFit:
 
     def evaluate(self, b: int, s: int) -> list[int] | None:
         """The quantities at ``(b, s)``; ``None`` where one is not a whole number of 0 or more."""
+        values = self.distinct(b, s)
+        return None if values is None else self.expand(values)
+
+    def expand(self, values: list[int]) -> list[int]:
+        """Every quantity from ``distinct``'s values."""
+        return [values[i] for i in self._index]
+
+    def distinct_of(self, quantities: Sequence[int]) -> list[int]:
+        """Where each of the ``quantities`` (indices into a point's) is among ``distinct``'s values."""
+        return [self._index[i] for i in quantities]
+
+    def distinct(self, b: int, s: int) -> list[int] | None:
+        """The values at ``(b, s)`` of the distinct polynomials, quantities equal on every node of the grid
+        sharing one (``expand`` gives every quantity); ``None`` where one is not a whole number of 0 or more."""
         weights = [wb * ws for wb, ws in product(_lagrange(self.batches, b), _lagrange(self.seqs, s))]
         scale = lcm(*(weight.denominator for weight in weights))
         numerators = [weight.numerator * (scale // weight.denominator) for weight in weights]
@@ -85,7 +113,7 @@ class SizeFit:
             if total % scale or total < 0:
                 return None
             values.append(total // scale)
-        return [values[i] for i in self._index]
+        return values
 
     def predicts(self, b: int, s: int, traced: list[int]) -> bool:
         """Whether the polynomials give ``traced`` (a further trace's quantities) to the byte."""
@@ -116,6 +144,8 @@ class Resized:
         self._holds = [attrs for _, _, attrs in saved_edges(graph)]
         self._ops = [graph.nodes[op_node(op.index)] for op in trace.ops]
         self._ranks = [len(storage.shape) for storage in trace.storages]
+        self.storages = len(trace.storages)
+        """Storages of the structure: the first quantities of a point are their bytes."""
 
     def write(self, values: list[int]) -> nx.MultiDiGraph:
         """The graph with ``values`` (a point's ``quantities``) as its sizes."""
