@@ -245,14 +245,14 @@ class CachingAllocator:
                             block, held = fresh, self._reserved
                         rest = block.size - size
                         if rest >= MIN_BLOCK_SIZE if pool.small else rest > SMALL_SIZE:  # cut, the rest cached
-                            after = Block(block.ptr + size, rest, pool, block.segment)
-                            after.prev, after.next = block, block.next
+                            tail = Block(block.ptr + size, rest, pool, block.segment)
+                            tail.prev, tail.next = block, block.next
                             if block.next is not None:
-                                block.next.prev = after
-                            block.next, block.size = after, size
-                            cached = rest * KEY_STRIDE + after.ptr
+                                block.next.prev = tail
+                            block.next, block.size = tail, size
+                            cached = rest * KEY_STRIDE + tail.ptr
                             insort(keys, cached)
-                            free[cached] = after
+                            free[cached] = tail
                         block.allocated = True
                         live[key] = block
                         sizes[key] = size = block.size
