@@ -157,6 +157,7 @@ Measured with lazy module loading (CUDA >= 11.7), right after the context is cre
 
 CUDA_CONTEXT_BYTES_EAGER_LOADING: dict[Architecture, int] = {
     "volta": 1343 * _MiB,
+    "turing": (1035 - 158) * _MiB,
     "ampere": 1687 * _MiB,
 }
 """The bare context with eager module loading (``CUDA_MODULE_LOADING=EAGER``, and every CUDA before 11.7),
@@ -168,8 +169,9 @@ known only where someone measured it.
 - ampere: 1687 MiB on a GeForce RTX 3090 (GA102, sm86), torch 1.8.2+cu111, as nvidia-smi's use after
   ``torch.Tensor(1).cuda()`` (pytorch/pytorch#55277, a table of GPU memory per GPU and build); no A100 (sm80)
   figure was found, so the sm86 one stands for the architecture.
-- turing: none found (a published reading after a one-element tensor on a Turing GPU with CUDA before 11.7 or
-  ``CUDA_MODULE_LOADING=EAGER``); it is refused in one line.
+- turing: 877 MiB on a GeForce RTX 2080 Ti (TU102, sm75), torch 1.6.0+cu101, from nvidia-smi's 1035 MiB after
+  ``torch.randn(64, 16, 200, 200).to("cuda:0")`` (pytorch/pytorch#49877) less that tensor's segment: 163,840,000 B
+  rounded up to the allocator's 2 MiB step for large blocks, 158 MiB. The only Turing reading found; no T4 figure.
 
 The kernels a step then loads (cuBLAS at its first matmul) are assumed to be ``CUDA_KERNELS_LOADED_BYTES``, as
 with lazy loading; eager loading loads whole libraries, so that part is a lower bound.

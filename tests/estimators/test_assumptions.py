@@ -99,7 +99,17 @@ def test_eager_module_loading_on_ampere_is_the_published_rtx_3090_reading() -> N
     assert eager - cuda_context_bytes(a100, training=False) == (1687 - 400) * MiB
 
 
-@pytest.mark.parametrize("name", ["h100", "rtx-4090", "t4", "mi300x"])
+def test_eager_module_loading_on_turing_is_the_published_rtx_2080_ti_reading() -> None:
+    """pytorch/pytorch#49877: 1035 MiB on nvidia-smi holding one 163,840,000 B tensor, torch 1.6.0+cu101 (eager) on an
+    RTX 2080 Ti; the tensor's block is 79 of the allocator's 2 MiB steps."""
+    t4 = get_device("t4")
+    segment = -(-163_840_000 // (2 * MiB)) * 2 * MiB
+    eager = cuda_context_bytes(t4, training=True, module_loading="eager")
+    assert eager == 1035 * MiB - segment + CUDA_KERNELS_LOADED_BYTES["training"]
+    assert eager - cuda_context_bytes(t4, training=True) == 1035 * MiB - segment - 300 * MiB
+
+
+@pytest.mark.parametrize("name", ["h100", "rtx-4090", "mi300x"])
 def test_eager_module_loading_is_refused_where_no_one_measured_it(name: str) -> None:
     with pytest.raises(ConfigError, match=r"eager module loading for architecture .* is what is missing|ROCm"):
         overheads_for(get_device(name), module_loading="eager")
