@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.autograd.graph import register_multi_grad_hook
 from torch.distributed._tools.mod_tracker import ModTracker
-from torch.nn.modules.module import register_module_forward_hook
+from torch.nn.modules import module as torch_module
 from torch.utils._pytree import tree_leaves
 
 from .categories import Phase
@@ -55,7 +55,7 @@ class ModuleScope:
         self._tracker.register_user_hooks(self._pre_forward, self._post_forward)
         self._tracker.__enter__()
         hook = _outside_compiled_code(self._leave_backward_by_keyword)
-        self._patches.callback(register_module_forward_hook(hook, with_kwargs=True).remove)
+        self._patches.callback(_remove_global_hook, torch_module.register_module_forward_hook(hook, with_kwargs=True))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -111,6 +111,13 @@ class ModuleScope:
 
 def _needs_grad(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+def _remove_global_hook(handle: torch.utils.hooks.RemovableHandle) -> None:
+    """Removes a global forward hook registered ``with_kwargs``: torch's handle forgets the hook but keeps its
+    ``with_kwargs`` flag, which ``_has_any_global_hook`` then counts (dynamo warns on every later compile)."""
+    handle.remove()
+    torch_module._global_forward_hooks_with_kwargs.pop(handle.id, None)
 
 
 def _outside_compiled_code(hook: Callable[..., None]) -> Callable[..., None]:

@@ -30,6 +30,7 @@ def test_a_simulation_leaves_every_patched_attribute_as_it_found_it() -> None:
     vramsim.simulate(config, task="train", seq_len=8, device="h100", mixed_precision="bf16", checkpointing="full")
     assert _originals() == before
     assert patches.leftovers() == []
+    assert not torch.nn.modules.module._has_any_global_hook()  # torch's handle alone leaves a with_kwargs flag
 
 
 def test_a_patch_is_found_while_applied_and_undone_on_error() -> None:
