@@ -126,8 +126,18 @@ def _outside_compiled_code(hook: Callable[..., None]) -> Callable[..., None]:
     so ops inside compiled graphs are the compiled module's caller's."""
 
     @functools.wraps(hook)
-    def outside(*args: Any) -> None:
-        if not torch.compiler.is_compiling():
-            hook(*args)
+    def outside(module: torch.nn.Module, *args: Any) -> None:
+        if not torch.compiler.is_compiling() and not _calls_a_function(module):
+            hook(module, *args)
 
     return outside
+
+
+def _calls_a_function(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a function made a module by the ``kernels`` package (``use_kernel_forward_from_hub`` on
+    a function, as transformers 5.25 wraps ``apply_rotary_pos_emb``): one instance shared by every layer calling it,
+    which calls the caller's private copy, of the same class, inside itself, so ModTracker would see one name enter
+    twice and lose count. It is a function's call, not a module of the model: its ops are the caller's, as they were
+    before the wrapping."""
+    kind = type(module)
+    return kind.__qualname__.endswith("<locals>.Func") and kind.forward.__module__.startswith("kernels.")
