@@ -85,6 +85,7 @@ CHECKPOINT_RECOMPUTE = Patch("checkpoint_recompute", "torch.utils.checkpoint", "
 FLASH_INSTALLED = Patch("flash_installed", "transformers.modeling_utils", "_flash_attn_import_error", owner="PreTrainedModel")
 FLASH_IMPORTS = Patch("flash_imports", "transformers.modeling_flash_attention_utils", "lazy_import_flash_attention", by_name=True)
 FLASH_TARGET_DTYPE = Patch("flash_target_dtype", "transformers.integrations.flash_attention", "get_target_dtype", by_name=True)
+FLASH_KERNELS_FALLBACK = Patch("flash_kernels_fallback", "transformers.modeling_utils", "is_kernels_available")
 FUSED_DEVICES = Patch("fused_devices", "torch.utils._foreach_utils", "_get_fused_kernels_supported_devices", by_name=True)
 FOREACH_DEVICE = Patch("foreach_device", "torch.utils._foreach_utils", "_device_has_foreach_support", by_name=True)
 FP8_LINEAR = Patch("fp8_linear", "transformers.integrations.finegrained_fp8", "fp8_linear")
@@ -199,8 +200,13 @@ def flash_attn_installed(
     ``flash_attn_func`` and ``flash_attn_varlen_func``; the rest of its flash path (transposes,
     casts, unpadding) runs as it is. ``get_target_dtype``, which casts float32 queries to the
     autocast dtype, asks ``torch.is_autocast_enabled`` about the tensors' device: for meta
-    tensors it asks ``autocast_dtype``, the emulated autocast, instead."""
+    tensors it asks ``autocast_dtype``, the emulated autocast, instead. Where flash-attn is not
+    installed and the ``kernels`` package is, transformers 5.25 takes a Hub kernel instead
+    (``kernels-community/flash-attn2``, ``_check_and_adjust_attn_implementation``): the stand-ins
+    are flash-attn's own, so that fallback is off."""
     stack = contextlib.ExitStack()
+    if FLASH_KERNELS_FALLBACK.exists():
+        stack.enter_context(FLASH_KERNELS_FALLBACK.applied(lambda original: _no_kernels))
     stack.enter_context(FLASH_INSTALLED.applied(lambda original: _installed))
     stack.enter_context(FLASH_IMPORTS.applied(lambda original: functools.partial(_stand_in_imports, functions)))
     stack.enter_context(FLASH_TARGET_DTYPE.applied(lambda original: functools.partial(_target_dtype, original, autocast_dtype)))
@@ -221,6 +227,10 @@ def _target_dtype(
     if hasattr(module.config, "_is_quantized"):
         return module.config.dtype
     return next(layer for layer in module.modules() if isinstance(layer, torch.nn.Linear)).weight.dtype
+
+
+def _no_kernels() -> bool:
+    return False
 
 
 def _installed(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -98,7 +98,9 @@ def quiet_optional_libraries() -> None:
     (0.42) logs that it cannot import tensor classes torchao 0.18 no longer has (for loading torchao
     checkpoints, which vramsim never loads); bitsandbytes (0.50), on a CPU with AVX512-BF16, logs that it
     cannot fetch its optional ``kernels`` package for CPU 4-bit matmuls (it falls back to its own; vramsim
-    runs none on the host it plans for). Dropped for the process, each by its text."""
+    runs none on the host it plans for), and where ``kernels`` is installed (transformers 5.25 requires it)
+    and the Hub is offline, ``kernels`` logs that it skips that kernel's publisher check first. Dropped for
+    the process, each by its text."""
     logging.getLogger("torchao").setLevel(logging.ERROR)
     logging.getLogger("torch.utils._pytree").addFilter(
         _DropMessage("is an Enum subclass and is now natively supported by torch.compile")
@@ -108,6 +110,9 @@ def quiet_optional_libraries() -> None:
     )
     logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(
         _DropMessage("Failed to load CPU gemm_4bit_forward from kernels-community")
+    )
+    logging.getLogger("kernels._internals.hf_hub").addFilter(
+        _DropMessage("Skipping publisher trust check for 'kernels-community/quantization-bitsandbytes'")
     )
 
 
