@@ -51,6 +51,7 @@ from vramsim.estimators.sharding.plan import ZeroSettings
 from vramsim.results.report import Report
 from vramsim.results.strategy import SCHEMES, Candidate, Refusal, RuledOut, Setting, StrategySearch
 from vramsim.search.bounds import FloorBound, TracedBound
+from vramsim.search.recompute_floor import RecomputeFloor, step_ops
 from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, layer_shape, settings
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
@@ -259,6 +260,8 @@ class StrategySearcher:
         first, while settings of that degree pass (four what-ifs each, so not every trace: the context-parallel
         layouts are bounded by their degree's program)."""
         self.refused: list[Refusal] = []
+        self.floors: dict[tuple[int, int, int], RecomputeFloor | None] = {}
+        """Each reference's floor of a recompute share on the layouts its context parallelism divides."""
         self.model_name = model_name(model)
         if progress is not None and not self._reused((1, 1, 1)):
             progress(f"tracing {self.model_name} on one GPU (trace 1), for every data-parallel setting and the bound")
@@ -410,34 +413,31 @@ class StrategySearcher:
         ``first:F`` does. Let F* be the most full layers whose recompute, with the bubble, is within the incumbent's
         share: if ``first:F*+selective:(L - F*)`` fits under neither policy, auto's F exceeds F*, so its share, and
         its key, exceed the incumbent's, and it is not measured. A plan a traced reference bounds above the usable
-        memory (``TracedBound.plan_bytes``) fits under no policy: its what-if is not run."""
+        memory (``TracedBound.plan_bytes``) fits under no policy: its what-if is not run. On a layout not traced yet,
+        a floor of the recompute (``RecomputeFloor``) and those bounds may settle it without its trace."""
         if setting.checkpointing != "auto" or incumbent is None:
             return True
+        budget, bubble = incumbent.key[1], self._bubble(setting)
+        if round(bubble, 9) > budget:  # even recomputing nothing costs more
+            return False
+        if setting.trace_key not in self.traces and self._auto_floored_out(setting, budget, bubble):
+            return False
         traced = self._traced(setting.trace_key, f"{_described(setting)} on {setting.gpus} GPU(s), checkpointing auto")
         if traced is None:
             return True  # measured as auto, where the refusal is noted
-        budget, bubble = incumbent.key[1], self._bubble(setting)
         layers = 1 + max(unit.index for unit in traced.graph.graph["units"])  # as auto counts them
 
         def within(full: int) -> bool:
-            plan = CheckpointPlan("full") if full == layers else first_layers(full)
-            flops = self._cost(traced, plan).recomputed_flops if full else 0
+            flops = self._cost(traced, _full_layers(full, layers)).recomputed_flops if full else 0
             return round(flops / max(traced.step_flops, 1) + bubble, 9) <= budget
 
-        if not within(0):
-            return False
         most = _most(within, layers) if within(1) else 0  # one full layer over the budget: no binary search
         if most == layers:
             return True
         config = SimulationConfig.from_options(**self.base, **setting.options())
         analysis = Analysis(traced.graph, self.target, config, routed=traced.routed)
-        for torchtitan in (False, True):
-            plan = (
-                first_layers(most, layers - most, torchtitan=torchtitan)
-                if most
-                else CheckpointPlan("selective", torchtitan=torchtitan)
-            )
-            if not self._plan_may_fit(setting, plan, traced.graph):  # its bound above the usable memory: no what-if
+        for plan in _auto_plans(most, layers):
+            if not self._plan_may_fit(setting, plan, _managed(traced.graph)):  # bounded above the usable memory
                 continue
             try:
                 if analysis.fits(analysis.run(plan).memory):
@@ -446,11 +446,42 @@ class StrategySearcher:
                 return True  # measured as auto, where the refusal is noted
         return False
 
-    def _plan_may_fit(self, setting: Setting, plan: CheckpointPlan, graph: nx.MultiDiGraph) -> bool:
-        """Whether ``setting`` under ``plan`` may fit (``Analysis.fits``) on its rank program ``graph``: no traced
-        reference bounds it above the usable memory, less the managed memory (paged optimizer states) the device
-        figure counts and ``Analysis.fits`` does not."""
-        managed = sum(graph.nodes[("storage", sid)]["nbytes"] for sid in graph.graph.get("managed", ()))
+    def _auto_floored_out(self, setting: Setting, budget: float, bubble: float) -> bool:
+        """Whether ``auto`` on ``setting``, whose layout is not traced, costs more than ``budget``: ``_auto_may_win``'s
+        argument with a floor of each ``first:F`` share (``RecomputeFloor``, off a traced reference of the same tp
+        whose context parallelism divides the setting's), so F* is at least the layout's own, and the references'
+        bounds of ``first:F*+selective:(L - F*)`` above the usable memory under both policies. False where no
+        reference gives a floor (one needs a dense decoder whose attention ran as SDPA) or the bounds do not settle it."""
+        tp, ep, cp = setting.trace_key
+        if ep > 1 or self.shape.top_k:
+            return False
+        keys = [k for k, t in self.traces.items() if t is not None and k[0] == tp and k[1] == 1 and cp % k[2] == 0]
+        if not keys:
+            return False
+        key = max(keys, key=lambda k: k[2])
+        reference = self.traces[key]
+        assert reference is not None
+        if key not in self.floors:
+            self.floors[key] = RecomputeFloor.of(reference.graph, cp=key[2], tokens=self.config.seq_len // key[2])
+        floor = self.floors[key]
+        if floor is None:
+            return False
+        layers = 1 + max(unit.index for unit in reference.graph.graph["units"])
+
+        def within(full: int) -> bool:
+            flops = self._cost(reference, _full_layers(full, layers)).recomputed_flops if full else 0
+            return round(float(floor.share(flops, full, cp)) + bubble, 9) <= budget
+
+        most = _most(within, layers) if within(1) else 0
+        if most == layers:
+            return False
+        managed = _managed(reference.graph)  # the same tp's weights, so the same paged states
+        return not any(self._plan_may_fit(setting, plan, managed) for plan in _auto_plans(most, layers))
+
+    def _plan_may_fit(self, setting: Setting, plan: CheckpointPlan, managed: int) -> bool:
+        """Whether ``setting`` under ``plan`` may fit (``Analysis.fits``): no traced reference bounds it above the
+        usable memory, less the ``managed`` memory (paged optimizer states) the device figure counts and
+        ``Analysis.fits`` does not."""
         bounds = (reference.plan_bytes(setting, self.bound, plan) for reference in self.references)
         return all(bound is None or bound - managed <= self.usable for bound in bounds)
 
@@ -568,9 +599,7 @@ class StrategySearcher:
         config = SimulationConfig.from_options(**self.base, tp=tp, ep=ep, cp=cp)
         program, specs, trace = build_and_trace(self.model, config, self.target, checkpointing="marked")
         graph = build_graph(trace)
-        stepped = [data for node, data in graph.nodes(data=True) if node[0] == "op" and data["phase"] in ("forward", "backward")]
-        last_step = max((data["step"] for data in stepped), default=0)
-        ops = [data for data in stepped if data["step"] == last_step]  # one step's, as a what-if's recompute cost is
+        ops = [data for _, data in step_ops(graph)]  # one step's, as a what-if's recompute cost is
         traced = self.traces[key] = _Traced(
             graph=graph,
             program=program,
@@ -583,6 +612,26 @@ class StrategySearcher:
         if self.shared is not None:
             self.shared.traces[self.alike, key] = traced
         return program
+
+
+def _full_layers(full: int, layers: int) -> CheckpointPlan:
+    """``first:full``, or ``full`` when that is every layer."""
+    return CheckpointPlan("full") if full == layers else first_layers(full)
+
+
+def _auto_plans(full: int, layers: int) -> Iterator[CheckpointPlan]:
+    """``first:full+selective:(layers - full)`` under each selective policy (``selective`` when ``full`` is 0)."""
+    for torchtitan in (False, True):
+        yield (
+            first_layers(full, layers - full, torchtitan=torchtitan)
+            if full
+            else CheckpointPlan("selective", torchtitan=torchtitan)
+        )
+
+
+def _managed(graph: nx.MultiDiGraph) -> int:
+    """Bytes of the program's managed (paged) storages."""
+    return sum(graph.nodes[("storage", sid)]["nbytes"] for sid in graph.graph.get("managed", ()))
 
 
 def _most(ok: Callable[[int], bool], high: int) -> int:
