@@ -37,14 +37,16 @@ def _budget(config: transformers.PretrainedConfig, **options: object):  # type: 
     return serve(config, device="h100", max_model_len=1024, enforce_eager=True, **options)
 
 
-def test_the_sort_based_sampler_holds_ten_more_bytes_per_logit() -> None:
-    """Until 0.16 top-k/top-p sort the float32 logits: at their peak the sorted values (4 B), int64 indices (8 B),
-    both masks (1 B each) and the cumulative softmax (4 B) are live beside the bf16 and float32 logits (2 + 4 B);
-    the Triton path's peak is the logits, the softmax and its noise (2 + 4 + 4 + 4 B): 10 B more per logit."""
+def test_the_sort_based_sampler_holds_twenty_four_more_bytes_per_logit() -> None:
+    """Until 0.16 top-k/top-p sort the float32 logits: the peak is inside the sort, where its outputs, the sorted values
+    (4 B) and int64 indices (8 B), and its scratch, int64 reverse indices (8 B) and cub's alternate keys and values
+    (4 + 8 B), are live beside the bf16 and float32 logits (2 + 4 B); the Triton path's peak is the logits, the
+    softmax and its noise (2 + 4 + 4 + 4 B): 24 B more per logit, within 1% (the whole run's allocator replay, whose
+    unsplit remainders count in ``max_memory_allocated``, gives 23.9 B here)."""
     sort = _budget(tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.10")
     triton = _budget(tiny_serving_llama_config(), max_num_batched_tokens=TOKENS, max_num_seqs=SEQS, vllm_version="0.19")
     extra = sort.activation_peak_bytes - triton.activation_peak_bytes
-    assert extra == pytest.approx(10 * SEQS * VOCAB, rel=1e-3)
+    assert extra == pytest.approx(24 * SEQS * VOCAB, rel=1e-2)
 
 
 def test_the_warm_up_samples_max_num_seqs_rows_of_float32_logits() -> None:
@@ -114,5 +116,5 @@ def test_the_docs_gpt_oss_120b_rows_stay_true() -> None:
     )
     gib = 2**30
     assert round(report.weights_bytes / gib, 2) == 60.77
-    assert round(report.activation_peak_bytes / gib, 2) == 4.68
-    assert round(report.kv_cache_bytes / gib, 2) == 9.78
+    assert round(report.activation_peak_bytes / gib, 2) == 7.36
+    assert round(report.kv_cache_bytes / gib, 2) == 7.10

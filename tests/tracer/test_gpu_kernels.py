@@ -1,5 +1,5 @@
 """Scratch buffers CUDA kernels allocate inside one op: cuDNN and memory-efficient attention backward,
-embedding backward."""
+embedding backward, sort."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import torch
 
 from vramsim.config import SimulationConfig
 from vramsim.estimators.devices import DEVICES
-from vramsim.tracer.kernels.gpu_kernels import efficient_backward_workspace, embedding_backward_workspace, matmul_operand_copies
+from vramsim.tracer.kernels.gpu_kernels import (
+    GpuWorkspaces,
+    efficient_backward_workspace,
+    embedding_backward_workspace,
+    matmul_operand_copies,
+    sort_workspace,
+)
 from vramsim.workload.build import build_program
 from vramsim.workload.targets import resolve_target
 from vramsim.workload.tracing import trace_program
@@ -160,3 +166,48 @@ def test_every_nvidia_target_has_a_shared_memory_size() -> None:
     for profile in DEVICES.values():
         if profile.vendor == "nvidia":
             assert efficient_backward_workspace(args, profile.compute_capability) > 0
+
+
+def _up(nbytes: int, multiple: int) -> int:
+    return -(-nbytes // multiple) * multiple
+
+
+def _segmented_sort_bytes(n: int, key_bytes: int) -> int:
+    """SortStable.cu ``segmented_sort_pairs``: int64 ``reverse_indices``, then cub's temp storage: a third keys and
+    a third int64 values buffer, each aligned to 256 B, plus 255 B (``AliasTemporaries``); each block in 512 B."""
+    cub_temp = _up(n * key_bytes, 256) + _up(n * 8, 256) + 255
+    return _up(n * 8, 512) + _up(cub_temp, 512)
+
+
+def test_sort_of_the_sampler_logits_allocates_twenty_bytes_per_element() -> None:
+    """1,024 rows of 128,256 float32 logits: 8 B of reverse indices, 4 + 8 B of cub's alternate keys and values."""
+    scores = torch.empty(1024, 128256, device="meta")
+    n = scores.numel()
+    assert sort_workspace((scores, -1, False), {}) == _segmented_sort_bytes(n, 4) == 20 * n + 512
+
+
+def test_sort_workspace_aligns_each_cub_buffer() -> None:
+    """200 rows of 5,001 halves: neither buffer is a multiple of 256 B."""
+    keys = torch.empty(200, 5001, device="meta", dtype=torch.float16)
+    assert sort_workspace((keys,), {}) == _segmented_sort_bytes(200 * 5001, 2) == 18_004_992
+
+
+def test_sort_of_up_to_4096_elements_is_in_place_after_an_arange() -> None:
+    """Sort.h: up to 4096 elements sort in shared memory; only ``fillSliceWithIndex``'s int64 ``arange`` is allocated."""
+    assert sort_workspace((torch.empty(1024, 4096, device="meta"),), {}) == 4096 * 8
+    assert sort_workspace((torch.empty(1024, 4097, device="meta"),), {}) == _segmented_sort_bytes(1024 * 4097, 4)
+    assert sort_workspace((torch.empty((), device="meta"),), {}) == 0
+
+
+def test_sort_workspace_reads_the_stable_overload_and_skips_paths_not_modelled() -> None:
+    """``sort.stable`` takes ``dim`` as a keyword; a sorted dim of stride 1 is sorted where it lies, one of another
+    stride is copied first (not counted); under 128 segments and a single segment take paths not counted; ROCm's
+    sort is not modelled."""
+    stable, h100 = torch.ops.aten.sort.stable, GpuWorkspaces((9, 0))
+    rows = torch.empty(256, 8192, device="meta")
+    assert h100(stable, (rows,), {"stable": True, "dim": -1}) == [_segmented_sort_bytes(256 * 8192, 4)]
+    assert h100(stable, (rows.t(),), {"stable": True, "dim": 0}) == [_segmented_sort_bytes(256 * 8192, 4)]  # stride 1
+    assert h100(stable, (torch.empty(8192, 256, device="meta"),), {"stable": True, "dim": 0}) == []
+    assert h100(torch.ops.aten.sort.default, (rows[:127],), {}) == []
+    assert h100(torch.ops.aten.sort.default, (rows[0],), {}) == []
+    assert GpuWorkspaces((9, 0), rocm=True)(stable, (rows,), {"stable": True}) == []

@@ -21,6 +21,7 @@ __all__ = [
     "foreach_norm_workspace",
     "gpu_rms_norm",
     "matmul_operand_copies",
+    "sort_workspace",
 ]
 
 _FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
@@ -29,6 +30,8 @@ _EFFICIENT_BACKWARD = torch.ops.aten._scaled_dot_product_efficient_attention_bac
 _EMBEDDING_BACKWARD = torch.ops.aten.embedding_dense_backward.default
 _MM = torch.ops.aten.mm.default
 _ADDMM = torch.ops.aten.addmm.default
+_SORT = torch.ops.aten.sort.default
+_SORT_STABLE = torch.ops.aten.sort.stable
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -268,10 +271,56 @@ def foreach_norm_workspace(args: tuple[Any, ...]) -> int:
     return sum(_round_up(max(n, 1), 512) for n in (len(tensors) * chunks * math, 320 * math, tensors[0].element_size()))
 
 
+_SMALL_SORT_MAX = 4096
+"""Sort.h ``should_use_small_sort``: a sorted dim of up to 4096 elements is sorted in place in shared memory
+(Sort.cu ``sortKeyValueInplace``) after Sort.cpp ``fillSliceWithIndex`` fills the indices from an ``arange``."""
+_FULL_SORT_MAX_SEGMENTS = 128
+"""SortStable.cu ``do_launch_stable_sort_kernel``: fewer segments take ``segmented_sort_pairs_by_full_sort``."""
+_LARGE_SEGMENT = 1_000_000
+"""SortStable.cu: a segment this long, or a single one, takes ``segmented_sort_large_segments``."""
+_INT_MAX = 2**31 - 1
+"""SortStable.cu sorts at most ``INT_MAX`` elements (whole segments) per chunk; each chunk's buffers are freed
+before the next."""
+_CUB_ALIGN = 256
+"""cub ``AliasTemporaries``: each temporary is aligned to 256 B, and 255 B of slack are added to the blob."""
+_INDEX_BYTES = 8
+"""``aten.sort`` returns int64 indices; SortStable.cu's reverse indices are of the indices' type."""
+
+
+def sort_workspace(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """aten/src/ATen/native/cuda/Sort.cpp ``sort_cuda_kernel`` (PyTorch 2.x) over an input that is dense with the
+    sorted dim of stride 1 (torch sorts into ``values`` and ``indices`` directly). Up to 4096 elements: the ``arange`` of the
+    dim's int64 positions. Above, at 128 segments or more each shorter than 1,000,000 (SortStable.cu
+    ``segmented_sort_pairs``): ``reverse_indices`` (int64, one per element) and, in ATen/cuda/cub.cuh
+    ``segmented_sort_pairs``, the temp storage of cub's ``DeviceSegmentedRadixSort::SortPairs``, whose pointer
+    API (not ``DoubleBuffer``) makes ``DispatchSegmentedRadixSort::InvokePasses`` alias a third keys buffer and
+    a third values buffer (one key and one int64 per element) out of it; both live together beside the outputs,
+    two caching-allocator blocks (512-byte multiples) returned as one buffer. Not counted: the single- and
+    long-segment path and the one under 128 segments (their cub temp storage holds histograms sized by cub's
+    tuning policy), an input copied first for its layout, and ROCm's rocprim."""
+    keys = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", -1)
+    numel = keys.numel()
+    if numel == 0 or keys.dim() == 0:  # Sorting.cpp ``sort_stable_out``: a scalar is copied, its index zeroed
+        return 0
+    dim %= keys.dim()
+    nsort = keys.shape[dim]
+    if nsort <= _SMALL_SORT_MAX:
+        return nsort * _INDEX_BYTES
+    if not (non_overlapping_and_dense(keys.shape, keys.stride()) and keys.stride(dim) == 1):
+        return 0
+    n = min(numel, _INT_MAX // nsort * nsort)  # the first chunk, the largest
+    if n // nsort < _FULL_SORT_MAX_SEGMENTS or nsort >= _LARGE_SEGMENT:
+        return 0
+    reverse_indices = n * _INDEX_BYTES
+    alternates = _round_up(n * keys.element_size(), _CUB_ALIGN) + _round_up(n * _INDEX_BYTES, _CUB_ALIGN)
+    return _round_up(reverse_indices, 512) + _round_up(alternates + _CUB_ALIGN - 1, 512)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuWorkspaces:
     """``KernelRules.workspaces`` for a CUDA target; the efficient-attention kernel depends on its
-    compute capability. ROCm's efficient backward (AOTriton) is not modelled."""
+    compute capability. ROCm's efficient backward (AOTriton) and sort (rocprim) are not modelled."""
 
     compute_capability: tuple[int, int]
     rocm: bool = False
@@ -291,6 +340,9 @@ class GpuWorkspaces:
             return [nbytes] if nbytes else []
         if func is _MM or func is _ADDMM:
             nbytes = matmul_operand_copies(args)
+            return [nbytes] if nbytes else []
+        if (func is _SORT or func is _SORT_STABLE) and not self.rocm:
+            nbytes = sort_workspace(args, kwargs)
             return [nbytes] if nbytes else []
         return []
 

@@ -103,7 +103,8 @@ def _trace_notes(config: ServeConfig, notes: list[str]) -> list[Assumption]:
     """What the profile forward and the cache probes measure, and the trace's own notes."""
     release = vllm_release(config.vllm_version)
     sampler = (
-        "top-k/top-p by PyTorch's sort (sorted values, int64 indices, masks, a cumulative softmax)"
+        "top-k/top-p by PyTorch's sort (sorted values, int64 indices, masks, a cumulative softmax; on CUDA the "
+        "sort's int64 reverse indices and cub's third keys and values buffers, tracer/kernels/gpu_kernels.py)"
         if release.top_k_top_p == "sort"
         else "top-k/top-p by the Triton kernel, in place (its ~80 MiB of per-program buffers not counted)"
     )

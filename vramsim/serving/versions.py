@@ -7,7 +7,8 @@ vocab, the sampler with top-k and top-p on); attention layers get no metadata in
 changes from release to release:
 
 - how the sampler applies top-k and top-p: the PyTorch sort (``apply_top_k_top_p_pytorch``: sorted values,
-  int64 indices, masks, a softmax and its cumsum, each one row per request over the vocabulary) until the
+  int64 indices, masks, a softmax and its cumsum, each one row per request over the vocabulary, and on CUDA the
+  sort's own scratch, ``sort_workspace`` in tracer/kernels/gpu_kernels.py) until the
   Triton pivot-search kernel (vllm#33538, merged in February 2026) replaced it wherever Triton runs;
 - which token counts get CUDA graphs (``VllmConfig._set_cudagraph_sizes``): 1, 2, 4 then every 8 up to
   ``min(2 x max_num_seqs, 512)``, and from 0.11 (``max_cudagraph_capture_size``) every 16 from 256 on;
