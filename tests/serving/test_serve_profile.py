@@ -156,13 +156,18 @@ def test_the_mxfp4_moe_backend_follows_the_release_and_the_capability(
     assert mxfp4_layout(version, "nvidia", capability).backend == backend
 
 
+def test_mxfp4_with_lora_runs_on_marlin_from_0_11_1() -> None:
+    assert mxfp4_layout("0.19.0", "nvidia", (9, 0), lora=True).backend == "marlin"
+    assert mxfp4_layout("0.11.0", "nvidia", (9, 0), lora=True).backend == "triton"  # no LoRA path yet
+
+
 def test_mxfp4_below_ampere_is_refused() -> None:
     with pytest.raises(UnsupportedError, match=r"compute capability 8\.0\+"):
         mxfp4_layout("0.19.0", "nvidia", (7, 5))
 
 
 def test_the_docs_gpt_oss_120b_rows_stay_true() -> None:
-    """docs/serving.md's vramsim column for gpt-oss-120b on one H100 (vllm#33155, #23278, #27508's settings)."""
+    """docs/serving.md's vramsim column for gpt-oss-120b on one H100 on 0.11's Triton layout (vllm#33155, #27508)."""
     report = serve(
         "openai/gpt-oss-120b",
         device="h100",

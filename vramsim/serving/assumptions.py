@@ -79,7 +79,9 @@ def _quantization_notes(config: ServeConfig, target: Target) -> list[Assumption]
             )
         ]
     if config.quantization == "mxfp4":
-        layout = mxfp4_layout(config.vllm_version, target.profile.vendor, target.profile.compute_capability)
+        profile = target.profile
+        layout = mxfp4_layout(config.vllm_version, profile.vendor, profile.compute_capability, lora=config.enable_lora)
+        lora = " with LoRA" if config.enable_lora else ""
         padding = f"the intermediate size padded to {layout.intermediate_multiple}" + (
             f" and the hidden size to {layout.hidden_multiple}" if layout.hidden_multiple > 1 else ""
         )
@@ -87,7 +89,7 @@ def _quantization_notes(config: ServeConfig, target: Target) -> list[Assumption]
             Assumption(
                 name="mxfp4_weights",
                 detail=f"fused expert weights as vLLM's Mxfp4MoEMethod creates them for its {layout.backend} MoE "
-                f"backend (vramsim/serving/mxfp4.py: vLLM {config.vllm_version}'s default on this compute capability): "
+                f"backend (vramsim/serving/mxfp4.py: vLLM {config.vllm_version}'s default on this compute capability{lora}): "
                 f"uint8 blocks of two 4-bit values per byte plus a uint8 scale per 32 values, bf16 expert biases, "
                 f"{padding}; attention, router, embeddings and head in the model's dtype; a layout the kernels make "
                 "after loading (Triton's swizzle) is not counted; the profile forward runs the experts in the model's dtype",

@@ -1,15 +1,16 @@
 """Which MoE backend vLLM runs MXFP4 experts (gpt-oss) on, and how it pads the experts it creates for it.
 
-``Mxfp4MoEMethod.create_weights`` (``vllm/model_executor/layers/quantization/mxfp4.py``, 0.10.1 to 0.18; from the
-oracle's ``mxfp4_round_up_hidden_size_and_intermediate_size`` in ``vllm/model_executor/layers/fused_moe/oracle/
-mxfp4.py`` on) pads the intermediate size per partition, and on some backends the hidden size, before it allocates
+``Mxfp4MoEMethod.create_weights`` (``vllm/model_executor/layers/quantization/mxfp4.py``, 0.10.1 to 0.18; from 0.19
+the oracle's ``mxfp4_round_up_hidden_size_and_intermediate_size`` in ``vllm/model_executor/layers/fused_moe/oracle/
+mxfp4.py``) pads the intermediate size per partition, and on some backends the hidden size, before it allocates
 ``w13_weight`` / ``w2_weight``, their E8M0 scales and the bf16 ``w13_bias`` / ``w2_bias``, all at the padded
-shape; the backend is chosen from the device's compute capability (``_should_use_marlin`` in 0.10.0 and 0.10.1,
+shape; the backend is chosen from the device's compute capability (``_should_use_marlin`` in 0.10.1,
 ``get_mxfp4_backend`` from 0.10.2, ``select_mxfp4_moe_backend`` in the oracle, 0.19). Read as vLLM chooses by default
 (no ``VLLM_MXFP4_USE_MARLIN`` or FlashInfer variables, no LoRA), with FlashInfer and ``triton_kernels`` installed:
 FlashInfer is a dependency from 0.12 and ``triton_kernels`` is vendored from 0.12 (``vllm.third_party``); before
-that, vLLM's image has them (an llm-d study on ``vllm/vllm-openai:v0.11.0`` logs gpt-oss-120b's weights at 64.38
-GiB on an H100, as vllm#33155 logs them on 0.14.1's Triton backend, where Marlin's padding would hold 65.90 GiB).
+that they are taken as installed (an llm-d study on ``vllm/vllm-openai:v0.11.0`` logs gpt-oss-120b's weights at
+64.38 GiB on an H100, as vllm#33155 logs them on 0.14.1's Triton backend, where Marlin's padding would hold 65.90
+GiB); a 0.10.2 to 0.11 install without ``triton_kernels`` runs Marlin on Hopper, not modelled.
 """
 
 from __future__ import annotations
@@ -58,13 +59,18 @@ FLASHINFER_TRTLLM_MULTIPLE = 256
 intermediate and the hidden size up to 256 ("to hold non-uniform sharded tensor as well as swizzling")."""
 
 TORCH_2_8_VLLM = (0, 10, 2)
-"""The first release pinning torch 2.8 (0.10.0 to 0.10.1.1 pin torch 2.7.1): before it ``_should_use_marlin`` takes
+"""The first release pinning torch 2.8 (0.10.1 and 0.10.1.1 pin torch 2.7.1): before it ``_should_use_marlin`` takes
 Marlin on every CUDA device but SM100 (``not is_torch_equal_or_newer("2.8.0")``), Hopper included, as vllm#23278's
 H100 log shows (``marlin_utils_fp4.py``'s weight-only FP4 warning)."""
 
 TRITON_CAPABILITY_CAP_VLLM = (0, 12)
 """From 0.12 ``triton_kernels`` is taken only on ``(9, 0) <= capability < (11, 0)`` ("only confirmed to work on
 SM90 and SM100", ``get_mxfp4_backend``); 0.10.2 to 0.11 take it from major 9 up, SM120 included."""
+
+
+LORA_BACKEND_VLLM = (0, 11, 1)
+"""The first release with ``get_mxfp4_backend_with_lora`` (MXFP4 MoE with LoRA): it returns Marlin on CUDA (from
+0.12 Triton only where ``envs.VLLM_MXFP4_USE_MARLIN is False``, i.e. set to 0, so Marlin by default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +89,10 @@ _LAYOUTS = {
 }
 
 
-def mxfp4_layout(version: str, vendor: str, capability: tuple[int, int] | None) -> Mxfp4Layout:
+def mxfp4_layout(version: str, vendor: str, capability: tuple[int, int] | None, *, lora: bool = False) -> Mxfp4Layout:
     """The MXFP4 MoE backend vLLM ``version`` picks by default on a device of ``capability``: Marlin below Hopper
-    (no FP4), on Hopper before torch 2.8 (0.10.0, 0.10.1) and on SM120 outside 0.10.2 to 0.11; FlashInfer's TRT-LLM
+    (no FP4), on Hopper before torch 2.8 (0.10.1), on SM120 outside 0.10.2 to 0.11 and with ``lora`` from 0.11.1
+    (``get_mxfp4_backend_with_lora``: Triton only when ``VLLM_MXFP4_USE_MARLIN`` is set to 0); FlashInfer's TRT-LLM
     kernels on SM100 (``is_device_capability(100)``, then its family from 0.13); Triton otherwise. A ROCm device is
     counted as CUDA's Triton layout (its ``get_padding_alignment`` is not modelled)."""
     vllm_release(version)  # a bad or V0 version is refused first
@@ -96,6 +103,8 @@ def mxfp4_layout(version: str, vendor: str, capability: tuple[int, int] | None) 
             "vLLM serves MXFP4 on NVIDIA GPUs of compute capability 8.0+ (Mxfp4Config.get_min_capability) and on ROCm"
         )
     numbers = _numbers(version)
+    if lora and numbers >= LORA_BACKEND_VLLM:
+        return _LAYOUTS["marlin"]
     if capability[0] == 10 and (capability == (10, 0) or numbers[:2] >= (0, 13)):
         return _LAYOUTS["flashinfer-trtllm"]
     if capability[0] < 9 or numbers < TORCH_2_8_VLLM:

@@ -67,7 +67,8 @@ def mxfp4_options(config: ServeConfig, target: Target) -> dict[str, Mxfp4Layout]
     target's compute capability (none without ``mxfp4``)."""
     if config.quantization != "mxfp4":
         return {}
-    return {"mxfp4": mxfp4_layout(config.vllm_version, target.profile.vendor, target.profile.compute_capability)}
+    profile = target.profile
+    return {"mxfp4": mxfp4_layout(config.vllm_version, profile.vendor, profile.compute_capability, lora=config.enable_lora)}
 
 
 def profile_run(
