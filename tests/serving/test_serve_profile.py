@@ -12,6 +12,7 @@ from tiny_models import tiny_serving_llama_config
 
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.serving.budget import serve
+from vramsim.serving.mxfp4 import mxfp4_layout
 from vramsim.workload.models import load_config
 
 TOKENS, SEQS, VOCAB = 2048, 256, tiny_serving_llama_config().vocab_size
@@ -104,8 +105,71 @@ def test_gpt_oss_20b_serves_on_an_h100_with_mxfp4_experts() -> None:
     assert mxfp4.max_concurrency > 100
 
 
+def _experts_bytes(experts: int, hidden: int, inter: int, *, packed: bool) -> int:
+    """One layer's fused experts in closed form: gate_up (2 x inter rows) and down (hidden rows), each with its bias
+    of its rows; ``packed``: uint8 blocks of two values plus a uint8 scale per 32, else bf16; biases bf16."""
+    gate_up, down = experts * 2 * inter * hidden, experts * hidden * inter
+    biases = _held_bytes(2 * experts * 2 * inter) + _held_bytes(2 * experts * hidden)
+    if not packed:
+        return _held_bytes(2 * gate_up) + _held_bytes(2 * down) + biases
+    return sum(_held_bytes(n // 2) + _held_bytes(n // 32) for n in (gate_up, down)) + biases
+
+
+def test_gpt_oss_20b_on_an_a100_holds_the_experts_marlin_pads() -> None:
+    """Ampere has no FP4: vLLM 0.19 runs MXFP4 on Marlin, whose Mxfp4MoEMethod pads the intermediate size to a
+    multiple of 128 and the hidden size to one of 256 (2880 -> 2944 and 3072): weights, scales and both biases at the
+    padded shapes, 0.855 GiB more than the H100's Triton layout, whose figure stays the unpadded one."""
+    config = load_config("openai/gpt-oss-20b")
+    plain = copy.deepcopy(config)
+    del plain.quantization_config
+    options = dict(device="a100-80gb", max_model_len=4096, vllm_version="0.19.0")
+    marlin, bf16 = serve(config, **options), serve(plain, **options)
+    experts, hidden, inter, layers = (
+        config.num_local_experts,
+        config.hidden_size,
+        config.intermediate_size,
+        config.num_hidden_layers,
+    )
+    padded_hidden, padded_inter = -(-hidden // 256) * 256, -(-inter // 128) * 128
+    assert (padded_hidden, padded_inter) == (3072, 2944)
+    traced = _experts_bytes(experts, hidden, inter, packed=False)
+    held = _experts_bytes(experts, padded_hidden, padded_inter, packed=True)
+    assert marlin.weights_bytes == bf16.weights_bytes - layers * (traced - held)
+    triton = _experts_bytes(experts, hidden, inter, packed=True)
+    assert round(layers * (held - triton) / 2**30, 3) == 0.855
+
+
+@pytest.mark.parametrize(
+    ("version", "capability", "backend"),
+    [
+        ("0.10.1", (9, 0), "marlin"),  # torch 2.7.1: not is_torch_equal_or_newer("2.8.0")
+        ("0.11.0", (9, 0), "triton"),
+        ("0.21", (9, 0), "triton"),
+        ("0.19.0", (8, 0), "marlin"),
+        ("0.10.1", (8, 6), "marlin"),
+        ("0.14.1", (10, 0), "flashinfer-trtllm"),
+        ("0.11.0", (12, 0), "triton"),  # major 9 and up before 0.12
+        ("0.19.0", (12, 0), "marlin"),  # triton_kernels only on 9.0 <= capability < 11.0
+    ],
+)
+def test_the_mxfp4_moe_backend_follows_the_release_and_the_capability(
+    version: str, capability: tuple[int, int], backend: str
+) -> None:
+    assert mxfp4_layout(version, "nvidia", capability).backend == backend
+
+
+def test_mxfp4_with_lora_runs_on_marlin_from_0_11_1() -> None:
+    assert mxfp4_layout("0.19.0", "nvidia", (9, 0), lora=True).backend == "marlin"
+    assert mxfp4_layout("0.11.0", "nvidia", (9, 0), lora=True).backend == "triton"  # no LoRA path yet
+
+
+def test_mxfp4_below_ampere_is_refused() -> None:
+    with pytest.raises(UnsupportedError, match=r"compute capability 8\.0\+"):
+        mxfp4_layout("0.19.0", "nvidia", (7, 5))
+
+
 def test_the_docs_gpt_oss_120b_rows_stay_true() -> None:
-    """docs/serving.md's vramsim column for gpt-oss-120b on one H100 (vllm#33155, #23278, #27508's settings)."""
+    """docs/serving.md's vramsim column for gpt-oss-120b on one H100 on 0.11's Triton layout (vllm#33155, #27508)."""
     report = serve(
         "openai/gpt-oss-120b",
         device="h100",
@@ -118,3 +182,17 @@ def test_the_docs_gpt_oss_120b_rows_stay_true() -> None:
     assert round(report.weights_bytes / gib, 2) == 60.77
     assert round(report.activation_peak_bytes / gib, 2) == 7.36
     assert round(report.kv_cache_bytes / gib, 2) == 7.10
+
+
+def test_the_docs_gpt_oss_120b_marlin_row_stays_true() -> None:
+    """docs/serving.md's vllm#23278 row: gpt-oss-120b on one H100 under the 0.10 line (torch 2.7.1) runs on Marlin,
+    whose padded experts hold 5.13 GiB more than the Triton layout's 60.77 GiB (published: 65.97 GiB)."""
+    report = serve(
+        "openai/gpt-oss-120b",
+        device="h100",
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=1024,
+        vllm_version="0.10.1",
+        max_model_len=32768,
+    )
+    assert round(report.weights_bytes / 2**30, 2) == 65.90

@@ -8,9 +8,11 @@ from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
 from vramsim.serving.lora import LoraSettings
 from vramsim.serving.multimodal import QWEN2_VL_MAX_PIXELS, QWEN2_VL_MIN_PIXELS, EncoderBatch
+from vramsim.serving.mxfp4 import mxfp4_layout
 from vramsim.serving.profile_run import VLLM_QUANTIZED_LAYERS
 from vramsim.serving.speculative import Draft
 from vramsim.serving.versions import vllm_release
+from vramsim.workload.targets import Target
 
 __all__ = ["adapter_notes", "budget_assumptions", "encoder_note", "hybrid_note", "multimodal_note", "pipeline_note"]
 
@@ -21,11 +23,12 @@ def budget_assumptions(
     graphs: serving.CudaGraphEstimate | None,
     context: int,
     notes: list[str],
+    target: Target,
 ) -> list[Assumption]:
     """Every budget's assumptions: the memory outside the traces, the weights' format, what the traces measure."""
     return [
         *_memory_notes(config, non_torch, graphs, context),
-        *_quantization_notes(config),
+        *_quantization_notes(config, target),
         *_trace_notes(config, notes),
     ]
 
@@ -63,7 +66,7 @@ def _memory_notes(
     return found
 
 
-def _quantization_notes(config: ServeConfig) -> list[Assumption]:
+def _quantization_notes(config: ServeConfig, target: Target) -> list[Assumption]:
     """How the quantized weights vLLM holds are counted (the trace side's layers, or FP8's bytes)."""
     if config.quantization in VLLM_QUANTIZED_LAYERS:
         return [
@@ -76,13 +79,20 @@ def _quantization_notes(config: ServeConfig) -> list[Assumption]:
             )
         ]
     if config.quantization == "mxfp4":
+        profile = target.profile
+        layout = mxfp4_layout(config.vllm_version, profile.vendor, profile.compute_capability, lora=config.enable_lora)
+        lora = " with LoRA" if config.enable_lora else ""
+        padding = f"the intermediate size padded to {layout.intermediate_multiple}" + (
+            f" and the hidden size to {layout.hidden_multiple}" if layout.hidden_multiple > 1 else ""
+        )
         return [
             Assumption(
                 name="mxfp4_weights",
-                detail="fused expert weights as vLLM's Mxfp4MoEMethod creates them: uint8 blocks of two 4-bit "
-                "values per byte plus a uint8 scale per 32 values; expert biases, attention, router, embeddings "
-                "and head in the model's dtype; the Triton MoE kernels' swizzled layout, made after loading, is "
-                "not counted; the profile forward runs the experts in the model's dtype",
+                detail=f"fused expert weights as vLLM's Mxfp4MoEMethod creates them for its {layout.backend} MoE "
+                f"backend (vramsim/serving/mxfp4.py: vLLM {config.vllm_version}'s default on this compute capability{lora}): "
+                f"uint8 blocks of two 4-bit values per byte plus a uint8 scale per 32 values, bf16 expert biases, "
+                f"{padding}; attention, router, embeddings and head in the model's dtype; a layout the kernels make "
+                "after loading (Triton's swizzle) is not counted; the profile forward runs the experts in the model's dtype",
             )
         ]
     if config.quantization == "fp8":

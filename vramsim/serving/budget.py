@@ -203,7 +203,7 @@ def _rank_budget(
     inputs, non_torch = budget_inputs(config, target, weights, activation, layers, tokens, graphs)
     budget, hybrid = engine_budget(name, config.engine, inputs)
     assumptions = [
-        *budget_assumptions(config, non_torch, graphs, inputs.context_bytes, peak_notes),
+        *budget_assumptions(config, non_torch, graphs, inputs.context_bytes, peak_notes, target),
         *hybrid_note(hybrid, layers),
         *encoder_note(encoder_decoder, profile_tokens),
         *multimodal_note(multimodal_kind(source), images),

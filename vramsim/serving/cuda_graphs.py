@@ -14,6 +14,7 @@ from transformers import PretrainedConfig
 
 from vramsim.config.serving import ServeConfig
 from vramsim.estimators import serving
+from vramsim.serving.profile_run import mxfp4_options
 from vramsim.serving.traces import RankTraces
 from vramsim.serving.versions import vllm_release
 from vramsim.workload.targets import Target
@@ -37,5 +38,6 @@ def cuda_graph_estimate(
     if config.engine != "vllm" or config.enforce_eager or not release.estimates_cuda_graphs:
         return None
     sizes = serving.vllm_capture_sizes(seqs, tokens, release.capture_sizes)
-    activation = traces.capture(rank, target, dtype, tokens=sizes[-1], quantization=config.quantization, **held)
+    mxfp4 = mxfp4_options(config, target)
+    activation = traces.capture(rank, target, dtype, tokens=sizes[-1], quantization=config.quantization, **held, **mxfp4)
     return serving.vllm_cuda_graphs(seqs, tokens, release.capture_sizes, activation)

@@ -80,7 +80,7 @@ def pipelined(
     picked = min(stages, key=lambda stage: stage.budget.kv_blocks)
     inputs = picked.inputs
     assumptions = [
-        *budget_assumptions(config, picked.non_torch, picked.graphs, inputs.context_bytes, picked.notes),
+        *budget_assumptions(config, picked.non_torch, picked.graphs, inputs.context_bytes, picked.notes, target),
         *hybrid_note(picked.hybrid, picked.layers),
         pipeline_note(config.pp, bounds),
     ]

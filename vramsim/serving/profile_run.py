@@ -23,6 +23,7 @@ from vramsim.estimators.checkpointing_plan import parse_checkpointing
 from vramsim.serving.attention import engine_attention, use_profile_attention
 from vramsim.serving.lora import lora_hooks, lora_slot_bytes, punica_bytes
 from vramsim.serving.multimodal import EncoderBatch, encoder_inputs, tower_modules
+from vramsim.serving.mxfp4 import Mxfp4Layout, mxfp4_layout, mxfp4_stored_bytes
 from vramsim.serving.sampler import sampler_warmup
 from vramsim.serving.versions import TopKTopP, vllm_release
 from vramsim.tracer.categories import Category, Phase
@@ -31,7 +32,7 @@ from vramsim.tracer.records import BEFORE_TRACE
 from vramsim.workload.program import Program, StepObserver, tensors_in
 from vramsim.workload.targets import Target
 
-__all__ = ["VLLM_QUANTIZED_LAYERS", "profile_options", "profile_run"]
+__all__ = ["VLLM_QUANTIZED_LAYERS", "mxfp4_options", "profile_options", "profile_run"]
 
 VLLM_QUANTIZED_LAYERS = {"gptq": "gptq", "awq": "awq", "nf4-dq": "nf4-dq"}
 """vLLM's ``--quantization`` -> the trace side's layers holding the same tensors (``vramsim/workload/quantization/weights.py``).
@@ -53,11 +54,21 @@ _ALLOCATION_ROUND = 512
 
 
 def profile_options(config: ServeConfig, target: Target, dtype: torch.dtype, vocab: int, *, head: bool = True) -> dict[str, Any]:
-    """``profile_run``'s keywords for the engine's release: its sampler path (none for a stage without the head) and
-    the vocabulary it samples over; the backend named is checked (every fused backend profiles alike)."""
+    """``profile_run``'s keywords for the engine's release: its sampler path (none for a stage without the head),
+    the vocabulary it samples over and MXFP4's expert layout (``mxfp4_options``); the attention backend named is
+    checked (every fused backend profiles alike)."""
     release = vllm_release(config.vllm_version)
     engine_attention(target, config.attention_backend)  # checks the name; every backend traces alike
-    return {"sampler": release.top_k_top_p if head else None, "vocab": vocab}
+    return {"sampler": release.top_k_top_p if head else None, "vocab": vocab, **mxfp4_options(config, target)}
+
+
+def mxfp4_options(config: ServeConfig, target: Target) -> dict[str, Mxfp4Layout]:
+    """``profile_run``'s ``mxfp4`` keyword: the layout of MXFP4 experts on the MoE backend the release picks for the
+    target's compute capability (none without ``mxfp4``)."""
+    if config.quantization != "mxfp4":
+        return {}
+    profile = target.profile
+    return {"mxfp4": mxfp4_layout(config.vllm_version, profile.vendor, profile.compute_capability, lora=config.enable_lora)}
 
 
 def profile_run(
@@ -77,6 +88,7 @@ def profile_run(
     decoder: bool = True,
     tower: bool = True,
     lora: tuple[int, int, bool] | None = None,
+    mxfp4: Mxfp4Layout | None = None,
 ) -> tuple[int, int, list[str], int, int]:
     """vLLM's profile run on one rank: ``(weights, activation peak over them, trace notes, encoder cache, LoRA)``; a pipeline
     stage without the ``embedding`` or the ``head`` does not count their weights (vLLM's ``PPMissingLayer``). An
@@ -90,7 +102,8 @@ def profile_run(
     the warm-up (``decoder=False``: the encoder alone); ``tower=False`` serves it as text only, without the tower's
     weights. ``lora`` (``LoraSettings.key``: slots, rank, embeddings) runs the LoRA kernels' buffers in the forward and
     counts the slots and the punica wrapper's buffers (``lora.py``): the fifth figure, 0 without it, apart from the
-    weights. The fourth figure is the encoder cache's bytes (0 without ``encoder``)."""
+    weights. ``mxfp4``: the MoE backend's layout of MXFP4 experts (``mxfp4.mxfp4_layout``). The fourth figure is the
+    encoder cache's bytes (0 without ``encoder``)."""
     from vramsim.analysis.traced import build_and_trace
 
     positions = _takes_position_ids(rank)
@@ -145,7 +158,9 @@ def profile_run(
     if quantization == "fp8":
         weights -= _fp8_savings(program.model)
     if quantization == "mxfp4":
-        weights -= _mxfp4_savings(program.model)
+        if mxfp4 is None:
+            raise ValueError("profile_run: mxfp4 weights need their layout (profile_options' mxfp4)")
+        weights -= _mxfp4_savings(program.model, mxfp4)
     weights -= _unheld(program.model, embedding=embedding, head=head)
     adapters = 0
     if lora is not None:
@@ -232,21 +247,16 @@ def _fp8_savings(model: torch.nn.Module) -> int:
     return saved
 
 
-MXFP4_BLOCK = 32
-"""Elements per MXFP4 block: 32 four-bit values (16 bytes) share one uint8 E8M0 scale (OCP MX spec; vLLM's
-``Mxfp4MoEMethod`` ``mxfp4_block = 32``)."""
-
-
-def _mxfp4_savings(model: torch.nn.Module) -> int:
-    """Bytes MXFP4 experts save, as vLLM's ``Mxfp4MoEMethod.create_weights`` holds them (and transformers' checkpoint
-    stores them, ``*_blocks`` / ``*_scales``): each fused expert weight (``experts, out, in``) as uint8 blocks of two
-    values per byte plus one uint8 scale per 32 values, its intermediate size padded to 64 on CUDA (gpt-oss's 2880
-    already is); the expert biases, attention, router, embeddings and head keep the model's dtype."""
+def _mxfp4_savings(model: torch.nn.Module, layout: Mxfp4Layout) -> int:
+    """Bytes MXFP4 experts save, as vLLM's ``Mxfp4MoEMethod.create_weights`` holds them on the backend ``layout``
+    names (``mxfp4.py``): each fused experts module's weights, scales and biases at the backend's padded shape, in
+    place of the trace's; attention, router, embeddings and head keep the model's dtype. Negative where the padding
+    outweighs the packing (never for gpt-oss)."""
     saved = 0
     for module in model.modules():
-        for weight in (p for p in module.parameters(recurse=False) if p.dim() == 3):
-            stored = _rounded(weight.numel() // 2) + _rounded(weight.numel() // MXFP4_BLOCK)
-            saved += _rounded(weight.numel() * weight.element_size()) - stored
+        if any(p.dim() == 3 for p in module.parameters(recurse=False)):
+            held, stored = mxfp4_stored_bytes(module, layout, _ALLOCATION_ROUND)
+            saved += held - stored
     return saved
 
 
