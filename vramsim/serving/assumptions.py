@@ -41,7 +41,9 @@ def _memory_notes(
                 name="cuda_graph_pool",
                 bytes=graphs.total_bytes,
                 detail=f"vLLM's profile_cudagraph_memory over {len(graphs.mixed_sizes)} PIECEWISE sizes (largest "
-                f"{graphs.mixed_sizes[-1]}) and {len(graphs.decode_sizes)} FULL decode sizes: the largest capture's "
+                f"{graphs.mixed_sizes[-1]}) and {len(graphs.decode_sizes)} FULL decode sizes"
+                + (" (each captured with and without LoRA adapters active)" if graphs.captures_per_size > 1 else "")
+                + ": the largest capture's "
                 f"traced activations twice (its warm-up's cached blocks and the graph pool, "
                 f"{graphs.activation_bytes / 2**20:,.1f} MiB each), plus each further graph at "
                 "VLLM_CUDA_GRAPH_PER_GRAPH_BYTES (1 MiB, vLLM's floor for a graph's driver memory: an assumption, "

@@ -4,7 +4,8 @@ From 0.21 vLLM sizes the KV cache after ``profile_cudagraph_memory`` (``vllm/v1/
 for each graph mode it warms up and captures the two largest sizes, charging the first capture's drop in free memory
 once (its warm-up's cached activations plus the graphs' private pool) and every further graph what the second cost
 (``estimators/serving.py`` ``vllm_cuda_graphs``). The first capture's activations are traced here; the per-graph
-driver memory is a named assumption.
+driver memory is a named assumption. With ``--enable-lora`` every size is captured with and without adapters active
+(``VLLM_LORA_CAPTURE_CASES``), and the first capture is traced with the LoRA kernels' buffers.
 """
 
 from __future__ import annotations
@@ -38,4 +39,4 @@ def cuda_graph_estimate(
         return None
     sizes = serving.vllm_capture_sizes(seqs, tokens, release.capture_sizes)
     activation = traces.capture(rank, target, dtype, tokens=sizes[-1], quantization=config.quantization, **held)
-    return serving.vllm_cuda_graphs(seqs, tokens, release.capture_sizes, activation)
+    return serving.vllm_cuda_graphs(seqs, tokens, release.capture_sizes, activation, lora=config.enable_lora)
