@@ -95,6 +95,8 @@ def test_a_draft_model_adds_its_weights_and_its_layers_to_every_block() -> None:
     assert spec.speculative.weights_bytes == base.weights_bytes and spec.weights_bytes == 2 * base.weights_bytes
     assert spec.kv_bytes_per_token == 2 * base.kv_bytes_per_token == 2 * spec.speculative.kv_bytes_per_token
     assert spec.cuda_graph_bytes == base.cuda_graph_bytes > 0
+    note = next(a for a in spec.assumptions if a.name == "speculative_draft")
+    assert "captures no CUDA graphs for it" in note.detail
     assert spec.kv_cache_bytes == base.kv_cache_bytes - base.weights_bytes
     assert spec.kv_blocks == spec.kv_cache_bytes // (16 * spec.kv_bytes_per_token)
     assert spec.speculative.activation_peak_bytes > _TOKENS * 1024 * 2

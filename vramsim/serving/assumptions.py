@@ -241,8 +241,8 @@ def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | Non
                 detail=f"vLLM's LoRA slots for {lora.max_loras} adapters of rank {lora.max_lora_rank} in {wrapped} "
                 "(lora_a and lora_b per slot, the model's dtype) and the punica wrapper's index buffers, allocated "
                 "with the weights (vramsim/serving/lora.py); the profile forward runs each layer's shrink buffer; "
-                f"--max-cpu-loras {lora.max_cpu_loras} are host memory; LoRA's own CUDA graphs "
-                "(cudagraph_specialize_lora) are not counted",
+                f"--max-cpu-loras {lora.max_cpu_loras} are host memory; every CUDA graph is captured with and "
+                "without adapters active (cudagraph_specialize_lora), counted in cuda_graph_pool",
             )
         )
     if draft is not None and draft.method == "ngram":
@@ -262,8 +262,9 @@ def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | Non
                 detail=f"the draft {draft.model} at the target's tensor-parallel size and dtype: its weights, its "
                 "layers in every KV block beside the target's, its dummy run over the batch with the target's "
                 f"hidden states held ({draft.activation_peak_bytes / 2**20:,.1f} MiB; the activation peak is the "
-                "larger of that and the target's); its CUDA graphs and the rejection sampler's warm-up are not "
-                "modelled (vramsim/serving/speculative.py)",
+                "larger of that and the target's); vLLM captures no CUDA graphs for it (its dispatcher gets keys "
+                "for EAGLE-family proposers only); the rejection sampler's warm-up and the decode graphs' sizes in "
+                f"steps of {draft.num_speculative_tokens + 1} are not modelled (vramsim/serving/speculative.py)",
             )
         )
     return found
