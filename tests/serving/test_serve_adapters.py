@@ -82,7 +82,8 @@ def test_a_draft_model_adds_its_weights_and_its_layers_to_every_block() -> None:
     layers (twice the bytes per token, so half the blocks of a budget less the draft's weights), and its dummy run
     (the forward over the batch, the target's 8,192 x 1,024 bf16 hidden states held) stays under the target's peak.
     The draft captures no CUDA graphs (its proposer's dispatcher gets no keys outside the EAGLE family), so 0.21's
-    estimate is the target's alone."""
+    estimate is the target's alone (at the sizes without speculation: their rounding to multiples of
+    num_speculative_tokens + 1 is not modelled)."""
     base = serve("Qwen/Qwen3-0.6B", device="h100", max_model_len=8192, cache=False)
     spec = serve(
         "Qwen/Qwen3-0.6B",
