@@ -153,15 +153,24 @@ FULL size, so ``profile_cudagraph_memory`` counts twice the graphs. 0.12.0's dis
 CaptureRule = Literal["step8", "step16"]
 
 
-def vllm_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule) -> list[int]:
+def vllm_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule, decode_query_len: int = 1) -> list[int]:
     """The token counts vLLM captures CUDA graphs for (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``):
-    up to ``min(2 x max_num_seqs, 512, max_num_batched_tokens)`` (``max_cudagraph_capture_size``), 1, 2, 4, then
-    every 8; from 0.11 (``step16``) every 8 below 256 and every 16 from 256 on."""
-    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
+    up to ``min(2 x max_num_seqs x decode_query_len, 512, max_num_batched_tokens)`` (``max_cudagraph_capture_size``),
+    1, 2, 4, then every 8; from 0.11 (``step16``) every 8 below 256 and every 16 from 256 on. With speculative
+    decoding (``decode_query_len`` = ``num_speculative_tokens + 1``) and FULL decode graphs,
+    ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`` (``vllm/config/compilation.py``, 0.21) rounds every
+    size up to a multiple of ``decode_query_len`` and drops those over the largest size and the duplicates."""
+    largest = min(2 * max_num_seqs * decode_query_len, 512, max_num_batched_tokens)
     sizes = [size for size in (1, 2, 4) if size <= largest]
     if rule == "step16":
-        return sizes + list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
-    return sizes + list(range(8, largest + 1, 8))
+        sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    else:
+        sizes += list(range(8, largest + 1, 8))
+    if decode_query_len == 1:
+        return sizes
+    bound = sizes[-1]  # ``max_cudagraph_capture_size`` as ``_set_cudagraph_sizes`` leaves it: the largest size
+    rounded = sorted({-(-size // decode_query_len) * decode_query_len for size in sizes})
+    return [size for size in rounded if size <= bound] or ([decode_query_len] if decode_query_len <= bound else [])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,15 +206,23 @@ class CudaGraphEstimate:
 
 
 def vllm_cuda_graphs(
-    max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule, activation_bytes: int, *, lora: bool = False
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    rule: CaptureRule,
+    activation_bytes: int,
+    *,
+    lora: bool = False,
+    decode_query_len: int = 1,
 ) -> CudaGraphEstimate:
     """The graphs vLLM captures by default (``cudagraph_mode`` ``FULL_AND_PIECEWISE``: every size PIECEWISE, the
-    sizes up to ``max_num_seqs`` also FULL for decode), each size twice with ``lora`` (``VLLM_LORA_CAPTURE_CASES``),
+    sizes of ``decode_query_len`` tokens per request up to ``max_num_seqs`` requests also FULL for decode,
+    ``CudagraphDispatcher.initialize_cudagraph_keys``), each size twice with ``lora`` (``VLLM_LORA_CAPTURE_CASES``),
     and the memory its estimate charges for them."""
-    sizes = vllm_capture_sizes(max_num_seqs, max_num_batched_tokens, rule)
+    sizes = vllm_capture_sizes(max_num_seqs, max_num_batched_tokens, rule, decode_query_len)
+    decode = range(decode_query_len, decode_query_len * max_num_seqs + 1)
     return CudaGraphEstimate(
         mixed_sizes=tuple(sizes),
-        decode_sizes=tuple(size for size in sizes if size <= max_num_seqs),
+        decode_sizes=tuple(size for size in sizes if size in decode),
         activation_bytes=activation_bytes,
         captures_per_size=VLLM_LORA_CAPTURE_CASES if lora else 1,
     )

@@ -175,3 +175,28 @@ def test_the_budget_charges_loras_second_capture_from_0_21_only() -> None:
     pool = next(a for a in lora.assumptions if a.name == "cuda_graph_pool")
     assert "with and without LoRA adapters active" in pool.detail
     assert serve(config, **options, **adapters, vllm_version="0.20").cuda_graph_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("seqs", "query", "mixed", "decode"),
+    [
+        # 4 tokens per decode step: 1 and 2 round up to 4, the rest already are multiples of 4
+        (256, 4, [4, *range(8, 256, 8), *range(256, 513, 16)], [4, *range(8, 256, 8), *range(256, 513, 16)]),
+        # 3 per step over 10 requests: largest min(2 x 10 x 3, 512) = 60, so 56 is the last size (57 is dropped),
+        # and FULL decode graphs from 3 to 30 tokens
+        (10, 3, [3, 6, 9, 18, 24, 33, 42, 48], [3, 6, 9, 18, 24]),
+    ],
+    ids=["256-seqs-4-per-step", "10-seqs-3-per-step"],
+)
+def test_speculative_decoding_rounds_the_capture_sizes(seqs: int, query: int, mixed: list[int], decode: list[int]) -> None:
+    """adjust_cudagraph_sizes_for_spec_decode: every size rounded up to a multiple of num_speculative_tokens + 1,
+    none over the largest, no duplicate; the FULL decode sizes between one and max_num_seqs steps."""
+    graphs = serving.vllm_cuda_graphs(seqs, 8192, "step16", activation_bytes=0, decode_query_len=query)
+    assert (list(graphs.mixed_sizes), list(graphs.decode_sizes)) == (mixed, decode)
+
+
+def test_five_tokens_per_step_at_256_sequences() -> None:
+    """num_speculative_tokens 4: 48 sizes (5, 10, 20, 25, ... 500; 512 would round to 515, over the largest)."""
+    graphs = serving.vllm_cuda_graphs(256, 8192, "step16", activation_bytes=0, decode_query_len=5)
+    assert (len(graphs.mixed_sizes), graphs.mixed_sizes[:5], graphs.mixed_sizes[-1]) == (48, (5, 10, 20, 25, 35), 500)
+    assert graphs.decode_sizes == graphs.mixed_sizes

@@ -250,8 +250,8 @@ def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | Non
             Assumption(
                 name="speculative_ngram",
                 detail=f"ngram proposes {draft.num_speculative_tokens} tokens on the host (NgramProposer): no device "
-                "memory; the rejection sampler's warm-up and the decode graphs' sizes in steps of "
-                f"{draft.num_speculative_tokens + 1} are not modelled",
+                f"memory; the CUDA graph sizes are rounded to multiples of {draft.num_speculative_tokens + 1} "
+                "(adjust_cudagraph_sizes_for_spec_decode); the rejection sampler's warm-up is not modelled",
             )
         )
     elif draft is not None:
@@ -263,8 +263,9 @@ def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | Non
                 "layers in every KV block beside the target's, its dummy run over the batch with the target's "
                 f"hidden states held ({draft.activation_peak_bytes / 2**20:,.1f} MiB; the activation peak is the "
                 "larger of that and the target's); vLLM captures no CUDA graphs for it (its dispatcher gets keys "
-                "for EAGLE-family proposers only); the rejection sampler's warm-up and the decode graphs' sizes in "
-                f"steps of {draft.num_speculative_tokens + 1} are not modelled (vramsim/serving/speculative.py)",
+                "for EAGLE-family proposers only) and the target's are rounded to multiples of "
+                f"{draft.num_speculative_tokens + 1} tokens; the rejection sampler's warm-up is not modelled "
+                "(vramsim/serving/speculative.py)",
             )
         )
     return found

@@ -5,7 +5,10 @@ for each graph mode it warms up and captures the two largest sizes, charging the
 once (its warm-up's cached activations plus the graphs' private pool) and every further graph what the second cost
 (``estimators/serving.py`` ``vllm_cuda_graphs``). The first capture's activations are traced here; the per-graph
 driver memory is a named assumption. With ``--enable-lora`` every size is captured with and without adapters active
-(``VLLM_LORA_CAPTURE_CASES``), and the first capture is traced with the LoRA kernels' buffers.
+(``VLLM_LORA_CAPTURE_CASES``), and the first capture is traced with the LoRA kernels' buffers. With
+``--speculative-config`` a decode step is ``num_speculative_tokens + 1`` tokens per request, and the sizes follow
+(``adjust_cudagraph_sizes_for_spec_decode``, taking the decode graphs as FULL: FlashAttention's builder supports
+uniform batches, ``AttentionCGSupport.UNIFORM_BATCH``); the proposer adds no graphs (``speculative.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import torch
 from transformers import PretrainedConfig
 
-from vramsim.config.serving import ServeConfig
+from vramsim.config.serving import ServeConfig, parse_speculative_config
 from vramsim.estimators import serving
 from vramsim.serving.traces import RankTraces
 from vramsim.serving.versions import vllm_release
@@ -37,6 +40,10 @@ def cuda_graph_estimate(
     release = vllm_release(config.vllm_version)
     if config.engine != "vllm" or config.enforce_eager or not release.estimates_cuda_graphs:
         return None
-    sizes = serving.vllm_capture_sizes(seqs, tokens, release.capture_sizes)
+    speculative = parse_speculative_config(config.speculative_config)
+    query = 1 + (speculative.num_speculative_tokens if speculative is not None else 0)
+    sizes = serving.vllm_capture_sizes(seqs, tokens, release.capture_sizes, query)
     activation = traces.capture(rank, target, dtype, tokens=sizes[-1], quantization=config.quantization, **held)
-    return serving.vllm_cuda_graphs(seqs, tokens, release.capture_sizes, activation, lora=config.enable_lora)
+    return serving.vllm_cuda_graphs(
+        seqs, tokens, release.capture_sizes, activation, lora=config.enable_lora, decode_query_len=query
+    )
