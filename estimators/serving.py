@@ -42,6 +42,7 @@ __all__ = [
     "VLLM_CUSTOM_ALLREDUCE_MAX_BYTES",
     "VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES",
     "VLLM_GPU_MEMORY_UTILIZATION",
+    "VLLM_LORA_CAPTURE_CASES",
     "VLLM_VOCAB_PADDING",
     "Budget",
     "BudgetInputs",
@@ -138,18 +139,38 @@ then the capture allocates them again in the graphs' private pool, and ``profile
 as one drop in free memory (``mem_before - free_after`` around ``_warmup_and_capture``, after one
 ``empty_cache``)."""
 
+VLLM_LORA_CAPTURE_CASES = 2
+"""Graphs vLLM captures per size and mode with ``--enable-lora``, by default: one with no adapter active and one with
+every slot active. ``CudagraphDispatcher._get_lora_cases`` (``vllm/v1/cudagraph_dispatcher.py``, 0.21) returns
+``[0] + get_captured_lora_counts(max_loras, specialize_active_lora)`` under ``cudagraph_specialize_lora`` (on by
+default, ``vllm/config/compilation.py``), and ``get_captured_lora_counts`` (``vllm/lora/utils.py``) is
+``[max_loras + 1]`` while ``specialize_active_lora`` is off (its default); both cases are keys of every PIECEWISE and
+FULL size, so ``profile_cudagraph_memory`` counts twice the graphs. 0.12.0's dispatcher has the same two cases
+(``lora_cases = [True, False]``), 0.11.0 has no ``cudagraph_specialize_lora``; the estimate enters the budget from
+0.21 only. ``specialize_active_lora`` (a graph per power of two of active adapters) and
+``cudagraph_specialize_lora=False`` (one case) are not modelled."""
+
 CaptureRule = Literal["step8", "step16"]
 
 
-def vllm_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule) -> list[int]:
+def vllm_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule, decode_query_len: int = 1) -> list[int]:
     """The token counts vLLM captures CUDA graphs for (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``):
-    up to ``min(2 x max_num_seqs, 512, max_num_batched_tokens)`` (``max_cudagraph_capture_size``), 1, 2, 4, then
-    every 8; from 0.11 (``step16``) every 8 below 256 and every 16 from 256 on."""
-    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
+    up to ``min(2 x max_num_seqs x decode_query_len, 512, max_num_batched_tokens)`` (``max_cudagraph_capture_size``),
+    1, 2, 4, then every 8; from 0.11 (``step16``) every 8 below 256 and every 16 from 256 on. With speculative
+    decoding (``decode_query_len`` = ``num_speculative_tokens + 1``) and FULL decode graphs,
+    ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`` (``vllm/config/compilation.py``, 0.21) rounds every
+    size up to a multiple of ``decode_query_len`` and drops those over the largest size and the duplicates."""
+    largest = min(2 * max_num_seqs * decode_query_len, 512, max_num_batched_tokens)
     sizes = [size for size in (1, 2, 4) if size <= largest]
     if rule == "step16":
-        return sizes + list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
-    return sizes + list(range(8, largest + 1, 8))
+        sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    else:
+        sizes += list(range(8, largest + 1, 8))
+    if decode_query_len == 1:
+        return sizes
+    bound = sizes[-1]  # ``max_cudagraph_capture_size`` as ``_set_cudagraph_sizes`` leaves it: the largest size
+    rounded = sorted({-(-size // decode_query_len) * decode_query_len for size in sizes})
+    return [size for size in rounded if size <= bound] or ([decode_query_len] if decode_query_len <= bound else [])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +183,8 @@ class CudaGraphEstimate:
     """FULL graphs' (uniform decode batches: one token per request, at most ``max_num_seqs``)."""
     activation_bytes: int
     """The traced activation peak of one forward over the largest size (no logits: they are not in the graph)."""
+    captures_per_size: int = 1
+    """Graphs per size and mode: 1, or ``VLLM_LORA_CAPTURE_CASES`` with LoRA (with and without adapters active)."""
 
     @property
     def first_capture_bytes(self) -> int:
@@ -169,26 +192,39 @@ class CudaGraphEstimate:
 
     @property
     def graphs(self) -> int:
-        return len(self.mixed_sizes) + len(self.decode_sizes)
+        return (len(self.mixed_sizes) + len(self.decode_sizes)) * self.captures_per_size
 
     @property
     def total_bytes(self) -> int:
         """The largest mode's first capture plus every other graph at the per-graph cost, as vLLM sums it (FULL and
-        PIECEWISE share one pool, so only the larger first capture counts)."""
-        others = sum(max(len(sizes) - 1, 0) for sizes in (self.mixed_sizes, self.decode_sizes))
+        PIECEWISE share one pool, so only the larger first capture counts). With LoRA a mode's two largest captures
+        are its largest size with every adapter active, then without (the keys are sorted by tokens, then active
+        adapters, descending), so the first capture is the LoRA one and the second, the per-graph sample, reuses
+        its pool."""
+        others = sum(max(len(sizes) * self.captures_per_size - 1, 0) for sizes in (self.mixed_sizes, self.decode_sizes))
         return self.first_capture_bytes + others * VLLM_CUDA_GRAPH_PER_GRAPH_BYTES
 
 
 def vllm_cuda_graphs(
-    max_num_seqs: int, max_num_batched_tokens: int, rule: CaptureRule, activation_bytes: int
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    rule: CaptureRule,
+    activation_bytes: int,
+    *,
+    lora: bool = False,
+    decode_query_len: int = 1,
 ) -> CudaGraphEstimate:
     """The graphs vLLM captures by default (``cudagraph_mode`` ``FULL_AND_PIECEWISE``: every size PIECEWISE, the
-    sizes up to ``max_num_seqs`` also FULL for decode) and the memory its estimate charges for them."""
-    sizes = vllm_capture_sizes(max_num_seqs, max_num_batched_tokens, rule)
+    sizes of ``decode_query_len`` tokens per request up to ``max_num_seqs`` requests also FULL for decode,
+    ``CudagraphDispatcher.initialize_cudagraph_keys``), each size twice with ``lora`` (``VLLM_LORA_CAPTURE_CASES``),
+    and the memory its estimate charges for them."""
+    sizes = vllm_capture_sizes(max_num_seqs, max_num_batched_tokens, rule, decode_query_len)
+    decode = range(decode_query_len, decode_query_len * max_num_seqs + 1)
     return CudaGraphEstimate(
         mixed_sizes=tuple(sizes),
-        decode_sizes=tuple(size for size in sizes if size <= max_num_seqs),
+        decode_sizes=tuple(size for size in sizes if size in decode),
         activation_bytes=activation_bytes,
+        captures_per_size=VLLM_LORA_CAPTURE_CASES if lora else 1,
     )
 
 

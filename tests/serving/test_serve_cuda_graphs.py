@@ -150,3 +150,53 @@ def test_tp_non_torch_is_the_sum_of_its_components(device: str, tp: int, nvls: b
     )
     expected = rings + nvls * tp * serving.NCCL_NVLS_BYTES_PER_PEER + custom * serving.VLLM_CUSTOM_ALLREDUCE_BYTES
     assert report.non_torch_bytes == expected
+
+
+def test_lora_doubles_the_graphs_the_estimate_counts() -> None:
+    """With LoRA vLLM keys every size twice, with no adapter active and with every slot active
+    (``CudagraphDispatcher._get_lora_cases``): 102 + 70 graphs at 256 sequences, the first capture still counted
+    once per mode; without LoRA the count is unchanged."""
+    plain = serving.vllm_cuda_graphs(256, 8192, "step16", activation_bytes=40 * _MiB)
+    lora = serving.vllm_cuda_graphs(256, 8192, "step16", activation_bytes=40 * _MiB, lora=True)
+    assert plain.graphs == 51 + 35 and lora.graphs == serving.VLLM_LORA_CAPTURE_CASES * (51 + 35) == 172
+    assert lora.total_bytes == 2 * 40 * _MiB + (2 * 51 - 1 + 2 * 35 - 1) * _MiB
+    assert lora.total_bytes - plain.total_bytes == (51 + 35) * _MiB
+
+
+def test_the_budget_charges_loras_second_capture_from_0_21_only() -> None:
+    """Tiny Llama at 1,024 sequences (51 PIECEWISE and 51 FULL sizes), 4 adapters of rank 64, whose shrink buffers
+    stay under the capture forward's peak: LoRA adds one 1 MiB graph per size and mode to 0.21's estimate, and
+    nothing before 0.21, where the graphs are captured after the KV cache is sized."""
+    config = tiny_serving_llama_config()
+    options = dict(device="h100", max_model_len=1024, cache=False)
+    adapters = dict(enable_lora=True, max_loras=4, max_lora_rank=64)
+    base, lora = serve(config, **options), serve(config, **options, **adapters)
+    assert lora.cuda_graph_bytes - base.cuda_graph_bytes == (51 + 51) * _MiB
+    pool = next(a for a in lora.assumptions if a.name == "cuda_graph_pool")
+    assert "with and without LoRA adapters active" in pool.detail
+    assert serve(config, **options, **adapters, vllm_version="0.20").cuda_graph_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("seqs", "query", "mixed", "decode"),
+    [
+        # 4 tokens per decode step: 1 and 2 round up to 4, the rest already are multiples of 4
+        (256, 4, [4, *range(8, 256, 8), *range(256, 513, 16)], [4, *range(8, 256, 8), *range(256, 513, 16)]),
+        # 3 per step over 10 requests: largest min(2 x 10 x 3, 512) = 60, so 56 is the last size (57 is dropped),
+        # and FULL decode graphs from 3 to 30 tokens
+        (10, 3, [3, 6, 9, 18, 24, 33, 42, 48], [3, 6, 9, 18, 24]),
+    ],
+    ids=["256-seqs-4-per-step", "10-seqs-3-per-step"],
+)
+def test_speculative_decoding_rounds_the_capture_sizes(seqs: int, query: int, mixed: list[int], decode: list[int]) -> None:
+    """adjust_cudagraph_sizes_for_spec_decode: every size rounded up to a multiple of num_speculative_tokens + 1,
+    none over the largest, no duplicate; the FULL decode sizes between one and max_num_seqs steps."""
+    graphs = serving.vllm_cuda_graphs(seqs, 8192, "step16", activation_bytes=0, decode_query_len=query)
+    assert (list(graphs.mixed_sizes), list(graphs.decode_sizes)) == (mixed, decode)
+
+
+def test_five_tokens_per_step_at_256_sequences() -> None:
+    """num_speculative_tokens 4: 48 sizes (5, 10, 20, 25, ... 500; 512 would round to 515, over the largest)."""
+    graphs = serving.vllm_cuda_graphs(256, 8192, "step16", activation_bytes=0, decode_query_len=5)
+    assert (len(graphs.mixed_sizes), graphs.mixed_sizes[:5], graphs.mixed_sizes[-1]) == (48, (5, 10, 20, 25, 35), 500)
+    assert graphs.decode_sizes == graphs.mixed_sizes

@@ -196,7 +196,7 @@ class ServeConfig:
         default=None,
         metadata=_option(
             help='vLLM\'s --speculative-config, a JSON object: \'{"method": "ngram", "num_speculative_tokens": 3}\' or '
-            '\'{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 4}\' (a draft model, vLLM 0.14 on)',
+            '\'{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 4}\' (a draft model, vLLM 0.15 on)',
             report=_same,
         ),
     )

@@ -44,7 +44,9 @@ def _memory_notes(
                 name="cuda_graph_pool",
                 bytes=graphs.total_bytes,
                 detail=f"vLLM's profile_cudagraph_memory over {len(graphs.mixed_sizes)} PIECEWISE sizes (largest "
-                f"{graphs.mixed_sizes[-1]}) and {len(graphs.decode_sizes)} FULL decode sizes: the largest capture's "
+                f"{graphs.mixed_sizes[-1]}) and {len(graphs.decode_sizes)} FULL decode sizes"
+                + (" (each captured with and without LoRA adapters active)" if graphs.captures_per_size > 1 else "")
+                + ": the largest capture's "
                 f"traced activations twice (its warm-up's cached blocks and the graph pool, "
                 f"{graphs.activation_bytes / 2**20:,.1f} MiB each), plus each further graph at "
                 "VLLM_CUDA_GRAPH_PER_GRAPH_BYTES (1 MiB, vLLM's floor for a graph's driver memory: an assumption, "
@@ -250,8 +252,8 @@ def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | Non
                 detail=f"vLLM's LoRA slots for {lora.max_loras} adapters of rank {lora.max_lora_rank} in {wrapped} "
                 "(lora_a and lora_b per slot, the model's dtype) and the punica wrapper's index buffers, allocated "
                 "with the weights (vramsim/serving/lora.py); the profile forward runs each layer's shrink buffer; "
-                f"--max-cpu-loras {lora.max_cpu_loras} are host memory; LoRA's own CUDA graphs "
-                "(cudagraph_specialize_lora) are not counted",
+                f"--max-cpu-loras {lora.max_cpu_loras} are host memory; every CUDA graph is captured with and "
+                "without adapters active (cudagraph_specialize_lora), counted in cuda_graph_pool",
             )
         )
     if draft is not None and draft.method == "ngram":
@@ -259,8 +261,8 @@ def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | Non
             Assumption(
                 name="speculative_ngram",
                 detail=f"ngram proposes {draft.num_speculative_tokens} tokens on the host (NgramProposer): no device "
-                "memory; the rejection sampler's warm-up and the decode graphs' sizes in steps of "
-                f"{draft.num_speculative_tokens + 1} are not modelled",
+                f"memory; the CUDA graph sizes are rounded to multiples of {draft.num_speculative_tokens + 1} "
+                "(adjust_cudagraph_sizes_for_spec_decode); the rejection sampler's warm-up is not modelled",
             )
         )
     elif draft is not None:
@@ -271,8 +273,10 @@ def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | Non
                 detail=f"the draft {draft.model} at the target's tensor-parallel size and dtype: its weights, its "
                 "layers in every KV block beside the target's, its dummy run over the batch with the target's "
                 f"hidden states held ({draft.activation_peak_bytes / 2**20:,.1f} MiB; the activation peak is the "
-                "larger of that and the target's); its CUDA graphs and the rejection sampler's warm-up are not "
-                "modelled (vramsim/serving/speculative.py)",
+                "larger of that and the target's); vLLM captures no CUDA graphs for it (its dispatcher gets keys "
+                "for EAGLE-family proposers only) and the target's are rounded to multiples of "
+                f"{draft.num_speculative_tokens + 1} tokens; the rejection sampler's warm-up is not modelled "
+                "(vramsim/serving/speculative.py)",
             )
         )
     return found

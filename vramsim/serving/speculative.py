@@ -2,15 +2,19 @@
 
 - ``ngram`` proposes on the host (``NgramProposer``, ``vllm/v1/spec_decode/ngram_proposer.py``: numba over the
   token ids in host memory): nothing on the device.
-- ``draft_model`` (vLLM 0.14 on: vllm#24322; 0.13 refuses it, "Speculative decoding with draft model is not
-  supported yet", vllm#31883) loads the draft beside the target in the worker's ``load_model``, at the target's
+- ``draft_model`` (vLLM 0.15 on: ``DraftModelProposer``, vllm#24322; 0.14.1 still refuses it, "Speculative decoding
+  with draft model is not supported yet") loads the draft beside the target in the worker's ``load_model``, at the target's
   tensor-parallel size and dtype, and its attention layers join the target's in the KV cache config: every block
   holds a block of tokens in every layer of both models (one group of full-attention layers,
   ``UniformTypeKVCacheSpecs``), so the draft's bytes per token add to the target's and the blocks are fewer. In the
   profile run the drafter's ``dummy_run`` runs the draft over the same ``max_num_batched_tokens`` after the target's
   forward, whose hidden states are still held; the sampler's warm-up comes after it. So the activation peak is the
   larger of the target's and the draft's forward plus the target's hidden states (an assumption: the drafter's dummy
-  run as EAGLE's, ``GPUModelRunner._dummy_run``).
+  run as EAGLE's, ``GPUModelRunner._dummy_run``). The draft captures no CUDA graphs of its own: its proposer's
+  ``CudagraphDispatcher`` gets its keys only for EAGLE-family proposers (``_check_and_update_cudagraph_mode`` calls
+  ``drafter.initialize_cudagraph_keys`` under ``use_eagle()``, in 0.21 also ``uses_extract_hidden_states()``; read in
+  0.15.0, 0.16.0 and 0.21.0), so its ``dispatch`` answers ``NONE`` and the draft runs eagerly, in the graph capture's
+  warm-ups too; ``profile_cudagraph_memory`` captures the target's graphs alone.
 - EAGLE, EAGLE-3, Medusa, MLP speculators and MTP heads are refused: their heads' configs are not bundled.
 """
 
@@ -33,9 +37,10 @@ from vramsim.workload.targets import Target
 
 __all__ = ["DRAFT_MODEL_FIRST_RELEASE", "Draft", "speculative_draft"]
 
-DRAFT_MODEL_FIRST_RELEASE = (0, 14)
-"""The first release serving a draft model on the V1 engine: the one after vllm#24322 was merged (0.13.0 still
-refuses it, vllm#31883, January 2026); taken from the merge, not read from a tagged release."""
+DRAFT_MODEL_FIRST_RELEASE = (0, 15)
+"""The first release serving a draft model on the V1 engine, read from the published wheels: 0.15.0 ships
+``vllm/v1/spec_decode/draft_model.py`` (``DraftModelProposer``, vllm#24322), while 0.14.0 and 0.14.1 have none and
+their ``SpeculativeConfig`` raises "Speculative decoding with draft model is not supported yet"."""
 
 _ALLOCATION_ROUND = 512
 
@@ -83,7 +88,7 @@ def speculative_draft(
     if (int(numbers[0]), int(numbers[1])) < DRAFT_MODEL_FIRST_RELEASE:
         raise UnsupportedError(
             f'vLLM {config.vllm_version} refuses a draft model on its V1 engine ("Speculative decoding with draft '
-            'model is not supported yet"); pass --vllm-version 0.14 or later, or "method": "ngram"'
+            'model is not supported yet"); pass --vllm-version 0.15 or later, or "method": "ngram"'
         )
     if config.pp > 1 or multimodal_kind(source) is not None or getattr(source, "is_encoder_decoder", False):
         raise UnsupportedError(f"{name}: a draft model is modelled for a text decoder without pipeline parallel")
