@@ -43,7 +43,6 @@ __all__ = [
     "EncoderBatch",
     "encoder_batch",
     "encoder_inputs",
-    "gemma3_crops",
     "multimodal_kind",
     "tower_modules",
 ]
@@ -146,7 +145,7 @@ def encoder_batch(
     allowed = {m: limits.get(m, DEFAULT_MM_LIMIT) for m in supported}
     if not any(allowed.values()):
         return None
-    width, height, per_item, crops = _largest_image(kind, config, pixels, overrides)
+    width, height, per_item, inputs = _largest_image(config, pixels, overrides)
     if allowed.get("video") and max_model_len >= 2 * per_item:
         # Qwen2VLProcessingInfo.get_num_frames_with_most_features: the video fills max_model_len with frames of the
         # largest size; at 2 x an image's tokens it holds more than one image and the video is the modality profiled
@@ -166,7 +165,7 @@ def encoder_batch(
         width=width,
         height=height,
         tokens_per_item=per_item,
-        crops_per_item=crops,
+        crops_per_item=inputs,
         items_per_prompt=per_prompt,
         items=items,
         encoder_budget=budget,
@@ -216,7 +215,7 @@ def _pan_and_scan(overrides: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def gemma3_crops(width: int, height: int, settings: dict[str, Any]) -> int:
+def _gemma3_crops(width: int, height: int, settings: dict[str, Any]) -> int:
     """Pan-and-scan's crops of a ``width`` x ``height`` image, as ``Gemma3ProcessingInfo.get_num_crops`` (after
     ``Gemma3ImageProcessor.pan_and_scan``) counts them: 0 when off, for a near-square image, or for crops under the
     minimum size."""
@@ -236,14 +235,12 @@ def gemma3_crops(width: int, height: int, settings: dict[str, Any]) -> int:
     return along
 
 
-def _largest_image(
-    kind: str, config: Any, pixels: tuple[int, int] | None, overrides: dict[str, Any]
-) -> tuple[int, int, int, int]:
-    """``(width, height, tokens, crops)`` of the image with the most features, as vLLM's processing info finds it:
-    the size each of its ``crops`` inputs reaches the tower at (Qwen's under ``pixels``, its processor's ``(min_pixels,
-    max_pixels)``)."""
+def _largest_image(config: Any, pixels: tuple[int, int] | None, overrides: dict[str, Any]) -> tuple[int, int, int, int]:
+    """``(width, height, tokens, inputs)`` of the image with the most features, as vLLM's processing info finds it: the
+    size each of its ``inputs`` reaches the tower at (Qwen's under ``pixels``, its processor's ``(min_pixels,
+    max_pixels)``; None for Gemma 3, cut by pan-and-scan's ``overrides``)."""
     vision = config.vision_config
-    if kind == "qwen2_vl" and pixels is not None:
+    if pixels is not None:
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
         merge = int(vision.spatial_merge_size)
@@ -259,8 +256,8 @@ def _largest_image(
     # and the whole image are each resized to the tower's side, mm_tokens_per_image tokens apiece (get_num_image_tokens)
     settings = _pan_and_scan(overrides)
     side = int(vision.image_size)
-    crops = gemma3_crops(side, side * settings["pan_and_scan_max_num_crops"], settings) + 1
-    return side, side, crops * int(config.mm_tokens_per_image), crops
+    inputs = _gemma3_crops(side, side * settings["pan_and_scan_max_num_crops"], settings) + 1
+    return side, side, inputs * int(config.mm_tokens_per_image), inputs
 
 
 def encoder_inputs(config: Any, batch: EncoderBatch, dtype: torch.dtype) -> dict[str, torch.Tensor]:
