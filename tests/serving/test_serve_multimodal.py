@@ -57,8 +57,11 @@ def _qwen() -> transformers.Qwen2_5_VLConfig:
     )
 
 
-def _gemma3() -> transformers.Gemma3Config:
-    """A tiny Gemma 3: a two-layer SigLIP tower on 64-pixel images of 16 patches pooled to 4 tokens."""
+PAN_AND_SCAN = '{"do_pan_and_scan": true}'
+
+
+def _gemma3(side: int = 64) -> transformers.Gemma3Config:
+    """A tiny Gemma 3: a two-layer SigLIP tower on ``side``-pixel images of 16 patches pooled to 4 tokens."""
     return transformers.Gemma3Config(
         text_config=dict(
             vocab_size=1000,
@@ -72,7 +75,12 @@ def _gemma3() -> transformers.Gemma3Config:
             sliding_window=64,
         ),
         vision_config=dict(
-            image_size=64, patch_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2
+            image_size=side,
+            patch_size=side // 4,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
         ),
         mm_tokens_per_image=4,
         image_token_index=990,
@@ -81,6 +89,11 @@ def _gemma3() -> transformers.Gemma3Config:
         dtype=torch.bfloat16,
         architectures=["Gemma3ForConditionalGeneration"],
     )
+
+
+def _gemma3_wide() -> transformers.Gemma3Config:
+    """The tiny Gemma 3 on 256-pixel images, the processor's least crop size: its dummy image (256 x 1024) is cut."""
+    return _gemma3(side=256)
 
 
 def _budget(config: transformers.PretrainedConfig, **options: object):  # type: ignore[no-untyped-def]
@@ -120,6 +133,69 @@ def test_gemma3_profiles_as_many_896_pixel_images_as_the_budget_holds() -> None:
     assert (batch.width, batch.height, batch.tokens_per_item, batch.items_per_prompt, batch.items) == (896, 896, 256, 32, 32)
     limited = encoder_batch("gemma", config, '{"image": 2}', tokens=8192, seqs=4, max_model_len=8192)
     assert limited is not None and (limited.items_per_prompt, limited.items) == (2, 8)
+
+
+def test_gemma3_pan_and_scan_profiles_the_dummy_image_in_crops() -> None:
+    """Gemma3ProcessingInfo's dummy image is one tower side wide and pan_and_scan_max_num_crops (4) tall: 896 x 3584.
+    get_num_crops, portrait: the aspect ratio 4 reaches min_ratio_to_activate 1.2; crops min(3584 // 256, floor(4 +
+    0.5)) = 4, kept in [2, 4]; each ceil(3584 / 4) = 896 tall, not under the 256 minimum: 4 crops. get_num_image_tokens:
+    (4 + 1) x 256 = 1,280 tokens, the budget's max_tokens_per_mm_item; 8192 // 1280 = 6 images, 30 tower inputs."""
+    config = load_config("google/gemma-3-4b-it")
+    side, tall, least, most = 896, 896 * 4, 256, 4
+    assert tall / side >= 1.2
+    crops = min(max(2, min(tall // least, math.floor(tall / side + 0.5))), most)
+    assert (crops, math.ceil(tall / crops)) == (4, 896)
+    tokens = (crops + 1) * config.mm_tokens_per_image
+    batch = encoder_batch("gemma", config, None, tokens=8192, seqs=1024, max_model_len=8192, processor_kwargs=PAN_AND_SCAN)
+    assert batch == EncoderBatch(
+        modality="image",
+        width=side,
+        height=side,
+        tokens_per_item=tokens,
+        crops_per_item=crops + 1,
+        items_per_prompt=8192 // tokens,
+        items=8192 // tokens,
+        encoder_budget=8192,
+        pixel_bounds=None,
+    )
+    assert (tokens, batch.items) == (1280, 6)
+    off = encoder_batch(
+        "gemma", config, None, tokens=8192, seqs=1024, max_model_len=8192, processor_kwargs='{"do_pan_and_scan": false}'
+    )
+    assert off is not None and (off.crops_per_item, off.tokens_per_item) == (1, 256)
+
+
+@pytest.mark.parametrize(
+    "settings, crops",
+    [
+        # 896 x 7168: min(28, 8) = 8 crops of 896
+        ('"pan_and_scan_max_num_crops": 8', 8),
+        # min(3584 // 1000, 4) = 3 crops, 896 wide: under the 1000 minimum, none
+        ('"pan_and_scan_min_crop_size": 1000', 0),
+        # the aspect ratio 4 is under 5: not activated
+        ('"pan_and_scan_min_ratio_to_activate": 5', 0),
+        # 896 x 1792: min(7, floor(2.5)) = 2 crops
+        ('"pan_and_scan_max_num_crops": 2', 2),
+    ],
+    ids=["8-crops", "crops-too-small", "ratio-not-reached", "2-crops"],
+)
+def test_gemma3_pan_and_scan_settings_as_get_num_crops_counts_them(settings: str, crops: int) -> None:
+    config = load_config("google/gemma-3-4b-it")
+    kwargs = f'{{"do_pan_and_scan": true, {settings}}}'
+    batch = encoder_batch("gemma", config, None, tokens=8192, seqs=1024, max_model_len=8192, processor_kwargs=kwargs)
+    assert batch is not None
+    assert (batch.crops_per_item, batch.tokens_per_item) == (crops + 1, (crops + 1) * 256)
+
+
+def test_the_tiny_gemma3_dummy_image_is_cut_only_at_the_least_crop_size() -> None:
+    """64 x 256: two crops 64 wide, under the 256 minimum, so none; at 256 x 1024, four crops of 256."""
+    small = encoder_batch("gemma", _gemma3(), None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH, processor_kwargs=PAN_AND_SCAN)
+    wide = encoder_batch(
+        "gemma", _gemma3_wide(), None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH, processor_kwargs=PAN_AND_SCAN
+    )
+    assert small is not None and wide is not None
+    assert (small.crops_per_item, small.tokens_per_item) == (1, 4)
+    assert (wide.width, wide.crops_per_item, wide.tokens_per_item) == (256, 5, 20)
 
 
 @pytest.mark.parametrize("max_pixels", [1003520, 802816, 200704, 1000000, 28 * 28], ids=str)
@@ -205,8 +281,24 @@ def test_a_smaller_max_pixels_shrinks_the_encoder_profile() -> None:
     assert small.kv_cache_bytes > large.kv_cache_bytes
 
 
+def test_pan_and_scan_lowers_the_budget_by_at_least_the_larger_encoder_cache() -> None:
+    """One image a prompt, 16 sequences: 16 images either way, each 5 tower inputs with pan-and-scan (4 tokens each,
+    the projector's outputs 64 wide, bf16); the KV cache gives up at least the cache's growth."""
+    one = dict(limit_mm_per_prompt="image=1")
+    whole = _budget(_gemma3_wide(), **one)
+    cut = _budget(_gemma3_wide(), mm_processor_kwargs=PAN_AND_SCAN, **one)
+    assert whole.encoder is not None and cut.encoder is not None
+    assert (whole.encoder.items, whole.encoder.crops_per_item, cut.encoder.items, cut.encoder.crops_per_item) == (16, 1, 16, 5)
+    assert (whole.encoder.cache_bytes, cut.encoder.cache_bytes) == (16 * 4 * 64 * 2, 16 * 5 * 4 * 64 * 2)
+    assert cut.encoder.peak_bytes > whole.encoder.peak_bytes
+    assert cut.weights_bytes == whole.weights_bytes
+    assert whole.kv_cache_bytes - cut.kv_cache_bytes >= cut.encoder.cache_bytes - whole.encoder.cache_bytes
+
+
 @pytest.mark.parametrize(
-    "build, kwargs", [(_qwen, None), (_qwen, SMALL_PIXELS), (_gemma3, None)], ids=["qwen2_5_vl", "qwen2_5_vl-small", "gemma3"]
+    "build, kwargs",
+    [(_qwen, None), (_qwen, SMALL_PIXELS), (_gemma3, None), (_gemma3_wide, PAN_AND_SCAN)],
+    ids=["qwen2_5_vl", "qwen2_5_vl-small", "gemma3", "gemma3-pan-and-scan"],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_the_encoder_peak_matches_a_real_cpu_run(build, kwargs: str | None, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
@@ -263,10 +355,25 @@ def test_processor_kwargs_the_model_does_not_take_are_refused() -> None:
     """Keys whose effect on the dummy images is not modelled, named with what the processor takes."""
     with pytest.raises(UnsupportedError, match=r"size not modelled \(qwen2_vl takes min_pixels, max_pixels\)"):
         encoder_batch("qwen", _qwen(), None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH, processor_kwargs='{"size": 1}')
-    with pytest.raises(UnsupportedError, match="do_pan_and_scan not modelled"):
-        _budget(_gemma3(), mm_processor_kwargs='{"do_pan_and_scan": true}')
+    with pytest.raises(UnsupportedError, match=r"size not modelled \(gemma3 takes do_pan_and_scan, pan_and_scan_min"):
+        _budget(_gemma3(), mm_processor_kwargs='{"size": 1}')
     with pytest.raises(UnsupportedError, match="takes no images: --mm-processor-kwargs"):
         serve(transformers.LlamaConfig(num_hidden_layers=1), cache=False, mm_processor_kwargs=SMALL_PIXELS)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"do_pan_and_scan": 1}', "do_pan_and_scan=1 is not true or false"),
+        ('{"pan_and_scan_max_num_crops": 0}', "pan_and_scan_max_num_crops=0 is not a positive whole number"),
+        ('{"pan_and_scan_min_crop_size": 2.5}', "pan_and_scan_min_crop_size=2.5 is not a positive whole number"),
+        ('{"pan_and_scan_min_ratio_to_activate": -1}', "is not a positive ratio"),
+    ],
+    ids=["flag-not-bool", "no-crops", "fractional-size", "negative-ratio"],
+)
+def test_bad_pan_and_scan_settings_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        encoder_batch("gemma", _gemma3(), None, tokens=TOKENS, seqs=SEQS, max_model_len=LENGTH, processor_kwargs=text)
 
 
 def test_unmodelled_cases_are_refused_in_one_line() -> None:

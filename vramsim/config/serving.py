@@ -161,7 +161,8 @@ class ServeConfig:
         default=None,
         metadata=_option(
             help="vLLM's --mm-processor-kwargs: a JSON object for the model's processor, '{\"max_pixels\": 1003520}' "
-            "(Qwen2-VL, Qwen2.5-VL: min_pixels, max_pixels); it sizes the encoder's dummy images",
+            "(Qwen2-VL, Qwen2.5-VL: min_pixels, max_pixels; Gemma 3: do_pan_and_scan, pan_and_scan_min_crop_size, "
+            "pan_and_scan_max_num_crops, pan_and_scan_min_ratio_to_activate); it sizes the encoder's dummy images",
             report=_same,
         ),
     )

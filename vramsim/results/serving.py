@@ -34,6 +34,8 @@ class ServeEncoder:
     width: int
     height: int
     tokens_per_item: int
+    crops_per_item: int
+    """The tower's inputs of ``width`` x ``height`` per item: Gemma 3's pan-and-scan crops plus the whole image."""
     peak_bytes: int
     """The encoder's run alone: its peak over the weights."""
     cache_bytes: int

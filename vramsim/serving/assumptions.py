@@ -226,7 +226,8 @@ def multimodal_note(kind: str | None, images: EncoderBatch | None) -> list[Assum
             f"tokens, {images.items_per_prompt} per prompt) through the model's own get_image_features, attention "
             "as a fused kernel (its output only); the outputs kept through the decoder's run; the decoder's dummy run "
             "fed token ids (vLLM's feeds embeddings from its persistent buffer)"
-            + (_pixels_note(images.pixel_bounds) if images.pixel_bounds else ""),
+            + (_pixels_note(images.pixel_bounds) if images.pixel_bounds else "")
+            + (_crops_note(images) if images.crops_per_item > 1 else ""),
         )
     ]
 
@@ -238,6 +239,15 @@ def _pixels_note(bounds: tuple[int, int]) -> str:
             f"; the image processor's max_pixels taken as the hub's preprocessor_config.json states it ({QWEN2_VL_MAX_PIXELS:,})"
         )
     return f"; the image processor's min_pixels {bounds[0]:,}, max_pixels {bounds[1]:,} (with --mm-processor-kwargs)"
+
+
+def _crops_note(images: EncoderBatch) -> str:
+    """Gemma 3's pan-and-scan, as the tower runs it."""
+    crops = images.crops_per_item
+    return (
+        f"; pan-and-scan (--mm-processor-kwargs): {crops - 1} crops and the whole image each, {images.items * crops} "
+        f"inputs of {images.width} x {images.height} through the tower"
+    )
 
 
 def adapter_notes(lora: LoraSettings | None, lora_bytes: int, draft: Draft | None) -> list[Assumption]:

@@ -219,6 +219,7 @@ def _rank_budget(
         width=images.width,
         height=images.height,
         tokens_per_item=images.tokens_per_item,
+        crops_per_item=images.crops_per_item,
         peak_bytes=traced.encoder_peak_bytes,
         cache_bytes=traced.encoder_cache_bytes,
     )

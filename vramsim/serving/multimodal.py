@@ -16,7 +16,10 @@ them. The counts, as that code computes them:
 
 ``--mm-processor-kwargs`` reaches the processor vLLM sizes the dummy image with (``ctx.get_hf_processor(**kwargs)``):
 for Qwen2-VL and Qwen2.5-VL ``min_pixels`` and ``max_pixels`` replace the image processor's, and ``_get_vision_info``
-resizes the largest image under them. Other keys, and any for Gemma 3, are refused: their effect is not modelled.
+resizes the largest image under them; for Gemma 3 ``do_pan_and_scan`` and its three ``pan_and_scan_*`` settings
+replace the processor's defaults, and ``Gemma3ProcessingInfo.get_num_crops`` counts the crops of the dummy image (one
+tower side wide, ``pan_and_scan_max_num_crops`` sides tall), each and the whole image ``mm_tokens_per_image`` tokens
+through the tower. Other keys are refused: their effect is not modelled.
 
 A limit of 0 for every modality the model takes serves it as a language model: no encoder profile, no tower's weights
 (``Qwen2VLForConditionalGeneration.__init__`` builds ``visual = None`` and ``load_weights`` skips ``visual.``).
@@ -24,6 +27,7 @@ A limit of 0 for every modality the model takes serves it as a language model: n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +64,16 @@ _LARGEST_SIDE = 9999999
 _KINDS = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_vl", "gemma3": "gemma3"}
 """Model types whose encoder profile is modelled -> the processor family it follows."""
 
-_PROCESSOR_KEYS = {"qwen2_vl": ("min_pixels", "max_pixels"), "gemma3": ()}
+_PAN_AND_SCAN_KEYS = (
+    "do_pan_and_scan",
+    "pan_and_scan_min_crop_size",
+    "pan_and_scan_max_num_crops",
+    "pan_and_scan_min_ratio_to_activate",
+)
+"""Gemma 3's pan-and-scan settings; the hub's ``preprocessor_config.json`` leaves them null, so the processor's
+defaults (``Gemma3Processor.images_kwargs``: off, 256, 4, 1.2) hold unless ``--mm-processor-kwargs`` names them."""
+
+_PROCESSOR_KEYS = {"qwen2_vl": ("min_pixels", "max_pixels"), "gemma3": _PAN_AND_SCAN_KEYS}
 """The ``--mm-processor-kwargs`` keys whose effect on the dummy images is modelled, per family."""
 
 _MODALITIES = {"qwen2_vl": ("image", "video"), "gemma3": ("image",)}
@@ -73,12 +86,15 @@ tower and projector."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EncoderBatch:
-    """The dummy batch vLLM's encoder profile runs: ``items`` images of ``width`` x ``height``."""
+    """The dummy batch vLLM's encoder profile runs: ``items`` images, each ``crops_per_item`` inputs of ``width`` x
+    ``height`` to the tower."""
 
     modality: str
     width: int
     height: int
     tokens_per_item: int
+    crops_per_item: int = 1
+    """The tower's inputs per item: Gemma 3's pan-and-scan crops plus the whole image (1 without pan-and-scan)."""
     items_per_prompt: int
     items: int
     encoder_budget: int
@@ -120,7 +136,8 @@ def encoder_batch(
             f"{name} ({config.model_type}): vLLM's encoder profile is modelled for Qwen2-VL, Qwen2.5-VL and Gemma 3; "
             "pass --limit-mm-per-prompt '{\"image\": 0}' to budget it as a language model"
         )
-    pixels = _pixel_bounds(name, kind, overrides)
+    _check_keys(name, kind, overrides)
+    pixels = _pixel_bounds(overrides) if kind == "qwen2_vl" else None
     supported = _MODALITIES[kind]
     unknown = sorted(set(limits) - set(supported))
     if unknown:
@@ -128,7 +145,7 @@ def encoder_batch(
     allowed = {m: limits.get(m, DEFAULT_MM_LIMIT) for m in supported}
     if not any(allowed.values()):
         return None
-    width, height, per_item = _largest_image(kind, config, pixels)
+    width, height, per_item, inputs = _largest_image(config, pixels, overrides)
     if allowed.get("video") and max_model_len >= 2 * per_item:
         # Qwen2VLProcessingInfo.get_num_frames_with_most_features: the video fills max_model_len with frames of the
         # largest size; at 2 x an image's tokens it holds more than one image and the video is the modality profiled
@@ -148,21 +165,27 @@ def encoder_batch(
         width=width,
         height=height,
         tokens_per_item=per_item,
+        crops_per_item=inputs,
         items_per_prompt=per_prompt,
         items=items,
         encoder_budget=budget,
-        pixel_bounds=pixels if kind == "qwen2_vl" else None,
+        pixel_bounds=pixels,
     )
 
 
-def _pixel_bounds(name: str, kind: str, overrides: dict[str, Any]) -> tuple[int, int]:
-    """``(min_pixels, max_pixels)`` of Qwen's image processor after ``--mm-processor-kwargs`` (the hub's values where
-    it names neither); a key the family's modelled processor does not take is refused."""
+def _check_keys(name: str, kind: str, overrides: dict[str, Any]) -> None:
+    """Refuses a ``--mm-processor-kwargs`` key the family's modelled processor does not take."""
     taken = _PROCESSOR_KEYS[kind]
     unknown = sorted(set(overrides) - set(taken))
     if unknown:
-        takes = f"takes {', '.join(taken)}" if taken else "takes none modelled here"
-        raise UnsupportedError(f"{name}: --mm-processor-kwargs {', '.join(unknown)} not modelled ({kind} {takes})")
+        raise UnsupportedError(
+            f"{name}: --mm-processor-kwargs {', '.join(unknown)} not modelled ({kind} takes {', '.join(taken)})"
+        )
+
+
+def _pixel_bounds(overrides: dict[str, Any]) -> tuple[int, int]:
+    """``(min_pixels, max_pixels)`` of Qwen's image processor after ``--mm-processor-kwargs`` (the hub's values where
+    it names neither)."""
     bounds = {"min_pixels": QWEN2_VL_MIN_PIXELS, "max_pixels": QWEN2_VL_MAX_PIXELS}
     for key, value in overrides.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -173,11 +196,51 @@ def _pixel_bounds(name: str, kind: str, overrides: dict[str, Any]) -> tuple[int,
     return bounds["min_pixels"], bounds["max_pixels"]
 
 
-def _largest_image(kind: str, config: Any, pixels: tuple[int, int]) -> tuple[int, int, int]:
-    """``(width, height, tokens)`` of the image with the most features, as vLLM's processing info finds it (Qwen's
-    under ``pixels``, its processor's ``(min_pixels, max_pixels)``)."""
+def _pan_and_scan(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 3's pan-and-scan settings: the processor's defaults as transformers states them, replaced by
+    ``--mm-processor-kwargs`` (vLLM merges them over the defaults, ``ctx.get_merged_mm_kwargs``)."""
+    from transformers.models.gemma3.processing_gemma3 import Gemma3Processor
+
+    settings = {key: Gemma3Processor.images_kwargs[key] for key in _PAN_AND_SCAN_KEYS}
+    for key, value in overrides.items():
+        if key == "do_pan_and_scan":
+            if not isinstance(value, bool):
+                raise ConfigError(f"mm_processor_kwargs: do_pan_and_scan={value!r} is not true or false")
+        elif key == "pan_and_scan_min_ratio_to_activate":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"mm_processor_kwargs: {key}={value!r} is not a positive ratio")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"mm_processor_kwargs: {key}={value!r} is not a positive whole number")
+        settings[key] = value
+    return settings
+
+
+def _gemma3_crops(width: int, height: int, settings: dict[str, Any]) -> int:
+    """Pan-and-scan's crops of a ``width`` x ``height`` image, as ``Gemma3ProcessingInfo.get_num_crops`` (after
+    ``Gemma3ImageProcessor.pan_and_scan``) counts them: 0 when off, for a near-square image, or for crops under the
+    minimum size."""
+    if not settings["do_pan_and_scan"]:
+        return 0
+    least, most, ratio = (
+        settings["pan_and_scan_min_crop_size"],
+        settings["pan_and_scan_max_num_crops"],
+        settings["pan_and_scan_min_ratio_to_activate"],
+    )
+    long, short = max(width, height), min(width, height)
+    if long / short < ratio:
+        return 0
+    along = min(max(2, min(long // least, math.floor(long / short + 0.5))), most)
+    if min(math.ceil(long / along), short) < least:
+        return 0
+    return along
+
+
+def _largest_image(config: Any, pixels: tuple[int, int] | None, overrides: dict[str, Any]) -> tuple[int, int, int, int]:
+    """``(width, height, tokens, inputs)`` of the image with the most features, as vLLM's processing info finds it: the
+    size each of its ``inputs`` reaches the tower at (Qwen's under ``pixels``, its processor's ``(min_pixels,
+    max_pixels)``; None for Gemma 3, cut by pan-and-scan's ``overrides``)."""
     vision = config.vision_config
-    if kind == "qwen2_vl":
+    if pixels is not None:
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
         merge = int(vision.spatial_merge_size)
@@ -188,10 +251,13 @@ def _largest_image(kind: str, config: Any, pixels: tuple[int, int]) -> tuple[int
             min_pixels=pixels[0],
             max_pixels=pixels[1],
         )
-        return width, height, (height // vision.patch_size) * (width // vision.patch_size) // merge**2
-    # Gemma3ProcessingInfo: without pan-and-scan one crop of the processor's size (the tower's), mm_tokens_per_image
+        return width, height, (height // vision.patch_size) * (width // vision.patch_size) // merge**2, 1
+    # Gemma3ProcessingInfo.get_image_size_with_most_features: one tower side wide, max_num_crops sides tall; its crops
+    # and the whole image are each resized to the tower's side, mm_tokens_per_image tokens apiece (get_num_image_tokens)
+    settings = _pan_and_scan(overrides)
     side = int(vision.image_size)
-    return side, side, int(config.mm_tokens_per_image)
+    inputs = _gemma3_crops(side, side * settings["pan_and_scan_max_num_crops"], settings) + 1
+    return side, side, inputs * int(config.mm_tokens_per_image), inputs
 
 
 def encoder_inputs(config: Any, batch: EncoderBatch, dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -208,7 +274,8 @@ def encoder_inputs(config: Any, batch: EncoderBatch, dtype: torch.dtype) -> dict
         thw = torch.tensor([grid] * batch.items, dtype=torch.long, device="cpu")
         return {"pixel_values": torch.zeros(patches, width, dtype=dtype), "image_grid_thw": seed(thw, "meta")}
     channels = int(getattr(vision, "num_channels", 3))
-    return {"pixel_values": torch.zeros(batch.items, channels, batch.height, batch.width, dtype=dtype)}
+    images = batch.items * batch.crops_per_item  # vLLM's pixel_values: every item's crops, flat
+    return {"pixel_values": torch.zeros(images, channels, batch.height, batch.width, dtype=dtype)}
 
 
 def tower_modules(model: torch.nn.Module) -> list[torch.nn.Module]:

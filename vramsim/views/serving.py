@@ -70,7 +70,8 @@ def render_serve(report: ServeReport, console: Console) -> None:
         _say(
             console,
             f"Encoder profile: {encoder.items:,} x {encoder.modality} {encoder.width} x {encoder.height} "
-            f"({encoder.tokens_per_item:,} tokens each): peak {format_bytes(encoder.peak_bytes)} alone; its outputs, "
+            f"({_crops(encoder.crops_per_item)}{encoder.tokens_per_item:,} tokens each): "
+            f"peak {format_bytes(encoder.peak_bytes)} alone; its outputs, "
             f"{format_bytes(encoder.cache_bytes)}, kept through the decoder's run (in the activation peak)",
         )
     _say(console, "KV cache layers (measured from the model's cache)")
@@ -79,6 +80,11 @@ def render_serve(report: ServeReport, console: Console) -> None:
     for item in report.assumptions:
         _say(console, f"  - {item.name}: {item.detail}" + (f" ({format_bytes(item.bytes)})" if item.bytes else ""), "    ")
     _say(console, f"[dim]traced in {report.trace_seconds:.2f} s[/dim]")
+
+
+def _crops(crops: int) -> str:
+    """Pan-and-scan's inputs per image, when there are more than the image itself."""
+    return f"{crops - 1} crops and the whole image, " if crops > 1 else ""
 
 
 def _say(console: Console, line: str | Text, indent: str = "") -> None:
