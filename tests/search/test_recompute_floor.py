@@ -61,3 +61,38 @@ def test_attention_as_matmuls_gets_no_floor() -> None:
     """Eager attention's scores hold two token dimensions (their FLOPs are quadratic in the tokens, counted as
     matmuls): no floor, so the layout is traced."""
     assert RecomputeFloor.of(_graph(1, 1, "eager"), cp=1, tokens=_SEQ) is None
+
+
+def test_an_untraced_layouts_auto_is_settled_without_its_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1.7 GiB usable on 4 GPUs, auto on context-parallel layouts is weighed against a cheaper fit before their
+    traces: where the floor and the references settle it, the layout is not traced, and the search answers and
+    measures as it does with the floor off (every such auto traced and weighed on its own program)."""
+    import vramsim
+    from vramsim.search import strategy
+    from vramsim.search.strategy import cheapest_strategy
+
+    model = transformers.LlamaConfig(
+        hidden_size=512,
+        intermediate_size=2048,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        vocab_size=16000,
+        max_position_embeddings=8192,
+    )
+    asked = {"seq_len": 1024, "batch_size": 4, "device": "h100", "mixed_precision": "bf16"}
+    capacity = vramsim.simulate(model, task="forward", seq_len=8, device="h100").capacity_bytes
+    assert capacity is not None
+    asked["headroom"] = 1 - 1.7 * 2**30 / capacity
+    traced: list[tuple[int, int, int]] = []
+    settled: list[bool] = []
+    trace, floored = strategy.StrategySearcher._trace, strategy.StrategySearcher._auto_floored_out
+    monkeypatch.setattr(strategy.StrategySearcher, "_trace", lambda self, key: traced.append(key) or trace(self, key))
+    monkeypatch.setattr(strategy.StrategySearcher, "_auto_floored_out", lambda *a: settled.append(floored(*a)) or settled[-1])
+    found, with_floor = cheapest_strategy(model, gpus=4, cache=False, **asked), sorted(traced)
+    monkeypatch.setattr(strategy.StrategySearcher, "_auto_floored_out", lambda *_: False)
+    traced.clear()
+    before = cheapest_strategy(model, gpus=4, cache=False, **asked)
+    assert found.cheapest is not None and (found.cheapest.cp, found.cheapest.checkpointing) == (4, "auto")
+    assert found.cheapest == before.cheapest and found.candidates == before.candidates
+    assert any(settled) and set(with_floor) < set(traced)
