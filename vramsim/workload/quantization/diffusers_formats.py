@@ -43,10 +43,25 @@ GGUF_NAMES = {"gguf-q8_0": "Q8_0", "gguf-q4_k": "Q4_K"}
 DIFFUSERS_FORMAT_NAMES = (*QUANTO_NAMES, *GGUF_NAMES)
 
 
+def _require_library(quanto: bool) -> None:
+    """A missing library is one line naming the package, as for torchao's formats."""
+    import importlib.util
+
+    module, package = ("optimum.quanto", "optimum-quanto") if quanto else ("gguf", "gguf")
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # optimum itself absent
+        found = False
+    if not found:
+        raise UnsupportedError(f"this format needs {package}: pip install {package}")
+
+
 def check_diffusers_format(name: str, *, target: str, dtype: torch.dtype) -> None:
-    """Refuse, in one line, the quanto paths whose kernels differ from the default ``qbytes_mm`` traced here."""
+    """Refuse, in one line, a missing library and the quanto paths whose kernels differ from the default
+    ``qbytes_mm`` traced here."""
     import torch
 
+    _require_library(quanto=name in QUANTO_NAMES)
     half = dtype in (torch.float16, torch.bfloat16)
     if name == "quanto-int8" and target.lower() == "cpu" and dtype == torch.bfloat16:
         raise UnsupportedError(
@@ -160,6 +175,7 @@ def quanto_matmul_traced() -> Iterator[None]:
     """quanto's linear calls ``torch.ops.quanto.qbytes_mm``, one custom op to the tracer, which would see its output
     only; while a quanto model is traced the op is quanto's own Python body of it (``library/qbytes_mm.py``), so
     the weight it upcasts and scales is traced too, as the real op allocates it."""
+    _require_library(quanto=True)
     import torch
     from optimum.quanto.library.qbytes_mm import qbytes_mm
 
