@@ -101,7 +101,7 @@ def _linear_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def _quantize_quanto(model: torch.nn.Module, weights_dtype: str, device: str) -> None:
     """diffusers' ``QuantoQuantizer``: its layer swap, then ``create_quantized_param`` on each weight (set on the
     device in the model's dtype, then ``freeze()``), the biases loaded as they are."""
-    from accelerate.utils import set_module_tensor_to_device
+    from accelerate.utils import set_module_tensor_to_device  # type: ignore[import-untyped]
     from diffusers.quantizers import DiffusersAutoQuantizer
     from diffusers.quantizers.quantization_config import QuantoConfig
     from optimum.quanto import QModuleMixin
@@ -123,7 +123,7 @@ def _quantize_gguf(model: torch.nn.Module, quant_type: str, device: str) -> None
     """diffusers' ``GGUFQuantizer`` over a checkpoint whose linear weights are ``quant_type`` blocks: its swap to
     ``GGUFLinear`` where the state dict holds a ``GGUFParameter``, then ``create_quantized_param`` on each."""
     import gguf
-    from accelerate.utils import set_module_tensor_to_device
+    from accelerate.utils import set_module_tensor_to_device  # type: ignore[import-untyped]
     from diffusers.quantizers import DiffusersAutoQuantizer
     from diffusers.quantizers.gguf.utils import GGUFParameter
     from diffusers.quantizers.quantization_config import GGUFQuantizationConfig
@@ -180,17 +180,17 @@ def quanto_matmul_traced() -> Iterator[None]:
     from optimum.quanto.library.qbytes_mm import qbytes_mm
 
     namespace = torch.ops.quanto
-    original = namespace.qbytes_mm
-    namespace.qbytes_mm = qbytes_mm
+    original = getattr(namespace, "qbytes_mm")  # noqa: B009  # an op namespace's attributes are made on lookup
+    setattr(namespace, "qbytes_mm", qbytes_mm)  # noqa: B010
     try:
         yield
     finally:
-        namespace.qbytes_mm = original
+        setattr(namespace, "qbytes_mm", original)  # noqa: B010
 
 
 def diffusers_format_notes(model: torch.nn.Module) -> list[Assumption]:
     """What a Quanto or GGUF denoiser's run assumed beyond the libraries' own code (none for other models)."""
-    config = getattr(getattr(model, "config", None), "quantization_config", None)
+    config: Any = getattr(getattr(model, "config", None), "quantization_config", None)
     kind = type(config).__name__
     if kind == "QuantoConfig":
         detail = (
