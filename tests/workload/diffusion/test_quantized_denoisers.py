@@ -46,6 +46,8 @@ def test_quantized_denoiser_peaks_as_the_real_cpu_run(wide_flux: str, quantizati
     quantized, unquantized = (next(c.weights_bytes for c in r.components if c.name == "transformer") for r in (report, plain))
     assert quantized < unquantized / 3  # about 1 byte a weight or less, of 4
     assert "diffusers_quantized_denoiser" in {a.name for a in report.assumptions}
+    library, kind = quantization.split("-")
+    assert report.settings["quantization"].lower() == f"transformer {library} {kind}"
 
 
 @pytest.mark.parametrize("quant_type", ["Q8_0", "Q4_K"])

@@ -30,6 +30,7 @@ __all__ = [
     "GGUF_NAMES",
     "QUANTO_NAMES",
     "check_diffusers_format",
+    "describe_diffusers_format",
     "diffusers_format_notes",
     "quantize_diffusers_format",
     "quanto_matmul_traced",
@@ -186,6 +187,17 @@ def quanto_matmul_traced() -> Iterator[None]:
         yield
     finally:
         setattr(namespace, "qbytes_mm", original)  # noqa: B010
+
+
+def describe_diffusers_format(model: torch.nn.Module) -> str | None:
+    """The header's words for a Quanto or GGUF model (None for other models)."""
+    config: Any = getattr(getattr(model, "config", None), "quantization_config", None)
+    kind = type(config).__name__
+    if kind == "QuantoConfig":
+        return f"quanto {config.weights_dtype}"
+    if kind == "GGUFQuantizationConfig":
+        return "GGUF " + next(p.quant_type.name for p in model.parameters() if hasattr(p, "quant_type"))
+    return None
 
 
 def diffusers_format_notes(model: torch.nn.Module) -> list[Assumption]:
