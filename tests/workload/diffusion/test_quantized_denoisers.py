@@ -94,8 +94,9 @@ def test_gguf_weights_hold_what_a_gguf_file_of_the_transformer_loads(wide_flux: 
         ({"quantization": "gguf-q6_k"}, ConfigError, "unknown quantization"),
         ({"quantization": "quanto-int8", "dtype": "bf16"}, UnsupportedError, "_weight_int8pack_mm"),
         ({"quantization": "gguf-q8_0", "quantized_components": "transformer,text_encoder_2"}, UnsupportedError, "denoiser only"),
+        ({"quantization": "quanto-int8", "offload": "model"}, UnsupportedError, "with offload is not modelled"),
     ],
-    ids=["quanto-int4", "gguf-q6_k", "int8pack", "encoder"],
+    ids=["quanto-int4", "gguf-q6_k", "int8pack", "encoder", "offload"],
 )
 def test_quanto_and_gguf_not_modelled_are_refused_in_one_line(given: dict[str, str], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):

@@ -37,6 +37,11 @@ def quantize_components(
         )
     if given in DIFFUSERS_FORMAT_NAMES:
         check_diffusers_format(given, target=config.device, dtype=dtype)
+        moved = [option for option in ("offload", "group_offload", "layerwise_casting") if getattr(config, option)]
+        if given.startswith("quanto") and moved:
+            raise UnsupportedError(
+                f"{given} with {', '.join(moved)} is not modelled: vramsim's offload and casting hooks do not move quanto's weight tensors"
+            )
         for name in _quantized(spec, modules, config, denoiser_only=True):
             if name not in spec.denoisers:
                 raise UnsupportedError(f"{given} quantizes a denoiser only, not {name}")
