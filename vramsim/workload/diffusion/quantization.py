@@ -40,7 +40,8 @@ def quantize_components(
         moved = [option for option in ("offload", "group_offload", "layerwise_casting") if getattr(config, option)]
         if given.startswith("quanto") and moved:
             raise UnsupportedError(
-                f"{given} with {', '.join(moved)} is not modelled: vramsim's offload and casting hooks do not move quanto's weight tensors"
+                f"{given} with {', '.join(moved)} is not modelled: vramsim's offload and casting hooks do not move "
+                "quanto's weight tensors"
             )
         for name in _quantized(spec, modules, config, denoiser_only=True):
             if name not in spec.denoisers:
