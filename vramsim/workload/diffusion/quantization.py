@@ -37,7 +37,12 @@ def quantize_components(
         )
     if given in DIFFUSERS_FORMAT_NAMES:
         check_diffusers_format(given, target=config.device, dtype=dtype)
-        moved = [option for option in ("offload", "group_offload", "layerwise_casting") if getattr(config, option)]
+        given_hooks = {
+            "offload": config.offload != "no",
+            "group_offload": config.group_offload,
+            "layerwise_casting": config.layerwise_casting,
+        }
+        moved = [option for option, on in given_hooks.items() if on]
         if given.startswith("quanto") and moved:
             raise UnsupportedError(
                 f"{given} with {', '.join(moved)} is not modelled: vramsim's offload and casting hooks do not move "
