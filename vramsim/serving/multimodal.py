@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -201,7 +201,8 @@ def _pan_and_scan(overrides: dict[str, Any]) -> dict[str, Any]:
     ``--mm-processor-kwargs`` (vLLM merges them over the defaults, ``ctx.get_merged_mm_kwargs``)."""
     from transformers.models.gemma3.processing_gemma3 import Gemma3Processor
 
-    settings = {key: Gemma3Processor.images_kwargs[key] for key in _PAN_AND_SCAN_KEYS}
+    defaults = cast(dict[str, Any], Gemma3Processor.images_kwargs)  # a TypedDict of every image option
+    settings = {key: defaults[key] for key in _PAN_AND_SCAN_KEYS}
     for key, value in overrides.items():
         if key == "do_pan_and_scan":
             if not isinstance(value, bool):
