@@ -123,7 +123,8 @@ def _remove_global_hook(handle: torch.utils.hooks.RemovableHandle) -> None:
 def _outside_compiled_code(hook: Callable[..., None]) -> Callable[..., None]:
     """A module hook that dynamo traces as nothing: a compiled module runs no Python hooks (ModTracker
     skips itself the same way inside a ``torch.compile(module)`` wrapper, ``_is_in_optimized_module``),
-    so ops inside compiled graphs are the compiled module's caller's."""
+    so ops inside compiled graphs are the compiled module's caller's. Nor does it run for a function
+    the ``kernels`` package made a module (``_calls_a_function``)."""
 
     @functools.wraps(hook)
     def outside(module: torch.nn.Module, *args: Any) -> None:
