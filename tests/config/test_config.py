@@ -10,6 +10,7 @@ from vramsim.config import ANALYSIS_OPTIONS, AnalysisOptions, ParallelOptions, S
 from vramsim.config.choices import OPTIMIZERS, QUANTIZATIONS
 from vramsim.config.simulation import OPTION_ORDER
 from vramsim.workload.optimizers import BUILDERS
+from vramsim.workload.quantization.diffusers_formats import DIFFUSERS_FORMAT_NAMES
 from vramsim.workload.quantization.weights import QUANTIZATION_ARGUMENTS
 
 
@@ -53,7 +54,7 @@ def test_analysis_options_are_the_variants_options() -> None:
 def test_the_names_checked_are_the_names_built() -> None:
     """The workload builds each optimizer and quantization the config accepts, and no other."""
     assert tuple(BUILDERS) == OPTIMIZERS
-    assert tuple(QUANTIZATION_ARGUMENTS) == QUANTIZATIONS
+    assert (*QUANTIZATION_ARGUMENTS, *DIFFUSERS_FORMAT_NAMES) == QUANTIZATIONS
 
 
 def test_config_imports_nothing_above_it() -> None:

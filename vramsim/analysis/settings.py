@@ -10,6 +10,7 @@ from vramsim.config import SimulationConfig
 from vramsim.workload.float8 import float8_linears
 from vramsim.workload.optimizers import describe_optimizer
 from vramsim.workload.program import Program
+from vramsim.workload.quantization.diffusers_formats import describe_diffusers_format
 from vramsim.workload.quantization.weights import describe_quantization
 
 __all__ = ["run_settings"]
@@ -19,6 +20,9 @@ def run_settings(config: SimulationConfig, program: Program) -> dict[str, str]:
     """Setting -> what was in force, for the choices that apply to ``config.task``."""
     if "" not in program.modules:  # a pipeline of named components: each one's weights
         weights = {"weights": ", ".join(f"{name} {_dtype(_first_dtype(module))}" for name, module in program.modules.items())}
+        formats = {name: describe_diffusers_format(module) for name, module in program.modules.items()}
+        if any(formats.values()):
+            weights["quantization"] = ", ".join(f"{name} {kind}" for name, kind in formats.items() if kind)
         if config.task != "train":
             return weights
         autocast = _dtype(config.mixed_precision) if isinstance(config.mixed_precision, torch.dtype) else "off"

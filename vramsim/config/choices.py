@@ -60,8 +60,13 @@ QUANTIZATIONS = (
     "int8wo",
     "int4wo",
     "int4wo-tinygemm",
+    "quanto-int8",
+    "quanto-float8",
+    "gguf-q8_0",
+    "gguf-q4_k",
 )
-"""The ``--quantization`` names (vramsim/workload/quantization/weights.py quantizes each)."""
+"""The ``--quantization`` names (vramsim/workload/quantization/weights.py quantizes each; the quanto and gguf ones,
+diffusers denoisers only, vramsim/workload/quantization/diffusers_formats.py)."""
 
 LOSSES = ("model", "liger-flce", "chunked-ce[:N]")
 """The loss names ``--loss`` takes besides ``path/to/file.py:function``."""

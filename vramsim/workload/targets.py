@@ -15,6 +15,7 @@ from vramsim.tracer.kernels.attention import CUDNN_RUNTIME_VERSION, GpuAttention
 from vramsim.tracer.kernels.bitsandbytes_kernels import WithBitsandbytes
 from vramsim.tracer.kernels.cpu_kernels import conv2d_workspaces, matmul_workspaces, onednn_brgemm_isa
 from vramsim.tracer.kernels.cpu_layout import CPU_FUNCTIONS, cpu_output_layouts
+from vramsim.tracer.kernels.cpu_promotion import binary_promotion_copies
 from vramsim.tracer.kernels.cpu_scaled_mm import scaled_mm_workspaces
 from vramsim.tracer.kernels.emulation import KernelEmulation, KernelRules
 from vramsim.tracer.kernels.flash_attn import flash_attn_workspaces
@@ -87,6 +88,7 @@ _CPU_RULES = KernelRules(
         onednn_conv_workspaces,
         reduction_copies(cuda=False),
         scaled_mm_workspaces,
+        binary_promotion_copies,
     ),
     output_layouts=cpu_output_layouts,
     functions=WithBitsandbytes(CPU_FUNCTIONS, cuda=False),

@@ -333,7 +333,7 @@ def test_quantization_packs_the_denoiser_and_t5_only() -> None:
     assert torchao["transformer"] < before["transformer"] and {k: v for k, v in torchao.items() if k != "transformer"} == {
         k: v for k, v in before.items() if k != "transformer"
     }
-    with pytest.raises(UnsupportedError, match="pipelines are quantized with bitsandbytes or torchao"):
+    with pytest.raises(UnsupportedError, match="pipelines are quantized with bitsandbytes, torchao"):
         simulate(TINY_FLUX, **options, quantization="gptq")
 
 

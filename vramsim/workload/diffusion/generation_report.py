@@ -10,6 +10,7 @@ from vramsim.workload.diffusion.components import has_scheduler_config
 from vramsim.workload.diffusion.generation import Generation
 from vramsim.workload.diffusion.spec import diffusers_version
 from vramsim.workload.diffusion.stable_diffusion import upcasts_vae
+from vramsim.workload.quantization.diffusers_formats import diffusers_format_notes
 
 __all__ = ["COMPONENT_PHASES", "generation_notes", "generation_phases"]
 
@@ -120,6 +121,8 @@ def _setup_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[
                 "only the groups the hooks have onloaded are on the device; host memory and PCIe time are not counted",
             )
         )
+    for name in step.spec.denoisers:
+        notes += diffusers_format_notes(modules[name]) if name in modules else []
     if upcasts_vae(modules["vae"], step.spec):
         notes.append(
             Assumption(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from vramsim.config.choices import QUANTIZATIONS
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.report import Assumption
+from vramsim.workload.quantization.diffusers_formats import DIFFUSERS_FORMAT_NAMES, QUANTO_NAMES, quanto_matmul_traced
 from vramsim.workload.quantization.formats import check_format_target, describe_format, format_notes, quantize_format
 from vramsim.workload.quantization.torchao import (
     TORCHAO_NAMES,
@@ -77,7 +78,7 @@ _CONFIG_CLASSES = {
     "fp8": "FineGrainedFP8Config",
     **dict.fromkeys(TORCHAO_NAMES, "TorchAoConfig"),
 }
-BITSANDBYTES_NAMES = tuple(name for name in QUANTIZATIONS if name not in _CONFIG_CLASSES)
+BITSANDBYTES_NAMES = tuple(name for name in QUANTIZATIONS if name not in _CONFIG_CLASSES and name not in DIFFUSERS_FORMAT_NAMES)
 """The ``QUANTIZATIONS`` names that are bitsandbytes' formats (their config is ``BitsAndBytesConfig``)."""
 _SIMULATED = ("BitsAndBytesConfig", "GPTQConfig", "AwqConfig", "FineGrainedFP8Config", "TorchAoConfig")
 
@@ -93,6 +94,8 @@ def quantization_config(spec: Any, compute_dtype: torch.dtype) -> Any:
             raise UnsupportedError(f"{type(spec).__name__} is not simulated yet; {', '.join(_SIMULATED)} are")
         return spec
     name = str(spec).lower()
+    if name in DIFFUSERS_FORMAT_NAMES:
+        raise UnsupportedError(f"{name} is modelled on diffusers denoisers only (a pipeline's --quantization)")
     arguments = QUANTIZATION_ARGUMENTS.get(name)
     if arguments is None:
         raise ConfigError(f"unknown quantization {spec!r}; choose one of: {', '.join(QUANTIZATIONS)}")
@@ -177,7 +180,9 @@ def _diffusers_quantizer(model: Any, config: Any, device: str) -> Any:
 def quantized_kernels_on_meta(spec: Any) -> contextlib.AbstractContextManager[Any]:
     """While an FP8 model is built and traced, transformers' ``fp8_linear`` is the stand-in that makes
     on meta what its Hub kernels allocate (``tracer/kernels/fp8_linear.py``); for torchao's int4, mslk's
-    helpers and GEMM (``tracer/kernels/torchao_int4.py``); nothing for other formats."""
+    helpers and GEMM (``tracer/kernels/torchao_int4.py``); for quanto, its matmul's own body; nothing for other formats."""
+    if isinstance(spec, str) and spec.lower() in QUANTO_NAMES:
+        return quanto_matmul_traced()
     if uses_mslk_int4(spec):
         from vramsim.tracer.patches import torchao_int4_on_meta
 

@@ -1,0 +1,111 @@
+"""Quanto and GGUF denoisers against torch.profiler's real CPU peak, on the tiny FLUX pipeline widened to 256
+(attention_head_dim 128, so its linear rows hold whole Q4_K blocks of 256 and the transformer's step sets the peak
+at 64x64)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vramsim import simulate
+from vramsim.config import SimulationConfig
+from vramsim.errors import ConfigError, UnsupportedError
+
+pytest.importorskip("optimum.quanto")
+gguf = pytest.importorskip("gguf")
+
+TINY_FLUX = Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-flux"
+_RUN = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}
+TOLERANCE = 0.005
+"""The ground truths' bound: the prediction within 0.5% of the real peak."""
+
+
+@pytest.fixture(scope="module")
+def wide_flux(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("flux") / "wide-flux"
+    shutil.copytree(TINY_FLUX, folder)
+    config_file = folder / "transformer" / "config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps(config | {"attention_head_dim": 128, "axes_dims_rope": [16, 56, 56]}))
+    return str(folder)
+
+
+@pytest.mark.parametrize("quantization", ["quanto-int8", "quanto-float8", "gguf-q8_0", "gguf-q4_k"])
+def test_quantized_denoiser_peaks_as_the_real_cpu_run(wide_flux: str, quantization: str) -> None:
+    """The library's own quantizer and layers run for real on the CPU (GGUF blocks from gguf's quantizer, Q4_K's
+    bytes drawn at random: gguf-py has no K-quant quantizer), and vramsim's trace of the same on meta."""
+    from vramsim.validation.measure import measure_cpu
+
+    report = simulate(wide_flux, device="cpu", quantization=quantization, **_RUN)
+    measured = measure_cpu(wide_flux, SimulationConfig(device="cpu", quantization=quantization, **_RUN)).peak_bytes
+    assert abs(report.peak_bytes - measured) <= TOLERANCE * measured, (report.peak_bytes, measured)
+    plain = simulate(wide_flux, device="cpu", **_RUN)
+    quantized, unquantized = (next(c.weights_bytes for c in r.components if c.name == "transformer") for r in (report, plain))
+    assert quantized < unquantized / 3  # about 1 byte a weight or less, of 4
+    assert "diffusers_quantized_denoiser" in {a.name for a in report.assumptions}
+    library, kind = quantization.split("-")
+    assert report.settings["quantization"].lower() == f"transformer {library} {kind}"
+
+
+@pytest.mark.parametrize("quant_type", ["Q8_0", "Q4_K"])
+def test_gguf_weights_hold_what_a_gguf_file_of_the_transformer_loads(wide_flux: str, tmp_path: Path, quant_type: str) -> None:
+    """A real GGUF file of the transformer's linear weights (gguf's GGUFWriter), read back by diffusers'
+    ``load_gguf_checkpoint``: the traced transformer's weights are the file's tensors plus what stays unquantized."""
+    import numpy as np
+    import torch
+    from diffusers import FluxTransformer2DModel
+    from diffusers.models.model_loading_utils import load_gguf_checkpoint
+
+    qtype = gguf.GGMLQuantizationType[quant_type]
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    with torch.device("meta"):
+        model = FluxTransformer2DModel.from_config(FluxTransformer2DModel.load_config(wide_flux, subfolder="transformer"))
+    writer = gguf.GGUFWriter(str(tmp_path / "transformer.gguf"), "flux")
+    kept = 0
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and module.in_features % block == 0:
+            raw = np.zeros((module.out_features, module.in_features // block * size), dtype=np.uint8)
+            writer.add_tensor(f"{name}.weight", raw, raw_shape=raw.shape, raw_dtype=qtype)
+            kept += sum(p.nbytes for n, p in module.named_parameters() if n != "weight")
+    kept += sum(
+        p.nbytes
+        for name, module in model.named_modules()
+        if not (isinstance(module, torch.nn.Linear) and module.in_features % block == 0)
+        for p in module.parameters(recurse=False)
+    )
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    loaded = load_gguf_checkpoint(str(tmp_path / "transformer.gguf"))
+    assert {p.quant_type for p in loaded.values()} == {qtype}
+    report = simulate(wide_flux, device="cpu", quantization=f"gguf-{quant_type.lower()}", **_RUN)
+    transformer = next(c.weights_bytes for c in report.components if c.name == "transformer")
+    assert transformer == kept + sum(p.nbytes for p in loaded.values())
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "match"),
+    [
+        ({"quantization": "quanto-int4"}, ConfigError, "unknown quantization"),
+        ({"quantization": "gguf-q6_k"}, ConfigError, "unknown quantization"),
+        ({"quantization": "quanto-int8", "dtype": "bf16"}, UnsupportedError, "_weight_int8pack_mm"),
+        ({"quantization": "gguf-q8_0", "quantized_components": "transformer,text_encoder_2"}, UnsupportedError, "denoiser only"),
+        ({"quantization": "quanto-int8", "offload": "model"}, UnsupportedError, "with offload is not modelled"),
+    ],
+    ids=["quanto-int4", "gguf-q6_k", "int8pack", "encoder", "offload"],
+)
+def test_quanto_and_gguf_not_modelled_are_refused_in_one_line(given: dict[str, str], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        simulate(str(TINY_FLUX), device="cpu", **_RUN, **given)
+
+
+def test_quanto_and_gguf_quantize_diffusers_denoisers_only() -> None:
+    from transformers import LlamaConfig
+
+    llama = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4)
+    with pytest.raises(UnsupportedError, match="diffusers denoisers only"):
+        simulate(llama, device="h100", quantization="gguf-q8_0", task="forward", batch_size=1, seq_len=8)
