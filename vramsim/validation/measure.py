@@ -99,8 +99,10 @@ def measure_program_cpu(build: Callable[[], Program], *, seed: int = 0) -> Measu
 def _last_step_peak(prof: profile, step: int) -> Measurement:
     """Peak of live bytes allocated inside the profiled run, over the last step.
 
-    c10's reporter keeps one running total per process, so bytes an earlier profiled run left
-    allocated are still in it; the total before this run's first allocation is subtracted.
+    c10's reporter keeps one running total per process, and a tensor an earlier test left in a cache may be
+    freed inside this run, lowering that total by bytes this run never allocated. So the live bytes are
+    summed from this run's own allocations, each until the free of its address; a free of anything
+    allocated before the run (the reporter knows its size from an earlier profiled run) is ignored.
     """
     assert prof.profiler is not None and prof.profiler.kineto_results is not None  # set when the profile ends
     events = _flatten(prof.profiler.kineto_results.experimental_event_tree())
@@ -110,13 +112,18 @@ def _last_step_peak(prof: profile, step: int) -> Measurement:
         (e for e in events if e.tag == torch._C._profiler._EventType.Allocation and e.typed[1].alloc_size != 0),
         key=lambda e: e.start_time_ns,
     )
-    first = allocations[0].typed[1]
-    baseline = first.total_allocated - first.alloc_size
-    totals = [
-        e.typed[1].total_allocated - baseline
-        for e in allocations
-        if e.typed[1].alloc_size > 0 and start <= e.start_time_ns <= end
-    ]
+    live: dict[int, int] = {}
+    total = 0
+    totals: list[int] = []
+    for event in allocations:
+        fields = event.typed[1]
+        if fields.alloc_size > 0:
+            live[fields.ptr] = fields.alloc_size
+            total += fields.alloc_size
+            if start <= event.start_time_ns <= end:
+                totals.append(total)
+        else:
+            total -= live.pop(fields.ptr, 0)
     return Measurement(peak_bytes=max(totals, default=0), allocations=len(totals))
 
 
