@@ -339,12 +339,14 @@ def test_quantization_packs_the_denoiser_and_t5_only() -> None:
 
 def test_eager_attention_materialises_the_scores_and_is_refused_where_not_modelled() -> None:
     """``eager``: diffusers' AttnProcessor (baddbmm scores) in SDXL's UNet, the dispatcher's math backend in FLUX's
-    transformer, both above SDPA's peak; SD3's joint attention has no eager form: one line, never SDPA in silence."""
+    transformer, both above SDPA's peak, and for that pipeline only (diffusers makes a model's backend the process's
+    too); SD3's joint attention has no eager form: one line, never SDPA in silence."""
     options = dict(task="generate", num_inference_steps=2, height=128, width=128, device="h100")
     for tiny, denoiser in ((TINY, "unet"), (TINY_FLUX, "transformer")):
-        sdpa, eager = (simulate(tiny, **options, attn_implementation=a) for a in ("sdpa", "eager"))
-        peaks = [next(c.peak_bytes for c in r.components if c.name == denoiser) for r in (sdpa, eager)]
+        sdpa, eager, sdpa_after = (simulate(tiny, **options, attn_implementation=a) for a in ("sdpa", "eager", "sdpa"))
+        peaks = [next(c.peak_bytes for c in r.components if c.name == denoiser) for r in (sdpa, eager, sdpa_after)]
         assert peaks[1] > peaks[0] and eager.options["attn_implementation"] == "eager", tiny
+        assert peaks[2] == peaks[0], "an eager pipeline changed the attention of the ones simulated after it"
     with pytest.raises(UnsupportedError, match="'eager' is not modelled for SD3Transformer2DModel"):
         simulate(TINY_SD3, attn_implementation="eager", **options)
 

@@ -35,15 +35,12 @@ def set_eager_attention(spec: PipelineSpec, denoisers: list[Any], vae: Any) -> N
     sets it. Other processors (SD3's joint attention) have no eager form here: refused."""
     from diffusers.models.attention_processor import AttnProcessor
 
-    from vramsim.workload.quiet import quiet_attention_backend
-
     for model in (*denoisers, vae):
         processors = list(getattr(model, "attn_processors", {}).values())
         if processors and all(type(p).__name__ == "AttnProcessor2_0" for p in processors):
             model.set_attn_processor(AttnProcessor())
         elif processors and all(hasattr(p, "_attention_backend") for p in processors):
-            with quiet_attention_backend():
-                model.set_attention_backend("_native_math")
+            _set_model_attention_backend(model, "_native_math")
         elif processors or model is not vae:
             kinds = ", ".join(sorted({type(p).__name__ for p in processors})) or "its own attention"
             raise UnsupportedError(
@@ -51,6 +48,22 @@ def set_eager_attention(spec: PipelineSpec, denoisers: list[Any], vae: Any) -> N
                 f"({kinds}); sdpa, the default, is"
             )
         # a model with no attention processors (Wan's VAE) keeps its attention
+
+
+def _set_model_attention_backend(model: Any, backend: str) -> None:
+    """``set_attention_backend`` on one model: each processor keeps the backend it is given, but diffusers also
+    makes it the process's active backend (``_AttentionBackendRegistry``), which would change every pipeline
+    simulated after this one in the same process; that one is put back."""
+    from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+
+    from vramsim.workload.quiet import quiet_attention_backend
+
+    active = _AttentionBackendRegistry._active_backend
+    try:
+        with quiet_attention_backend():
+            model.set_attention_backend(backend)
+    finally:
+        _AttentionBackendRegistry.set_active_backend(active)
 
 
 def slice_attention(spec: PipelineSpec, modules: dict[str, torch.nn.Module], slicing: str) -> None:
