@@ -29,6 +29,7 @@ ALIASES: dict[str, str] = {
     "roberta-base": "FacebookAI/roberta-base",
     "t5-small": "google-t5/t5-small",
     "t5-base": "google-t5/t5-base",
+    "t5-large": "google-t5/t5-large",
     "runwayml/stable-diffusion-v1-5": "stable-diffusion-v1-5/stable-diffusion-v1-5",
 }
 

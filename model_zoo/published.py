@@ -91,6 +91,10 @@ PUBLISHED = [
     Published("google-bert/bert-large-uncased", "AutoModel", "BertModel", 335_141_888),
     # Hub safetensors total ("223M"); T5 paper: ~220M for T5-Base. Embedding shared by encoder, decoder, LM head.
     Published("google-t5/t5-base", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 222_903_552),
+    # T5-Large as transformers counts it (sum of numel, the embedding shared by encoder, decoder and LM head), quoted
+    # publicly in DeepSpeed's T5 tables and load checks: 737,668,096; Hub: "738M"; T5 paper: ~770M. config.json as a
+    # public benchmark script copies it beside t5-small's and t5-base's (identical to the bundled t5-base's but sizes).
+    Published("google-t5/t5-large", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 737_668_096),
     # Hub safetensors total ("86.6M"): ViT-B/16 with its 1000-class ImageNet head; ViT paper: 86M.
     Published("google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656),
     # Pythia paper (Biderman et al. 2023, table 1): 405,334,016 total parameters for "410M" (untied embed_in/out).
