@@ -194,6 +194,11 @@ PUBLISHED = [
     Published("allenai/OLMo-2-0425-1B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 1_484_916_736),
     # The checkpoint's 134,515,008 BF16 scalars (272 tensors, quoted publicly); model card: 135M. Tied embeddings.
     Published("HuggingFaceTB/SmolLM2-135M", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),
+    # The 290 tensors of the pinned revision (a10cc151) as public GGUF conversions count them (tensor_values,
+    # n_params): 361,821,120; model card: 360M. Tied embeddings. config.json assembled from public copies of its
+    # sizes (960 wide, 32 layers, 15 heads over 5 KV heads, 2560 MLP, 49,152 tokens, 8192 positions, tied); its
+    # token ids and initializer range are left out (they change no size); model_zoo/refresh.py fetches the file.
+    Published("HuggingFaceTB/SmolLM2-360M-Instruct", "AutoModelForCausalLM", "LlamaForCausalLM", 361_821_120),
     # The loaded count public code checks (sum of numel, tied embeddings) and the GGUF's params: 1,711,376,384;
     # model card: 1.7B. config.json as two public copies quote it from the Hub (revision 31b70e2e), with its
     # transformers.js block.
