@@ -104,6 +104,12 @@ PUBLISHED = [
     Published("bigcode/octocoder", "AutoModelForCausalLM", "GPTBigCodeForCausalLM", 15_517_456_384),
     # Hub safetensors total ("242M"); proj_out is tied to the decoder embedding. Whisper paper: 244M.
     Published("openai/whisper-small", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 241_734_912),
+    # The loaded count public fine-tuning audits print for revision abdf7c39 (sum of numel; proj_out tied to the
+    # decoder embedding): 763,857,920; Hub: "764M"; Whisper paper: 769M. config.json assembled: the sizes as OpenAI's
+    # ModelDimensions for medium and a public structure listing give them (1024 wide, 16 heads, 24 + 24 layers, FFN
+    # 4096, 80 mel bins, 1500 / 448 positions, 51,865 tokens), every other key whisper-small's (the same multilingual
+    # tokenizer and generation settings; transformers_version 4.27.0.dev0 as public copies of medium's quote it).
+    Published("openai/whisper-medium", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 763_857_920),
     # GGUF general.parameter_count and Hub listings of meta-llama/Llama-2-7b-hf: 6,738,415,616 ("6.74B").
     Published("meta-llama/Llama-2-7b-hf", "AutoModelForCausalLM", "LlamaForCausalLM", 6_738_415_616),
     # Hub safetensors total of the Llama-2-70b checkpoint (quoted for togethercomputer/llama-2-70b): "69B".
