@@ -97,6 +97,11 @@ PUBLISHED = [
     Published("google-t5/t5-large", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 737_668_096),
     # Hub safetensors total ("86.6M"): ViT-B/16 with its 1000-class ImageNet head; ViT paper: 86M.
     Published("google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656),
+    # The Hub API's safetensors total for revision 8949b909: 149,655,232 F32 (149,014,272 in model.*, 640,960 in the
+    # MLM head and decoder bias; the decoder weight tied to the token embedding); model card: 149M. config.json
+    # assembled from public copies of its keys (a fine-tune's full 4.48 file, transformers' ModernBertConfig
+    # defaults, which are this model's); transformers_version left out.
+    Published("answerdotai/ModernBERT-base", "AutoModelForMaskedLM", "ModernBertForMaskedLM", 149_655_232),
     # Pythia paper (Biderman et al. 2023, table 1): 405,334,016 total parameters for "410M" (untied embed_in/out).
     Published("EleutherAI/pythia-410m-deduped", "AutoModelForCausalLM", "GPTNeoXForCausalLM", 405_334_016),
     # StarCoder 15.5B architecture (OctoCoder is its instruction-tuned copy): 15,517,456,384 with the LM head tied
