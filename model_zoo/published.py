@@ -97,6 +97,10 @@ PUBLISHED = [
     Published("google-t5/t5-large", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 737_668_096),
     # Hub safetensors total ("86.6M"): ViT-B/16 with its 1000-class ImageNet head; ViT paper: 86M.
     Published("google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656),
+    # The Hub's safetensors metadata for revision 7fd15f06: 203,155,970 (both towers, the logit scale and bias;
+    # model card: 203M). config.json as public ports quote it (the base checkpoint declares five text keys and the
+    # vision patch size; the rest are SiglipConfig's defaults), with the top-level keys SigLIP's published files carry.
+    Published("google/siglip-base-patch16-224", "AutoModel", "SiglipModel", 203_155_970),
     # The Hub API's safetensors total for revision 8949b909: 149,655,232 F32 (149,014,272 in model.*, 640,960 in the
     # MLM head and decoder bias; the decoder weight tied to the token embedding); model card: 149M. config.json
     # assembled from public copies of its keys (a fine-tune's full 4.48 file, transformers' ModernBertConfig
