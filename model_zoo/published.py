@@ -201,6 +201,11 @@ PUBLISHED = [
     # The published safetensors index: total_size 54,864,793,600 bytes of F32 = 13,716,198,400; model card: 13B.
     # config.json and the index as a public repository mirrors them.
     Published("allenai/OLMo-2-1124-13B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 13_716_198_400),
+    # 32,234,279,936 as two public scale studies list it ("config-verified"); model card: 32B. config.json assembled:
+    # the sizes as OLMo-core's olmo2_32B config gives them (d_model 5120, 64 layers, 40 heads over 8 KV heads, FFN
+    # 27648) on the OLMo 2 13B file's other keys (the same tokenizer, norms and rope_theta 500000); torch_dtype is
+    # left out (no public copy found: pass --dtype), as is transformers_version.
+    Published("allenai/OLMo-2-0325-32B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 32_234_279_936),
     # A public study's count, 13.72B (the base's sizes); bundled apart from the base, not aliased to it, as its
     # checkpoint is bfloat16 where the base's is float32. config.json as the same public repository mirrors it.
     Published("allenai/OLMo-2-1124-13B-Instruct", "AutoModelForCausalLM", "Olmo2ForCausalLM", "13.72B"),
