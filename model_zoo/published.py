@@ -77,8 +77,8 @@ PUBLISHED = [
     # 41,873,153,344 as a public per-module breakdown of the checkpoint gives it (the experts' FFNs 40,267,415,552;
     # the same breakdown gives Phi-3.5-mini's 3,821,079,552); model card: 41.9B total, 6.6B active. config.json
     # assembled from a public key-by-key listing of the published file (every key but rope_scaling's 64-entry
-    # longrope factor lists, which no public copy gives in full: they are left out, which changes no size and no
-    # tensor vramsim traces below 4096 tokens); model_zoo/refresh.py fetches the file.
+    # longrope factor lists, which no public copy gives in full: rope_scaling is left out, which changes the rotary
+    # frequencies' values only, no size and no tensor's shape); model_zoo/refresh.py fetches the file.
     Published("microsoft/Phi-3.5-MoE-instruct", "AutoModelForCausalLM", "PhimoeForCausalLM", 41_873_153_344),
     # Model card: "685B ... includes 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP)
     # Module weights". transformers builds the main model only (layers 0-60, no MTP layer 61), so the figure is
