@@ -29,6 +29,7 @@ ALIASES: dict[str, str] = {
     "roberta-base": "FacebookAI/roberta-base",
     "t5-small": "google-t5/t5-small",
     "t5-base": "google-t5/t5-base",
+    "t5-large": "google-t5/t5-large",
     "runwayml/stable-diffusion-v1-5": "stable-diffusion-v1-5/stable-diffusion-v1-5",
 }
 
@@ -72,6 +73,7 @@ SAME_ARCHITECTURE: dict[str, str] = {
     "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-ai/DeepSeek-V2-Lite",
     "allenai/OLMo-2-1124-7B-Instruct": "allenai/OLMo-2-1124-7B",
     "HuggingFaceTB/SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M",
+    "HuggingFaceTB/SmolLM2-360M": "HuggingFaceTB/SmolLM2-360M-Instruct",
     # SmolLM2-1.7B's instruct config is the bundled one; the base shares its sizes.
     "HuggingFaceTB/SmolLM2-1.7B": "HuggingFaceTB/SmolLM2-1.7B-Instruct",
     "HuggingFaceTB/SmolLM3-3B-Base": "HuggingFaceTB/SmolLM3-3B",

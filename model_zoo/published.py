@@ -74,6 +74,12 @@ PUBLISHED = [
     # as public ONNX-export code copies it from the Hub (it leaves out transformers_version, as here; a transformers
     # 4.46 print of the same config agrees on every other field).
     Published("microsoft/Phi-3.5-mini-instruct", "AutoModelForCausalLM", "Phi3ForCausalLM", 3_821_079_552),
+    # 41,873,153,344 as a public per-module breakdown of the checkpoint gives it (the experts' FFNs 40,267,415,552;
+    # the same breakdown gives Phi-3.5-mini's 3,821,079,552); model card: 41.9B total, 6.6B active. config.json
+    # assembled from a public key-by-key listing of the published file (every key but rope_scaling's 64-entry
+    # longrope factor lists, which no public copy gives in full: rope_scaling is left out, which changes the rotary
+    # frequencies' values only, no size and no tensor's shape); model_zoo/refresh.py fetches the file.
+    Published("microsoft/Phi-3.5-MoE-instruct", "AutoModelForCausalLM", "PhimoeForCausalLM", 41_873_153_344),
     # Model card: "685B ... includes 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP)
     # Module weights". transformers builds the main model only (layers 0-60, no MTP layer 61), so the figure is
     # the main model's: the checkpoint's tensors outside model.layers.61, without the FP8 weight_scale_inv
@@ -91,8 +97,21 @@ PUBLISHED = [
     Published("google-bert/bert-large-uncased", "AutoModel", "BertModel", 335_141_888),
     # Hub safetensors total ("223M"); T5 paper: ~220M for T5-Base. Embedding shared by encoder, decoder, LM head.
     Published("google-t5/t5-base", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 222_903_552),
+    # T5-Large as transformers counts it (sum of numel, the embedding shared by encoder, decoder and LM head), quoted
+    # publicly in DeepSpeed's T5 tables and load checks: 737,668,096; Hub: "738M"; T5 paper: ~770M. config.json as a
+    # public benchmark script copies it beside t5-small's and t5-base's (identical to the bundled t5-base's but sizes).
+    Published("google-t5/t5-large", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 737_668_096),
     # Hub safetensors total ("86.6M"): ViT-B/16 with its 1000-class ImageNet head; ViT paper: 86M.
     Published("google/vit-base-patch16-224", "AutoModelForImageClassification", "ViTForImageClassification", 86_567_656),
+    # The Hub's safetensors metadata for revision 7fd15f06: 203,155,970 (both towers, the logit scale and bias;
+    # model card: 203M). config.json as public ports quote it (the base checkpoint declares five text keys and the
+    # vision patch size; the rest are SiglipConfig's defaults), with the top-level keys SigLIP's published files carry.
+    Published("google/siglip-base-patch16-224", "AutoModel", "SiglipModel", 203_155_970),
+    # The Hub API's safetensors total for revision 8949b909: 149,655,232 F32 (149,014,272 in model.*, 640,960 in the
+    # MLM head and decoder bias; the decoder weight tied to the token embedding); model card: 149M. config.json
+    # assembled from public copies of its keys (a fine-tune's full 4.48 file, transformers' ModernBertConfig
+    # defaults, which are this model's); transformers_version left out.
+    Published("answerdotai/ModernBERT-base", "AutoModelForMaskedLM", "ModernBertForMaskedLM", 149_655_232),
     # Pythia paper (Biderman et al. 2023, table 1): 405,334,016 total parameters for "410M" (untied embed_in/out).
     Published("EleutherAI/pythia-410m-deduped", "AutoModelForCausalLM", "GPTNeoXForCausalLM", 405_334_016),
     # StarCoder 15.5B architecture (OctoCoder is its instruction-tuned copy): 15,517,456,384 with the LM head tied
@@ -100,6 +119,12 @@ PUBLISHED = [
     Published("bigcode/octocoder", "AutoModelForCausalLM", "GPTBigCodeForCausalLM", 15_517_456_384),
     # Hub safetensors total ("242M"); proj_out is tied to the decoder embedding. Whisper paper: 244M.
     Published("openai/whisper-small", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 241_734_912),
+    # The loaded count public fine-tuning audits print for revision abdf7c39 (sum of numel; proj_out tied to the
+    # decoder embedding): 763,857,920; Hub: "764M"; Whisper paper: 769M. config.json assembled: the sizes as OpenAI's
+    # ModelDimensions for medium and a public structure listing give them (1024 wide, 16 heads, 24 + 24 layers, FFN
+    # 4096, 80 mel bins, 1500 / 448 positions, 51,865 tokens), every other key whisper-small's (the same multilingual
+    # tokenizer and generation settings; transformers_version 4.27.0.dev0 as public copies of medium's quote it).
+    Published("openai/whisper-medium", "AutoModelForSpeechSeq2Seq", "WhisperForConditionalGeneration", 763_857_920),
     # GGUF general.parameter_count and Hub listings of meta-llama/Llama-2-7b-hf: 6,738,415,616 ("6.74B").
     Published("meta-llama/Llama-2-7b-hf", "AutoModelForCausalLM", "LlamaForCausalLM", 6_738_415_616),
     # Hub safetensors total of the Llama-2-70b checkpoint (quoted for togethercomputer/llama-2-70b): "69B".
@@ -182,6 +207,11 @@ PUBLISHED = [
     # The published safetensors index: total_size 54,864,793,600 bytes of F32 = 13,716,198,400; model card: 13B.
     # config.json and the index as a public repository mirrors them.
     Published("allenai/OLMo-2-1124-13B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 13_716_198_400),
+    # 32,234,279,936 as two public scale studies list it ("config-verified"); model card: 32B. config.json assembled:
+    # the sizes as OLMo-core's olmo2_32B config gives them (d_model 5120, 64 layers, 40 heads over 8 KV heads, FFN
+    # 27648) on the OLMo 2 13B file's other keys (the same tokenizer, norms and rope_theta 500000); torch_dtype is
+    # left out (no public copy found: pass --dtype), as is transformers_version.
+    Published("allenai/OLMo-2-0325-32B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 32_234_279_936),
     # A public study's count, 13.72B (the base's sizes); bundled apart from the base, not aliased to it, as its
     # checkpoint is bfloat16 where the base's is float32. config.json as the same public repository mirrors it.
     Published("allenai/OLMo-2-1124-13B-Instruct", "AutoModelForCausalLM", "Olmo2ForCausalLM", "13.72B"),
@@ -190,6 +220,11 @@ PUBLISHED = [
     Published("allenai/OLMo-2-0425-1B", "AutoModelForCausalLM", "Olmo2ForCausalLM", 1_484_916_736),
     # The checkpoint's 134,515,008 BF16 scalars (272 tensors, quoted publicly); model card: 135M. Tied embeddings.
     Published("HuggingFaceTB/SmolLM2-135M", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),
+    # The 290 tensors of the pinned revision (a10cc151) as public GGUF conversions count them (tensor_values,
+    # n_params): 361,821,120; model card: 360M. Tied embeddings. config.json assembled from public copies of its
+    # sizes (960 wide, 32 layers, 15 heads over 5 KV heads, 2560 MLP, 49,152 tokens, 8192 positions, tied); its
+    # token ids and initializer range are left out (they change no size); model_zoo/refresh.py fetches the file.
+    Published("HuggingFaceTB/SmolLM2-360M-Instruct", "AutoModelForCausalLM", "LlamaForCausalLM", 361_821_120),
     # The loaded count public code checks (sum of numel, tied embeddings) and the GGUF's params: 1,711,376,384;
     # model card: 1.7B. config.json as two public copies quote it from the Hub (revision 31b70e2e), with its
     # transformers.js block.

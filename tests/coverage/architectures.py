@@ -124,6 +124,8 @@ def trace_bundled(model_id: str, task: str) -> vramsim.Report:
         config = AutoConfig.from_pretrained(folder)
         _cap(config, set(), MAX_LAYERS)
         class_name = config.architectures[0]
+        if not hasattr(transformers, class_name):  # a remote-code name (PhiMoEForCausalLM): transformers' own class
+            class_name = MAPPINGS["causal-lm"][config.model_type]
         seq_len = AUDIO_SEQ_LEN if config.model_type == "whisper" else SEQ_LEN
         if "pixel_values" in inspect.signature(getattr(transformers, class_name).forward).parameters and splices_image(config):
             seq_len = IMAGE_TEXT_SEQ_LEN

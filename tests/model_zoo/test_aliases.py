@@ -40,6 +40,7 @@ ALIASES = [
     ("Qwen/Qwen2.5-3B-Instruct", "AutoModelForCausalLM", "Qwen2ForCausalLM", 3_085_938_688),  # GGUF / loaded counts
     ("allenai/OLMo-2-1124-7B-Instruct", "AutoModelForCausalLM", "Olmo2ForCausalLM", 7_298_617_344),  # Hub total
     ("HuggingFaceTB/SmolLM2-135M-Instruct", "AutoModelForCausalLM", "LlamaForCausalLM", 134_515_008),  # GGUF metadata
+    ("HuggingFaceTB/SmolLM2-360M", "AutoModelForCausalLM", "LlamaForCausalLM", 361_821_120),  # a public scale panel
     ("HuggingFaceTB/SmolLM2-1.7B", "AutoModelForCausalLM", "LlamaForCausalLM", "1.7B"),  # model card
     ("HuggingFaceTB/SmolLM3-3B-Base", "AutoModelForCausalLM", "SmolLM3ForCausalLM", 3_075_098_624),  # loaded count
 ]

@@ -66,6 +66,7 @@ def test_model_ids_lists_every_bundled_model() -> None:
         ("bert-large-uncased", "google-bert/bert-large-uncased"),
         ("t5-small", "google-t5/t5-small"),
         ("t5-base", "google-t5/t5-base"),
+        ("t5-large", "google-t5/t5-large"),
         ("gpt2-medium", "openai-community/gpt2-medium"),
         ("gpt2-large", "openai-community/gpt2-large"),
         ("gpt2-xl", "openai-community/gpt2-xl"),
