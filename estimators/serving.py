@@ -43,6 +43,8 @@ __all__ = [
     "VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES",
     "VLLM_GPU_MEMORY_UTILIZATION",
     "VLLM_LORA_CAPTURE_CASES",
+    "VLLM_TP_COMMUNICATORS_AT_INIT",
+    "VLLM_TP_COMMUNICATORS_IN_PROFILE",
     "VLLM_VOCAB_PADDING",
     "Budget",
     "BudgetInputs",
@@ -102,6 +104,23 @@ than two PCIe-only GPUs")."""
 
 VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)
 """``CustomAllreduce._SUPPORTED_WORLD_SIZES`` (16 in later releases, past the 8 GPUs of one node here)."""
+
+VLLM_TP_COMMUNICATORS_AT_INIT = 1
+"""NCCL communicators a tensor-parallel rank opens for its group while the distributed environment starts: vLLM's
+``PyNcclCommunicator`` (``vllm/distributed/device_communicators/pynccl.py``: ``ncclCommInitRank`` and a one-element
+warm-up ``all_reduce``), which ``CudaCommunicator.__init__`` builds for every group of more than one rank but the
+expert-parallel one, with the custom all-reduce beside it on the tensor-parallel group. Counted in the profile's
+non-torch increase only where vLLM's first snapshot predates them (before 0.11, ``VllmRelease``)."""
+
+VLLM_TP_COMMUNICATORS_IN_PROFILE = 1
+"""NCCL communicators a tensor-parallel rank opens during the profile run, after every vLLM release's snapshot:
+PyTorch's ``ProcessGroupNCCL`` communicator of the group's ``device_group``, which PyTorch creates at the group's
+first collective (vLLM passes no ``device_id`` to ``init_process_group``, so none is created eagerly). That
+collective is the logits' all-gather in the sampler warm-up: V1's ``LogitsProcessor._gather_logits`` all-gathers
+(``Platform.use_all_gather`` is true under V1), and ``DeviceCommunicatorBase.all_gather`` calls
+``dist.all_gather_into_tensor`` on the device group (``CudaCommunicator`` sends all-reduce, reduce-scatter,
+all-gatherv, send and recv through pynccl, not all-gather). The pipeline group opens none in the profile: its first
+send comes with the first scheduled batch."""
 
 NVLINK_BOARDS = ("a100-40gb", "a100-80gb", "h20", "h100-sxm", "h200", "b200", "gb200")
 """GPUs sold on NVSwitch boards (HGX), every GPU linked to every other over NVLink: vLLM's custom all-reduce runs
