@@ -4,7 +4,8 @@ vLLM (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``, ``vllm/ut
 ``memory_profiling``): the engine may use ``total_memory x gpu_memory_utilization``; from that it
 takes the weights, the torch peak a profile forward over ``max_num_batched_tokens`` tokens adds
 (``torch_peak_increase``), the memory outside torch that grew since the engine started
-(``non_torch_increase``: NCCL and custom all-reduce buffers), and, from v0.21 on, its CUDA-graph
+(``non_torch_increase``: the NCCL communicators and custom all-reduce buffers opened after the engine's first
+snapshot), and, from v0.21 on, its CUDA-graph
 estimate; the rest is KV cache, cut into blocks of ``block_size`` tokens in every attention layer
 (``vllm/v1/core/kv_cache_utils.py``). The CUDA context already exists when the engine takes its
 first snapshot, so it is not subtracted: it has to fit in the share ``gpu_memory_utilization``

@@ -210,14 +210,14 @@ def _vllm_communicators(config: ServeConfig) -> dict[str, tuple[int, str]]:
     """The NCCL communicators of each group vLLM opens after its first snapshot, and why: from 0.11 only PyTorch's
     communicator of the tensor-parallel group, which the profile's logits all-gather opens; before it also vLLM's
     own communicator of each group (``serving.VLLM_TP_COMMUNICATORS_AT_INIT``)."""
-    before = vllm_release(config.vllm_version).snapshot_after_distributed_init
-    init = 0 if before else serving.VLLM_TP_COMMUNICATORS_AT_INIT
-    where = "in the baseline snapshot" if before else "after the snapshot"
+    in_snapshot = vllm_release(config.vllm_version).snapshot_after_distributed_init
+    init = 0 if in_snapshot else serving.VLLM_TP_COMMUNICATORS_AT_INIT
+    where = "in the baseline snapshot (vLLM 0.11 on), not counted" if in_snapshot else "after the snapshot, counted"
     return {
         "tensor-parallel": (
             serving.VLLM_TP_COMMUNICATORS_IN_PROFILE + init,
-            f"; per communicator: PyTorch's ProcessGroupNCCL one, opened by the profile's logits all-gather "
-            f"(VLLM_TP_COMMUNICATORS_IN_PROFILE), and vLLM's PyNcclCommunicator, {where} (VLLM_TP_COMMUNICATORS_AT_INIT)",
+            "; per communicator opened after vLLM's first snapshot: PyTorch's ProcessGroupNCCL one, opened by the "
+            f"profile's logits all-gather (VLLM_TP_COMMUNICATORS_IN_PROFILE); vLLM's PyNcclCommunicator is {where}",
         ),
         "pipeline": (init, f"; vLLM's PyNcclCommunicator of the pipeline group, {where}"),
     }
