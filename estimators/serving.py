@@ -116,12 +116,12 @@ non-torch increase only where vLLM's first snapshot predates them (before 0.11, 
 VLLM_TP_COMMUNICATORS_IN_PROFILE = 1
 """NCCL communicators a tensor-parallel rank opens during the profile run, after every vLLM release's snapshot:
 PyTorch's ``ProcessGroupNCCL`` communicator of the group's ``device_group``, which PyTorch creates at the group's
-first collective (vLLM passes no ``device_id`` to ``init_process_group``, so none is created eagerly). That
-collective is the logits' all-gather in the sampler warm-up: V1's ``LogitsProcessor._gather_logits`` all-gathers
-(``Platform.use_all_gather`` is true under V1), and ``DeviceCommunicatorBase.all_gather`` calls
-``dist.all_gather_into_tensor`` on the device group (``CudaCommunicator`` sends all-reduce, reduce-scatter,
-all-gatherv, send and recv through pynccl, not all-gather). The pipeline group opens none in the profile: its first
-send comes with the first scheduled batch."""
+first collective (ProcessGroupNCCL's lazy default for a group bound to no device; that no vLLM release binds one
+at ``init_process_group`` was not checked in every release). That collective is the logits' all-gather in the
+sampler warm-up: V1's ``LogitsProcessor._gather_logits`` all-gathers (``Platform.use_all_gather`` is true under V1),
+and ``DeviceCommunicatorBase.all_gather`` calls ``dist.all_gather_into_tensor`` on the device group
+(``CudaCommunicator`` sends all-reduce, reduce-scatter, all-gatherv, send and recv through pynccl, not all-gather).
+The pipeline group opens none in the profile: its first send comes with the first scheduled batch."""
 
 NVLINK_BOARDS = ("a100-40gb", "a100-80gb", "h20", "h100-sxm", "h200", "b200", "gb200")
 """GPUs sold on NVSwitch boards (HGX), every GPU linked to every other over NVLink: vLLM's custom all-reduce runs
