@@ -4,7 +4,8 @@ vLLM (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``, ``vllm/ut
 ``memory_profiling``): the engine may use ``total_memory x gpu_memory_utilization``; from that it
 takes the weights, the torch peak a profile forward over ``max_num_batched_tokens`` tokens adds
 (``torch_peak_increase``), the memory outside torch that grew since the engine started
-(``non_torch_increase``: NCCL and custom all-reduce buffers), and, from v0.21 on, its CUDA-graph
+(``non_torch_increase``: the NCCL communicators and custom all-reduce buffers opened after the engine's first
+snapshot), and, from v0.21 on, its CUDA-graph
 estimate; the rest is KV cache, cut into blocks of ``block_size`` tokens in every attention layer
 (``vllm/v1/core/kv_cache_utils.py``). The CUDA context already exists when the engine takes its
 first snapshot, so it is not subtracted: it has to fit in the share ``gpu_memory_utilization``
@@ -43,6 +44,8 @@ __all__ = [
     "VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES",
     "VLLM_GPU_MEMORY_UTILIZATION",
     "VLLM_LORA_CAPTURE_CASES",
+    "VLLM_TP_COMMUNICATORS_AT_INIT",
+    "VLLM_TP_COMMUNICATORS_IN_PROFILE",
     "VLLM_VOCAB_PADDING",
     "Budget",
     "BudgetInputs",
@@ -102,6 +105,23 @@ than two PCIe-only GPUs")."""
 
 VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)
 """``CustomAllreduce._SUPPORTED_WORLD_SIZES`` (16 in later releases, past the 8 GPUs of one node here)."""
+
+VLLM_TP_COMMUNICATORS_AT_INIT = 1
+"""NCCL communicators a tensor-parallel rank opens for its group while the distributed environment starts: vLLM's
+``PyNcclCommunicator`` (``vllm/distributed/device_communicators/pynccl.py``: ``ncclCommInitRank`` and a one-element
+warm-up ``all_reduce``), which ``CudaCommunicator.__init__`` builds for every group of more than one rank but the
+expert-parallel one, with the custom all-reduce beside it on the tensor-parallel group. Counted in the profile's
+non-torch increase only where vLLM's first snapshot predates them (before 0.11, ``VllmRelease``)."""
+
+VLLM_TP_COMMUNICATORS_IN_PROFILE = 1
+"""NCCL communicators a tensor-parallel rank opens during the profile run, after every vLLM release's snapshot:
+PyTorch's ``ProcessGroupNCCL`` communicator of the group's ``device_group``, which PyTorch creates at the group's
+first collective (ProcessGroupNCCL's lazy default for a group bound to no device; that no vLLM release binds one
+at ``init_process_group`` was not checked in every release). That collective is the logits' all-gather in the
+sampler warm-up: V1's ``LogitsProcessor._gather_logits`` all-gathers (``Platform.use_all_gather`` is true under V1),
+and ``DeviceCommunicatorBase.all_gather`` calls ``dist.all_gather_into_tensor`` on the device group
+(``CudaCommunicator`` sends all-reduce, reduce-scatter, all-gatherv, send and recv through pynccl, not all-gather).
+The pipeline group opens none in the profile: its first send comes with the first scheduled batch."""
 
 NVLINK_BOARDS = ("a100-40gb", "a100-80gb", "h20", "h100-sxm", "h200", "b200", "gb200")
 """GPUs sold on NVSwitch boards (HGX), every GPU linked to every other over NVLink: vLLM's custom all-reduce runs

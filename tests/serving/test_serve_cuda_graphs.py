@@ -80,8 +80,10 @@ def test_sglang_budget_uses_the_default_for_the_gpu() -> None:
     assert 0.82 < report.utilization < 0.84
 
 
-def _non_torch(device: str, tp: int) -> dict[str, int]:
-    report = serve(tiny_serving_llama_config(), device=device, tp=tp, max_model_len=1024, enforce_eager=True)
+def _non_torch(device: str, tp: int, version: str = "0.10") -> dict[str, int]:
+    report = serve(
+        tiny_serving_llama_config(), device=device, tp=tp, max_model_len=1024, enforce_eager=True, vllm_version=version
+    )
     return {a.name: a.bytes for a in report.assumptions if (a.bytes and "NCCL" in a.name) or "all-reduce" in a.name}
 
 
@@ -97,6 +99,18 @@ def test_nvls_buffers_from_three_ranks_on_nvswitch_boards() -> None:
     assert "vLLM custom all-reduce buffers" in _non_torch("h100-pcie", 2)
 
 
+def test_from_0_11_the_snapshot_holds_what_the_distributed_start_builds() -> None:
+    """vllm#25359 takes vLLM's first snapshot after init_worker_distributed_environment: from 0.11 the custom
+    all-reduce buffers and vLLM's own communicator are in the baseline, and only the communicator the profile's logits
+    all-gather opens counts; NVLS still connects in the profile's all-reduces."""
+    before, after = _non_torch("h100", 4, "0.10.2"), _non_torch("h100", 4, "0.11.0")
+    assert "vLLM custom all-reduce buffers" not in after
+    assert after["NCCL NVLS buffers"] == before["NCCL NVLS buffers"]
+    (rings_before,) = (b for name, b in before.items() if "channel buffers" in name)
+    (rings_after,) = (b for name, b in after.items() if "channel buffers" in name)
+    assert rings_before == 2 * rings_after
+
+
 @pytest.mark.parametrize(
     ("model", "options", "kv_gib", "tokens"),
     [
@@ -106,7 +120,7 @@ def test_nvls_buffers_from_three_ranks_on_nvswitch_boards() -> None:
             37.23,
             813_184,
         ),
-        ("Qwen/Qwen3-30B-A3B", dict(device="a10", tp=4, max_model_len=8192, vllm_version="0.8.5"), 3.87, 168_896),
+        ("Qwen/Qwen3-30B-A3B", dict(device="a10", tp=4, max_model_len=8192, vllm_version="0.8.5"), 3.58, 156_352),
     ],
     ids=["gpt-oss-20b-a100", "qwen3-30b-a3b-4xa10"],
 )
@@ -134,21 +148,40 @@ def test_the_docs_h100_study_row_stays_true() -> None:
     assert round(report.activation_peak_bytes / _GiB, 2) == 5.54
 
 
+def test_the_docs_h100_study_tp2_row_stays_true() -> None:
+    """docs/serving.md's Qwen3-32B tp 2 row of the H100 study (vLLM 0.11): one late NCCL communicator, PyTorch's,
+    against the 0.54 GiB published (0.13 GiB of it kernels, as at tp 1); KV cache 34.60 GiB against 34.49 GiB."""
+    report = serve("Qwen/Qwen3-32B", device="h100-sxm", tp=2, max_model_len=16000, vllm_version="0.11.0")
+    assert report.non_torch_bytes == 16 * 2 * (4 * _MiB + 524288 + 4915200)
+    assert round(report.kv_cache_bytes / _GiB, 2) == 34.60
+
+
 @pytest.mark.parametrize(
-    ("device", "tp", "nvls", "custom"),
-    [("h100", 2, False, True), ("h100", 4, True, True), ("h100-pcie", 4, False, False)],
-    ids=["h100-tp2", "h100-tp4", "h100-pcie-tp4"],
+    ("device", "tp", "version", "communicators", "nvls", "custom"),
+    [
+        ("h100", 2, "0.10", 2, False, True),
+        ("h100", 4, "0.10", 2, True, True),
+        ("h100-pcie", 4, "0.10", 2, False, False),
+        ("h100", 2, "0.11", 1, False, False),
+        ("h100", 4, "0.21", 1, True, False),
+    ],
+    ids=["h100-tp2-0.10", "h100-tp4-0.10", "h100-pcie-tp4-0.10", "h100-tp2-0.11", "h100-tp4-0.21"],
 )
-def test_tp_non_torch_is_the_sum_of_its_components(device: str, tp: int, nvls: bool, custom: bool) -> None:
-    """A rank's memory outside torch in closed form: NCCL's ring buffers (channels x ring peers x the three
-    protocols' buffers), NCCL's NVLS buffers (per rank of the group) and vLLM's two custom all-reduce buffers."""
-    report = serve(tiny_serving_llama_config(), device=device, tp=tp, max_model_len=1024, enforce_eager=True)
+def test_tp_non_torch_is_the_sum_of_its_components(
+    device: str, tp: int, version: str, communicators: int, nvls: bool, custom: bool
+) -> None:
+    """A rank's memory outside torch after vLLM's snapshot in closed form: each late NCCL communicator's ring buffers
+    (channels x ring peers x the three protocols' buffers; before 0.11 vLLM's own and PyTorch's, from 0.11 PyTorch's
+    alone), NCCL's NVLS buffers (per rank of the group) and, before 0.11, vLLM's two custom all-reduce buffers."""
+    report = serve(
+        tiny_serving_llama_config(), device=device, tp=tp, max_model_len=1024, enforce_eager=True, vllm_version=version
+    )
     rings = (
         assumptions.NCCL_ASSUMED_CHANNELS
         * assumptions.NCCL_RING_PEERS
         * (assumptions.NCCL_SIMPLE_BUFFER_BYTES + assumptions.NCCL_LL_BUFFER_BYTES + assumptions.NCCL_LL128_BUFFER_BYTES)
     )
-    expected = rings + nvls * tp * serving.NCCL_NVLS_BYTES_PER_PEER + custom * serving.VLLM_CUSTOM_ALLREDUCE_BYTES
+    expected = communicators * rings + nvls * tp * serving.NCCL_NVLS_BYTES_PER_PEER + custom * serving.VLLM_CUSTOM_ALLREDUCE_BYTES
     assert report.non_torch_bytes == expected
 
 

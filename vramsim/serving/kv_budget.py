@@ -17,6 +17,7 @@ from vramsim.estimators.assumptions import cuda_context_bytes, overheads_for
 from vramsim.estimators.kv_cache import LayerCache
 from vramsim.results.report import Assumption
 from vramsim.results.serving import ServeReport
+from vramsim.serving.versions import vllm_release
 from vramsim.workload.targets import Target
 
 __all__ = ["budget_inputs", "engine_budget", "serve_report"]
@@ -36,7 +37,7 @@ def budget_inputs(
     profile = target.profile
     assert profile.memory_bytes is not None and config.tp is not None and config.max_model_len is not None
     element = None if config.kv_cache_dtype == "auto" else serving.KV_CACHE_DTYPE_BYTES[config.kv_cache_dtype]
-    non_torch = _non_torch(target, config.tp, config.engine, config.pp)
+    non_torch = _non_torch(target, config)
     utilization = config.gpu_memory_utilization or (
         serving.VLLM_GPU_MEMORY_UTILIZATION
         if config.engine == "vllm"
@@ -165,19 +166,23 @@ def serve_report(
     )
 
 
-def _non_torch(target: Target, tp: int, engine: str, pp: int) -> list[tuple[str, int, str]]:
-    """Memory outside torch an engine adds on a rank: the NCCL buffers of each group the rank belongs to (tensor
-    parallel; pipeline parallel's, which sends the hidden states on), NCCL's NVLS buffers where NCCL enables them,
-    and vLLM's custom all-reduce buffers where vLLM builds them. vLLM takes its first snapshot after NCCL starts, so
-    this counts everything NCCL and vLLM allocate as if after it (NCCL connects lazily, on first use)."""
-    profile = target.profile
-    found = [
-        (f"{o.name} ({kind} group)" if pp > 1 else o.name, o.bytes, o.source)
-        for kind, size in (("tensor-parallel", tp), ("pipeline", pp))
-        if size > 1
-        for o in overheads_for(profile, world_size=size)
-        if "NCCL" in o.name or "RCCL" in o.name
-    ]
+def _non_torch(target: Target, config: ServeConfig) -> list[tuple[str, int, str]]:
+    """Memory outside torch an engine adds on a rank after its first snapshot: the NCCL communicators' buffers of
+    each group the rank belongs to, NCCL's NVLS buffers where NCCL enables them, and vLLM's custom all-reduce buffers
+    where vLLM builds them. SGLang reads free memory after start-up, so everything NCCL opens counts (one
+    communicator per group); vLLM counts what its release opens after the snapshot (``_vllm_communicators``)."""
+    assert config.tp is not None
+    tp, pp, profile = config.tp, config.pp, target.profile
+    late = _vllm_communicators(config) if config.engine == "vllm" else {"tensor-parallel": (1, ""), "pipeline": (1, "")}
+    found = []
+    for kind, size in (("tensor-parallel", tp), ("pipeline", pp)):
+        count, why = late[kind]
+        if size == 1 or count == 0:
+            continue
+        for o in overheads_for(profile, world_size=size):
+            if "NCCL" in o.name or "RCCL" in o.name:
+                name = f"{o.name} ({kind} group)" if pp > 1 else o.name
+                found.append((f"{name} x{count}" if count > 1 else name, o.bytes * count, o.source + why))
     board = target.name in serving.NVLINK_BOARDS
     if tp >= serving.NCCL_NVLS_MIN_RANKS and board and profile.architecture in serving.NCCL_NVLS_ARCHITECTURES:
         found.append(
@@ -188,13 +193,31 @@ def _non_torch(target: Target, tp: int, engine: str, pp: int) -> list[tuple[str,
                 "on an NVSwitch board for more than two GPUs",
             )
         )
-    if engine == "vllm" and tp in serving.VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES and (tp == 2 or board):
+    early = config.engine == "vllm" and not vllm_release(config.vllm_version).snapshot_after_distributed_init
+    if early and tp in serving.VLLM_CUSTOM_ALLREDUCE_WORLD_SIZES and (tp == 2 or board):
         found.append(
             (
                 "vLLM custom all-reduce buffers",
                 serving.VLLM_CUSTOM_ALLREDUCE_BYTES,
                 "custom_all_reduce.py: meta (signal + max_size) and IPC buffer (max_size), max_size=8192*1024, "
-                "cudaMalloc outside torch",
+                "cudaMalloc outside torch, after the snapshot of vLLM before 0.11",
             )
         )
     return found
+
+
+def _vllm_communicators(config: ServeConfig) -> dict[str, tuple[int, str]]:
+    """The NCCL communicators of each group vLLM opens after its first snapshot, and why: from 0.11 only PyTorch's
+    communicator of the tensor-parallel group, which the profile's logits all-gather opens; before it also vLLM's
+    own communicator of each group (``serving.VLLM_TP_COMMUNICATORS_AT_INIT``)."""
+    in_snapshot = vllm_release(config.vllm_version).snapshot_after_distributed_init
+    init = 0 if in_snapshot else serving.VLLM_TP_COMMUNICATORS_AT_INIT
+    where = "in the baseline snapshot (vLLM 0.11 on), not counted" if in_snapshot else "after the snapshot, counted"
+    return {
+        "tensor-parallel": (
+            serving.VLLM_TP_COMMUNICATORS_IN_PROFILE + init,
+            "; per communicator opened after vLLM's first snapshot: PyTorch's ProcessGroupNCCL one, opened by the "
+            f"profile's logits all-gather (VLLM_TP_COMMUNICATORS_IN_PROFILE); vLLM's PyNcclCommunicator is {where}",
+        ),
+        "pipeline": (init, f"; vLLM's PyNcclCommunicator of the pipeline group, {where}"),
+    }

@@ -15,7 +15,10 @@ changes from release to release:
 - whether the CUDA graphs' memory is estimated before the KV cache is sized and taken off it
   (``profile_cudagraph_memory`` with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, on by default from 0.21: vLLM's
   own log says "CUDA graph memory profiling is enabled (default since v0.21.0)") or captured after it, in the share
-  ``gpu_memory_utilization`` leaves out.
+  ``gpu_memory_utilization`` leaves out;
+- whether the first snapshot comes before the distributed environment starts (then the NCCL communicators and
+  custom all-reduce buffers ``init_worker_distributed_environment`` builds count as the profile's non-torch
+  increase) or after it (from 0.11: only what the profile run itself opens counts).
 """
 
 from __future__ import annotations
@@ -42,17 +45,48 @@ class VllmRelease:
     """``step8``: every 8 tokens up to the largest size; ``step16``: every 16 from 256 on (``vllm_capture_sizes``)."""
     estimates_cuda_graphs: bool
     """The CUDA graphs' memory comes off the KV budget (``profile_cudagraph_memory``)."""
+    snapshot_after_distributed_init: bool
+    """``Worker.init_device`` takes the first ``MemorySnapshot`` after ``init_worker_distributed_environment``, so
+    the communicators built there (vLLM's NCCL communicators, custom all-reduce) are in the baseline, not in the
+    profile's ``non_torch_increase``."""
 
 
 VLLM_RELEASES = (
-    VllmRelease(first=(0, 8), top_k_top_p="sort", capture_sizes="step8", estimates_cuda_graphs=False),
-    VllmRelease(first=(0, 11), top_k_top_p="sort", capture_sizes="step16", estimates_cuda_graphs=False),
-    VllmRelease(first=(0, 16), top_k_top_p="triton", capture_sizes="step16", estimates_cuda_graphs=False),
-    VllmRelease(first=(0, 21), top_k_top_p="triton", capture_sizes="step16", estimates_cuda_graphs=True),
+    VllmRelease(
+        first=(0, 8),
+        top_k_top_p="sort",
+        capture_sizes="step8",
+        estimates_cuda_graphs=False,
+        snapshot_after_distributed_init=False,
+    ),
+    VllmRelease(
+        first=(0, 11),
+        top_k_top_p="sort",
+        capture_sizes="step16",
+        estimates_cuda_graphs=False,
+        snapshot_after_distributed_init=True,
+    ),
+    VllmRelease(
+        first=(0, 16),
+        top_k_top_p="triton",
+        capture_sizes="step16",
+        estimates_cuda_graphs=False,
+        snapshot_after_distributed_init=True,
+    ),
+    VllmRelease(
+        first=(0, 21),
+        top_k_top_p="triton",
+        capture_sizes="step16",
+        estimates_cuda_graphs=True,
+        snapshot_after_distributed_init=True,
+    ),
 )
 """Release lines, oldest first. 0.8: the V1 worker's profile run with the sampler in it (``profile_run`` calls
 ``_dummy_sampler_run``). 0.11: ``max_cudagraph_capture_size`` and capture sizes every 16 from 256 (the
-step-16 rule as read from the current source; the release it first shipped in is taken as 0.11). 0.16: the first
+step-16 rule as read from the current source; the release it first shipped in is taken as 0.11), and the first
+snapshot taken after the distributed environment starts (vllm#25359, "Initialize the distributed environment BEFORE
+taking memory snapshot", merged in the week to 2025-09-26, before 0.11.0; taken as 0.11: before it ``init_device``
+took the snapshot, then built the communicators). 0.16: the first
 release after vllm#33538 ("Triton-based Top-k and Top-p sampler kernels", February 2026; 0.15.2rc1 builds still
 sort, vllm#34076). 0.21: CUDA graph memory estimated before the KV cache is sized and taken off it, by default
 ("default since v0.21.0" in vLLM's start-up log, e.g. LMCache#3430; an earlier release that computes the
