@@ -97,6 +97,10 @@ PUBLISHED = [
     Published("google-bert/bert-large-uncased", "AutoModel", "BertModel", 335_141_888),
     # Hub safetensors total ("223M"); T5 paper: ~220M for T5-Base. Embedding shared by encoder, decoder, LM head.
     Published("google-t5/t5-base", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 222_903_552),
+    # Flan-T5-Base: T5 v1.1 sizes, its LM head stored apart from the embedding (tie_word_embeddings: false), as the
+    # checkpoint loads: 247,577,856 (Hub safetensors total; model card "248M"). config.json: the T5 v1.1 keys its
+    # published file carries, with t5's task_specific_params (values only, no size).
+    Published("google/flan-t5-base", "AutoModelForSeq2SeqLM", "T5ForConditionalGeneration", 247_577_856),
     # T5-Large as transformers counts it (sum of numel, the embedding shared by encoder, decoder and LM head), quoted
     # publicly in DeepSpeed's T5 tables and load checks: 737,668,096; Hub: "738M"; T5 paper: ~770M. config.json as a
     # public benchmark script copies it beside t5-small's and t5-base's (identical to the bundled t5-base's but sizes).

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers
 from transformers import AutoConfig
 
 from vramsim import model_zoo
 from vramsim.model_zoo.published import PUBLISHED, Published, rounded
+from vramsim.workload.models import build_model
 
 
 def _counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -27,9 +27,7 @@ def _counts(model: torch.nn.Module) -> tuple[int, int]:
 def test_bundled_config_builds_the_published_parameter_count(case: Published) -> None:
     folder = model_zoo.find(case.model_id)
     assert folder is not None, f"{case.model_id} is not bundled"
-    config = AutoConfig.from_pretrained(folder)
-    with torch.device("meta"):
-        model = getattr(transformers, case.auto_class).from_config(config)
+    model = build_model(AutoConfig.from_pretrained(folder), device="meta", dtype=None, model_class=case.auto_class)
     assert type(model).__name__ == case.model_class
     params, buffers = _counts(model)
     assert buffers == case.buffers

@@ -271,7 +271,23 @@ def build_model(
         raise TraceError(f"{model_cls.__name__} could not be built from its config", quoted=first_line(exc)) from exc
     if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model.to("meta")  # some models create a tensor on the CPU explicitly; on meta it must hold no memory
+    _untie_a_separately_stored_head(model)
     return model
+
+
+def _untie_a_separately_stored_head(model: torch.nn.Module) -> None:
+    """T5 v1.1 and its kin (Flan-T5, UMT5, LongT5) store an LM head apart from the embedding: their config.json
+    says ``tie_word_embeddings: false``. From transformers 5 their configs force the flag to ``True`` and keep what
+    the file said as ``scale_decoder_outputs``, so a model built from the config ties the two, while
+    ``from_pretrained`` unties them again because the checkpoint holds both with different values. vramsim
+    simulates the pretrained model: its head gets its own weight, as loading gives it."""
+    config = getattr(model, "config", None)
+    head = getattr(model, "lm_head", None)
+    if getattr(config, "scale_decoder_outputs", True) is not False or not isinstance(head, torch.nn.Linear):
+        return
+    embedding = model.get_input_embeddings()
+    if head.weight is embedding.weight:
+        head.weight = torch.nn.Parameter(torch.empty_like(head.weight), requires_grad=head.weight.requires_grad)
 
 
 def meta_copy(module: torch.nn.Module) -> torch.nn.Module:
