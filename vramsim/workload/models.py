@@ -281,12 +281,10 @@ def _untie_a_separately_stored_head(model: torch.nn.Module) -> None:
     the file said as ``scale_decoder_outputs``, so a model built from the config ties the two, while
     ``from_pretrained`` unties them again because the checkpoint holds both with different values. vramsim
     simulates the pretrained model: its head gets its own weight, as loading gives it."""
-    config = getattr(model, "config", None)
     head = getattr(model, "lm_head", None)
-    if getattr(config, "scale_decoder_outputs", True) is not False or not isinstance(head, torch.nn.Linear):
+    if not isinstance(model, transformers.PreTrainedModel) or not isinstance(head, torch.nn.Linear):
         return
-    embedding = model.get_input_embeddings()
-    if head.weight is embedding.weight:
+    if getattr(model.config, "scale_decoder_outputs", True) is False and head.weight is model.get_input_embeddings().weight:
         head.weight = torch.nn.Parameter(torch.empty_like(head.weight), requires_grad=head.weight.requires_grad)
 
 
