@@ -1,19 +1,38 @@
 """``vramsim.sweep``: every point, derived or traced, equals its own full trace to the byte."""
 
+from collections import Counter
+
 import pytest
 import transformers
 
 import vramsim
+from vramsim.analysis.device_memory import DeviceMemory
+from vramsim.analysis.whatifs import Analysis
 from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.estimators.timeline import Timeline
 from vramsim.search.sweep import _Derived, _DeviceGrid, _Run
 from vramsim.search.sweep_sizes import SizeFit, quantities, structure
 from vramsim.search.sweep_workers import TraceTask, trace_records
 
 
-def test_every_point_equals_its_own_trace(tiny_llama: transformers.LlamaConfig) -> None:
+@pytest.mark.parametrize("choices", ["none,full", "selective,every:2"])
+def test_every_point_equals_its_own_trace(
+    tiny_llama: transformers.LlamaConfig, choices: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A small model's grid: the points derived from the proven boxes and the traced ones alike are what
-    ``simulate`` reports at each, peak, reserved, device and verdict, under two checkpointing choices."""
-    found = vramsim.sweep(tiny_llama, batch_size="1:3", seq_len="16:128:16", device="h100", checkpointing="none,full", jobs=1)
+    ``simulate`` reports at each, peak, reserved, device and verdict, under two checkpointing choices (the
+    points after a structure's first are its what-if timeline replayed with their own sizes, for every choice
+    that path takes)."""
+    replayed: Counter[str] = Counter()
+    replay = Analysis.replay_resized
+
+    def counted(analysis: Analysis, timeline: Timeline, nbytes: list[int]) -> DeviceMemory:
+        replayed[analysis._config.checkpointing] += 1
+        return replay(analysis, timeline, nbytes)
+
+    monkeypatch.setattr(Analysis, "replay_resized", counted)
+    found = vramsim.sweep(tiny_llama, batch_size="1:3", seq_len="16:128:16", device="h100", checkpointing=choices, jobs=1)
+    assert set(replayed) == set(choices.split(",")) and min(replayed.values()) >= 12, replayed
     assert len(found.points) == 3 * 8 * 2
     derived = [p for p in found.points if p.answer == "derived"]
     assert len(derived) >= 12 and found.traces < 24  # batch 1 is its own structure; 2-3 are proven and derived
@@ -32,7 +51,7 @@ def test_every_point_equals_its_own_trace(tiny_llama: transformers.LlamaConfig) 
             report.device_bytes,
             report.fits,
         ), point
-    assert {(p.checkpointing, p.batch_size, p.seq_len) for p in found.largest} == {("none", 3, 128), ("full", 3, 128)}
+    assert {(p.checkpointing, p.batch_size, p.seq_len) for p in found.largest} == {(c, 3, 128) for c in choices.split(",")}
 
 
 def test_every_derived_point_has_its_own_traces_sizes(tiny_llama: transformers.LlamaConfig) -> None:
