@@ -427,11 +427,10 @@ class StrategySearcher:
             return True  # measured as auto, where the refusal is noted
         layers = 1 + max(unit.index for unit in traced.graph.graph["units"])  # as auto counts them
 
-        def within(full: int) -> bool:
-            flops = self._cost(traced, _full_layers(full, layers)).recomputed_flops if full else 0
-            return round(flops / max(traced.step_flops, 1) + bubble, 9) <= budget
+        def share(full: int) -> float:
+            return self._cost(traced, _full_layers(full, layers)).recomputed_flops / max(traced.step_flops, 1) + bubble
 
-        most = _most(within, layers) if within(1) else 0  # one full layer over the budget: no binary search
+        most = _most_full_layers(share, layers, budget)
         if most == layers:
             return True
         config = SimulationConfig.from_options(**self.base, **setting.options())
@@ -468,11 +467,11 @@ class StrategySearcher:
             return False
         layers = 1 + max(unit.index for unit in reference.graph.graph["units"])
 
-        def within(full: int) -> bool:
-            flops = self._cost(reference, _full_layers(full, layers)).recomputed_flops if full else 0
-            return round(float(floor.share(flops, full, cp)) + bubble, 9) <= budget
+        def share(full: int) -> float:
+            flops = self._cost(reference, _full_layers(full, layers)).recomputed_flops
+            return float(floor.share(flops, full, cp)) + bubble
 
-        most = _most(within, layers) if within(1) else 0
+        most = _most_full_layers(share, layers, budget)
         if most == layers:
             return False
         managed = _managed(reference.graph)  # the same tp's weights, so the same paged states
@@ -632,6 +631,17 @@ def _auto_plans(full: int, layers: int) -> Iterator[CheckpointPlan]:
 def _managed(graph: nx.MultiDiGraph) -> int:
     """Bytes of the program's managed (paged) storages."""
     return sum(graph.nodes[("storage", sid)]["nbytes"] for sid in graph.graph.get("managed", ()))
+
+
+def _most_full_layers(share: Callable[[int], float], layers: int, budget: float) -> int:
+    """F*: the most full layers F in [0, ``layers``] whose step share (``share(F)`` for F >= 1, recompute and bubble,
+    growing with F; F = 0 is the bubble alone, which the caller has checked) is within ``budget``. One full layer over
+    the budget settles it without a binary search."""
+
+    def within(full: int) -> bool:
+        return round(share(full), 9) <= budget
+
+    return _most(within, layers) if within(1) else 0
 
 
 def _most(ok: Callable[[int], bool], high: int) -> int:
