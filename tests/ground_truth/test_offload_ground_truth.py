@@ -30,7 +30,7 @@ from vramsim.workload.program import Program
 TINY = str(Path(__file__).parent / "pipelines" / "tiny-sdxl")
 _CALL = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}
 KONTEXT = str(Path(__file__).parent / "pipelines" / "tiny-flux-kontext")
-_KONTEXT_CALL = {"task": "generate", "num_inference_steps": 2}
+_KONTEXT_CALL: dict[str, Any] = {"task": "generate", "num_inference_steps": 2}
 
 
 def _with_accelerate_hooks(mode: str, folder: str = TINY, call: dict[str, Any] = _CALL) -> Program:

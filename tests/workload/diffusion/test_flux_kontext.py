@@ -15,7 +15,7 @@ from vramsim.workload.diffusion.residency import Residency
 from vramsim.workload.diffusion.spec import pipeline_class
 
 TINY_KONTEXT = str(Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-flux-kontext")
-_RUN = {"task": "generate", "num_inference_steps": 2}
+_RUN: dict[str, Any] = {"task": "generate", "num_inference_steps": 2}
 
 
 def _transformer_inputs(**options: Any) -> list[dict[str, Any]]:
@@ -47,12 +47,14 @@ def test_the_call_takes_the_pipelines_sizes() -> None:
 def test_model_offload_follows_accelerates_chain() -> None:
     """The VAE's hook offloads the transformer (the component before it), not T5: T5 and the VAE share the device
     through the encode, the VAE and the transformer through the denoising."""
-    modules = {name: torch.nn.Linear(4, 4) for name in ("text_encoder", "text_encoder_2", "transformer", "vae")}
+    modules: dict[str, torch.nn.Module] = {
+        name: torch.nn.Linear(4, 4) for name in ("text_encoder", "text_encoder_2", "transformer", "vae")
+    }
     sequence = tuple(pipeline_class("FluxKontextPipeline").model_cpu_offload_seq.split("->"))
     residency = Residency(mode="model", modules=modules, sequence=sequence)
 
     def resident() -> set[str]:
-        return {name for name, m in modules.items() if m.weight.stride() != (0, 0)}
+        return {name for name, m in modules.items() if next(m.parameters()).stride() != (0, 0)}
 
     for name in ("text_encoder", "text_encoder_2", "vae"):
         residency.use(name)
