@@ -149,11 +149,14 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     channels = transformer.config.in_channels // 4
     image_latents: torch.Tensor | None = None  # Kontext: (n, reference tokens, 4 * channels), held through the call
     image_ids: torch.Tensor | None = None  # and their ids
-    if step.run.reference_size is not None:
+    img_ids: torch.Tensor | None = None
+    if step.run.reference_size is not None:  # Kontext's prepare_latents: the image's tokens, the noise's ids, the noise
         image_latents, image_ids = flux_kontext.reference_tokens(step, program, channels, dtype, device)
-    img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)  # (h/2 * w/2, 3)
+        img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)
     latents = torch.randn((n, channels, height, width), device=device, dtype=dtype)
     latents = pipeline._pack_latents(latents, n, channels, height, width)  # (n, h/2 * w/2, 4 * channels)
+    if img_ids is None:  # FluxPipeline's: the ids after the noise
+        img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)  # (h/2 * w/2, 3)
     if image_ids is not None:
         img_ids = torch.cat([img_ids, image_ids], dim=0)  # (noise + reference tokens, 3)
     scheduler = step.scheduler
