@@ -278,6 +278,15 @@ PIPELINES: dict[str, dict[str, int | str]] = {
         "transformer": 11_901_408_320,
         "vae": 83_819_683,
     },
+    # FLUX.1-Kontext-dev: model_index.json names FluxKontextPipeline with FLUX.1-dev's component classes (as public
+    # copies of it write it); its transformer is "12B" (the model card) and its component configs were not findable,
+    # so every component's config is FLUX.1-dev's (the same FluxTransformer2DModel, CLIP, T5-v1.1-XXL and 16-channel VAE).
+    "black-forest-labs/FLUX.1-Kontext-dev": {
+        "text_encoder": 123_060_480,
+        "text_encoder_2": 4_762_310_656,
+        "transformer": "12B",
+        "vae": 83_819_683,
+    },
     "black-forest-labs/FLUX.1-schnell": {
         "text_encoder": 123_060_480,
         "text_encoder_2": 4_762_310_656,

@@ -57,6 +57,7 @@ def test_models_lists_the_zoo(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Lightricks/LTX-Video" not in trained and "Lightricks/LTX-Video" in out.split()
     generating = {line.split()[0] for line in out.splitlines() if line.endswith(("  generate", "  generate, train"))}
     assert {"THUDM/CogVideoX-5b", "hunyuanvideo-community/HunyuanVideo", "Qwen/Qwen-Image"} <= generating
+    assert "black-forest-labs/FLUX.1-Kontext-dev" in generating - trained
 
 
 def _broken_config(tmp_path: Path) -> str:

@@ -316,6 +316,12 @@ def tiny_flux() -> str:
     return str(Path(__file__).parent / "pipelines" / "tiny-flux")
 
 
+def tiny_flux_kontext() -> str:
+    """A FluxKontextPipeline folder: tiny FLUX's components with an 8x VAE (four 16-channel blocks), as the pipeline
+    sizes its output and reference image for FLUX's 8x VAE (about 1024**2 pixels each)."""
+    return str(Path(__file__).parent / "pipelines" / "tiny-flux-kontext")
+
+
 def tiny_sd3() -> str:
     """A StableDiffusion3Pipeline folder (CLIP-L and CLIP-G with projections, T5, an MMDiT-X transformer with one dual-attention
     block, a 16-channel VAE)."""
@@ -566,6 +572,16 @@ CASES: list[Case] = [
         "flux-pipeline-generate",
         tiny_flux,
         {"task": "generate", "num_inference_steps": 2, "height": 128, "width": 128},
+        onednn=("conv",),
+    ),
+    # FluxKontextPipeline.__call__: the output rescaled to max_area (1024x1024; 768x1360 asked stays 768x1360), the
+    # reference image resized to the preferred resolution (1024x1024; 752x1392), VAE-encoded, packed and put after the
+    # noise tokens for 2 transformer steps, one copy per image; the decode sets the peak.
+    Case("flux-kontext-pipeline-generate", tiny_flux_kontext, {"task": "generate", "num_inference_steps": 2}, onednn=("conv",)),
+    Case(
+        "flux-kontext-pipeline-generate-2-images",
+        tiny_flux_kontext,
+        {"task": "generate", "num_inference_steps": 2, "height": 768, "width": 1360, "num_images": 2},
         onednn=("conv",),
     ),
     # Several quantized components, as PipelineQuantizationConfig(components_to_quantize=[...]) names them: torchao's

@@ -7,7 +7,8 @@ the 16-channel latents are packed into 2x2 patches (a sequence of tokens with th
 the transformer runs once per step (no batch doubling: FLUX.1-dev is guidance-distilled and takes
 the guidance scale as an embedding); the flow-matching scheduler's sigmas are shifted by the
 image's token count; the latents are unpacked and shifted before the decode. diffusers' own static
-helpers pack, unpack and place the ids, so their tensors are the pipeline's.
+helpers pack, unpack and place the ids, so their tensors are the pipeline's. FluxKontextPipeline runs the same call
+with a reference image's tokens after the noise tokens (``flux_kontext.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from vramsim.errors import ConfigError
 from vramsim.estimators.assumptions import FLUX_SCHNELL_MAX_SEQUENCE_LENGTH
 from vramsim.results.report import Assumption
+from vramsim.workload.diffusion import flux_kontext
 from vramsim.workload.diffusion.spec import call_default, pipeline_class
 
 if TYPE_CHECKING:
@@ -38,11 +40,12 @@ __all__ = [
     "shifted_timesteps",
 ]
 
-FLUX_PIPELINES = ("FluxPipeline",)
+FLUX_PIPELINES = ("FluxPipeline", *flux_kontext.KONTEXT_PIPELINES)
 """The pipeline classes this module runs."""
 
 DEFAULT_SAMPLE_SIZE = 128
-"""FluxPipeline's ``default_sample_size``: latents of 128 (1024 px with the 8x VAE) unless height/width are given."""
+"""FluxPipeline's (and FluxKontextPipeline's) ``default_sample_size``: latents of 128 (1024 px with the 8x VAE) unless
+height/width are given."""
 
 _T5_MAX_TOKENS = 512
 """FluxPipeline.check_inputs refuses a ``max_sequence_length`` above 512."""
@@ -78,6 +81,8 @@ def flux_notes(spec: PipelineSpec, step: Generation, transformer: torch.nn.Modul
             f"tokens) and T5's last hidden state (padded to max_sequence_length={tokens}); {guidance}",
         ),
     ]
+    if step.run.reference_size is not None:
+        notes += flux_kontext.kontext_notes(step)
     if "max_sequence_length" not in step.run.defaulted:
         return notes
     return [
@@ -132,7 +137,8 @@ def encode_prompt(step: Generation, program: Program) -> dict[str, torch.Tensor]
 
 
 def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``prepare_latents`` (packed), the shifted sigmas, the transformer once per traced step; then the latents
+    """``prepare_latents`` (packed; Kontext's reference image encoded first), the shifted sigmas, the transformer once
+    per traced step (on the noise and reference tokens, its prediction cut to the noise ones); then the latents
     unpacked and shifted for the decode (``latents / scaling_factor + shift_factor``)."""
     pipeline = pipeline_class(FLUX_PIPELINES[0])
 
@@ -141,9 +147,18 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     n, device, dtype = step.run.num_images, hidden.device, hidden.dtype
     height, width = _latent_size(step, program)
     channels = transformer.config.in_channels // 4
+    image_latents: torch.Tensor | None = None  # Kontext: (n, reference tokens, 4 * channels), held through the call
+    image_ids: torch.Tensor | None = None  # and their ids
+    img_ids: torch.Tensor | None = None
+    if step.run.reference_size is not None:  # Kontext's prepare_latents: the image's tokens, the noise's ids, the noise
+        image_latents, image_ids = flux_kontext.reference_tokens(step, program, channels, dtype, device)
+        img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)
     latents = torch.randn((n, channels, height, width), device=device, dtype=dtype)
     latents = pipeline._pack_latents(latents, n, channels, height, width)  # (n, h/2 * w/2, 4 * channels)
-    img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)  # (h/2 * w/2, 3)
+    if img_ids is None:  # FluxPipeline's: the ids after the noise
+        img_ids = pipeline._prepare_latent_image_ids(n, height // 2, width // 2, device, dtype)  # (h/2 * w/2, 3)
+    if image_ids is not None:
+        img_ids = torch.cat([img_ids, image_ids], dim=0)  # (noise + reference tokens, 3)
     scheduler = step.scheduler
     timesteps = shifted_timesteps(step, latents.shape[1])
     guidance = None
@@ -153,8 +168,9 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
     step.use("transformer")
     for t in timesteps[: step.steps_traced]:
         timestep = t.expand(n).to(device=device, dtype=dtype)
+        model_input = latents if image_latents is None else torch.cat([latents, image_latents], dim=1)
         noise = transformer(
-            hidden_states=latents,
+            hidden_states=model_input,
             timestep=timestep / 1000,
             guidance=guidance,
             pooled_projections=embeds["pooled_projections"],
@@ -163,10 +179,10 @@ def denoise(step: Generation, program: Program, embeds: dict[str, torch.Tensor])
             img_ids=img_ids,
             joint_attention_kwargs={},
             return_dict=False,
-        )[0]
+        )[0][:, : latents.size(1)]
         del timestep
         latents = scheduler.step(noise, t, latents, return_dict=False)[0]
-        del noise
+        del noise, model_input
     # __call__ rebinds its ``latents`` to the unpacked, shifted ones and holds them through the decode
     vae_config: Any = program.modules["vae"].config
     latents = pipeline._unpack_latents(latents, step.run.height, step.run.width, _vae_scale_factor(program))

@@ -38,6 +38,9 @@ class PipelineCall:
     num_frames: int | None = None
     """Video pipelines (Wan, LTX, CogVideoX, HunyuanVideo): the frames generated, rounded as the pipeline rounds
     them; None for images."""
+    reference_size: tuple[int, int] | None = None
+    """FluxKontextPipeline: the reference image's height and width after the pipeline resizes it; None for pipelines
+    without a reference image."""
     defaulted: tuple[str, ...] = ()
     """The arguments not given, which took the pipeline's defaults."""
 

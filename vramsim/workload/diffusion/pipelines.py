@@ -8,7 +8,8 @@ encoding, the denoising loop with classifier-free guidance (the latents doubled)
 pipeline class itself is not run: it needs tokenizers and weights; its tensors are the same.
 This module picks each pipeline's family and builds its program; ``generation.py`` runs the call.
 SD's and SDXL's CLIP prompts, UNet loop and decode are in ``stable_diffusion.py``;
-FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py``; SD3's three-encoder prompt
+FLUX's own prompt encoding, packed latents and decode shift are in ``flux.py`` (Kontext's reference image in
+``flux_kontext.py``); SD3's three-encoder prompt
 and decode shift in ``sd3.py``; PixArt-Sigma's masked T5 prompt and resolution binning in ``pixart.py``;
 Wan's video latents, two-call guidance and 3D decode in ``wan.py``; LTX-Video's packed video latents and
 timestep-aware decode in ``ltx.py``; CogVideoX's unmasked T5 prompt, frame-major latents and 3D decode in
@@ -27,7 +28,18 @@ import torch
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.assumptions import WAN_VAE_DTYPE
-from vramsim.workload.diffusion import cogvideox, flux, hunyuan_video, ltx, pixart, qwen_image, sd3, stable_diffusion, wan
+from vramsim.workload.diffusion import (
+    cogvideox,
+    flux,
+    flux_kontext,
+    hunyuan_video,
+    ltx,
+    pixart,
+    qwen_image,
+    sd3,
+    stable_diffusion,
+    wan,
+)
 from vramsim.workload.diffusion.attention import (
     eager_attention,
     set_attention_processors,
@@ -39,7 +51,7 @@ from vramsim.workload.diffusion.generation import Family, Generation, PipelineCa
 from vramsim.workload.diffusion.generation_report import generation_notes, generation_phases
 from vramsim.workload.diffusion.quantization import quantize_components
 from vramsim.workload.diffusion.residency import Residency
-from vramsim.workload.diffusion.spec import PipelineSpec, call_default
+from vramsim.workload.diffusion.spec import PipelineSpec, call_default, pipeline_class
 from vramsim.workload.diffusion.weight_hooks import apply_weight_hooks
 from vramsim.workload.models import build_model, load_config
 from vramsim.workload.program import Program
@@ -78,7 +90,8 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         )
     modules = _components(spec, config, device)
     weight_hooks = apply_weight_hooks(spec, modules, config, device=device, dtype=_pipeline_dtype(spec, config))
-    residency = Residency(mode=config.offload, modules=modules) if config.offload != "no" else None
+    sequence = tuple(pipeline_class(spec.class_name).model_cpu_offload_seq.split("->"))
+    residency = Residency(mode=config.offload, modules=modules, sequence=sequence) if config.offload != "no" else None
     run = _pipeline_call(config, spec, modules[spec.denoiser], modules["vae"])
     batch = _prompt_batch(spec, run, device)
     step = Generation(
@@ -202,14 +215,18 @@ def _pipeline_call(config: SimulationConfig, spec: PipelineSpec, denoiser: torch
     called = {name: call_default(spec.class_name, name) if value is None else value for name, value in given.items()}
     if is_qwen:  # guidance is its true_cfg_scale
         called["guidance_scale"] = qwen_image.guidance_scale(config.guidance_scale)
+    height, width, reference = config.height or default_height, config.width or default_width, None
+    if spec.class_name in flux_kontext.KONTEXT_PIPELINES:  # max_area's output size, the resized reference image's
+        height, width, reference = flux_kontext.call_sizes(height, width, 2 ** (len(vae_config.block_out_channels) - 1))
     return PipelineCall(
-        height=config.height or default_height,
-        width=config.width or default_width,
+        height=height,
+        width=width,
         num_inference_steps=int(called["num_inference_steps"]),
         guidance_scale=float(called["guidance_scale"]),
         num_images=config.num_images,
         max_sequence_length=_t5_tokens(config, spec, denoiser),
         num_frames=_num_frames(config, spec, denoiser, vae) if is_video else None,
+        reference_size=reference,
         defaulted=tuple(
             name for name, value in {**given, "max_sequence_length": config.max_sequence_length}.items() if value is None
         ),

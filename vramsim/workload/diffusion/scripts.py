@@ -22,6 +22,7 @@ GENERATING = frozenset(
         "StableDiffusionPipeline",
         "StableDiffusionXLPipeline",
         "FluxPipeline",
+        "FluxKontextPipeline",
         "StableDiffusion3Pipeline",
         "PixArtSigmaPipeline",
         "WanPipeline",
