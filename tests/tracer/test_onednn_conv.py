@@ -42,7 +42,13 @@ _SHAPES = [
     (1, 96, 32, 16, 3, 1, 1), (2, 128, 64, 8, 3, 1, 1), (2, 64, 32, 16, 1, 1, 0), (4, 48, 16, 8, 3, 1, 1),
     (2, 32, 32, 8, 3, 2, 1), (2, 3, 32, 16, 3, 2, 1), (2, 16, 32, 9, 3, 2, 0),
 ]  # fmt: skip
+_UNEVEN = [
+    (1, 4, 8, 128, 3, 1, 1), (1, 8, 8, 64, 3, 1, 1), (1, 16, 8, 64, 3, 1, 1), (2, 20, 12, 32, 3, 1, 1),
+    (1, 24, 24, 32, 3, 1, 1), (2, 32, 3, 16, 3, 1, 1), (1, 8, 8, 64, 1, 1, 0), (2, 12, 20, 16, 3, 2, 1),
+]  # fmt: skip
+"""Channel counts that are not multiples of 16: the contiguous forward pads them to 16 (with a padded-bias scratchpad)."""
 _IDS = ["n{}-{}to{}-{}px-k{}s{}p{}".format(*s) for s in _SHAPES]
+_UNEVEN_IDS = ["n{}-{}to{}-{}px-k{}s{}p{}".format(*s) for s in _UNEVEN]
 
 
 def _operands(shape: tuple[int, ...], channels_last: bool) -> tuple[torch.Tensor, ...]:
@@ -76,11 +82,13 @@ def _onednn_threads(shape: tuple[int, ...]) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("shape", _SHAPES, ids=_IDS)
-def test_contiguous_forward_is_the_kernels(shape: tuple[int, ...]) -> None:
-    """nChw16c reorders of source, weights and destination, then the dense output."""
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("shape", _SHAPES + _UNEVEN, ids=_IDS + _UNEVEN_IDS)
+def test_contiguous_forward_is_the_kernels(shape: tuple[int, ...], with_bias: bool) -> None:
+    """nChw16c reorders of source, weights and destination (channels padded to 16), then the dense output; where oc
+    is not a multiple of 16, the bias padded in a scratchpad."""
     x, weight, bias, params = _operands(shape, channels_last=False)
-    args = (x, weight, bias, *params)
+    args = (x, weight, bias if with_bias else None, *params)
     with _onednn_threads(shape):
         assert conv_backend(x, weight, *params) == torch._C._ConvBackend.Mkldnn
         assert _predicted(_CONV, args) == _measured(_CONV, args) > 0
@@ -124,7 +132,12 @@ def test_channels_last_forward_misses_only_the_brgemm_scratchpad() -> None:
     assert 0 < missing <= 4096 + 4120 * torch.get_num_threads()
 
 
-def test_unmodelled_shapes_add_nothing() -> None:
-    """Shapes whose kernels the rule does not follow (here oc = 3, a padded-bias scratchpad)."""
-    x, weight, bias, params = _operands((2, 32, 3, 16, 3, 1, 1), channels_last=False)
-    assert onednn_conv_workspaces(_CONV, (_meta(x), _meta(weight), _meta(bias), *params), {}) == []
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+def test_unmodelled_shapes_add_nothing(channels_last: bool) -> None:
+    """Shapes whose kernels the rule does not follow: oc = 3 in backward, and in the channels-last forward."""
+    x, weight, bias, params = _operands((2, 32, 3, 16, 3, 1, 1), channels_last=channels_last)
+    forward = (_meta(x), _meta(weight), _meta(bias), *params)
+    backward = (_meta(torch.empty(2, 3, 16, 16)), _meta(x), _meta(weight), [3], *params, [True, True, True])
+    assert onednn_conv_workspaces(_CONV_BACKWARD, backward, {}) == []
+    if channels_last:
+        assert onednn_conv_workspaces(_CONV, forward, {}) == []

@@ -21,10 +21,11 @@ Formats oneDNN picks for f32 on ``avx512_core`` (no AMX), read from its init_con
 Known limitations (no buffer is added where the rule declines, see ``_modelled``):
     - Only 2-D, groups = 1, fp32, non-transposed convolutions, with a unit stride and dilation
       in backward (a strided backward-data takes ``brgconv_strided`` in nhwc, with its own
-      scratchpad), an oc that is a multiple of 16 (otherwise a padded-bias scratchpad appears)
-      and an ic that is a multiple of 16 or at most 3 (8 <= ic < 16 sends backward weights to
-      ``jit:avx2`` with 8-blocking).
-    - Scratchpads are not counted. The brgemm convolutions of the channels-last path (forward,
+      scratchpad). The backward and the channels-last path further need an oc that is a multiple
+      of 16 and an ic that is a multiple of 16 or at most 3 (8 <= ic < 16 sends backward weights
+      to ``jit:avx2`` with 8-blocking); the contiguous forward takes any (padded to 16).
+    - Scratchpads are not counted, but for the direct forward kernel's padded bias (the only entry
+      it books, where oc is not a multiple of 16). The brgemm convolutions of the channels-last path (forward,
       backward data) book one measured at 4096 + 4120 * threads bytes whatever the shape,
       whose bookings (src/cpu/x64/brgemm conv ``init_scratchpad``) are not derived yet; the
       direct kernels' backward-weights reduction buffers appear when oneDNN splits the batch
@@ -48,6 +49,10 @@ _CONV_BACKWARD = torch.ops.aten.convolution_backward.default
 _MKLDNN = torch._C._ConvBackend.Mkldnn  # type: ignore[attr-defined]  # torch's stub spells it ConvBackend
 _SIMD = 16
 """f32 lanes of an AVX-512 register: the channel block of oneDNN's avx512_core kernels."""
+_SCRATCHPAD_ALIGNMENT = 128
+"""Bytes oneDNN's scratchpad registry adds to each entry's capacity so that it can be aligned
+(src/common/memory_tracking.hpp: ``registry_t::book``, ``capacity = size + get_alignment(alignment)``, at least
+``default_alignment``)."""
 
 
 def _rnd_up(a: int, b: int) -> int:
@@ -77,9 +82,9 @@ def onednn_conv_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, A
     """Peak bytes ``mkldnn_convolution`` / ``mkldnn_convolution_backward`` hold above their outputs."""
     if func is _CONV:
         x, weight, params = args[0], args[1], args[3:9]
-        grad_output, mask = None, None
+        grad_output, mask, bias = None, None, args[2] is not None
     elif func is _CONV_BACKWARD:
-        grad_output, x, weight, params, mask = args[0], args[1], args[2], args[4:10], args[10]
+        grad_output, x, weight, params, mask, bias = args[0], args[1], args[2], args[4:10], args[10], False
     else:
         return []
     if not isinstance(x, torch.Tensor) or not _modelled(x, weight, params, backward=mask is not None):
@@ -90,6 +95,8 @@ def onednn_conv_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, A
         return []
     memory_format = torch._C._conv_determine_backend_memory_format(x, weight, _MKLDNN)
     shape = _Shape.of(x, weight, params, channels_last=memory_format == torch.channels_last)
+    if (mask is not None or shape.channels_last) and not _blocks_evenly(shape):
+        return []
     events = _Allocations()
     # Convolution.cpp _convolution (Mkldnn case) / mkldnn_convolution_backward: operands are
     # made contiguous in the backend memory format; the copies live until the op returns.
@@ -99,7 +106,7 @@ def onednn_conv_workspaces(func: Any, args: tuple[Any, ...], kwargs: dict[str, A
             events.alloc(f"contiguous{i}", t.numel() * t.element_size())
     outputs = 0
     if mask is None:
-        outputs += _forward(events, shape)
+        outputs += _forward(events, shape, bias)
     else:
         if mask[0]:
             outputs += _backward_data(events, shape)
@@ -129,10 +136,14 @@ def _modelled(x: torch.Tensor, weight: torch.Tensor, params: Any, *, backward: b
     stride, dilation, transposed, groups = params[0], params[2], params[3], params[5]
     if x.dim() != 4 or transposed or groups != 1 or x.dtype != torch.float32:
         return False
-    if any(d != 1 for d in dilation) or (backward and any(s != 1 for s in stride)):
-        return False
-    oc, ic = weight.shape[0], weight.shape[1]
-    return oc % _SIMD == 0 and (ic % _SIMD == 0 or ic <= 3)
+    return all(d == 1 for d in dilation) and not (backward and any(s != 1 for s in stride))
+
+
+def _blocks_evenly(s: _Shape) -> bool:
+    """Channel counts whose backward and channels-last kernels are the ones modelled: an oc that is a multiple of 16,
+    an ic that is one or at most 3 (8 <= ic < 16 sends backward weights to ``jit:avx2`` with 8-blocking). The direct
+    forward kernel of the contiguous layout pads any count to 16 (``_forward``)."""
+    return s.oc % _SIMD == 0 and (s.ic % _SIMD == 0 or s.ic <= 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +186,7 @@ class _Shape:
         return 4 * _rnd_up(blocked_channels, block) * other_channels * self.kernel
 
 
-def _forward(events: _Allocations, s: _Shape) -> int:
+def _forward(events: _Allocations, s: _Shape, bias: bool) -> int:
     """Conv.cpp ``_mkldnn_convolution``; returns the output's bytes."""
     output = s.activation(s.oc, s.out_hw, blocked=False)
     if s.channels_last:
@@ -185,15 +196,24 @@ def _forward(events: _Allocations, s: _Shape) -> int:
         events.alloc("weights", s.brgemm_weights(s.oc, s.ic))
         events.free("weights")
         return output
-    # ideep reorders the source and weights, computes into a blocked destination, frees the
-    # reorders; mkldnn_to_dense then allocates the output and copies into it.
+    # ideep books the primitive's scratchpad, reorders the source and weights, computes into a blocked destination,
+    # frees the reorders and the scratchpad; mkldnn_to_dense then allocates the output and copies into it.
+    events.alloc("scratchpad", _padded_bias(s) if bias else 0)
     events.alloc("src", 0 if s.first else s.activation(s.ic, s.in_hw, blocked=True))
     events.alloc("weights", s.blocked_weights())
     events.alloc("dst", s.activation(s.oc, s.out_hw, blocked=True))
-    events.free("weights", "src")
+    events.free("weights", "src", "scratchpad")
     events.alloc("output", output)
     events.free("dst")
     return output
+
+
+def _padded_bias(s: _Shape) -> int:
+    """The direct kernel's one scratchpad entry: the bias padded to the channel block (``key_conv_padded_bias``, booked
+    where oc is not a multiple of 16), with the alignment slack oneDNN's registry adds to every entry."""
+    if s.oc % _SIMD == 0:
+        return 0
+    return 4 * _rnd_up(s.oc, _SIMD) + _SCRATCHPAD_ALIGNMENT
 
 
 def _backward_data(events: _Allocations, s: _Shape) -> int:
