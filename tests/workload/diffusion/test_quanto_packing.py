@@ -8,8 +8,9 @@ import torch
 
 from vramsim.analysis.traced import build_and_trace
 from vramsim.config import SimulationConfig
+from vramsim.errors import UnsupportedError
 from vramsim.estimators.devices import get_device
-from vramsim.workload.quantization.quanto_packing import QuantoPacking, packing_for
+from vramsim.workload.quantization.quanto_packing import QuantoPacking, check_quanto_packing, packing_for
 from vramsim.workload.targets import resolve_target
 
 pytest.importorskip("optimum.quanto")
@@ -40,6 +41,12 @@ def test_each_target_gets_the_class_quantos_create_picks(
     """create: AWQ for int4 fp16 groups of 128, 128+ rows on CUDA sm 8.0+; TinyGemm for int4 bf16 groups of 128 on
     the CPU or CUDA sm 8.0+ (ROCm has no torch.version.cuda); the plain tensor otherwise."""
     assert packing_for(get_device(device), bits=bits, dtype=dtype, size=size, group_size=group) is packing
+
+
+def test_a_quanto_older_than_the_rules_followed_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("importlib.metadata.version", lambda name: "0.2.6")
+    with pytest.raises(UnsupportedError, match="as optimum-quanto 0.2.7 packs it, not 0.2.6: pip install -U"):
+        check_quanto_packing(4, get_device("cpu"), torch.bfloat16)
 
 
 def _linears(wide_flux: str) -> dict[str, tuple[int, int]]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # torch loads when a model is quantized
 
 __all__ = [
     "QUANTO_AWQ_MIN_ROWS",
+    "QUANTO_FOLLOWED_RELEASE",
     "QUANTO_KERNEL_CAPABILITY",
     "QUANTO_KERNEL_GROUP",
     "QuantoPacking",
@@ -39,6 +40,8 @@ __all__ = [
     "packing_for",
 ]
 
+QUANTO_FOLLOWED_RELEASE = (0, 2, 7)
+"""The optimum-quanto release whose ``create`` and TinyGemm CPU branches these rules follow; older ones are refused."""
 QUANTO_KERNEL_CAPABILITY = (8, 0)
 """``create``: AWQ and TinyGemm on CUDA need ``torch.cuda.get_device_capability()[0] >= 8``. TinyGemm's
 also needs ``torch.version.cuda`` 12.1+, assumed of the target's torch build."""
@@ -81,8 +84,17 @@ def packing_for(
 
 
 def check_quanto_packing(bits: int, profile: DeviceProfile, dtype: torch.dtype) -> None:
-    """Refuse, in one line, the AWQ path, which cannot be built on meta."""
+    """Refuse, in one line, a quanto older than the rules followed here, and the AWQ path, which cannot be built on meta."""
+    from importlib.metadata import version
+
     import torch
+    from packaging.version import Version
+
+    installed = version("optimum-quanto")
+    if Version(installed).release[:3] < QUANTO_FOLLOWED_RELEASE:
+        raise UnsupportedError(
+            f"quanto int{bits} is modelled as optimum-quanto 0.2.7 packs it, not {installed}: pip install -U optimum-quanto"
+        )
 
     if bits == 4 and dtype == torch.float16 and _sm80(profile):
         raise UnsupportedError(
