@@ -45,7 +45,7 @@ def test_each_target_gets_the_class_quantos_create_picks(
 
 def test_a_quanto_older_than_the_rules_followed_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("importlib.metadata.version", lambda name: "0.2.6")
-    with pytest.raises(UnsupportedError, match="as optimum-quanto 0.2.7 packs it, not 0.2.6: pip install -U"):
+    with pytest.raises(UnsupportedError, match=r"as optimum-quanto 0\.2\.7 packs it, not 0\.2\.6: pip install -U"):
         check_quanto_packing(4, get_device("cpu"), torch.bfloat16)
 
 
