@@ -140,7 +140,7 @@ def _meta_steps(case: Case, traced: bool) -> dict[str, float]:
     with (
         target.emulation(config.torch_autograd) as emulation,
         attention_stand_in(config.attn_implementation, emulation),
-        quantized_kernels_on_meta(config.quantization),
+        quantized_kernels_on_meta(config.quantization, config.device),
     ):
         with _timed(figures, "build"):
             program = build_program(

@@ -37,7 +37,8 @@ def _collect(container: tuple[Any, ...] | list[Any] | dict[Any, Any], found: lis
 def attached_tensors(param: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
     """Tensors a parameter object holds as attributes, with their dotted names: quantized weights
     keep their format's metadata there (bitsandbytes' ``quant_state.absmax``, ``.code``, the nested
-    ``state2``; LLM.int8's ``SCB``), on the device beside the packed data and for as long."""
+    ``state2``; LLM.int8's ``SCB``), on the device beside the packed data and for as long. A held tensor
+    that wraps others (quanto's ``PackedTensor``) is the tensors it wraps."""
     seen = {id(param)}
 
     def visit(obj: Any, prefix: str, depth: int) -> Iterator[tuple[str, torch.Tensor]]:
@@ -45,12 +46,25 @@ def attached_tensors(param: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
             if id(value) in seen or isinstance(value, torch.nn.Module):
                 continue
             seen.add(id(value))
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.Tensor) and is_wrapper_subclass(value):
+                yield from _inner(value, f"{prefix}{name}.")
+            elif isinstance(value, torch.Tensor):
                 yield f"{prefix}{name}", value
             elif depth and hasattr(value, "__dict__") and not isinstance(value, type):
                 yield from visit(value, f"{prefix}{name}.", depth - 1)
 
     yield from visit(param, "", 2)
+
+
+def _inner(wrapper: torch.Tensor, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """The plain tensors a wrapper subclass holds (``__tensor_flatten__``'s names), through nested wrappers."""
+    names, _ = wrapper.__tensor_flatten__()  # type: ignore[attr-defined]
+    for name in names:
+        inner = getattr(wrapper, name)
+        if is_wrapper_subclass(inner):
+            yield from _inner(inner, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", inner
 
 
 def is_wrapper_subclass(tensor: torch.Tensor) -> bool:

@@ -26,7 +26,8 @@ __all__ = [
     "PATCHES", "Patch", "any_mode_grad_hooks", "checkpoint_recomputes_under", "dispatched_rng_state", "emulated_autocast",
     "flash_attn_installed",
     "foreach_clipping_on_meta", "fp8_kernels_on_meta", "fused_optimizers_on_meta",
-    "host_checkpoint_device", "leftovers", "torchao_float8_hardware_checked", "torchao_int4_on_meta",
+    "host_checkpoint_device", "leftovers", "quanto_qbits_for_target", "torchao_float8_hardware_checked",
+    "torchao_int4_on_meta",
     "torchao_tinygemm_capability_checked",
 ]  # fmt: skip
 
@@ -94,6 +95,13 @@ INT4_ROW_QUANTIZE = Patch("int4_row_quantize", _INT4_TENSOR, "int4_row_quantize_
 INT4_PACK = Patch("int4_pack", _INT4_TENSOR, "pack_int4")
 FLOAT8_HARDWARE = Patch("float8_hardware", "torchao.quantization.quant_api", "_check_hardware_support")
 DEVICE_CAPABILITY = Patch("device_capability", "torch.cuda", "get_device_capability")
+QUANTO_QBITS_CREATE = Patch("quanto_qbits_create", "optimum.quanto.tensor.weights.qbits", "create", owner="WeightQBitsTensor")
+QUANTO_TINYGEMM_PACK = Patch(
+    "quanto_tinygemm_pack", "optimum.quanto.tensor.weights.tinygemm.packed", "pack", owner="TinyGemmPackedTensor"
+)
+QUANTO_TINYGEMM_FORWARD = Patch(
+    "quanto_tinygemm_forward", "optimum.quanto.tensor.weights.tinygemm.qbits", "forward", owner="TinyGemmQBitsLinearFunction"
+)
 PATCHES = (
     RNG_STATE,
     MAYBE_AUTOCAST,
@@ -111,6 +119,9 @@ PATCHES = (
     INT4_PACK,
     FLOAT8_HARDWARE,
     DEVICE_CAPABILITY,
+    QUANTO_QBITS_CREATE,
+    QUANTO_TINYGEMM_PACK,
+    QUANTO_TINYGEMM_FORWARD,
 )
 """The registry: nothing else in vramsim assigns to an attribute of torch or transformers."""
 
@@ -305,6 +316,21 @@ def torchao_tinygemm_capability_checked() -> contextlib.AbstractContextManager[N
     from vramsim.tracer.kernels.torchao_int4 import TINYGEMM_CAPABILITY
 
     return DEVICE_CAPABILITY.applied(lambda original: lambda device=None: TINYGEMM_CAPABILITY)
+
+
+def quanto_qbits_for_target(create: Callable[..., Any], *, cpu: bool) -> contextlib.ExitStack[bool | None]:
+    """optimum-quanto's ``WeightQBitsTensor.create`` picks an int4/int2 weight's subclass by the device it is
+    quantized on, and TinyGemm's packing and linear branch on the CPU; while a quanto model is built and traced on
+    meta, ``create`` is the target's choice and, for the cpu target, TinyGemm takes its CPU branches
+    (``tracer/kernels/quanto_cpu.py``)."""
+    from vramsim.tracer.kernels.quanto_cpu import tinygemm_forward_for_cpu, tinygemm_pack_for_cpu
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(QUANTO_QBITS_CREATE.applied(lambda original: create))
+    if cpu:
+        stack.enter_context(QUANTO_TINYGEMM_PACK.applied(lambda original: tinygemm_pack_for_cpu))
+        stack.enter_context(QUANTO_TINYGEMM_FORWARD.applied(lambda original: tinygemm_forward_for_cpu))
+    return stack
 
 
 def leftovers() -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
@@ -34,3 +35,16 @@ def test_collector_paused_restores_its_state() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_wrapper_a_weight_holds_is_the_tensors_it_wraps() -> None:
+    """quanto's int4 weight holds a PackedTensor whose nominal size is the unpacked values: its bytes are the
+    uint8 data it wraps (two values a byte), found through ``__tensor_flatten__``."""
+    quanto = pytest.importorskip("optimum.quanto")
+    from vramsim.tracer.leaves import attached_tensors
+
+    linear = quanto.QLinear(256, 64, weights=quanto.qint4, device="meta")
+    linear.freeze()
+    held = dict(attached_tensors(linear.weight))
+    assert set(held) == {"_data._data", "_scale", "_shift"}
+    assert held["_data._data"].nbytes == 64 * 256 // 2 and type(held["_data._data"]) is torch.Tensor

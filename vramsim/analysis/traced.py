@@ -70,7 +70,7 @@ def build_and_trace(
     with (
         target.emulation(config.torch_autograd) as emulation,
         attention_stand_in(config.attn_implementation, emulation),
-        quantized_kernels_on_meta(config.quantization),
+        quantized_kernels_on_meta(config.quantization, config.device),
     ):
         program = build_program(
             model, config, device="meta", emulation=emulation, foreach=target.foreach, checkpointing=checkpointing

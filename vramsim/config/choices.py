@@ -62,6 +62,8 @@ QUANTIZATIONS = (
     "int4wo-tinygemm",
     "quanto-int8",
     "quanto-float8",
+    "quanto-int4",
+    "quanto-int2",
     "gguf-q8_0",
     "gguf-q4_k",
 )

@@ -52,7 +52,8 @@ class QuantizationOptions:
             "quantization; int8: LLM.int8; gptq/awq: 4-bit, group 128, gptqmodel's Marlin kernel; fp8: e4m3 weights in "
             "128x128 blocks, sm 8.9+; fp8-rowwise: torchao float8 per row; int8wo, int4wo: torchao int8/int4 weight-only "
             "(int4wo: mslk's sm90 kernel; int4wo-tinygemm: torch's tinygemm, sm 8.0+); "
-            "the torchao ones need torchao; quanto-int8, quanto-float8: optimum-quanto, gguf-q8_0, gguf-q4_k: GGUF, "
+            "the torchao ones need torchao; quanto-int8, quanto-float8, quanto-int4, quanto-int2: optimum-quanto (int4/int2 "
+            "packed as quanto packs them on the target), gguf-q8_0, gguf-q4_k: GGUF, "
             "diffusers denoisers only), quantized by the library itself "
             "(vramsim/workload/quantization/weights.py; Python: also transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig, "
             "FineGrainedFP8Config, TorchAoConfig)",

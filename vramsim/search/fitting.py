@@ -173,7 +173,7 @@ def _seq_bound(model: ModelSource, config: SimulationConfig) -> tuple[str, int]:
     """The longest sequence to try: the model's configured position maximum where it has one."""
     if config.inputs is not None:  # the user's inputs say their own length
         return "vramsim's limit", MAX_SEQ_LEN
-    with quantized_kernels_on_meta(config.quantization):  # a quantized model is built as a trace builds it
+    with quantized_kernels_on_meta(config.quantization, config.device):  # a quantized model is built as a trace builds it
         program = build_program(model, config, device="meta", checkpointing="marked")
     limit = position_limit(program.modules[""])
     return ("vramsim's limit", MAX_SEQ_LEN) if limit is None else (limit[0], min(limit[1], MAX_SEQ_LEN))

@@ -1,15 +1,13 @@
 """Quanto and GGUF denoisers against torch.profiler's real CPU peak, on the tiny FLUX pipeline widened to 256
-(attention_head_dim 128, so its linear rows hold whole Q4_K blocks of 256 and the transformer's step sets the peak
-at 64x64)."""
+(``wide_flux``, conftest.py)."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.workload.diffusion.conftest import TINY_FLUX
 from vramsim import simulate
 from vramsim.config import SimulationConfig
 from vramsim.errors import ConfigError, UnsupportedError
@@ -17,34 +15,37 @@ from vramsim.errors import ConfigError, UnsupportedError
 pytest.importorskip("optimum.quanto")
 gguf = pytest.importorskip("gguf")
 
-TINY_FLUX = Path(__file__).parents[2] / "ground_truth" / "pipelines" / "tiny-flux"
 _RUN = {"task": "generate", "num_inference_steps": 2, "height": 64, "width": 64}
 TOLERANCE = 0.005
 """The ground truths' bound: the prediction within 0.5% of the real peak."""
 
 
-@pytest.fixture(scope="module")
-def wide_flux(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("flux") / "wide-flux"
-    shutil.copytree(TINY_FLUX, folder)
-    config_file = folder / "transformer" / "config.json"
-    config = json.loads(config_file.read_text())
-    config_file.write_text(json.dumps(config | {"attention_head_dim": 128, "axes_dims_rope": [16, 56, 56]}))
-    return str(folder)
-
-
-@pytest.mark.parametrize("quantization", ["quanto-int8", "quanto-float8", "gguf-q8_0", "gguf-q4_k"])
-def test_quantized_denoiser_peaks_as_the_real_cpu_run(wide_flux: str, quantization: str) -> None:
+@pytest.mark.parametrize(
+    ("quantization", "dtype"),
+    [
+        ("quanto-int8", "fp32"),
+        ("quanto-float8", "fp32"),
+        ("quanto-int4", "fp32"),
+        ("quanto-int4", "bf16"),
+        ("quanto-int2", "fp32"),
+        ("gguf-q8_0", "fp32"),
+        ("gguf-q4_k", "fp32"),
+    ],
+    ids=["quanto-int8", "quanto-float8", "quanto-int4", "quanto-int4-tinygemm", "quanto-int2", "gguf-q8_0", "gguf-q4_k"],
+)
+def test_quantized_denoiser_peaks_as_the_real_cpu_run(wide_flux: str, quantization: str, dtype: str) -> None:
     """The library's own quantizer and layers run for real on the CPU (GGUF blocks from gguf's quantizer, Q4_K's
-    bytes drawn at random: gguf-py has no K-quant quantizer), and vramsim's trace of the same on meta."""
+    bytes drawn at random: gguf-py has no K-quant quantizer; quanto int4 in bf16 is its TinyGemm packing, in fp32
+    and int2 its plain one), and vramsim's trace of the same on meta."""
     from vramsim.validation.measure import measure_cpu
 
-    report = simulate(wide_flux, device="cpu", quantization=quantization, **_RUN)
-    measured = measure_cpu(wide_flux, SimulationConfig(device="cpu", quantization=quantization, **_RUN)).peak_bytes
+    report = simulate(wide_flux, device="cpu", quantization=quantization, dtype=dtype, **_RUN)
+    config = SimulationConfig(device="cpu", quantization=quantization, dtype=dtype, **_RUN)
+    measured = measure_cpu(wide_flux, config).peak_bytes
     assert abs(report.peak_bytes - measured) <= TOLERANCE * measured, (report.peak_bytes, measured)
-    plain = simulate(wide_flux, device="cpu", **_RUN)
+    plain = simulate(wide_flux, device="cpu", dtype=dtype, **_RUN)
     quantized, unquantized = (next(c.weights_bytes for c in r.components if c.name == "transformer") for r in (report, plain))
-    assert quantized < unquantized / 3  # about 1 byte a weight or less, of 4
+    assert quantized < unquantized / (3 if dtype == "fp32" else 1.5)  # about 1 byte a weight or less, of 4 (or 2)
     assert "diffusers_quantized_denoiser" in {a.name for a in report.assumptions}
     library, kind = quantization.split("-")
     assert report.settings["quantization"].lower() == f"transformer {library} {kind}"
@@ -90,17 +91,18 @@ def test_gguf_weights_hold_what_a_gguf_file_of_the_transformer_loads(wide_flux: 
 @pytest.mark.parametrize(
     ("given", "error", "match"),
     [
-        ({"quantization": "quanto-int4"}, ConfigError, "unknown quantization"),
+        ({"quantization": "quanto-int3"}, ConfigError, "unknown quantization"),
+        ({"quantization": "quanto-int4", "dtype": "fp16", "device": "a100"}, UnsupportedError, "AWQ kernel"),
         ({"quantization": "gguf-q6_k"}, ConfigError, "unknown quantization"),
         ({"quantization": "quanto-int8", "dtype": "bf16"}, UnsupportedError, "_weight_int8pack_mm"),
         ({"quantization": "gguf-q8_0", "quantized_components": "transformer,text_encoder_2"}, UnsupportedError, "denoiser only"),
         ({"quantization": "quanto-int8", "offload": "model"}, UnsupportedError, "with offload is not modelled"),
     ],
-    ids=["quanto-int4", "gguf-q6_k", "int8pack", "encoder", "offload"],
+    ids=["quanto-int3", "awq", "gguf-q6_k", "int8pack", "encoder", "offload"],
 )
 def test_quanto_and_gguf_not_modelled_are_refused_in_one_line(given: dict[str, str], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
-        simulate(str(TINY_FLUX), device="cpu", **_RUN, **given)
+        simulate(str(TINY_FLUX), **({"device": "cpu"} | _RUN | given))
 
 
 def test_quanto_and_gguf_quantize_diffusers_denoisers_only() -> None:

@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from vramsim.errors import UnsupportedError
+from vramsim.estimators.devices import get_device
 from vramsim.results.report import Assumption
+from vramsim.workload.quantization.quanto_packing import QuantoPacking, check_quanto_packing, create_for
 
 if TYPE_CHECKING:  # torch loads when a model is quantized
     import torch
@@ -36,9 +38,9 @@ __all__ = [
     "quanto_matmul_traced",
 ]
 
-QUANTO_NAMES = {"quanto-int8": "int8", "quanto-float8": "float8"}
-"""``--quantization`` names -> ``QuantoConfig.weights_dtype``. int4 is not modelled: quanto picks its
-packing by the device it quantizes on (TinyGemm, Marlin or plain), which meta cannot stand for."""
+QUANTO_NAMES = {"quanto-int8": "int8", "quanto-float8": "float8", "quanto-int4": "int4", "quanto-int2": "int2"}
+"""``--quantization`` names -> ``QuantoConfig.weights_dtype``; int4 and int2 weights are packed as quanto packs
+them on the target (``quanto_packing.py``)."""
 GGUF_NAMES = {"gguf-q8_0": "Q8_0", "gguf-q4_k": "Q4_K"}
 """``--quantization`` names -> the GGUF quant type every linear weight is stored in."""
 DIFFUSERS_FORMAT_NAMES = (*QUANTO_NAMES, *GGUF_NAMES)
@@ -63,6 +65,8 @@ def check_diffusers_format(name: str, *, target: str, dtype: torch.dtype) -> Non
     import torch
 
     _require_library(quanto=name in QUANTO_NAMES)
+    if name in ("quanto-int4", "quanto-int2"):
+        check_quanto_packing(int(name[-1]), get_device(target), dtype)
     half = dtype in (torch.float16, torch.bfloat16)
     if name == "quanto-int8" and target.lower() == "cpu" and dtype == torch.bfloat16:
         raise UnsupportedError(
@@ -118,6 +122,7 @@ def _quantize_quanto(model: torch.nn.Module, weights_dtype: str, device: str) ->
             quantizer.create_quantized_param(model, tensor, name, device, dtype=tensor.dtype)
         elif isinstance(module, QModuleMixin) or name.endswith(".bias"):
             set_module_tensor_to_device(model, name, device, tensor, tensor.dtype)
+    loaded.clear()  # diffusers' deprecate() leaves this frame in a reference cycle: the float weights go now, as after loading
 
 
 def _quantize_gguf(model: torch.nn.Module, quant_type: str, device: str) -> None:
@@ -172,21 +177,44 @@ def _blocks(weight: torch.Tensor, qtype: Any, device: str) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def quanto_matmul_traced() -> Iterator[None]:
+def quanto_matmul_traced(target: str) -> Iterator[None]:
     """quanto's linear calls ``torch.ops.quanto.qbytes_mm``, one custom op to the tracer, which would see its output
-    only; while a quanto model is traced the op is quanto's own Python body of it (``library/qbytes_mm.py``), so
-    the weight it upcasts and scales is traced too, as the real op allocates it."""
+    only; while a quanto model is built and traced the op is quanto's own Python body of it
+    (``library/qbytes_mm.py``), so the weight it upcasts and scales is traced too, as the real op allocates it. Its
+    int4/int2 weights are the subclass quanto makes on ``target`` (``quanto_packing.py``), and on the cpu target
+    ``torch.ops.quanto.unpack`` is its C++ extension's ops (``tracer/kernels/quanto_cpu.py``)."""
     _require_library(quanto=True)
     import torch
     from optimum.quanto.library.qbytes_mm import qbytes_mm
 
+    from vramsim.tracer.kernels.quanto_cpu import unpack_cpu
+    from vramsim.tracer.patches import quanto_qbits_for_target
+
+    profile = get_device(target)
+    cpu = profile.vendor == "cpu"
     namespace = torch.ops.quanto
-    original = getattr(namespace, "qbytes_mm")  # noqa: B009  # an op namespace's attributes are made on lookup
-    setattr(namespace, "qbytes_mm", qbytes_mm)  # noqa: B010
+    bodies = {"qbytes_mm": qbytes_mm, **({"unpack": unpack_cpu} if cpu else {})}
+    originals = {name: getattr(namespace, name) for name in bodies}  # an op namespace's attributes are made on lookup
+    for name, body in bodies.items():
+        setattr(namespace, name, body)
     try:
-        yield
+        with quanto_qbits_for_target(create_for(profile), cpu=cpu):
+            yield
     finally:
-        setattr(namespace, "qbytes_mm", original)  # noqa: B010
+        for name, original in originals.items():
+            setattr(namespace, name, original)
+
+
+_PACKING_WORDS = {
+    QuantoPacking.TINYGEMM: "TinyGemmWeightQBitsTensor (torch's tinygemm int4 layout, a bf16 scale and shift per group "
+    "of 128; each linear one _weight_int4pack_mm, its output only; on CUDA, a CUDA 12.1+ torch assumed)",
+    QuantoPacking.PLAIN: "WeightQBitsTensor (a uint8 PackedTensor, a scale and shift per group; each linear unpacks "
+    "and dequantizes the whole weight, then multiplies)",
+}
+
+
+def _weight_classes(model: torch.nn.Module) -> set[str]:
+    return {type(p).__name__ for p in model.parameters()}
 
 
 def describe_diffusers_format(model: torch.nn.Module) -> str | None:
@@ -204,7 +232,11 @@ def diffusers_format_notes(model: torch.nn.Module) -> list[Assumption]:
     """What a Quanto or GGUF denoiser's run assumed beyond the libraries' own code (none for other models)."""
     config: Any = getattr(getattr(model, "config", None), "quantization_config", None)
     kind = type(config).__name__
-    if kind == "QuantoConfig":
+    if kind == "QuantoConfig" and config.weights_dtype in ("int4", "int2"):
+        detail = f"optimum-quanto {config.weights_dtype} weights, packed as quanto packs them on the target: " + "; ".join(
+            _PACKING_WORDS[packing] for packing in QuantoPacking if packing.value in _weight_classes(model)
+        )
+    elif kind == "QuantoConfig":
         detail = (
             f"optimum-quanto {config.weights_dtype} weights (QLinear frozen as diffusers loads them: a scale per output "
             "row in the weights' dtype); forward through quanto's default qbytes_mm (weight upcast and scaled, then matmul)"

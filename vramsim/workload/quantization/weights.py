@@ -177,12 +177,13 @@ def _diffusers_quantizer(model: Any, config: Any, device: str) -> Any:
     return quantizer
 
 
-def quantized_kernels_on_meta(spec: Any) -> contextlib.AbstractContextManager[Any]:
+def quantized_kernels_on_meta(spec: Any, target: str) -> contextlib.AbstractContextManager[Any]:
     """While an FP8 model is built and traced, transformers' ``fp8_linear`` is the stand-in that makes
     on meta what its Hub kernels allocate (``tracer/kernels/fp8_linear.py``); for torchao's int4, mslk's
-    helpers and GEMM (``tracer/kernels/torchao_int4.py``); for quanto, its matmul's own body; nothing for other formats."""
+    helpers and GEMM (``tracer/kernels/torchao_int4.py``); for quanto, its matmul's own body and its int4/int2 weights
+    as ``target`` packs them; nothing for other formats."""
     if isinstance(spec, str) and spec.lower() in QUANTO_NAMES:
-        return quanto_matmul_traced()
+        return quanto_matmul_traced(target)
     if uses_mslk_int4(spec):
         from vramsim.tracer.patches import torchao_int4_on_meta
 
