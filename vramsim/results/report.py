@@ -56,7 +56,8 @@ class ComponentPeak:
     peak_bytes: int
     """Highest allocated bytes (whole device) while this component ran in the steady-state call."""
     phase: str
-    """The pipeline phase it runs in: ``encode_prompt``, ``denoise`` or ``decode``."""
+    """The pipeline phase it runs in: ``encode_prompt``, ``denoise`` or ``decode`` (``encode_image, decode`` for a VAE
+    that also encodes a reference image)."""
     weights_bytes: int
     """Its parameters' bytes, a tied weight (T5's ``shared`` and ``embed_tokens``) once."""
 

@@ -39,9 +39,12 @@ def test_the_transformer_sees_the_noise_and_the_reference_tokens() -> None:
 
 
 def test_the_call_takes_the_pipelines_sizes() -> None:
-    """``max_area`` rescales a 512x512 ask to 1024x1024; the reference is resized to the nearest preferred resolution."""
-    options = simulate(TINY_KONTEXT, device="cpu", height=512, width=512, **_RUN).options
+    """``max_area`` rescales a 512x512 ask to 1024x1024; the reference is resized to the nearest preferred resolution.
+    The VAE's row says it encodes as well as decodes."""
+    report = simulate(TINY_KONTEXT, device="cpu", height=512, width=512, **_RUN)
+    options = report.options
     assert (options["height"], options["width"], options["reference_size"]) == (1024, 1024, (1024, 1024))
+    assert {c.name: c.phase for c in report.components}["vae"] == "encode_image, decode"
 
 
 def test_model_offload_follows_accelerates_chain() -> None:

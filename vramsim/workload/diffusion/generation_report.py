@@ -26,9 +26,16 @@ COMPONENT_PHASES = {
 """The pipeline phase each component runs in (what ``--json``'s ``components`` calls it)."""
 
 
-def generation_phases(modules: dict[str, torch.nn.Module]) -> dict[str, str]:
+ENCODING_VAE_PHASES = "encode_image, decode"
+"""The VAE's phases where the pipeline also encodes an image with it (Kontext's reference, in ``prepare_latents``)."""
+
+
+def generation_phases(step: Generation, modules: dict[str, torch.nn.Module]) -> dict[str, str]:
     """The pipeline's components with the phase each runs in."""
-    return {name: COMPONENT_PHASES[name] for name in modules}
+    phases = {name: COMPONENT_PHASES[name] for name in modules}
+    if step.run.reference_size is not None:
+        phases["vae"] = ENCODING_VAE_PHASES
+    return phases
 
 
 def generation_notes(step: Generation, modules: dict[str, torch.nn.Module]) -> list[Assumption]:

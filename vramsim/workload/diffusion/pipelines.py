@@ -111,7 +111,7 @@ def build_pipeline_program(spec: PipelineSpec, config: SimulationConfig, *, devi
         autocast=contextlib.nullcontext,
         max_new_tokens=0,
         steps=config.steps,
-        phases=generation_phases(modules),
+        phases=generation_phases(step, modules),
         notes=generation_notes(step, modules),
         options=run.options(),
     )
