@@ -251,6 +251,8 @@ def _cap(config: PretrainedConfig, seen: set[int], least: int) -> None:
         for name, value in list(attrs.items()):
             if _layer_indices(name, value, count):
                 setattr(config, name, type(value)(keep.index(i) for i in value if i in keep))
+            elif _layer_sources(name, value, count):
+                setattr(config, name, type(value)(keep.index(value[i]) for i in keep))
             elif _per_layer(name, value, count):
                 picked = [value[i] for i in keep]
                 setattr(config, name, "".join(picked) if isinstance(value, str) else type(value)(picked))
@@ -271,6 +273,18 @@ def _layer_indices(name: str, value: Any, count: int) -> bool:
     )
 
 
+def _layer_sources(name: str, value: Any, count: int) -> bool:
+    """A layer index per layer, each the layer itself or an earlier one (``kv_source_layers``: the layer whose keys
+    and values it reads): kept layers keep their source, renumbered."""
+    return (
+        "layer" in name
+        and isinstance(value, (list, tuple))
+        and len(value) == count
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= i for i, v in enumerate(value))
+        and any(v != i for i, v in enumerate(value))
+    )
+
+
 def _per_layer(name: str, value: Any, count: int) -> bool:
     if isinstance(value, str):
         return "pattern" in name and len(value) == count
@@ -278,10 +292,17 @@ def _per_layer(name: str, value: Any, count: int) -> bool:
 
 
 def _layers_to_keep(config: PretrainedConfig, count: int, least: int) -> list[int]:
-    """The first layer of each kind (per-layer lists, periodic patterns, KV-sharing region), at least ``least``."""
+    """The first layer of each kind (per-layer lists, periodic patterns, KV-sharing region), at least ``least``, and
+    the layer each kept one reads its keys and values from."""
     attrs = vars(config)
-    per_layer = [v for k, v in attrs.items() if _per_layer(k, v, count) and not _layer_indices(k, v, count)]
+    sources = [v for k, v in attrs.items() if _layer_sources(k, v, count)]
+    per_layer = [
+        v
+        for k, v in attrs.items()
+        if _per_layer(k, v, count) and not _layer_indices(k, v, count) and not _layer_sources(k, v, count)
+    ]
     per_layer += [[i in set(v) for i in range(count)] for k, v in attrs.items() if _layer_indices(k, v, count)]
+    per_layer += [[v[i] == i for i in range(count)] for v in sources]  # its own keys and values, or another's
     shared = attrs.get("num_kv_shared_layers")
     if isinstance(shared, int) and 0 < shared < count:
         per_layer.append(["own"] * (count - shared) + ["shared"] * shared)
@@ -303,7 +324,7 @@ def _layers_to_keep(config: PretrainedConfig, count: int, least: int) -> list[in
         if kind not in seen or i < needed:
             seen.add(kind)
             keep.append(i)
-    return keep
+    return sorted({*keep, *(v[i] for v in sources for i in keep)})
 
 
 def _hashable(value: Any) -> Any:
