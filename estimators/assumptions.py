@@ -59,6 +59,7 @@ __all__ = [
     "HSDP_SHARD_GROUP_DEFAULT",
     "LIGER_CHUNK_MEM_CONST",
     "MODEL_FLOPS_UTILISATION",
+    "MXFP4_CHECKPOINT_DTYPE",
     "NCCL_ASSUMED_CHANNELS",
     "NCCL_LL128_BUFFER_BYTES",
     "NCCL_LL_BUFFER_BYTES",
@@ -557,6 +558,14 @@ WAN_VAE_DTYPE = "float32"
 """The dtype of Wan's causal 3D VAE whatever the rest of the pipeline's: Wan 2.1's model card loads it with
 ``AutoencoderKLWan.from_pretrained(..., torch_dtype=torch.float32)`` next to a bf16 pipeline, and WanPipeline casts
 the latents to ``vae.dtype`` before the decode."""
+
+MXFP4_CHECKPOINT_DTYPE = "bfloat16"
+"""The dtype an MXFP4 checkpoint (gpt-oss, whose config names none) stores its other tensors in, which
+``from_pretrained``'s ``dtype="auto"`` reads off the weights. Where transformers does not keep MXFP4 (below compute
+capability 7.5, without Triton 3.4+ or the ``kernels`` package, for training: ``Mxfp4HfQuantizer``, "We will default to
+dequantizing the model to bf16"), the experts are dequantized "to the dtype of the parameter they load into"
+(``integrations/mxfp4.py``), so the whole model is bf16. MXFP4 kept by transformers' Triton kernels is not modelled
+for ``trace`` (``vramsim serve`` models vLLM's)."""
 
 FLUX_SCHNELL_MAX_SEQUENCE_LENGTH = 256
 """T5 prompt tokens for FLUX.1-schnell (a FluxTransformer2DModel without ``guidance_embeds``).

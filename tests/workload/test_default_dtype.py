@@ -78,3 +78,18 @@ def test_llama4_scout_default_dtype_is_its_text_configs() -> None:
     model_config = transformers.AutoConfig.from_pretrained(folder)
     assert model_config.dtype is None
     assert weight_dtype(SimulationConfig(task="forward"), model_config) == torch.bfloat16
+
+
+@pytest.mark.parametrize("task", ["generate", "train"])
+def test_an_mxfp4_checkpoint_loads_bf16(task: str) -> None:
+    """gpt-oss's config names no dtype; its checkpoint stores the tensors outside its MXFP4 experts in bf16, which
+    ``dtype="auto"`` reads off them, and transformers dequantizes the experts to the parameters' dtype wherever it
+    does not keep MXFP4: bf16, not fp32 (which read 78 GiB for gpt-oss-20b's generate on an H100 and did not fit)."""
+    from vramsim.config.simulation import SimulationConfig
+    from vramsim.workload.build import weight_dtype
+
+    folder = Path(__file__).parents[2] / "model_zoo/configs/openai/gpt-oss-20b"
+    model_config = transformers.AutoConfig.from_pretrained(folder)
+    assert model_config.dtype is None and model_config.quantization_config["quant_method"] == "mxfp4"
+    expected = torch.bfloat16 if task != "train" or loads_checkpoint_dtype() else torch.float32
+    assert weight_dtype(SimulationConfig(task=task), model_config) == expected

@@ -14,6 +14,7 @@ from vramsim.estimators.assumptions import COMPILE_FUSION, COMPILE_MODELLED, COM
 from vramsim.results.report import Assumption
 from vramsim.tracer.data_dependent import parse_routing
 from vramsim.tracer.records import Trace
+from vramsim.workload.build import MXFP4_WEIGHTS
 from vramsim.workload.losses import loss_notes
 from vramsim.workload.models import loads_checkpoint_dtype
 from vramsim.workload.optimizers import PAGED_STATES, describe_optimizer, paged_states
@@ -220,6 +221,11 @@ def _default_weights(weights: str, config: SimulationConfig, program: Any) -> st
         )
     if program.weights_from == "the checkpoint's config":
         return f"weights in {weights} (no dtype given): the checkpoint config's dtype"
+    if program.weights_from == MXFP4_WEIGHTS:
+        return (
+            f"weights in {weights} (no dtype given, and the config names none): the dtype an MXFP4 checkpoint stores its "
+            f"other tensors in, which {loader} reads off them (dtype='auto'), its experts dequantized to it"
+        )
     if program.weights_from == "default" and config.task == "train" and not loads_checkpoint_dtype():
         return f"weights in {weights} (no dtype given): {loader} loads torch's default dtype when a script passes none"
     if program.weights_from == "default":

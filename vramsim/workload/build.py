@@ -16,6 +16,7 @@ from transformers import PretrainedConfig
 from vramsim.config import DiffusionOptions, SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
+from vramsim.estimators.assumptions import MXFP4_CHECKPOINT_DTYPE
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
 from vramsim.tracer.data_dependent import seed
 from vramsim.tracer.kernels.emulation import KernelEmulation
@@ -46,7 +47,10 @@ from vramsim.workload.quiet import quiet_peft
 from vramsim.workload.targets import resolve_target
 from vramsim.workload.text_only import route_text_only
 
-__all__ = ["build_program", "check_can_generate", "weight_dtype"]
+__all__ = ["MXFP4_WEIGHTS", "build_program", "check_can_generate", "weight_dtype"]
+
+MXFP4_WEIGHTS = "an MXFP4 checkpoint's other tensors"
+"""Where the weights' dtype comes from for an MXFP4 checkpoint whose config names none (``MXFP4_CHECKPOINT_DTYPE``)."""
 
 
 def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
@@ -55,15 +59,18 @@ def weight_dtype(config: SimulationConfig, model_config: Any) -> torch.dtype:
 
 
 def _weights_source(config: SimulationConfig, model_config: Any) -> tuple[torch.dtype, str]:
-    """The weights' dtype and where it comes from: ``given``; else ``the checkpoint's config`` (its ``dtype``),
-    which inference loads and training too where transformers' ``from_pretrained`` loads it when a script
-    passes no dtype (``loads_checkpoint_dtype``); else ``default``, float32."""
+    """The weights' dtype and where it comes from: ``given``; else ``the checkpoint's config`` (its ``dtype``; for an
+    MXFP4 checkpoint naming none, the dtype it stores its other tensors in, ``MXFP4_CHECKPOINT_DTYPE``), which inference
+    loads and training too where transformers' ``from_pretrained`` loads it when a script passes no dtype
+    (``loads_checkpoint_dtype``); else ``default``, float32."""
     assert not isinstance(config.dtype, str), "SimulationConfig resolves dtype names"
     if config.dtype is not None:
         return config.dtype, "given"
-    stored = _stored_dtype(model_config)
+    stored, source = _stored_dtype(model_config), "the checkpoint's config"
+    if stored is None and _checkpoint_quantization(model_config) == "mxfp4":
+        stored, source = getattr(torch, MXFP4_CHECKPOINT_DTYPE), MXFP4_WEIGHTS
     if isinstance(stored, torch.dtype) and stored.is_floating_point and (config.task != "train" or loads_checkpoint_dtype()):
-        return stored, "the checkpoint's config"
+        return stored, source
     return torch.float32, "default"
 
 
@@ -76,6 +83,12 @@ def _stored_dtype(model_config: Any) -> Any:
     if stored is None and hasattr(model_config, "get_text_config"):
         stored = getattr(model_config.get_text_config(), "dtype", None)
     return stored
+
+
+def _checkpoint_quantization(model_config: Any) -> str | None:
+    """The ``quant_method`` of the checkpoint's own ``quantization_config`` (gpt-oss's ``mxfp4``), if it has one."""
+    own = getattr(model_config, "quantization_config", None)
+    return own.get("quant_method") if isinstance(own, dict) else None
 
 
 PIPELINE_OPTIONS = tuple(f.name for f in dataclasses.fields(DiffusionOptions))

@@ -211,7 +211,10 @@ def describe_quantization(model: torch.nn.Module) -> str | None:
     if config is None:
         return None
     if isinstance(config, dict):  # the checkpoint's own (gpt-oss's mxfp4, DeepSeek-V3's fp8): from_config leaves it
-        return f"none: the checkpoint's {config.get('quant_method', 'own')} quantization_config is not applied"
+        method = config.get("quant_method", "own")
+        if method == "mxfp4":
+            return "none: the checkpoint's mxfp4 experts dequantized, as transformers does without Triton 3.4+ and kernels"
+        return f"none: the checkpoint's {method} quantization_config is not applied"
     if not isinstance(config, BitsAndBytesConfig):
         from vramsim.workload.quantization.training import QUANTIZED_TRAINING_LAYERS
 
