@@ -342,7 +342,8 @@ def test_the_largest_fit_builds_an_int4_model_as_its_traces_do() -> None:
 def test_a_checkpoint_quantization_config_left_as_a_dict_is_said_not_applied() -> None:
     """gpt-oss's and DeepSeek-V3's config.json carry their checkpoint's quantization_config (mxfp4, fp8), which
     transformers' ``from_config`` leaves a dict on the config and does not apply: the trace runs (it raised an
-    AttributeError reading the dict as a GPTQ config) and the header says it was not applied."""
+    AttributeError reading the dict as a GPTQ config) and the header says it was not applied: for mxfp4, that the
+    experts are dequantized (to the bf16 of the checkpoint's other tensors), as transformers does without its kernels."""
     config = GptOssConfig(
         num_hidden_layers=2, hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, num_local_experts=4, num_experts_per_tok=2, vocab_size=128,
@@ -350,4 +351,7 @@ def test_a_checkpoint_quantization_config_left_as_a_dict_is_said_not_applied() -
         quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]},
     )  # fmt: skip
     report = simulate(config, task="generate", seq_len=16, max_new_tokens=2, device="h100")
-    assert report.settings["quantization"] == "none: the checkpoint's mxfp4 quantization_config is not applied"
+    assert report.settings["quantization"] == (
+        "none: the checkpoint's mxfp4 experts dequantized, as transformers does without Triton 3.4+ and kernels"
+    )
+    assert report.settings["weights"] == "bfloat16 (an MXFP4 checkpoint's other tensors)"
