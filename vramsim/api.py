@@ -30,7 +30,7 @@ from vramsim.results.report import Report
 from vramsim.search.advice import traced_advice
 from vramsim.search.strategy import SharedTraces, StrategySearcher, strategy_searcher
 from vramsim.search.strategy_advice import strategy_advice
-from vramsim.workload.models import ModelSource, with_default_task
+from vramsim.workload.models import ModelSource, with_model_defaults
 
 __all__ = ["ADVICE", "compare", "count_parameters", "inspect", "plan", "simulate", "simulate_each"]
 
@@ -88,7 +88,7 @@ def simulate_each(
     """
     if advice not in ADVICE:
         raise ConfigError(f"unknown advice {advice!r}; choose one of: {', '.join(ADVICE)}")
-    options = with_default_task(model, options)
+    options = with_model_defaults(model, options)
     return cached_answer(
         cache,
         list[Report],
@@ -135,7 +135,7 @@ def inspect(
     >>> inspection.tree.parameters
     124439808
     """
-    options = with_default_task(model, options)
+    options = with_model_defaults(model, options)
     return cached_answer(
         cache,
         Inspection,
@@ -162,7 +162,7 @@ def compare(
     >>> both.traces, both.variants[0].report.peak_bytes > both.variants[1].report.peak_bytes
     (2, True)
     """
-    given = [with_default_task(model, {**options, **variant}) for variant in variants.values()]
+    given = [with_model_defaults(model, {**options, **variant}) for variant in variants.values()]
     return cached_answer(
         cache,
         Comparison,
@@ -221,7 +221,7 @@ def plan(
         if tokens is None and stop.seconds > given_duration(days=days or 0, hours=hours or 0).seconds:
             raise ConfigError(f"stop_after_hours is within the job; {stop_after_hours:g} hours is past its end")
     sheet = prices if isinstance(prices, PriceSheet) else load_sheet(prices)
-    options = with_default_task(model, options)
+    options = with_model_defaults(model, options)
     inputs = {
         "tokens": tokens,
         "days": days,

@@ -123,12 +123,13 @@ def test_every_option_is_on_the_command_line_or_python_only() -> None:
     args = build_parser().parse_args(["trace", "gpt2"])
     given = workload_options(args)
     for spec, option in options():
-        assert (spec.name in given) == option.cli, spec.name
+        assert (spec.name in given or spec.name == "seq_len") == option.cli, spec.name
         assert option.cli or spec.name in ("inputs", "loss", "steps", "zero_settings", "training_args", "memory_history"), (
             spec.name
         )
-        if option.cli and spec.name != "device":
+        if option.cli and spec.name not in ("device", "seq_len"):
             assert given[spec.name] == spec.default, spec.name  # the CLI's default is the API's
+    assert "seq_len" not in given  # left to the API, which reads the model's positions (with_model_defaults)
     assert workload_options(build_parser().parse_args(["validate", "gpt2"]))["device"] == "cpu"
     assert "headroom" not in workload_options(build_parser().parse_args(["validate", "gpt2"]))
 

@@ -106,6 +106,38 @@ def test_sequence_past_a_learned_position_table_is_refused(case: str) -> None:
     vramsim.simulate(config, seq_len=64, device="cpu", **options)  # the table's own length runs
 
 
+@pytest.mark.parametrize("case", sorted(POSITION_TABLES))
+def test_no_length_given_takes_what_a_short_learned_table_holds(case: str) -> None:
+    """The default 512 would overflow these 64-position tables: the run takes 64, less the new tokens."""
+    config, options = POSITION_TABLES[case]
+    assert vramsim.simulate(config, device="cpu", cache=False, **options).options["seq_len"] == 64
+    if case != "bert":  # an encoder decodes no tokens
+        generated = vramsim.simulate(config, task="generate", device="cpu", cache=False)
+        assert generated.options["seq_len"] == 64 - 16
+
+
+def test_no_length_given_on_the_command_line_takes_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, _ = POSITION_TABLES["whisper-decoder"]
+    code, out, _ = run(capsys, "trace", saved_config(tmp_path, config), "--task", "generate", "--device", "cpu", "--json")
+    assert code == 0 and json.loads(out)["options"]["seq_len"] == 64 - 16
+    code, _, err = run(capsys, "trace", saved_config(tmp_path, config), "--task", "generate", "--seq-len", "512")
+    assert code == 1 and "overflows the 64 positions" in err
+
+
+def test_no_length_given_keeps_512_past_computed_positions(tiny_llama: transformers.LlamaConfig) -> None:
+    """Rotary positions run past their maximum (a warning), so the default stays 512; a bigger table too."""
+    report = vramsim.simulate(tiny_llama, task="forward", device="cpu", cache=False)
+    assert report.options["seq_len"] == 512 and "max_position_embeddings=256" in report.warnings[0]
+    wide = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=1024)
+    assert vramsim.simulate(wide, task="generate", device="cpu", cache=False).options["seq_len"] == 512
+
+
+def test_a_sweep_without_lengths_takes_the_table() -> None:
+    config, _ = POSITION_TABLES["gpt2"]
+    found = vramsim.sweep(config, batch_size=[1, 2], device="cpu", jobs=1, cache=False)
+    assert [point.seq_len for point in found.points] == [64, 64]
+
+
 def test_generated_tokens_count_against_the_table(tiny_gpt2: transformers.GPT2Config) -> None:
     with pytest.raises(vramsim.ConfigError, match=r"120 \+ max_new_tokens 16 = 136 positions .*at most 112"):
         vramsim.simulate(tiny_gpt2, task="generate", seq_len=120, device="cpu")

@@ -11,7 +11,7 @@ from vramsim.analysis.simulate import simulate_each
 from vramsim.config import ANALYSIS_OPTIONS, AnalysisOptions
 from vramsim.errors import ConfigError
 from vramsim.results.compare import Compared, Comparison
-from vramsim.workload.models import ModelSource, model_name, with_default_task
+from vramsim.workload.models import ModelSource, model_name, with_model_defaults
 
 __all__ = ["compare", "programs"]
 
@@ -29,7 +29,7 @@ def compare(
     """Each variant's report (``vramsim.compare`` documents it); ``progress`` is told each trace after the first."""
     if len(variants) < 2:
         raise ConfigError(f"compare takes two or more variants, got {len(variants)}")
-    given = {label: with_default_task(model, {**options, **variant}) for label, variant in variants.items()}
+    given = {label: with_model_defaults(model, {**options, **variant}) for label, variant in variants.items()}
     started = time.perf_counter()
     compared: dict[str, Compared] = {}
     groups = programs(list(given.values()))

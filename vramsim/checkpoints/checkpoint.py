@@ -22,7 +22,7 @@ from vramsim.results.checkpoint import CheckpointReport
 from vramsim.results.report import Assumption
 from vramsim.tracer.graph import build_graph
 from vramsim.workload.attention import check_attention
-from vramsim.workload.models import ModelSource, model_name
+from vramsim.workload.models import ModelSource, model_name, with_model_defaults
 from vramsim.workload.optimizers import check_target, describe_optimizer
 from vramsim.workload.program import Program
 from vramsim.workload.targets import Target, resolve_target
@@ -57,6 +57,7 @@ def checkpoint(
     >>> [f.name for f in report.files if f.name.endswith((".safetensors", ".pt"))]
     ['model.safetensors', 'optimizer.pt', 'scheduler.pt']
     """
+    options = with_model_defaults(model, options)
     config = SimulationConfig.from_options(**options)
     choice = checkpoint_choice(config, save_format, map_location, async_save)
     return cached_answer(

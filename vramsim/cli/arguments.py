@@ -348,7 +348,7 @@ def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
         if action.dest in SWEPT:
             ranges = action.dest in ("batch_size", "seq_len", "gpus")
             action.type = _as_given
-            action.default = action.default if isinstance(action.default, str) else str(action.default)
+            action.default = action.default if action.default is None or isinstance(action.default, str) else str(action.default)
             action.help = (
                 f"{action.help}; a list a,b,c{' or a range start:stop[:step] (xK: a step that multiplies)' if ranges else ''}"
             )
@@ -566,6 +566,8 @@ def workload_options(args: argparse.Namespace) -> dict[str, Any]:
     given = {spec.name: getattr(args, spec.name) for spec, _ in options() if hasattr(args, spec.name)}
     if given.get("task") is None:
         given["task"] = default_task(args.model)
+    if "seq_len" in given and given["seq_len"] is None:  # the model's default, once it is loaded (with_model_defaults)
+        del given["seq_len"]
     if hasattr(args, "offload"):  # one flag, two options: a pipeline's offload and sharded training's
         states = args.offload in _STATE_OFFLOADS
         given["offload"] = "no" if states or args.offload == "none" else args.offload

@@ -89,4 +89,4 @@ def _sweep_options(args: argparse.Namespace) -> dict[str, Any]:
     given = workload_options(args)
     if given.pop("gradient_checkpointing"):
         given["checkpointing"] = "full"
-    return given | {name: axis_values(given[name], name) for name in SWEPT}
+    return given | {name: axis_values(given[name], name) for name in SWEPT if name in given}

@@ -15,6 +15,8 @@ from vramsim.estimators.devices import get_device
 
 __all__ = [
     "ATTN_IMPLEMENTATIONS",
+    "DEFAULT_NEW_TOKENS",
+    "DEFAULT_SEQ_LEN",
     "MAX_BATCH",
     "MAX_SEQ_LEN",
     "TASKS",
@@ -30,6 +32,11 @@ TASKS = ("train", "forward", "generate")
 TorchAutograd = Literal["installed", "1.10"]
 MAX_SEQ_LEN = 1 << 22
 """Longer sequences than 4M tokens are rejected: no model is trained at that length today."""
+DEFAULT_SEQ_LEN = 512
+"""Tokens per sequence when none is given and the model's positions allow it; a learned position table shorter
+than that (CLIP's 77, Whisper's 448) sets the default to what it holds: ``workload.positions.default_seq_len``."""
+DEFAULT_NEW_TOKENS = 16
+"""Decode steps of ``task="generate"`` when none is given: enough steps for the cache's growth to show."""
 MAX_BATCH = 1 << 20
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3")
 """transformers' ``attn_implementation`` names vramsim traces (of ``ALL_ATTENTION_FUNCTIONS`` plus ``eager``)."""
@@ -62,9 +69,19 @@ class WorkloadOptions:
             defaults=dict.fromkeys(COMMANDS),
         ),
     )
-    """The command line's and ``simulate``'s default depends on the model: ``workload.models.with_default_task``."""
+    """The command line's and ``simulate``'s default depends on the model: ``workload.models.with_model_defaults``."""
     batch_size: int = field(default=1, metadata=option(help="sequences per step", parse=int, report=as_is))
-    seq_len: int = field(default=512, metadata=option(help="tokens per sequence", parse=int, report=as_is))
+    seq_len: int = field(
+        default=DEFAULT_SEQ_LEN,
+        metadata=option(
+            help=f"tokens per sequence; none given: {DEFAULT_SEQ_LEN}, or as many as the model's learned position "
+            "table holds (less the new tokens)",
+            parse=int,
+            report=as_is,
+            defaults=dict.fromkeys(COMMANDS),
+        ),
+    )
+    """The command line's and ``simulate``'s default depends on the model: ``workload.models.with_model_defaults``."""
     packed: bool = field(
         default=False,
         metadata=option(
@@ -84,7 +101,9 @@ class WorkloadOptions:
     )
     max_new_tokens: int | None = field(
         default=None,
-        metadata=option(help="decode steps for --task generate; none given: 16 there, 0 elsewhere", parse=int, report=as_is),
+        metadata=option(
+            help=f"decode steps for --task generate; none given: {DEFAULT_NEW_TOKENS} there, 0 elsewhere", parse=int, report=as_is
+        ),
     )
     cache_implementation: str = field(
         default="dynamic",
@@ -155,7 +174,7 @@ class WorkloadOptions:
         if self.packed and self.task == "generate":
             raise ConfigError("packed flattens a training or forward batch; task='generate' decodes one row per prompt")
         if self.max_new_tokens is None:
-            self.max_new_tokens = 16 if self.task == "generate" else 0
+            self.max_new_tokens = DEFAULT_NEW_TOKENS if self.task == "generate" else 0
         elif self.max_new_tokens and self.task != "generate":
             raise ConfigError(f"max_new_tokens is for task='generate'; task={self.task!r} decodes no new tokens")
         check_count("max_new_tokens", self.max_new_tokens, MAX_SEQ_LEN, allow_zero=self.task != "generate")

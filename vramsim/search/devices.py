@@ -32,7 +32,7 @@ from vramsim.estimators.devices import DEVICES, DeviceProfile
 from vramsim.results.advice import Advice
 from vramsim.results.device_fit import DeviceFit, DeviceVerdict
 from vramsim.workload.attention import check_attention
-from vramsim.workload.models import ModelSource, model_name
+from vramsim.workload.models import ModelSource, model_name, with_model_defaults
 from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.targets import Target, resolve_target
@@ -57,7 +57,7 @@ def device_fit(
     >>> found.smallest[0].fits
     True
     """
-    options = {k: v for k, v in options.items() if k != "device"}
+    options = with_model_defaults(model, {k: v for k, v in options.items() if k != "device"})
     return cached_answer(
         cache, DeviceFit, lambda: request_key("device_fit", model, options), lambda: _judged(model, progress, options)
     )

@@ -31,7 +31,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.results.fit import Largest, LargestFit
 from vramsim.results.report import Report
 from vramsim.workload.build import build_program
-from vramsim.workload.models import ModelSource, pipeline_index
+from vramsim.workload.models import ModelSource, pipeline_index, with_model_defaults
 from vramsim.workload.positions import position_limit
 from vramsim.workload.quantization.weights import quantized_kernels_on_meta
 from vramsim.workload.targets import resolve_target
@@ -66,6 +66,7 @@ def largest_fit(
     >>> fit.batch_size.exact and fit.batch_size.device_bytes <= fit.usable_bytes
     True
     """
+    options = with_model_defaults(model, options)
     return cached_answer(
         cache,
         LargestFit,

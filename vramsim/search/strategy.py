@@ -56,7 +56,7 @@ from vramsim.search.strategy_space import CHECKPOINTING_BY_RECOMPUTE, layer_shap
 from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 from vramsim.workload.attention import check_attention
-from vramsim.workload.models import ModelSource, model_name
+from vramsim.workload.models import ModelSource, model_name, with_model_defaults
 from vramsim.workload.optimizers import check_target
 from vramsim.workload.parallel.expert import routed_rows
 from vramsim.workload.program import Program
@@ -85,6 +85,7 @@ def cheapest_strategy(
     >>> search.cheapest.gpus, search.cheapest.tp, search.cheapest.checkpointing
     (2, 2, 'none')
     """
+    options = with_model_defaults(model, options)
     return cached_answer(
         cache,
         StrategySearch,
@@ -103,6 +104,7 @@ def cheapest_strategy_reported(
     """``cheapest_strategy``'s answer and ``simulate``'s report of its cheapest setting with ``options`` (as
     ``largest_fit`` takes them under it), made from the search's own trace of that program, not a second one;
     None when the answer came from the result cache, nothing fits, or ``memory_history`` asks for the records."""
+    options = with_model_defaults(model, options)
     kept: list[Report] = []
     search = cached_answer(
         cache,

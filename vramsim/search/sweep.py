@@ -46,7 +46,7 @@ from vramsim.tracer.graph import build_graph
 from vramsim.tracer.records import Trace
 from vramsim.workload.attention import check_attention
 from vramsim.workload.losses import check_loss_target
-from vramsim.workload.models import ModelSource, model_name, pipeline_index, with_default_task
+from vramsim.workload.models import ModelSource, model_name, pipeline_index, with_default_task, with_model_defaults
 from vramsim.workload.optimizers import check_target
 from vramsim.workload.targets import resolve_target
 
@@ -68,7 +68,7 @@ def sweep(
     model: ModelSource,
     *,
     batch_size: int | str | Iterable[int] = 1,
-    seq_len: int | str | Iterable[int] = 512,
+    seq_len: int | str | Iterable[int] | None = None,
     device: str | Iterable[str] = "h100",
     checkpointing: str | Iterable[str] = "none",
     gpus: int | str | Iterable[int] = 1,
@@ -83,6 +83,7 @@ def sweep(
     each point traced or derived from traces of the same structure (``Sweep.points[i].answer``).
 
     Each axis is a value, a sequence of values, or the command line's text (``"1,2,4"``, ``"512:32768:x2"``).
+    ``seq_len`` none given is ``simulate``'s default for the model (``workload.models.with_model_defaults``).
     ``options`` are ``simulate``'s other keywords, shared by every point. The traces run in local worker processes
     (``jobs`` of them, default one per CPU) or, with ``backend="ray"``, on the Ray cluster at ``address``. The
     answer is kept in the result cache (``cache`` as ``simulate`` takes it), keyed by the axes and the options, not
@@ -92,6 +93,8 @@ def sweep(
     >>> found.points[0].answer, len(found.points)
     ('traced', 9)
     """
+    if seq_len is None:
+        seq_len = with_model_defaults(model, options)["seq_len"]
     axes = {
         "batch_size": axis_values(batch_size, "batch_size"),
         "seq_len": axis_values(seq_len, "seq_len"),

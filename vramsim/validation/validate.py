@@ -13,7 +13,7 @@ from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.devices import match_reported_name
 from vramsim.results.validation import Validation
 from vramsim.validation.measure import measure_cpu, measure_cuda
-from vramsim.workload.models import ModelSource
+from vramsim.workload.models import ModelSource, with_model_defaults
 
 __all__ = ["HOST_MEMORY_MARGIN", "host_memory_available", "validate"]
 
@@ -34,6 +34,7 @@ def validate(model: ModelSource, *, device: str = "cpu", **options: Any) -> Vali
     >>> abs(validate(cfg, task="forward", seq_len=16).error) < 0.005
     True
     """
+    options = with_model_defaults(model, options)
     if device.lower() != "cpu":
         return _validate_cuda(model, device, options)
     report = simulate(model, device="cpu", **options)

@@ -22,9 +22,10 @@ from transformers import CONFIG_MAPPING, AutoConfig, PretrainedConfig
 
 from vramsim import model_zoo
 from vramsim.config.user_files import user_function_file
-from vramsim.config.workload import default_task
+from vramsim.config.workload import DEFAULT_NEW_TOKENS, DEFAULT_SEQ_LEN, default_task
 from vramsim.errors import ConfigError, ModelNotFoundError, TraceError, UnsupportedError, VramsimError, first_line
 from vramsim.workload.guards import check_config
+from vramsim.workload.positions import default_seq_len, short_positions
 
 __all__ = [
     "ModelSource",
@@ -37,6 +38,7 @@ __all__ = [
     "model_name",
     "pipeline_index",
     "with_default_task",
+    "with_model_defaults",
 ]
 
 ModelSource = str | Path | PretrainedConfig | torch.nn.Module | Callable[[], torch.nn.Module]
@@ -83,6 +85,36 @@ def with_default_task(source: object, options: dict[str, Any]) -> dict[str, Any]
     if options.get("task") is not None:
         return options
     return {**options, "task": default_task(source)}
+
+
+def with_model_defaults(source: ModelSource, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the model's defaults where none are given: the task (``with_default_task``) and the sequence
+    length, ``DEFAULT_SEQ_LEN`` or what a shorter learned position table holds (``positions.default_seq_len``)."""
+    options = with_default_task(source, options)
+    if options.get("seq_len") is not None:
+        return options
+    options = {key: value for key, value in options.items() if key != "seq_len"}
+    if options.get("inputs") is not None or pipeline_index(source) is not None:
+        return options | {"seq_len": DEFAULT_SEQ_LEN}
+    new_tokens = options.get("max_new_tokens")
+    new_tokens = new_tokens if new_tokens is not None else DEFAULT_NEW_TOKENS if options["task"] == "generate" else 0
+    if isinstance(source, torch.nn.Module):
+        return options | {"seq_len": default_seq_len(source, new_tokens=new_tokens)}
+    if (isinstance(source, (str, Path)) and load_builder(str(source)) is None) or isinstance(source, PretrainedConfig):
+        trust = bool(options.get("trust_remote_code"))
+        config = copy.deepcopy(source) if isinstance(source, PretrainedConfig) else load_config(source, trust_remote_code=trust)
+        if short_positions(config, new_tokens=new_tokens):  # only then built, to see whether its table is learned
+            model = build_model(
+                config,
+                device="meta",
+                dtype=None,
+                model_class=options.get("model_class"),
+                trust_remote_code=trust,
+                task=options["task"],
+                attn_implementation=options.get("attn_implementation"),
+            )
+            return options | {"seq_len": default_seq_len(model, new_tokens=new_tokens)}
+    return options | {"seq_len": DEFAULT_SEQ_LEN}
 
 
 def load_builder(source: str) -> Callable[[], torch.nn.Module] | None:

@@ -7,19 +7,24 @@ would trace. ``check_positions`` refuses such a run in one line. A model whose p
 computed (rotary, ALiBi, relative buckets) runs past its configured maximum, but was not trained
 there: that is a warning, naming the maximum, not a refusal. A model without a config (a custom
 module) is checked by the trace itself, where its indices' bounds follow from shapes
-(``tracer/data_dependent/bounds.py``).
+(``tracer/data_dependent/bounds.py``). Where no length is given, a learned table shorter than
+``DEFAULT_SEQ_LEN`` sets the default (``default_seq_len``), so CLIP answers at its 77 tokens.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
+from vramsim.config.workload import DEFAULT_SEQ_LEN
 from vramsim.errors import ConfigError
 
-__all__ = ["check_positions", "position_limit"]
+__all__ = ["check_positions", "default_seq_len", "position_limit", "short_positions"]
+
+_POSITION_FIELDS = ("max_position_embeddings", "max_target_positions")
+"""Config fields bounding the text positions; a seq2seq model's ids go to its decoder (``max_target_positions``)."""
 
 _TABLE_OFFSET = 2
 """Extra rows some tables carry beyond the configured maximum (OPT and BART start positions at 2)."""
@@ -56,16 +61,39 @@ def position_limit(model: torch.nn.Module) -> tuple[str, int] | None:
     return None if limit is None else (field, limit)
 
 
+def default_seq_len(model: torch.nn.Module, *, new_tokens: int) -> int:
+    """The length a run takes when none is given: ``DEFAULT_SEQ_LEN``, or what a shorter learned position table
+    holds less the ``new_tokens`` decoded after it (computed positions run past their maximum: a warning)."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return DEFAULT_SEQ_LEN
+    _, limit = _limit(model, config)
+    if limit is None or DEFAULT_SEQ_LEN + new_tokens <= limit or _learned_table(model, limit) is None:
+        return DEFAULT_SEQ_LEN
+    return limit - new_tokens if limit > new_tokens else DEFAULT_SEQ_LEN  # no room at all: check_positions says so
+
+
+def short_positions(config: Any, *, new_tokens: int) -> bool:
+    """Whether ``config`` bounds its text positions below ``DEFAULT_SEQ_LEN + new_tokens``: read from the config
+    alone, so that only such a model is built to find whether its table is learned (``default_seq_len``)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    bounds = (getattr(text, name, None) for name in _POSITION_FIELDS)
+    return any(_bound(value) and value < DEFAULT_SEQ_LEN + new_tokens for value in bounds)
+
+
+def _bound(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _limit(model: torch.nn.Module, config: Any) -> tuple[str, int | None]:
     """The configured maximum the text positions are bounded by: the decoder's in a seq2seq model."""
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     if getattr(model, "main_input_name", "input_ids") != "input_ids" and not _takes_decoder_ids(model):
         return "", None
-    names = ("max_position_embeddings", "max_target_positions")  # a seq2seq model's ids go to its decoder
-    names = names[::-1] if _takes_decoder_ids(model) else names
+    names = _POSITION_FIELDS[::-1] if _takes_decoder_ids(model) else _POSITION_FIELDS
     for name in names:
         value = getattr(text, name, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if _bound(value):
             return name, value
     return "", None
 
