@@ -6,6 +6,8 @@ Each case is measured four ways, each in a process of its own, so that each peak
   its steps run with no tracer: the floor of any trace. A meta tensor has no values, so the program runs under a
   dispatch mode that only answers what it reads of them (the tracer's ``DataDependentPolicy``, without which a
   Llama does not run on meta at all).
+- untraced-native: the same, under ATen's C++ meta kernels where torch puts Python ones over them
+  (``tracer/native_meta.py``), as vramsim's tracer runs: the floor of vramsim's own trace.
 - traced: the same build, and the same steps run under vramsim's tracer (``trace_program``).
 - simulate: ``vramsim.simulate(...)`` end to end (build, trace, graph, the report and its graph advice).
 - MemTracker: ``torch.distributed._tools.mem_tracker.MemTracker`` under ``FakeTensorMode`` around the same
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-WAYS = ("untraced", "traced", "simulate", "memtracker")
+WAYS = ("untraced", "untraced-native", "traced", "simulate", "memtracker")
 README_COMMAND = ["trace", "meta-llama/Llama-3.1-8B", "--task", "train", "--batch-size", "1", "--seq-len", "2048"]
 
 
@@ -121,12 +123,15 @@ def _untraced_mode(scope: Any) -> Any:
     return Untraced()
 
 
-def _meta_steps(case: Case, traced: bool) -> dict[str, float]:
-    """Build as ``build_and_trace`` does, then run the steps untraced or traced."""
+def _meta_steps(case: Case, traced: bool, native: bool = False) -> dict[str, float]:
+    """Build as ``build_and_trace`` does, then run the steps untraced (under the C++ meta kernels with ``native``)
+    or traced."""
+    import contextlib
     from types import SimpleNamespace
 
     from vramsim.config import SimulationConfig
     from vramsim.tracer.categories import Phase
+    from vramsim.tracer.native_meta import native_meta_kernels
     from vramsim.workload.attention import attention_stand_in
     from vramsim.workload.build import build_program
     from vramsim.workload.program import run_program
@@ -154,7 +159,7 @@ def _meta_steps(case: Case, traced: bool) -> dict[str, float]:
                 figures["ops"] = len(trace.ops)
             else:
                 scope = SimpleNamespace(module="", phase=Phase.SETUP, step=-1)
-                with _untraced_mode(scope):
+                with native_meta_kernels() if native else contextlib.nullcontext(), _untraced_mode(scope):
                     run_program(program, _Observer(scope))
     return figures
 
@@ -228,6 +233,7 @@ def measure(case_id: str, way: str) -> dict[str, float]:
     case = next(c for c in CASES if c.id == case_id)
     runs: dict[str, Callable[[], dict[str, float]]] = {
         "untraced": lambda: _meta_steps(case, traced=False),
+        "untraced-native": lambda: _meta_steps(case, traced=False, native=True),
         "traced": lambda: _meta_steps(case, traced=True),
         "simulate": lambda: _simulate(case),
         "memtracker": lambda: _memtracker(case),
@@ -286,6 +292,9 @@ def main() -> None:
         got = {way: _in_subprocess(case_id, way) for way in ways}
         untraced = got["untraced"]
         print(_row(case_id, "untraced meta: the steps", untraced, "steps", None, []))
+        if "untraced-native" in got:
+            label = "untraced meta, C++ meta kernels: the steps"
+            print(_row(case_id, label, got["untraced-native"], "steps", untraced, ["steps"]))
         if "traced" in got:
             print(_row(case_id, "vramsim's trace of the steps", got["traced"], "steps", untraced, ["steps"]))
         print(_both(case_id, untraced))

@@ -17,6 +17,7 @@ from .categories import Category, Phase
 from .collector import collector_paused
 from .data_dependent import DataDependentPolicy
 from .leaves import attached_tensors, is_wrapper_subclass, is_wrapper_type, tensor_leaves
+from .native_meta import native_meta_kernels
 from .patches import dispatched_rng_state, host_checkpoint_device
 from .records import BEFORE_TRACE, HoldRecord, OpRecord, StorageRecord, Trace, UnitRecord
 from .scope import ModuleScope
@@ -112,6 +113,7 @@ class MemoryTracer(TorchDispatchMode):
 
     def __enter__(self) -> MemoryTracer:
         self._patches.enter_context(collector_paused())
+        self._patches.enter_context(native_meta_kernels())
         self._saved_hooks.__enter__()
         self._patches.enter_context(dispatched_rng_state())
         if "cpu" in self._devices:  # meta tensors stand for host ones

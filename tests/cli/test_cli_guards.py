@@ -223,6 +223,10 @@ def bad_inputs(batch_size, seq_len):
 
 def loss(output):
     return output.square().mean()
+
+
+def bf16_inputs(batch_size, seq_len):
+    return {"x": torch.randn(batch_size, 8, dtype=torch.bfloat16)}
 """
 
 
@@ -235,7 +239,7 @@ def _user_file(tmp_path: Path) -> Path:
 def test_module_built_on_the_cpu_is_simulated_untouched(tmp_path: Path) -> None:
     """``simulate(MyNet())``: a meta copy is traced; the user's weights stay where they were, unchanged."""
     user = vramsim.workload.models.load_function(f"{_user_file(tmp_path)}:build", "")
-    inputs = vramsim.workload.models.load_function(f"{_user_file(tmp_path)}:inputs", "")
+    inputs = vramsim.workload.models.load_function(f"{_user_file(tmp_path)}:bf16_inputs", "")
     model = user()
     before = [p.clone() for p in model.parameters()]
     report = vramsim.simulate(model, inputs=inputs, loss=lambda out: out.sum(), device="cpu", batch_size=4, dtype="bf16")
@@ -243,6 +247,14 @@ def test_module_built_on_the_cpu_is_simulated_untouched(tmp_path: Path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     built = vramsim.simulate(user, inputs=inputs, loss=lambda out: out.sum(), device="cpu", batch_size=4, dtype="bf16")
     assert report.peak_bytes == built.peak_bytes and report.parameters == 8 * 16 + 16 + 16 * 4 + 4
+
+
+def test_inputs_the_weights_cannot_take_are_refused_as_the_real_run_refuses_them(tmp_path: Path) -> None:
+    """float32 inputs to bf16 weights: ATen's meta kernel checks the dtypes as the CPU and CUDA kernels do."""
+    inputs = vramsim.workload.models.load_function(f"{_user_file(tmp_path)}:inputs", "")
+    build = vramsim.workload.models.load_function(f"{_user_file(tmp_path)}:build", "")
+    with pytest.raises(vramsim.TraceError, match=r"at body\.0: mat1 and mat2 must have the same dtype"):
+        vramsim.simulate(build, inputs=inputs, loss=lambda out: out.sum(), device="cpu", dtype="bf16", cache=False)
 
 
 def test_inputs_and_loss_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
