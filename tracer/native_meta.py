@@ -49,7 +49,7 @@ def native_meta_kernels() -> Iterator[None]:
             with _lock:
                 _depth -= 1
                 if _depth == 0:
-                    _register(_ops + _held(), keep=lambda op: True)
+                    _register(_ops + _held(), _python_meta_functions(), keep=lambda op: True)
 
 
 def _swap_in() -> bool:
@@ -58,7 +58,7 @@ def _swap_in() -> bool:
     if any(op not in functions for op in ops):
         return False
     _ops[:] = ops
-    _register(ops, keep=_python_only)
+    _register(ops, functions, keep=_python_only)
     return True
 
 
@@ -67,9 +67,8 @@ def _held() -> list[str]:
     return sorted(key.split("/")[1] for key in getattr(meta_registrations, _LIBRARY)._op_impls)
 
 
-def _register(ops: list[str], *, keep: Callable[[str], bool]) -> None:
+def _register(ops: list[str], functions: dict[str, tuple[OpOverload, Any]], *, keep: Callable[[str], bool]) -> None:
     """Replace torch's library of Python meta kernels by one holding those of ``ops`` that ``keep`` names."""
-    functions = _python_meta_functions()
     getattr(meta_registrations, _LIBRARY)._destroy()
     replacement = torch.library.Library("aten", "IMPL", "Meta")
     for op in dict.fromkeys(ops):
