@@ -15,7 +15,6 @@ one ``build_graph`` would build from that point's own trace, which every analysi
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from fractions import Fraction
@@ -28,7 +27,7 @@ import networkx as nx
 
 from vramsim.estimators.timeline import Timeline
 from vramsim.tracer.graph import op_node, saved_edges, storage_nodes
-from vramsim.tracer.records import Trace
+from vramsim.tracer.records import HoldRecord, OpRecord, StorageRecord, Trace, UnitRecord
 
 __all__ = ["SIZE_FIELDS", "Resized", "SizeFit", "block_sources", "quantities", "structure"]
 
@@ -48,18 +47,21 @@ def structure(trace: Trace) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-def _record_structure(record: Any) -> tuple[Any, ...]:
-    values = _structure_fields(type(record))(record)
+def _record_structure(record: object) -> tuple[Any, ...]:
+    values = _STRUCTURE_FIELDS[type(record)](record)
     shape = getattr(record, "shape", None)
     return values if shape is None else (*values, len(shape))
 
 
-@functools.cache
 def _structure_fields(record_type: type) -> Callable[[Any], tuple[Any, ...]]:
     """A record type's structure fields, read at once (millions of records a sweep: ``fields`` per record is slow)."""
-    names = [spec.name for spec in fields(record_type) if spec.name not in SIZE_FIELDS]
-    getter = attrgetter(*names)
-    return getter if len(names) > 1 else lambda record: (getter(record),)
+    return attrgetter(*(spec.name for spec in fields(record_type) if spec.name not in SIZE_FIELDS))
+
+
+_STRUCTURE_FIELDS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
+    kind: _structure_fields(kind) for kind in (StorageRecord, OpRecord, HoldRecord, UnitRecord)
+}
+"""Each record type a ``Trace`` lists, with its structure fields' getter."""
 
 
 def quantities(trace: Trace) -> list[int]:
