@@ -76,9 +76,14 @@ def default_seq_len(model: torch.nn.Module, *, new_tokens: int) -> int:
 def short_positions(config: Any, *, new_tokens: int) -> bool:
     """Whether ``config`` bounds its text positions below ``DEFAULT_SEQ_LEN + new_tokens``: read from the config
     alone, so that only such a model is built to find whether its table is learned (``default_seq_len``)."""
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    text = _text_config(config)
     bounds = (getattr(text, name, None) for name in _POSITION_FIELDS)
     return any(_bound(value) and value < DEFAULT_SEQ_LEN + new_tokens for value in bounds)
+
+
+def _text_config(config: Any) -> Any:
+    """The config holding the text positions: a composite model's decoder's (CLIP's text, Whisper's decoder)."""
+    return config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
 
 
 def _bound(value: object) -> TypeGuard[int]:
@@ -87,7 +92,7 @@ def _bound(value: object) -> TypeGuard[int]:
 
 def _limit(model: torch.nn.Module, config: Any) -> tuple[str, int | None]:
     """The configured maximum the text positions are bounded by: the decoder's in a seq2seq model."""
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    text = _text_config(config)
     if getattr(model, "main_input_name", "input_ids") != "input_ids" and not _takes_decoder_ids(model):
         return "", None
     names = _POSITION_FIELDS[::-1] if _takes_decoder_ids(model) else _POSITION_FIELDS
