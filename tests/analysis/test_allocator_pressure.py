@@ -44,7 +44,7 @@ def test_the_replay_within_the_limit_says_clean_pressure_or_oom(allocator_mib: i
     target = resolve_target("h100")
     outside = totals(overheads_for(target.profile, world_size=1, training=False))
     usable = allocator_mib * _MiB + outside.device  # the allocator may reserve its workspace plus allocator_mib
-    memory = device_memory(_timeline(), target, training=False, usable_bytes=usable)
+    memory = device_memory(_timeline(), target.profile, training=False, usable_bytes=usable)
     unlimited = 50 * _MiB + outside.allocated + (outside.reserved - outside.allocated)
     if retries is None:
         assert memory.pressure is None  # 50 MiB reserved fits: nothing to replay
@@ -69,7 +69,7 @@ def test_weights_that_alone_pass_the_limit_fail_while_loading() -> None:
     target = resolve_target("h100")
     outside = totals(overheads_for(target.profile, world_size=1, training=False))
     usable = 25 * _MiB + outside.device - outside.allocated
-    memory = device_memory(timeline, target, training=False, usable_bytes=usable)
+    memory = device_memory(timeline, target.profile, training=False, usable_bytes=usable)
     assert memory.pressure is not None
     assert memory.pressure.oom_at == "loading the model (weights, buffers and inputs before the step)", memory.pressure
 

@@ -55,5 +55,5 @@ def test_two_roots_are_named_and_exact() -> None:
         trace = trace_program(build("meta"), devices=target.counted_devices, workspaces=target.rules.workspaces)
     modules = {record.module.split(".")[0] for record in trace.storages if record.module}
     assert modules == {"encoder", "decoder"}
-    predicted = device_memory(derive_timeline(build_graph(trace)), target, training=True).peak_bytes
+    predicted = device_memory(derive_timeline(build_graph(trace)), target.profile, training=True).peak_bytes
     assert predicted == measure_program_cpu(lambda: build("cpu")).peak_bytes

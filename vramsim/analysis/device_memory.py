@@ -7,12 +7,12 @@ from typing import Literal
 
 from vramsim.estimators.allocator import AllocatorConfig, CachingAllocator
 from vramsim.estimators.assumptions import ModuleLoading, Overhead, overheads_for, totals
+from vramsim.estimators.devices import DeviceProfile
 from vramsim.estimators.liveness import Liveness, backward_starts, liveness, replay_under_limit
 from vramsim.estimators.timeline import Timeline
 from vramsim.results.report import AllocatorPressure
-from vramsim.workload.targets import Target
 
-__all__ = ["DeviceMemory", "allocator_replay", "cache_releases", "device_memory"]
+__all__ = ["DeviceMemory", "MemoryFigures", "TimelineReplay", "allocator_replay", "cache_releases", "device_memory"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,9 +45,56 @@ class DeviceMemory:
         return self.device_bytes if self.pressure is None else self.pressure.unlimited_device_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryFigures:
+    """A replay's figures without the counters' history they come from: what a sweep's row needs of it."""
+
+    peak_bytes: int
+    reserved_bytes: int
+    device_bytes: int
+    managed_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimelineReplay:
+    """``device_memory``'s arguments but the blocks' bytes: one timeline's replay on a device, as plain data that
+    pickles, so that the points of a sweep that share the timeline replay it with their own bytes in other
+    processes (``vramsim/search/sweep_answers.py``) exactly as here."""
+
+    timeline: Timeline
+    profile: DeviceProfile
+    training: bool
+    expandable_segments: bool = False
+    world_size: int = 1
+    usable_bytes: int | None = None
+    empty_cache_steps: int | None = None
+    module_loading: ModuleLoading = "lazy"
+    managed_bytes: int = 0
+
+    def memory(self, nbytes: list[int] | None = None) -> DeviceMemory:
+        """The device memory of the timeline, its blocks ``nbytes`` in place of their own where given."""
+        return device_memory(
+            self.timeline,
+            self.profile,
+            training=self.training,
+            expandable_segments=self.expandable_segments,
+            world_size=self.world_size,
+            usable_bytes=self.usable_bytes,
+            empty_cache_steps=self.empty_cache_steps,
+            module_loading=self.module_loading,
+            managed_bytes=self.managed_bytes,
+            nbytes=nbytes,
+        )
+
+    def figures(self, nbytes: list[int] | None = None) -> MemoryFigures:
+        """``memory``'s figures alone (small to send back from a process)."""
+        memory = self.memory(nbytes)
+        return MemoryFigures(memory.peak_bytes, memory.reserved_bytes, memory.device_bytes, memory.managed_bytes)
+
+
 def device_memory(
     timeline: Timeline,
-    target: Target,
+    profile: DeviceProfile,
     *,
     training: bool,
     expandable_segments: bool = False,
@@ -58,7 +105,7 @@ def device_memory(
     managed_bytes: int = 0,
     nbytes: list[int] | None = None,
 ) -> DeviceMemory:
-    """Replay ``timeline`` on ``target``: through the caching allocator on a GPU, as is on the CPU
+    """Replay ``timeline`` on the device of ``profile``: through the caching allocator on a GPU, as is on the CPU
     (no caching allocator and no context to add: all three counters are the peak). ``world_size``
     > 1 adds NCCL's buffers. Where the device figure passes ``usable_bytes``, the timeline is
     replayed again within it (``AllocatorPressure``), and where that replay runs its reserved and device
@@ -70,15 +117,15 @@ def device_memory(
     driver pages it out before the allocator runs short, so the limited replay leaves it out. ``nbytes``: each
     block's bytes, in place of the blocks' own (``liveness``)."""
     first, last = timeline.steps[-1]
-    if target.profile.vendor == "cpu":
+    if profile.vendor == "cpu":
         live = liveness(timeline, nbytes=nbytes)
         peak, index = live.peak(first, last)
         return DeviceMemory(live=live, peak_bytes=peak, peak_index=index, reserved_bytes=peak, device_bytes=peak, overheads=[])
-    overheads = overheads_for(target.profile, world_size=world_size, training=training, module_loading=module_loading)
+    overheads = overheads_for(profile, world_size=world_size, training=training, module_loading=module_loading)
     added = totals(overheads)
-    platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
+    platform: Literal["cuda", "rocm"] = "rocm" if profile.vendor == "amd" else "cuda"
     releases = cache_releases(timeline, empty_cache_steps)
-    _, live = allocator_replay(timeline, target, expandable_segments, empty_cache_steps, added.allocated, nbytes=nbytes)
+    _, live = allocator_replay(timeline, profile, expandable_segments, empty_cache_steps, added.allocated, nbytes=nbytes)
     peak, index = live.peak(first, last)
     reserved = live.peak_reserved_bytes + (added.reserved - added.allocated)
     device = reserved + (added.device - added.reserved)
@@ -105,7 +152,7 @@ def device_memory(
 
 def allocator_replay(
     timeline: Timeline,
-    target: Target,
+    profile: DeviceProfile,
     expandable_segments: bool,
     empty_cache_steps: int | None,
     overhead_bytes: int,
@@ -113,10 +160,10 @@ def allocator_replay(
     record: bool = False,
     nbytes: list[int] | None = None,
 ) -> tuple[CachingAllocator, Liveness]:
-    """``timeline`` through the caching allocator of a GPU ``target``, without a limit: the replay the figures
+    """``timeline`` through the caching allocator of a GPU (``profile``), without a limit: the replay the figures
     come from (``record``: keeping the allocator's history, ``vramsim/analysis/memory_history.py``; ``nbytes``:
     as ``liveness`` takes it)."""
-    platform: Literal["cuda", "rocm"] = "rocm" if target.profile.vendor == "amd" else "cuda"
+    platform: Literal["cuda", "rocm"] = "rocm" if profile.vendor == "amd" else "cuda"
     allocator = CachingAllocator(AllocatorConfig(platform=platform, expandable_segments=expandable_segments), record=record)
     releases = cache_releases(timeline, empty_cache_steps)
     return allocator, liveness(timeline, allocator, overhead_bytes=overhead_bytes, cache_releases=releases, nbytes=nbytes)

@@ -43,7 +43,7 @@ def memory_history(
     """``timeline`` (the report's, ``memory`` its replay) replayed with the allocator recording, on a GPU
     ``target`` (the config refuses the cpu, which has no caching allocator)."""
     overhead = memory.live.overhead_bytes
-    allocator, live = allocator_replay(timeline, target, expandable_segments, empty_cache_steps, overhead, record=True)
+    allocator, live = allocator_replay(timeline, target.profile, expandable_segments, empty_cache_steps, overhead, record=True)
     assert allocator.history is not None and live.allocated == memory.live.allocated, "the recorded replay must be the report's"
     added = totals(memory.overheads)
     tensors = _tensors(graph, timeline, overhead)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import torch
 
-from vramsim.analysis.device_memory import DeviceMemory, device_memory
+from vramsim.analysis.device_memory import DeviceMemory, MemoryFigures, TimelineReplay
 from vramsim.analysis.placement import device_timelines
 from vramsim.analysis.ranks import held_state
 from vramsim.config import SimulationConfig
@@ -189,7 +189,7 @@ class Analysis:
         """Whether ``plan``'s outcome is its what-if's timeline replayed as it is, every block the bytes of a traced
         storage (one of the trace's, or a recomputed copy of one) and every event placed by the graph's clocks
         alone: so that another point of the same structure is that timeline replayed with its own storages' bytes
-        (``replay_resized``). Not where a stage reads sizes to decide: ``auto`` (which fits), activation
+        (``timeline_replay``). Not where a stage reads sizes to decide: ``auto`` (which fits), activation
         offloading (its smallest offloaded tensor), sharding, pipeline stages, rings, exchanges, a device map,
         managed memory; nor under ``offload``, whose copies are a saved tensor's bytes."""
         config = self._config
@@ -206,10 +206,22 @@ class Analysis:
             and not self._managed
         )
 
-    def replay_resized(self, timeline: Timeline, nbytes: list[int]) -> DeviceMemory:
-        """``timeline``, an outcome's (``replays_resized``) at another point of this structure, replayed with
-        ``nbytes`` as its blocks' bytes: the device memory this point's own ``run`` would give."""
-        return self._replay(timeline, nbytes)
+    def timeline_replay(self, timeline: Timeline) -> TimelineReplay:
+        """``timeline``'s replay on the target under this config, as data: an outcome's (``replays_resized``)
+        replayed with another point's blocks' bytes (``TimelineReplay.memory``) gives the device memory that
+        point's own ``run`` would."""
+        config = self._config
+        return TimelineReplay(
+            timeline=timeline,
+            profile=self._target.profile,
+            training=config.task == "train",
+            expandable_segments=config.expandable_segments,
+            world_size=1 if self._placement is not None else config.gpus,  # a device map's copies need no NCCL
+            usable_bytes=self.usable_bytes,
+            empty_cache_steps=config.torch_empty_cache_steps,
+            module_loading=config.cuda_module_loading,
+            managed_bytes=self._managed_bytes,
+        )
 
     @property
     def usable_bytes(self) -> int | None:
@@ -217,19 +229,8 @@ class Analysis:
         capacity = self._target.profile.memory_bytes
         return None if capacity is None else int(capacity * (1 - self._config.headroom))
 
-    def _replay(self, timeline: Timeline, nbytes: list[int] | None = None) -> DeviceMemory:
-        return device_memory(
-            timeline,
-            self._target,
-            training=self._config.task == "train",
-            expandable_segments=self._config.expandable_segments,
-            world_size=1 if self._placement is not None else self._config.gpus,  # a device map's copies need no NCCL
-            usable_bytes=self.usable_bytes,
-            empty_cache_steps=self._config.torch_empty_cache_steps,
-            module_loading=self._config.cuda_module_loading,
-            managed_bytes=self._managed_bytes,
-            nbytes=nbytes,
-        )
+    def _replay(self, timeline: Timeline) -> DeviceMemory:
+        return self.timeline_replay(timeline).memory()
 
     def _pipeline(self, outcome: WhatIf) -> Outcome:
         """Each pipeline stage replayed, under data parallelism as one data-parallel rank of that stage's
@@ -289,7 +290,7 @@ class Analysis:
         _, timeline, memory = max(replayed, key=lambda item: item[2].device_bytes)
         return Outcome(outcome, memory, timeline, devices=rows)
 
-    def fits(self, memory: DeviceMemory) -> bool | None:
+    def fits(self, memory: DeviceMemory | MemoryFigures) -> bool | None:
         """Within the usable memory: where the unlimited replay passes it, the device figure is the replay's
         within it (the allocator gives back its cache before an OOM), so a job that runs there fits. Managed memory
         (paged optimizer states) does not count: the driver pages it out to the host rather than fail."""

@@ -109,8 +109,8 @@ def _unsharded_checkpoint(
     else:
         saved = save_torch_checkpoint(program, device=device)
     timelines = restore_timelines(program, layout=layout, map_location=location, host_is_device=host, shards=saved.shards)
-    save = device_memory(timelines.save, target, training=True)
-    restore = device_memory(timelines.restore, target, training=True)
+    save = device_memory(timelines.save, target.profile, training=True)
+    restore = device_memory(timelines.restore, target.profile, training=True)
     capacity = target.profile.memory_bytes
     fits = None if capacity is None else max(restore.device_bytes, train.device_bytes) <= capacity * (1 - config.headroom)
     assert program.optimizer is not None, "a training program has an optimizer (checked above)"

@@ -42,8 +42,8 @@ def sharded_checkpoint(
     if dcp and config.gradient_as_bucket_view:  # .grad views DDP's buckets: a fresh zeros_like per trainable parameter
         zeros = [p.untyped_storage().nbytes() for p in program.model.parameters() if p.requires_grad]
     timelines = sharded_timelines(timeline, dcp=dcp, loaded=loaded, zeros=zeros)
-    save = device_memory(timelines.save, target, training=True, world_size=config.gpus)
-    restore = device_memory(timelines.restore, target, training=True, world_size=config.gpus)
+    save = device_memory(timelines.save, target.profile, training=True, world_size=config.gpus)
+    restore = device_memory(timelines.restore, target.profile, training=True, world_size=config.gpus)
     capacity = target.profile.memory_bytes
     fits = None if capacity is None else max(restore.device_bytes, train.device_bytes) <= capacity * (1 - config.headroom)
     return CheckpointReport(

@@ -148,7 +148,7 @@ def profile_run(
 
     program, _, trace = build_and_trace(rank, config, target, checkpointing="marked", prepare=as_vllm_runs_it)
     outcome = what_if(build_graph(trace), parse_checkpointing("none"))
-    memory = device_memory(outcome.timeline, target, training=False)
+    memory = device_memory(outcome.timeline, target.profile, training=False)
     resident = sum(_rounded(s.nbytes) for s in trace.storages if s.alloc_clock == BEFORE_TRACE and s.free_clock is None)
     weights = sum(
         _rounded(s.nbytes)
