@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from itertools import chain
+from operator import attrgetter
+from typing import Any
 
 from .categories import Category, Phase
+from .collector import collector_paused
 
 __all__ = ["HoldRecord", "OpRecord", "StorageRecord", "Trace", "UnitRecord"]
 
@@ -130,3 +135,64 @@ class Trace:
     paged optimizer states)."""
     notes: list[str] = field(default_factory=list)
     """Assumptions the run made (data-dependent values, emulated kernels)."""
+
+    def __reduce__(self) -> tuple[Callable[..., Trace], tuple[Any, ...]]:
+        """Pickled by columns (a sweep's worker sends a trace of 100,000 records back): each record field one tuple,
+        a field of tuples (shapes, an op's storages) their lengths and their values end to end, the records
+        rebuilt from them (``_rebuilt``): the unpickler makes a few objects, not one per record and tuple."""
+        state: dict[str, Any] = {}
+        with collector_paused():
+            for spec in fields(self):
+                value = getattr(self, spec.name)
+                kind = _RECORD_LISTS.get(spec.name)
+                if kind is not None:
+                    names = _NAMES[kind]
+                    columns = zip(*map(_READERS[kind], value), strict=True) if value else [()] * len(names)
+                    state[spec.name] = {name: _packed(column) for name, column in zip(names, columns, strict=True)}
+                elif spec.name == "events":
+                    state[spec.name] = tuple(zip(*value, strict=True))
+                else:
+                    state[spec.name] = value
+        return _rebuilt, (state,)
+
+
+_RECORD_LISTS: dict[str, type] = {"storages": StorageRecord, "ops": OpRecord, "holds": HoldRecord, "units": UnitRecord}
+"""The ``Trace`` fields that list records, with the records' type."""
+
+_NAMES: dict[type, tuple[str, ...]] = {kind: tuple(spec.name for spec in fields(kind)) for kind in _RECORD_LISTS.values()}
+
+_READERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {kind: attrgetter(*names) for kind, names in _NAMES.items()}
+"""Each record type's fields in one call (every record type has several: ``attrgetter`` gives a tuple)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Tuples:
+    """A column of tuples, packed: each one's length, and their values end to end."""
+
+    lengths: tuple[int, ...]
+    values: tuple[Any, ...]
+
+    def unpacked(self) -> list[tuple[Any, ...]]:
+        flat, start, column = self.values, 0, []
+        for length in self.lengths:
+            column.append(flat[start : start + length])
+            start += length
+        return column
+
+
+def _packed(column: tuple[Any, ...]) -> tuple[Any, ...] | _Tuples:
+    if all(type(value) is tuple for value in column):
+        return _Tuples(tuple(map(len, column)), tuple(chain.from_iterable(column)))
+    return column
+
+
+def _rebuilt(state: dict[str, Any]) -> Trace:
+    """A ``Trace`` from ``Trace.__reduce__``'s columns."""
+    with collector_paused():
+        values = dict(state)
+        for name, kind in _RECORD_LISTS.items():
+            columns = [c.unpacked() if isinstance(c, _Tuples) else c for c in state[name].values()]
+            names = tuple(state[name])
+            values[name] = [kind(**dict(zip(names, row, strict=True))) for row in zip(*columns, strict=True)]
+        values["events"] = list(zip(*state["events"], strict=True))
+        return Trace(**values)
