@@ -1,16 +1,15 @@
 """``vramsim.sweep``: every point, derived or traced, equals its own full trace to the byte."""
 
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 import transformers
 
 import vramsim
-from vramsim.analysis.device_memory import DeviceMemory
-from vramsim.analysis.whatifs import Analysis
 from vramsim.errors import ConfigError, UnsupportedError
-from vramsim.estimators.timeline import Timeline
-from vramsim.search.sweep import _Derived, _DeviceGrid, _Run
+from vramsim.results.sweep import SweepPoint
+from vramsim.search.sweep import _Derived, _DeviceGrid, _Pending, _Run
 from vramsim.search.sweep_sizes import SizeFit, quantities, structure
 from vramsim.search.sweep_workers import TraceTask, trace_records
 
@@ -24,13 +23,13 @@ def test_every_point_equals_its_own_trace(
     points after a structure's first are its what-if timeline replayed with their own sizes, for every choice
     that path takes)."""
     replayed: Counter[str] = Counter()
-    replay = Analysis.replay_resized
+    replay = _DeviceGrid._replayed
 
-    def counted(analysis: Analysis, timeline: Timeline, nbytes: list[int]) -> DeviceMemory:
-        replayed[analysis._config.checkpointing] += 1
-        return replay(analysis, timeline, nbytes)
+    def counted(grid: _DeviceGrid, pending: list[_Pending], answered: Callable[[int], None]) -> list[SweepPoint]:
+        replayed.update(row.row.spec for row in pending)
+        return replay(grid, pending, answered)
 
-    monkeypatch.setattr(Analysis, "replay_resized", counted)
+    monkeypatch.setattr(_DeviceGrid, "_replayed", counted)
     found = vramsim.sweep(tiny_llama, batch_size="1:3", seq_len="16:128:16", device="h100", checkpointing=choices, jobs=1)
     assert set(replayed) == set(choices.split(",")) and min(replayed.values()) >= 12, replayed
     assert len(found.points) == 3 * 8 * 2

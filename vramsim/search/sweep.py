@@ -30,14 +30,15 @@ from typing import Any
 
 import numpy as np
 
+from vramsim.analysis.device_memory import DeviceMemory, MemoryFigures, TimelineReplay
 from vramsim.analysis.whatifs import Analysis, Outcome
 from vramsim.cache import ResultCache, cached_answer, request_key
 from vramsim.config import SimulationConfig
 from vramsim.config.choices import parse_loss
 from vramsim.errors import ConfigError, UnsupportedError
 from vramsim.estimators.checkpointing_plan import CheckpointPlan, parse_checkpointing
-from vramsim.estimators.timeline import Timeline
 from vramsim.results.sweep import Answer, Sweep, SweepPoint
+from vramsim.search.sweep_answers import ReplayChunk, replay_chunks, run_replays
 from vramsim.search.sweep_grid import MAX_POINTS, axis_values
 from vramsim.search.sweep_sizes import Resized, SizeFit, block_sources, quantities, structure
 from vramsim.search.sweep_workers import Backend, Failed, TraceTask, run_traces
@@ -58,7 +59,8 @@ SEQ_NODES = 3
 """Sequence lengths a box traces (smallest, middle, largest): degree 2 in the length (attention's scores)."""
 
 Progress = Callable[[str, int, int], None]
-"""Told ``(stage, done, total)``: ``tracing`` (each trace of a round) and ``answering`` (each point analysed)."""
+"""Told ``(stage, done, total)``: ``tracing`` (each trace of a round) and ``answering`` (each row: a point under a
+checkpointing choice and GPU count)."""
 
 Box = tuple[tuple[int, ...], tuple[int, ...]]
 Point = tuple[int, int]
@@ -187,6 +189,7 @@ class _DeviceGrid:
     ) -> None:
         self._model, self._options, self._axes = model, options, axes
         self._run = dict(backend=run.backend, address=run.address, jobs=run.jobs)
+        self._jobs = run.jobs
         self._told = run.told
         self._traced: dict[Point, Trace | Failed] = {}
         self._structures: list[tuple[tuple[Any, ...], Resized]] = []
@@ -200,25 +203,32 @@ class _DeviceGrid:
         self.traces = 0
 
     def answer(self) -> list[SweepPoint]:
-        """Every point of this device's grid, for each checkpointing choice and GPU count."""
+        """Every point of this device's grid, for each checkpointing choice and GPU count: the first point of each
+        structure analysed whole here, the rest replayed on its timeline in local processes (``sweep_answers``)."""
         answers = self._prove_all()
         retrace = []
-        points: list[SweepPoint] = []
-        total = len(answers)
+        rows: list[SweepPoint] = []
+        pending: list[_Pending] = []
+        combos = len(self._axes["checkpointing"]) * len(self._axes["gpus"])
+        answered = _Count(self._told, len(answers) * combos)
         with collector_paused():  # each point's graph and timeline beside every trace: nothing to collect
-            for done, (point, answer) in enumerate(sorted(answers.items()), start=1):
+            for point, answer in sorted(answers.items()):
                 values = answer.fit.distinct(*point) if isinstance(answer, _Derived) else None
                 if isinstance(answer, _Derived) and values is None:  # a size that is no whole number: no proof here
                     retrace.append(point)
                     continue
-                points += self._figures(point, answer, values)
-                self._told("answering", done, total)
+                figured = self._figures(point, answer, values, pending)
+                rows += figured
+                answered(len(figured))
         self._trace(retrace)
         with collector_paused():
             for point in retrace:
-                points += self._figures(point, self._traced[point], None)
+                figured = self._figures(point, self._traced[point], None, pending)
+                rows += figured
+                answered(len(figured))
+        rows += self._replayed(pending, answered)
         order = {name: index for index, name in enumerate(self._axes["checkpointing"])}
-        return sorted(points, key=lambda p: (order[p.checkpointing], p.gpus, p.batch_size, p.seq_len))
+        return sorted(rows, key=lambda p: (order[p.checkpointing], p.gpus, p.batch_size, p.seq_len))
 
     def _prove_all(self) -> dict[Point, Trace | Failed | _Derived]:
         """Each point's answer: its trace (or why it has none), or the proven fit of its structure.
@@ -342,11 +352,13 @@ class _DeviceGrid:
             self._traced[point] = outcome
         self.traces += sum(not isinstance(outcome, Failed) for outcome in (self._traced[p] for p in wanted))
 
-    def _figures(self, point: Point, answer: Trace | Failed | _Derived, values: list[int] | None) -> list[SweepPoint]:
+    def _figures(
+        self, point: Point, answer: Trace | Failed | _Derived, values: list[int] | None, pending: list[_Pending]
+    ) -> list[SweepPoint]:
         """The point's figures for each checkpointing choice and GPU count (``values``: a derived point's
-        ``SizeFit.distinct``): the first point of its structure analysed whole, the others replayed on that point's
-        what-if timeline with their own sizes where the what-if places every event by the graph's clocks alone
-        (``Analysis.replays_resized``)."""
+        ``SizeFit.distinct``): the first point of its structure analysed whole; for the others, where the what-if
+        places every event by the graph's clocks alone (``Analysis.replays_resized``), that point's what-if
+        timeline is to be replayed with their own sizes: those rows go to ``pending`` (``_replayed``)."""
         b, s = point
         combos = list(product(self._axes["checkpointing"], self._axes["gpus"]))
         if isinstance(answer, Failed):
@@ -357,49 +369,95 @@ class _DeviceGrid:
         else:
             resized, sizes, fit = self._resized(self._structure(point), answer), quantities(answer), None
         written = False
-        target = self._target
         rows = []
         for spec, world in combos:
             config = SimulationConfig.from_options(**self._options, batch_size=b, seq_len=s, checkpointing=spec, gpus=world)
-            plan = parse_checkpointing(config.checkpointing)
+            analysis = Analysis(resized.graph, self._target, config)
             replay = self._replays.get((resized, spec, world))
             if replay is not None:
-                analysis = Analysis(resized.graph, target, config)
-                memory = analysis.replay_resized(replay.timeline, replay.nbytes(sizes, fit))
-            else:
-                every = sizes if fit is None else fit.expand(sizes)
-                if not written:
-                    resized.write(every)
-                    written = True
-                analysis = Analysis(resized.graph, target, config)
-                outcome = analysis.run(plan)
-                memory = outcome.memory
-                if (resized, spec, world) not in self._replays:
-                    self._replays[resized, spec, world] = _Replay.of(analysis, plan, outcome, every, resized.storages)
-            rows.append(
-                SweepPoint(
-                    batch_size=b,
-                    seq_len=s,
-                    device=target.name,
-                    checkpointing=spec,
-                    gpus=world,
-                    peak_bytes=memory.peak_bytes,
-                    reserved_bytes=memory.reserved_bytes,
-                    device_bytes=memory.device_bytes,
-                    usable_bytes=analysis.usable_bytes,
-                    fits=analysis.fits(memory),
-                    answer=how,
-                )
-            )
+                pending.append(_Pending(_Row(point, self._target.name, spec, world, how, analysis), replay, fit, sizes))
+                continue
+            plan = parse_checkpointing(config.checkpointing)
+            every = sizes if fit is None else fit.expand(sizes)
+            if not written:
+                resized.write(every)
+                written = True
+            outcome = analysis.run(plan)
+            if (resized, spec, world) not in self._replays:
+                self._replays[resized, spec, world] = _Replay.of(analysis, plan, outcome, every, resized.storages)
+            rows.append(_Row(point, self._target.name, spec, world, how, analysis).figured(outcome.memory))
         return rows
+
+    def _replayed(self, pending: list[_Pending], answered: Callable[[int], None]) -> list[SweepPoint]:
+        """The pending rows: their points replayed on their structure's timeline, the points of one timeline and
+        fit in chunks over ``jobs`` local processes (``sweep_answers``)."""
+        groups: dict[tuple[int, SizeFit | None], list[_Pending]] = {}
+        for row in pending:
+            groups.setdefault((id(row.replay), row.fit), []).append(row)
+        chunks: list[ReplayChunk] = []
+        rows: list[_Pending] = []
+        for group in groups.values():
+            replay, fit = group[0].replay, group[0].fit
+            chunks += replay_chunks(replay.replay, replay.picked(fit), [row.values for row in group], jobs=self._jobs)
+            rows += group
+        figures = [memory for chunk in run_replays(chunks, jobs=self._jobs, told=answered) for memory in chunk]
+        return [row.row.figured(memory) for row, memory in zip(rows, figures, strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A row of the table but its figures."""
+
+    point: Point
+    device: str
+    spec: str
+    world: int
+    how: Answer
+    analysis: Analysis
+
+    def figured(self, memory: DeviceMemory | MemoryFigures) -> SweepPoint:
+        return SweepPoint(
+            batch_size=self.point[0],
+            seq_len=self.point[1],
+            device=self.device,
+            checkpointing=self.spec,
+            gpus=self.world,
+            peak_bytes=memory.peak_bytes,
+            reserved_bytes=memory.reserved_bytes,
+            device_bytes=memory.device_bytes,
+            usable_bytes=self.analysis.usable_bytes,
+            fits=self.analysis.fits(memory),
+            answer=self.how,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A row to answer by replaying its structure's timeline with the point's ``values``."""
+
+    row: _Row
+    replay: _Replay
+    fit: SizeFit | None
+    values: list[int]
+
+
+class _Count:
+    """Tells the answering stage's progress, row by row."""
+
+    def __init__(self, told: Progress, total: int) -> None:
+        self._told, self._total, self._done = told, total, 0
+
+    def __call__(self, rows: int) -> None:
+        self._done += rows
+        self._told("answering", self._done, self._total)
 
 
 @dataclass(frozen=True, slots=True)
 class _Replay:
-    """A structure's what-if timeline under one checkpointing choice: another point's is the same events over
-    blocks of that point's storages' bytes (``sources``: each block's storage, as ``block_sources``)."""
+    """A structure's what-if timeline under one checkpointing choice and its replay: another point's is the same
+    events over blocks of that point's storages' bytes (``sources``: each block's storage, as ``block_sources``)."""
 
-    timeline: Timeline
+    replay: TimelineReplay
     sources: list[int]
     by_fit: dict[SizeFit, np.ndarray] = field(default_factory=dict)
     """``sources`` among each fit's distinct values (``SizeFit.distinct_of``)."""
@@ -410,18 +468,16 @@ class _Replay:
         if not analysis.replays_resized(plan):
             return None
         sources = block_sources(outcome.timeline, values, storages)
-        return None if sources is None else _Replay(outcome.timeline, sources)
+        return None if sources is None else _Replay(analysis.timeline_replay(outcome.timeline), sources)
 
-    def nbytes(self, values: list[int], fit: SizeFit | None) -> list[int]:
-        """Each block's bytes at the point of ``values``: its ``quantities``, or (``fit``) the fit's distinct values
-        there, picked all at once (exact integers: an array of Python ints)."""
+    def picked(self, fit: SizeFit | None) -> np.ndarray:
+        """Where each block's bytes are among a point's values: its ``quantities``, or (``fit``) the fit's distinct
+        values there."""
         if fit is None:
-            picked = np.asarray(self.sources)
-        elif fit in self.by_fit:
-            picked = self.by_fit[fit]
-        else:
-            picked = self.by_fit[fit] = np.asarray(fit.distinct_of(self.sources))
-        return np.asarray(values, dtype=object)[picked].tolist()
+            return np.asarray(self.sources)
+        if fit not in self.by_fit:
+            self.by_fit[fit] = np.asarray(fit.distinct_of(self.sources))
+        return self.by_fit[fit]
 
 
 @dataclass(frozen=True, slots=True)
