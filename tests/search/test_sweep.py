@@ -92,3 +92,12 @@ def test_what_a_sweep_refuses(tiny_llama: transformers.LlamaConfig) -> None:
         vramsim.sweep(tiny_llama, task="generate", jobs=1)
     with pytest.raises(ConfigError, match="'x' is not a whole number"):
         vramsim.sweep(tiny_llama, seq_len="16,x", jobs=1)
+
+
+def test_replays_in_processes_give_this_process_answers(tiny_llama: transformers.LlamaConfig) -> None:
+    """The derived points replayed in two local processes (``sweep_answers``) are the points replayed in this one,
+    to the byte."""
+    axes = {"batch_size": "2:3", "seq_len": "16:128:16", "device": "h100", "checkpointing": "none,full", "cache": False}
+    spread = vramsim.sweep(tiny_llama, jobs=2, **axes)
+    here = vramsim.sweep(tiny_llama, jobs=1, **axes)
+    assert spread.points == here.points and sum(point.answer == "derived" for point in spread.points) >= 16

@@ -1,5 +1,4 @@
-"""Where a sweep's traces and replays run: a worker that dies is retried once, then reported; Ray and local
-processes give the answers of the driver's own process."""
+"""Where a sweep's traces run: a worker that dies is retried once, then reported; Ray gives the local answers."""
 
 from __future__ import annotations
 
@@ -56,11 +55,3 @@ def test_ray_gives_the_local_table(tiny_llama: transformers.LlamaConfig) -> None
         assert isinstance(dead[0], Failed) and "died twice" in dead[0].reason
     finally:
         ray.shutdown()
-
-
-def test_replays_in_processes_give_this_process_answers(tiny_llama: transformers.LlamaConfig) -> None:
-    """The derived points replayed in two local processes are the points replayed in this one, to the byte."""
-    axes = {"batch_size": "2:3", "seq_len": "16:128:16", "device": "h100", "checkpointing": "none,full", "cache": False}
-    spread = vramsim.sweep(tiny_llama, jobs=2, **axes)
-    here = vramsim.sweep(tiny_llama, jobs=1, **axes)
-    assert spread.points == here.points and sum(point.answer == "derived" for point in spread.points) >= 16

@@ -189,7 +189,9 @@ class _DeviceGrid:
     ) -> None:
         self._model, self._options, self._axes = model, options, axes
         self._run = dict(backend=run.backend, address=run.address, jobs=run.jobs)
-        self._jobs = run.jobs
+        self._jobs = 1 if run.backend == "ray" else run.jobs
+        """Processes for the replays: on a Ray backend this one (local worker processes started beside a Ray client in
+        the same process were seen to hang; not diagnosed)."""
         self._told = run.told
         self._traced: dict[Point, Trace | Failed] = {}
         self._structures: list[tuple[tuple[Any, ...], Resized]] = []

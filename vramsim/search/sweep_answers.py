@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from vramsim.analysis.device_memory import MemoryFigures, TimelineReplay
-from vramsim.tracer.collector import collector_paused
 
 __all__ = ["CHUNKS_PER_JOB", "ReplayChunk", "replay_chunk", "replay_chunks", "run_replays"]
 
@@ -37,10 +36,8 @@ class ReplayChunk:
 
 
 def replay_chunk(chunk: ReplayChunk) -> list[MemoryFigures]:
-    """A process's job: every point of the chunk replayed (exact integers: the bytes picked as Python ints), the
-    cyclic collector paused as in the driver (``collector_paused``: a replay's blocks link to their neighbours)."""
-    with collector_paused():
-        return [chunk.replay.figures(np.asarray(values, dtype=object)[chunk.picked].tolist()) for values in chunk.values]
+    """A process's job: every point of the chunk replayed (exact integers: the bytes picked as Python ints)."""
+    return [chunk.replay.figures(np.asarray(values, dtype=object)[chunk.picked].tolist()) for values in chunk.values]
 
 
 def replay_chunks(
