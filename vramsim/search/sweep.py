@@ -15,9 +15,10 @@ The one assumption (docs/sweep.md): a program's structure changes at thresholds 
 and the length (a kernel above so many tokens, batch 1 against more), so a box whose smallest and largest points
 have one structure holds no other.
 
-Every point, traced or derived, is analysed the same way, here in the driver: its sizes written into a graph of its
+Every point, traced or derived, is analysed the same way on this machine: its sizes written into a graph of its
 structure, then ``Analysis`` (the checkpointing what-if, data parallelism, the allocator replay) per checkpointing
-choice and GPU count, the figures ``simulate`` reports for the same options.
+choice and GPU count, the figures ``simulate`` reports for the same options; a structure's first point here, the
+others' replays of its timeline in local processes (``sweep_answers``).
 """
 
 from __future__ import annotations
