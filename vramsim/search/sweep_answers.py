@@ -5,7 +5,7 @@ is that what-if's timeline replayed with the point's own blocks' bytes: one cach
 thousands of events a point, and the points' replays are independent. They run in ``jobs`` local processes
 (joblib), each process a chunk of points with the timeline sent once. They run this installation's code on this
 machine, whatever backend traced the points, and only figures come back: an answer is the one the driver's own
-process would give (``tests/search/test_sweep_workers.py``).
+process would give (``tests/search/test_sweep.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vramsim.analysis.device_memory import MemoryFigures, TimelineReplay
+from vramsim.search.sweep_workers import in_processes
 
 __all__ = ["CHUNKS_PER_JOB", "ReplayChunk", "replay_chunk", "replay_chunks", "run_replays"]
 
@@ -57,28 +58,8 @@ def run_replays(chunks: Sequence[ReplayChunk], *, jobs: int | None, told: Callab
     """Each chunk's figures, in order; ``told(points)`` as each chunk returns. ``jobs=1``, or a single chunk: in
     this process; the chunks of a process that dies are replayed in this one."""
     workers = min(jobs or os.cpu_count() or 1, len(chunks))
-    if workers <= 1:
-        done = []
-        for chunk in chunks:
-            done.append(replay_chunk(chunk))
-            told(len(chunk.values))
-        return done
-    from joblib import Parallel, delayed
-    from joblib.externals.loky.process_executor import TerminatedWorkerError
-
-    figures: dict[int, list[MemoryFigures]] = {}
-    calls = (delayed(_numbered)(index, chunk) for index, chunk in enumerate(chunks))
-    try:
-        for index, replayed in Parallel(n_jobs=workers, return_as="generator_unordered")(calls):
-            figures[index] = replayed
-            told(len(replayed))
-    except TerminatedWorkerError:  # a process died (killed, out of host memory): its chunks run again here
-        pass
-    for index in [i for i in range(len(chunks)) if i not in figures]:
+    figures = in_processes(replay_chunk, chunks, workers, lambda replayed: told(len(replayed))) if workers > 1 else {}
+    for index in [i for i in range(len(chunks)) if i not in figures]:  # in this process, or lost with a dead one
         figures[index] = replay_chunk(chunks[index])
         told(len(figures[index]))
     return [figures[index] for index in range(len(chunks))]
-
-
-def _numbered(index: int, chunk: ReplayChunk) -> tuple[int, list[MemoryFigures]]:
-    return index, replay_chunk(chunk)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from vramsim.analysis.traced import build_and_trace
 from vramsim.config import SimulationConfig
@@ -21,8 +21,10 @@ from vramsim.tracer.records import Trace
 from vramsim.workload.models import ModelSource
 from vramsim.workload.targets import resolve_target
 
-__all__ = ["BACKENDS", "Backend", "Failed", "TraceTask", "run_traces", "trace_records"]
+__all__ = ["BACKENDS", "Backend", "Failed", "TraceTask", "in_processes", "run_traces", "trace_records"]
 
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 Backend = Literal["local", "ray"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 """``local``: worker processes on this machine (joblib's loky); ``ray``: the tasks of a Ray cluster."""
@@ -86,31 +88,38 @@ def _local(
     work: Callable[[TraceTask], Trace | Failed], tasks: Sequence[TraceTask], jobs: int, told: Callable[[], None]
 ) -> list[Trace | Failed]:
     """joblib's worker processes; the tasks lost with a dead worker run again, one at a time, once."""
-    from joblib import Parallel, delayed
-    from joblib.externals.loky.process_executor import TerminatedWorkerError
-
-    done: dict[int, Trace | Failed] = {}
-
-    def run(indices: list[int], workers: int) -> None:
-        calls = (delayed(_numbered)(work, index, tasks[index]) for index in indices)
-        try:
-            for index, outcome in Parallel(n_jobs=workers, return_as="generator_unordered")(calls):
-                done[index] = outcome
-                told()
-        except TerminatedWorkerError:
-            pass
-
-    run(list(range(len(tasks))), max(2, min(jobs, len(tasks))))  # two at least: one job would run in this process
+    done = in_processes(work, tasks, max(2, min(jobs, len(tasks))), lambda _: told())  # one job would run here
     for index in [i for i in range(len(tasks)) if i not in done]:
-        run([index], 2)
-        if index not in done:
+        again = in_processes(work, [tasks[index]], 2, lambda _: told())
+        if 0 in again:
+            done[index] = again[0]
+        else:
             done[index] = Failed("its worker process died twice (retried once)")
             told()
     return [done[index] for index in range(len(tasks))]
 
 
-def _numbered(work: Callable[[TraceTask], Trace | Failed], index: int, task: TraceTask) -> tuple[int, Trace | Failed]:
-    return index, work(task)
+def in_processes(
+    work: Callable[[Item], Result], items: Sequence[Item], workers: int, told: Callable[[Result], None]
+) -> dict[int, Result]:
+    """Each item's ``work`` in ``workers`` of joblib's local worker processes, by the item's index, ``told`` each
+    as it returns; the items lost with a worker that died are missing (the caller decides what they become)."""
+    from joblib import Parallel, delayed
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    done: dict[int, Result] = {}
+    calls = (delayed(_numbered)(work, index, item) for index, item in enumerate(items))
+    try:
+        for index, outcome in Parallel(n_jobs=workers, return_as="generator_unordered")(calls):
+            done[index] = outcome
+            told(outcome)
+    except TerminatedWorkerError:
+        pass
+    return done
+
+
+def _numbered(work: Callable[[Item], Result], index: int, item: Item) -> tuple[int, Result]:
+    return index, work(item)
 
 
 def _on_ray(
